@@ -1,0 +1,47 @@
+import Foundation
+
+/// The folder that holds Nudge's files next to its binary: `jobs/` (the job definitions) and
+/// `db/` (migrations and the seed). Found from `NUDGE_HOME`, else by walking up from the
+/// executable, else from the working directory.
+public struct NudgeHome: Sendable {
+    public let root: URL
+
+    public var jobsDirectory: URL { root.appendingPathComponent("jobs") }
+    public var migrationsDirectory: URL { root.appendingPathComponent("db/migrations") }
+    public var seedScript: URL { root.appendingPathComponent("db/seed.sql") }
+
+    public init(root: URL) {
+        self.root = root
+    }
+
+    public static func locate(_ environment: Environment) throws(NudgeError) -> NudgeHome {
+        if let configured = environment["NUDGE_HOME"] {
+            let home = NudgeHome(root: URL(fileURLWithPath: configured))
+            guard home.looksComplete else {
+                throw NudgeError(.configuration, "NUDGE_HOME=\(configured) does not hold jobs/ and db/migrations/")
+            }
+            return home
+        }
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let starts = [executable.deletingLastPathComponent(),
+                      URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
+        for start in starts {
+            var folder = start
+            while folder.path != "/" {
+                let home = NudgeHome(root: folder)
+                if home.looksComplete { return home }
+                folder.deleteLastPathComponent()
+            }
+        }
+        throw NudgeError(.configuration, """
+            cannot find Nudge's jobs/ and db/migrations/ folders beside the binary or the working \
+            directory; set NUDGE_HOME to the folder that holds them
+            """)
+    }
+
+    private var looksComplete: Bool {
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: jobsDirectory.path, isDirectory: &isFolder) && isFolder.boolValue
+            && FileManager.default.fileExists(atPath: migrationsDirectory.path, isDirectory: &isFolder) && isFolder.boolValue
+    }
+}

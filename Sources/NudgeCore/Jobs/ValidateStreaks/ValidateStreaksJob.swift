@@ -1,0 +1,221 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// validate-streaks: at 00:05 local (the definition's `localTime`) it settles, for each user, the
+/// local days that have ended and are not settled yet, in order, by `StreakRules`. A user's
+/// `user_streaks.settled_through` says how far it has got; each day's effects and the new mark
+/// are written in one transaction, so a rerun, a second cron line or a backfill settles nothing twice.
+public struct ValidateStreaksJob: Job {
+    public let definition: JobDefinition
+
+    /// When the "freeze used" and "streak at risk" notifications go out, on the day after the miss.
+    static let notifyAt = LocalTime(hour: 9, minute: 0)!
+
+    public init(definition: JobDefinition) {
+        self.definition = definition
+    }
+
+    public struct StoredStreak: Sendable, Equatable {
+        public let state: StreakState
+        public let settledThrough: LocalDate?
+    }
+
+    public struct Facts: Sendable {
+        public let streak: StoredStreak?
+        public let badges: Set<String>
+        public let tracking: [LocalDate: TrackingDay]
+    }
+
+    public struct Change: Sendable, Equatable {
+        /// `settled_through` as read, checked again when writing (nil also for a new row).
+        public let expectedSettledThrough: LocalDate?
+        public let state: StreakState
+        public let settledThrough: LocalDate
+        public let streakDays: [LocalDate: Int]
+        public let badges: [StreakBadge: Date]
+    }
+
+    // MARK: Which days are due
+
+    /// The local days to settle for one user now, or nil when none is due. Throws when a backfill
+    /// window starts after days that are not settled yet: a streak is a fold over every day.
+    func daysToSettle(for user: UserInTime, streak: StoredStreak?, run: RunContext) throws(NudgeError) -> ClosedRange<LocalDate>? {
+        let calendar = user.calendar
+        let trigger = definition.localTime ?? LocalTime(hour: 0, minute: 0)!
+        let lastEnded = calendar.latestDay(reaching: trigger, atOrBefore: run.now).adding(days: -1)
+        let first = streak?.settledThrough.map { $0.adding(days: 1) }
+            ?? streak?.state.lastCheckinDate.map { $0.adding(days: 1) }
+            ?? calendar.localDate(at: user.user.createdAt)
+        var last = lastEnded
+        if let window = run.window {
+            last = min(last, window.to)
+            if first < window.from && window.from <= last {
+                throw NudgeError(.configuration, """
+                    days \(first) to \(window.from.adding(days: -1)) are not settled yet; backfill from \(first)
+                    """)
+            }
+            if first < window.from { return nil }
+        }
+        return first <= last ? first...last : nil
+    }
+
+    // MARK: Job
+
+    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let ids = users.map(\.user.id)
+        let rows = try await connection.query("""
+            select u.id, s.user_id is not null, s.current_streak, s.longest_streak, s.last_checkin_date,
+                   s.freeze_used_this_week, s.week_start_date, s.settled_through, s.missed_days,
+                   coalesce((select array_agg(b.badge) from user_badges b where b.user_id = u.id), '{}')
+              from unnest(\(ids)) as u(id)
+              left join user_streaks s on s.user_id = u.id
+            """, logger: run.logger)
+        var streaks: [UUID: StoredStreak] = [:]
+        var badges: [UUID: Set<String>] = [:]
+        for try await (id, exists, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, earned)
+            in rows.decode((UUID, Bool, Int?, Int?, LocalDate?, Bool?, LocalDate?, LocalDate?, Int?, [String]).self) {
+            badges[id] = Set(earned)
+            guard exists else { continue }
+            streaks[id] = StoredStreak(
+                state: StreakState(currentStreak: current ?? 0, longestStreak: longest ?? 0, lastCheckinDate: lastCheckin,
+                                   freezeUsedThisWeek: freezeUsed ?? false, weekStartDate: weekStart,
+                                   missedDays: missed ?? 0),
+                settledThrough: settled)
+        }
+
+        // One read of the tracking rows of every day each user has due.
+        var ranges: [(UUID, LocalDate, LocalDate)] = []
+        for user in users {
+            if let days = try? daysToSettle(for: user, streak: streaks[user.user.id], run: run) {
+                ranges.append((user.user.id, days.lowerBound, days.upperBound))
+            }
+        }
+        var tracking: [UUID: [LocalDate: TrackingDay]] = [:]
+        if !ranges.isEmpty {
+            let trackingRows = try await connection.query("""
+                select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
+                  from unnest(\(ranges.map(\.0)), \(ranges.map(\.1)), \(ranges.map(\.2))) as r(user_id, first_day, last_day)
+                  join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
+                """, logger: run.logger)
+            for try await (userID, date, mood, energy, steps, weight)
+                in trackingRows.decode((UUID, LocalDate, Int?, Int?, Int?, Double?).self) {
+                tracking[userID, default: [:]][date] = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
+            }
+        }
+        return Dictionary(uniqueKeysWithValues: users.map { user in
+            let id = user.user.id
+            return (id, Facts(streak: streaks[id], badges: badges[id] ?? [], tracking: tracking[id] ?? [:]))
+        })
+    }
+
+    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        let stored = facts?.streak
+        if let stored, let problem = StreakRules.inconsistency(in: stored.state, settledThrough: stored.settledThrough) {
+            throw NudgeError(.configuration, "user_streaks row is inconsistent: \(problem)")
+        }
+        guard let days = try daysToSettle(for: user, streak: stored, run: run) else {
+            let settled = stored?.settledThrough.map { "settled through \($0)" } ?? "no day has ended since sign-up"
+            return .nothingDue(settled)
+        }
+        let tracking = facts?.tracking ?? [:]
+        var state = stored?.state ?? .fresh
+        var earned = facts?.badges ?? []
+        var work: [WorkMark] = []
+        var notifications: [OutboxMessage] = []
+        var streakDays: [LocalDate: Int] = [:]
+        var badges: [StreakBadge: Date] = [:]
+        var tally: [String: Int] = [:]
+        let calendar = user.calendar
+        for dayNumber in days.lowerBound.daysSinceEpoch...days.upperBound.daysSinceEpoch {
+            let day = LocalDate(daysSinceEpoch: dayNumber)
+            let row = tracking[day]
+            if let problem = row?.impossibility {
+                throw NudgeError(.configuration, "daily_tracking \(day): \(problem)")
+            }
+            let outcome: DayOutcome
+            (state, outcome) = StreakRules.settle(state, day: day, checkedIn: row?.isCheckedIn ?? false)
+            work.append(WorkMark(localDay: day, outcome: outcome.rawValue))
+            tally[outcome.rawValue, default: 0] += 1
+            let nextDay = day.adding(days: 1)
+            if outcome == .checkedIn {
+                streakDays[day] = state.currentStreak
+                if let badge = StreakBadge.earned(at: state.currentStreak), !earned.contains(badge.rawValue) {
+                    earned.insert(badge.rawValue)
+                    badges[badge] = calendar.instant(of: nextDay, at: definition.localTime ?? LocalTime(hour: 0, minute: 0)!)
+                    tally["badge:\(badge.rawValue)", default: 0] += 1
+                }
+            }
+            // A notification about a day is only worth sending on the day after it; a backfill of
+            // older days settles them without telling the user about the past.
+            if let type = StreakMessages.type(outcome), run.now < calendar.end(of: nextDay) {
+                let payload = #"{"type":"\#(type)","deep_link":"fitcircle://checkin","streak":\#(state.currentStreak),"missed_day":"\#(day)"}"#
+                notifications.append(OutboxMessage(
+                    type: type, localDay: day, deliverAfter: calendar.instant(of: nextDay, at: Self.notifyAt),
+                    title: StreakMessages.title(outcome, streak: state.currentStreak, locale: user.user.locale),
+                    body: StreakMessages.body(outcome, streak: state.currentStreak, locale: user.user.locale),
+                    payload: payload))
+            }
+        }
+        let change = Change(expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
+                            streakDays: streakDays, badges: badges)
+        return .act(PlannedChange(userID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
+    }
+
+    public func apply(_ changes: [PlannedChange<Change>], run: RunContext, on connection: PostgresConnection) async throws {
+        let logger = run.logger
+        let ids = changes.map(\.userID)
+        let states = changes.map(\.change.state)
+        func text(_ date: LocalDate?) -> String { date?.description ?? "" }
+        // Compare-and-set on settled_through: a row that moved since it was read is not overwritten.
+        let rows = try await connection.query("""
+            with c as (
+                select * from unnest(\(ids), \(states.map(\.currentStreak)), \(states.map(\.longestStreak)),
+                                     \(states.map { text($0.lastCheckinDate) }), \(states.map(\.freezeUsedThisWeek)),
+                                     \(states.map { text($0.weekStartDate) }), \(changes.map(\.change.settledThrough)),
+                                     \(states.map(\.missedDays)), \(changes.map { text($0.change.expectedSettledThrough) }))
+                       as c(user_id, current_streak, longest_streak, last_checkin, freeze_used, week_start,
+                            settled_through, missed_days, expected)
+            ), updated as (
+                update user_streaks s
+                   set current_streak = c.current_streak, longest_streak = c.longest_streak,
+                       last_checkin_date = nullif(c.last_checkin, '')::date, freeze_used_this_week = c.freeze_used,
+                       week_start_date = nullif(c.week_start, '')::date, settled_through = c.settled_through,
+                       missed_days = c.missed_days, updated_at = \(run.now)
+                  from c
+                 where s.user_id = c.user_id and s.settled_through is not distinct from nullif(c.expected, '')::date
+                returning s.user_id
+            ), inserted as (
+                insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
+                                          week_start_date, settled_through, missed_days, created_at, updated_at)
+                select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
+                       nullif(c.week_start, '')::date, c.settled_through, c.missed_days, \(run.now), \(run.now)
+                  from c
+                 where c.expected = '' and not exists (select 1 from user_streaks s where s.user_id = c.user_id)
+                on conflict (user_id) do nothing
+                returning user_id
+            )
+            select (select count(*) from updated) + (select count(*) from inserted)
+            """, logger: logger)
+        for try await written in rows.decode(Int.self) where written != changes.count {
+            throw NudgeError(.configuration, "user_streaks changed while the batch was deciding; the user will be settled on the next run")
+        }
+
+        let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.userID, $0.key, $0.value) } }
+        if !streakDays.isEmpty {
+            try await connection.query("""
+                update daily_tracking t set streak_day = v.streak_day
+                  from unnest(\(streakDays.map(\.0)), \(streakDays.map(\.1)), \(streakDays.map(\.2))) as v(user_id, day, streak_day)
+                 where t.user_id = v.user_id and t.date = v.day
+                """, logger: logger)
+        }
+        let badges = changes.flatMap { change in change.change.badges.map { (change.userID, $0.key.rawValue, $0.value) } }
+        if !badges.isEmpty {
+            try await connection.query("""
+                insert into user_badges (user_id, badge, earned_at)
+                select * from unnest(\(badges.map(\.0)), \(badges.map(\.1)), \(badges.map(\.2)))
+                on conflict (user_id, badge) do nothing
+                """, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A user as the runner pages them: what every job needs to place the user in time.
+public struct UserRow: Sendable, Equatable {
+    public let id: UUID
+    public let timezone: String?
+    public let locale: String
+    public let createdAt: Date
+}
+
+/// A named batch job. The runner owns paging, isolation, locks, the ledger and kill switches; a
+/// job owns only its rules: what to read for a batch, what to decide for one user (a pure
+/// function), and how to write a batch's decisions in a constant number of statements.
+public protocol Job: Sendable {
+    /// Everything the job reads about one user, loaded for the whole batch at once.
+    associatedtype Facts: Sendable
+    /// What the job decided to change for one user.
+    associatedtype Change: Sendable
+
+    var definition: JobDefinition { get }
+
+    /// Reads what the batch's users need in a constant number of set-based queries
+    /// (`= any($ids)`), never one per user.
+    func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts]
+
+    /// Decides for one user from their facts and the run's clock, touching nothing else. A thrown
+    /// error fails this user alone, with the error's description as the recorded reason.
+    func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change>
+
+    /// Writes the batch's changes in a constant number of set-based statements, inside the
+    /// runner's transaction. Throws when a change cannot be applied; the runner then retries user
+    /// by user, so that only the guilty user fails.
+    func apply(_ changes: [PlannedChange<Change>], run: RunContext, on connection: PostgresConnection) async throws
+}
+
+/// A user with the calendar of their time zone.
+public struct UserInTime: Sendable {
+    public let user: UserRow
+    public let calendar: LocalCalendar
+}
+
+public enum Decision<Change: Sendable>: Sendable {
+    /// Nothing is due for this user now; the words say why (for `--user` runs and dry-run reports).
+    case nothingDue(String)
+    case act(PlannedChange<Change>)
+}
+
+/// One user's decided change, with the work marks and notifications it implies.
+public struct PlannedChange<Change: Sendable>: Sendable {
+    public let userID: UUID
+    public let change: Change
+    /// The logical local days this change completes, each with its outcome ("kept", "reset").
+    public let work: [WorkMark]
+    public let notifications: [OutboxMessage]
+    /// What to count in the run's report: outcome names and how often they occur.
+    public let tally: [String: Int]
+
+    public init(userID: UUID, change: Change, work: [WorkMark], notifications: [OutboxMessage], tally: [String: Int]) {
+        self.userID = userID
+        self.change = change
+        self.work = work
+        self.notifications = notifications
+        self.tally = tally
+    }
+}
+
+public struct WorkMark: Sendable, Equatable {
+    public let localDay: LocalDate
+    public let outcome: String
+
+    public init(localDay: LocalDate, outcome: String) {
+        self.localDay = localDay
+        self.outcome = outcome
+    }
+}
+
+/// A notification a job decided on, for `dispatch` to deliver. Its deduplication key (job, user,
+/// logical day, type) makes replaying a decision insert nothing new.
+public struct OutboxMessage: Sendable, Equatable {
+    public let type: String
+    public let localDay: LocalDate
+    public let deliverAfter: Date
+    public let title: String
+    public let body: String
+    /// A JSON object, as text.
+    public let payload: String
+
+    public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String) {
+        self.type = type
+        self.localDay = localDay
+        self.deliverAfter = deliverAfter
+        self.title = title
+        self.body = body
+        self.payload = payload
+    }
+
+    public func dedupeKey(job: String, userID: UUID) -> String {
+        "\(job):\(userID.uuidString.lowercased()):\(localDay):\(type)"
+    }
+}
+
+/// What a job knows about the run it is part of.
+public struct RunContext: Sendable {
+    public let definition: JobDefinition
+    public let runID: Int64
+    /// The instant the run believes it is (`--now`, or the real time when it started).
+    public let now: Date
+    /// The local days a backfill is limited to (`--date`, `--from/--to`); nil for a normal run.
+    public let window: DayWindow?
+    public let dryRun: Bool
+    public let logger: Logger
+}

@@ -1,0 +1,396 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// Runs one job over the users in scope: keyset pages of `batchSize` users, one set-based read, a
+/// pure decision per user, one transaction of set-based writes per batch with the checkpoint,
+/// and, only when that write fails, a retry user by user so that only the guilty user fails.
+public struct JobRunner<J: Job>: Sendable {
+    public let job: J
+    public let options: RunOptions
+    public let database: Database
+    public let observer: any RunObserver
+
+    /// How many failures the summary carries; the ledger keeps them all.
+    static var failuresInSummary: Int { 20 }
+
+    public init(job: J, options: RunOptions, database: Database, observer: any RunObserver) {
+        self.job = job
+        self.options = options
+        self.database = database
+        self.observer = observer
+    }
+
+    private var name: String { job.definition.name }
+
+    /// The keyset starts below every id.
+    private static var beforeEveryID: UUID { UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) }
+
+    public func run() async throws -> RunSummary {
+        let started = ContinuousClock.now
+        var logger = database.logger
+        logger[metadataKey: LogKey.job] = "\(name)"
+        if options.shard.count > 1 { logger[metadataKey: LogKey.shard] = "\(options.shard)" }
+        let ledger = RunLedger(logger: logger)
+
+        return try await database.client.withConnection { connection in
+            if let pause = try await pauseReason(on: connection, logger: logger) {
+                logger.notice("job is paused; not running", metadata: [LogKey.reason: "\(pause)"])
+                return .disabled(job: name, reason: pause)
+            }
+            try await checkUsersExist(on: connection, logger: logger)
+            try await acquireLock(on: connection, logger: logger)
+            do {
+                let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: connection)
+                try await releaseLock(on: connection, logger: logger)
+                return summary
+            } catch {
+                try? await releaseLock(on: connection, logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private func runLocked(ledger: RunLedger, started: ContinuousClock.Instant, logger: Logger,
+                           on connection: PostgresConnection) async throws -> RunSummary {
+        let scopeKey = options.scopeKey(job: name)
+        let resume = options.dryRun ? nil
+            : try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, on: connection)
+        let runID = try await ledger.begin(job: name, options: options, scopeKey: scopeKey,
+                                           resumedFrom: resume?.runID, on: connection)
+        var logger = logger
+        logger[metadataKey: LogKey.runID] = "\(runID)"
+        let context = RunContext(definition: job.definition, runID: runID, now: options.now, window: options.window,
+                                 dryRun: options.dryRun, logger: logger)
+        logger.info("run started", metadata: [
+            LogKey.now: "\(ISO8601DateFormatter().string(from: options.now))",
+            LogKey.dryRun: "\(options.dryRun)",
+            LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
+        ])
+        let usersInScope = observer is SilentObserver ? nil : try await countUsersInScope(on: connection, logger: logger)
+        observer.runStarted(runID: runID, job: name, usersInScope: usersInScope, resumedFrom: resume?.runID)
+
+        var state = BatchLoopState(after: resume?.checkpoint)
+        var status = RunStatus.succeeded
+        var errorMessage: String?
+        do {
+            batches: while true {
+                if Task.isShuttingDownGracefully || Task.isCancelled {
+                    status = .interrupted
+                    errorMessage = "stopped by a signal; the next run with the same scope resumes after the checkpoint"
+                    logger.notice("stopping on a signal after the last batch")
+                    break batches
+                }
+                if let pause = try await pauseReason(on: connection, logger: logger) {
+                    status = .paused
+                    errorMessage = "paused: \(pause)"
+                    logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
+                    break batches
+                }
+                let page = try await nextPage(after: state.after, on: connection, logger: logger)
+                guard let last = page.last else { break batches }
+                state.batch += 1
+                var batchLogger = logger
+                batchLogger[metadataKey: LogKey.batch] = "\(state.batch)"
+                try await runBatch(page, state: &state, context: context, ledger: ledger, logger: batchLogger, on: connection)
+                state.after = last.id
+                observer.batchFinished(counts: state.counts)
+            }
+            if status == .succeeded && state.counts.failed > 0 { status = .partial }
+        } catch {
+            status = .aborted
+            errorMessage = describe(error)
+            logger.error("run aborted", metadata: [LogKey.reason: "\(errorMessage!)"])
+        }
+        do {
+            try await ledger.finish(runID: runID, status: status, counts: state.counts, tally: state.tally,
+                                    error: errorMessage, on: connection)
+        } catch {
+            logger.error("could not record the end of the run", metadata: [LogKey.reason: "\(describe(error))"])
+            if status != .aborted { throw NudgeError(.database, "lost the database while recording the run: \(describe(error))") }
+        }
+        if status == .aborted {
+            throw NudgeError(.database, "run \(runID) of \(name) aborted: \(errorMessage ?? "unknown error"); the next run resumes after its checkpoint")
+        }
+        let seconds = started.duration(to: .now).seconds
+        logger.info("run finished", metadata: [
+            LogKey.status: "\(status.rawValue)", "nudge.processed": "\(state.counts.processed)",
+            "nudge.succeeded": "\(state.counts.succeeded)", "nudge.skipped": "\(state.counts.skipped)",
+            "nudge.failed": "\(state.counts.failed)", "nudge.seconds": "\(seconds)",
+        ])
+        return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
+                          tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
+                          failures: state.failureSample, message: errorMessage, exitCode: status.exitCode)
+    }
+
+    // MARK: One batch
+
+    private func runBatch(_ page: [UserRow], state: inout BatchLoopState, context: RunContext, ledger: RunLedger,
+                          logger: Logger, on connection: PostgresConnection) async throws {
+        var failures: [(UUID, String)] = []
+        var placed: [UserInTime] = []
+        for user in page {
+            do {
+                placed.append(UserInTime(user: user, calendar: try state.calendars.calendar(for: user.timezone)))
+            } catch {
+                failures.append((user.id, error.description))
+            }
+        }
+        let facts = try await job.loadFacts(for: placed, run: context, on: connection)
+        var planned: [PlannedChange<J.Change>] = []
+        var nothingDue = 0
+        for user in placed {
+            do {
+                switch try job.decide(for: user, facts: facts[user.user.id], run: context) {
+                case .nothingDue(let why):
+                    nothingDue += 1
+                    report(user.user.id, .nothingDue, detail: why)
+                case .act(let change):
+                    planned.append(change)
+                }
+            } catch {
+                failures.append((user.user.id, describe(error)))
+            }
+        }
+
+        var committed = planned
+        do {
+            try await inTransaction(on: connection, logger: logger) {
+                try await write(planned, context: context, on: connection)
+                if !context.dryRun {
+                    try await recordBatch(ledger, page: page, committed: planned.count, nothingDue: nothingDue,
+                                          failures: failures, state: state, context: context, on: connection)
+                }
+            }
+        } catch where Self.isStatementError(error) {
+            logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
+            committed = []
+            for change in planned {
+                do {
+                    try await inTransaction(on: connection, logger: logger) {
+                        try await write([change], context: context, on: connection)
+                    }
+                    committed.append(change)
+                } catch where Self.isStatementError(error) {
+                    failures.append((change.userID, describe(error)))
+                }
+            }
+            if !context.dryRun {
+                try await inTransaction(on: connection, logger: logger) {
+                    try await recordBatch(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
+                                          failures: failures, state: state, context: context, on: connection)
+                }
+            }
+        }
+        if context.dryRun {
+            try await recordBatch(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
+                                  failures: failures, state: state, context: context, on: connection)
+        }
+
+        state.counts.processed += page.count
+        state.counts.succeeded += committed.count
+        state.counts.skipped += nothingDue
+        state.counts.failed += failures.count
+        for change in committed {
+            state.tally.merge(change.tally, uniquingKeysWith: +)
+            for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
+            report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" },
+                   notifications: change.notifications.map { "\($0.type) after \(ISO8601DateFormatter().string(from: $0.deliverAfter))" })
+        }
+        for (userID, reason) in failures {
+            var userLogger = logger
+            userLogger[metadataKey: LogKey.userID] = "\(userID.uuidString.lowercased())"
+            userLogger.warning("user failed", metadata: [LogKey.reason: "\(reason)"])
+            report(userID, .failed, detail: reason)
+            if state.failureSample.count < Self.failuresInSummary {
+                state.failureSample.append(.init(userID: userID, reason: reason))
+            }
+        }
+    }
+
+    private func recordBatch(_ ledger: RunLedger, page: [UserRow], committed: Int, nothingDue: Int,
+                             failures: [(UUID, String)], state: BatchLoopState, context: RunContext,
+                             on connection: PostgresConnection) async throws {
+        var counts = state.counts
+        counts.processed += page.count
+        counts.succeeded += committed
+        counts.skipped += nothingDue
+        counts.failed += failures.count
+        try await ledger.recordBatch(runID: context.runID, checkpoint: page.last!.id, counts: counts,
+                                     failures: failures, on: connection)
+    }
+
+    /// The job's own writes, then the work marks and the outbox, which the runner owns.
+    private func write(_ changes: [PlannedChange<J.Change>], context: RunContext, on connection: PostgresConnection) async throws {
+        guard !changes.isEmpty else { return }
+        let logger = context.logger
+        try await job.apply(changes, run: context, on: connection)
+
+        let marks = changes.flatMap { change in change.work.map { (change.userID, $0) } }
+        if !marks.isEmpty {
+            try await connection.query("""
+                insert into job_work (job, user_id, local_day, outcome, run_id)
+                select \(name), user_id, local_day, outcome, \(context.runID)
+                  from unnest(\(marks.map(\.0)), \(marks.map(\.1.localDay)), \(marks.map(\.1.outcome)))
+                       as w(user_id, local_day, outcome)
+                on conflict (job, user_id, local_day) do nothing
+                """, logger: logger)
+        }
+        let messages = changes.flatMap { change in change.notifications.map { (change.userID, $0) } }
+        if !messages.isEmpty {
+            try await connection.query("""
+                insert into notification_outbox
+                       (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload, run_id)
+                select dedupe_key, \(name), user_id, local_day, notification_type, deliver_after, title, body,
+                       payload::jsonb, \(context.runID)
+                  from unnest(\(messages.map { $0.1.dedupeKey(job: name, userID: $0.0) }), \(messages.map(\.0)),
+                              \(messages.map(\.1.localDay)), \(messages.map(\.1.type)), \(messages.map(\.1.deliverAfter)),
+                              \(messages.map(\.1.title)), \(messages.map(\.1.body)), \(messages.map(\.1.payload)))
+                       as m(dedupe_key, user_id, local_day, notification_type, deliver_after, title, body, payload)
+                on conflict (dedupe_key) do nothing
+                """, logger: logger)
+        }
+    }
+
+    /// Commits, or for a dry run rolls back, what `body` writes.
+    private func inTransaction(on connection: PostgresConnection, logger: Logger,
+                               _ body: () async throws -> Void) async throws {
+        try await connection.query("begin", logger: logger)
+        do {
+            try await body()
+        } catch {
+            _ = try? await connection.query("rollback", logger: logger)
+            throw error
+        }
+        try await connection.query(options.dryRun ? "rollback" : "commit", logger: logger)
+    }
+
+    private func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],
+                        notifications: [String] = []) {
+        observer.userDecided(UserReport(userID: userID, outcome: outcome, detail: detail, work: work,
+                                        notifications: notifications))
+    }
+
+    // MARK: Paging, locks, kill switch
+
+    private func nextPage(after: UUID?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRow] {
+        let rows = try await connection.query("""
+            select id, timezone, locale, created_at from users
+             where id > \(after ?? Self.beforeEveryID)
+               and (\(options.shard.count) = 1
+                    or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
+               and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
+             order by id
+             limit \(options.batchSize)
+            """, logger: logger)
+        var page: [UserRow] = []
+        page.reserveCapacity(options.batchSize)
+        for try await (id, timezone, locale, createdAt) in rows.decode((UUID, String?, String, Date).self) {
+            page.append(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))
+        }
+        return page
+    }
+
+    private func countUsersInScope(on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query("""
+            select count(*) from users
+             where (\(options.shard.count) = 1
+                    or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
+               and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
+            """, logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
+    private func checkUsersExist(on connection: PostgresConnection, logger: Logger) async throws {
+        guard !options.users.isEmpty else { return }
+        let rows = try await connection.query("""
+            select u from unnest(\(options.users)::uuid[]) as u
+             where not exists (select 1 from users where id = u)
+            """, logger: logger)
+        var missing: [String] = []
+        for try await id in rows.decode(UUID.self) { missing.append(id.uuidString.lowercased()) }
+        if !missing.isEmpty {
+            throw NudgeError(.usage, "no user with id \(missing.joined(separator: ", "))")
+        }
+    }
+
+    private func pauseReason(on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        let rows = try await connection.query("""
+            select job, paused_by, paused_at, reason from job_pauses where job in (\(name), '*')
+            """, logger: logger)
+        for try await (job, pausedBy, pausedAt, reason) in rows.decode((String, String, Date, String?).self) {
+            let scope = job == "*" ? "every job is paused" : "\(job) is paused"
+            return "\(scope) by \(pausedBy) since \(ISO8601DateFormatter().string(from: pausedAt))"
+                + (reason.map { " (\($0))" } ?? "") + "; `nudge resume \(job == "*" ? "--all" : job)` restarts it"
+        }
+        return nil
+    }
+
+    /// A session-level advisory lock per job and shard: it dies with the process, so a crashed run
+    /// never blocks the next one. Dry runs take it too, so that they never interleave with a real run.
+    private var lockKey: Int64 { Self.lockKey(job: name, shard: options.shard) }
+
+    static func lockKey(job: String, shard: Shard) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325   // FNV-1a
+        for byte in "nudge:job:\(job):\(shard)".utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return Int64(bitPattern: hash)
+    }
+
+    private func acquireLock(on connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.query("select pg_try_advisory_lock(\(lockKey))", logger: logger)
+        for try await acquired in rows.decode(Bool.self) where acquired { return }
+        var holder = ""
+        let running = try await connection.query("""
+            select id, host, pid, started_at from job_runs
+             where job = \(name) and shard_index = \(options.shard.index) and shard_count = \(options.shard.count)
+               and status = 'running' order by id desc limit 1
+            """, logger: logger)
+        for try await (id, host, pid, startedAt) in running.decode((Int64, String, Int, Date).self) {
+            holder = ": run \(id) on \(host), pid \(pid), since \(ISO8601DateFormatter().string(from: startedAt))"
+        }
+        throw NudgeError(.locked, "another run of \(name) (shard \(options.shard)) holds the lock\(holder)")
+    }
+
+    private func releaseLock(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("select pg_advisory_unlock(\(lockKey))", logger: logger)
+    }
+
+    // MARK: Errors
+
+    /// The server rejected a statement (a constraint, a bad value): isolable to the users it
+    /// touched. Anything else (a lost connection) ends the run.
+    static func isStatementError(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError { return error.code == .server }
+        return error is NudgeError
+    }
+
+}
+
+struct BatchLoopState {
+    var after: UUID?
+    var batch = 0
+    var counts = RunCounts()
+    var tally: [String: Int] = [:]
+    var failureSample: [RunSummary.Failure] = []
+    var calendars = CalendarCache()
+}
+
+/// An observer that shows nothing: for runs inside tests and the benchmark.
+public struct SilentObserver: RunObserver {
+    public init() {}
+    public func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {}
+    public func batchFinished(counts: RunCounts) {}
+    public func userDecided(_ report: UserReport) {}
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// How a run ended, as `job_runs.status` records it.
+public enum RunStatus: String, Sendable, Codable {
+    case running
+    /// Every user was done, skipped as not due, or had nothing to do.
+    case succeeded
+    /// The run completed but some users failed, each with a recorded reason (exit 3).
+    case partial
+    /// The run stopped on an error it could not isolate to a user, such as a lost database (exit 1).
+    case aborted
+    /// SIGTERM or SIGINT: the batch in flight finished and the checkpoint was kept (exit 1).
+    case interrupted
+    /// `nudge pause` stopped it between two batches (exit 0).
+    case paused
+
+    public var exitCode: Int32 {
+        switch self {
+        case .succeeded, .paused: 0
+        case .partial: 3
+        case .running, .aborted, .interrupted: 1
+        }
+    }
+}
+
+/// The counts a run reports and records.
+public struct RunCounts: Sendable, Equatable, Codable {
+    public var processed = 0
+    public var succeeded = 0
+    public var skipped = 0
+    public var failed = 0
+
+    public init() {}
+}
+
+/// The run ledger (`job_runs`, `job_run_failures`). Operators read it; a resumed run starts from
+/// its checkpoint. Correctness never depends on it: the per-user state does.
+struct RunLedger: Sendable {
+    let logger: Logger
+
+    struct Resumable: Sendable {
+        let runID: Int64
+        let checkpoint: UUID
+    }
+
+    /// Closes the books on this job and shard's last run when it died (its lock is free, since we
+    /// hold it now), and says whether this run can pick up from its checkpoint.
+    func recoverPrevious(job: String, shard: Shard, scopeKey: String, on connection: PostgresConnection) async throws -> Resumable? {
+        let rows = try await connection.query("""
+            select id, status, scope_key, checkpoint,
+                   exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
+              from job_runs
+             where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and not dry_run
+             order by id desc limit 1
+            """, logger: logger)
+        for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
+            if status == RunStatus.running.rawValue {
+                try await connection.query("""
+                    update job_runs set status = 'interrupted', ended_at = now(),
+                           error = 'the process ended without finishing (crash, kill -9 or lost connection)'
+                     where id = \(id)
+                    """, logger: logger)
+                logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
+            }
+            let resumable = [RunStatus.running.rawValue, RunStatus.interrupted.rawValue, RunStatus.paused.rawValue].contains(status)
+            guard resumable, !alreadyResumed, previousScope == scopeKey, let checkpoint else { return nil }
+            return Resumable(runID: id, checkpoint: checkpoint)
+        }
+        return nil
+    }
+
+    func begin(job: String, options: RunOptions, scopeKey: String, resumedFrom: Int64?, on connection: PostgresConnection) async throws -> Int64 {
+        let host = ProcessInfo.processInfo.hostName
+        let pid = Int(ProcessInfo.processInfo.processIdentifier)
+        let rows = try await connection.query("""
+            insert into job_runs (job, shard_index, shard_count, parameters, scope_key, clock, dry_run, host, pid, resumed_from)
+            values (\(job), \(options.shard.index), \(options.shard.count), \(options.ledgerParameters)::jsonb,
+                    \(scopeKey), \(options.now), \(options.dryRun), \(host), \(pid), \(resumedFrom))
+            returning id
+            """, logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw NudgeError(.database, "the run ledger did not return the new run's id")
+    }
+
+    /// Records a batch's progress: its failures and the checkpoint. Inside the batch's transaction
+    /// for a real run, so that the checkpoint never runs ahead of the writes.
+    func recordBatch(runID: Int64, checkpoint: UUID, counts: RunCounts, failures: [(UUID, String)],
+                     on connection: PostgresConnection) async throws {
+        if !failures.isEmpty {
+            try await connection.query("""
+                insert into job_run_failures (run_id, user_id, reason)
+                select \(runID), user_id, reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
+                on conflict (run_id, user_id) do update set reason = excluded.reason
+                """, logger: logger)
+        }
+        try await connection.query("""
+            update job_runs set checkpoint = \(checkpoint), heartbeat_at = now(),
+                   processed = \(counts.processed), succeeded = \(counts.succeeded),
+                   skipped = \(counts.skipped), failed = \(counts.failed)
+             where id = \(runID)
+            """, logger: logger)
+    }
+
+    func finish(runID: Int64, status: RunStatus, counts: RunCounts, tally: [String: Int], error: String?,
+                on connection: PostgresConnection) async throws {
+        let summary = String(decoding: try JSONSerialization.data(withJSONObject: tally, options: [.sortedKeys]), as: UTF8.self)
+        try await connection.query("""
+            update job_runs set status = \(status.rawValue), ended_at = now(), heartbeat_at = now(),
+                   processed = \(counts.processed), succeeded = \(counts.succeeded),
+                   skipped = \(counts.skipped), failed = \(counts.failed),
+                   summary = \(summary)::jsonb, error = \(error)
+             where id = \(runID)
+            """, logger: logger)
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+
+/// An inclusive range of local days: `--date D` is `D...D`, `--from A --to B` is `A...B`.
+public struct DayWindow: Sendable, Equatable, Codable {
+    public let from: LocalDate
+    public let to: LocalDate
+
+    public init(from: LocalDate, to: LocalDate) throws(NudgeError) {
+        guard from <= to else { throw NudgeError(.usage, "--from \(from) is after --to \(to)") }
+        guard to.days(since: from) < 3660 else { throw NudgeError(.usage, "--from/--to may span ten years at most") }
+        self.from = from
+        self.to = to
+    }
+
+    public func contains(_ day: LocalDate) -> Bool { from <= day && day <= to }
+}
+
+/// Shard `index` of `count`: the users whose id hashes to it. The hash is the first 32 bits of
+/// the id, so any tool can compute a user's shard: `('x' || left(id::text, 8))::bit(32)::bigint % count`.
+public struct Shard: Sendable, Equatable, Codable, CustomStringConvertible {
+    public let index: Int
+    public let count: Int
+
+    public static let whole = Shard(uncheckedIndex: 0, count: 1)
+
+    private init(uncheckedIndex: Int, count: Int) {
+        self.index = uncheckedIndex
+        self.count = count
+    }
+
+    /// Parses `i/n` with 0 ≤ i < n, as Kubernetes' `JOB_COMPLETION_INDEX` counts.
+    public init(_ text: String) throws(NudgeError) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]), count >= 1, count <= 4096,
+              index >= 0, index < count
+        else {
+            throw NudgeError(.usage, "--shard must be i/n with 0 <= i < n <= 4096 (for example 0/4), not '\(text)'")
+        }
+        self.init(uncheckedIndex: index, count: count)
+    }
+
+    public func contains(_ id: UUID) -> Bool {
+        let prefix = id.uuidString.prefix(8)
+        return Int(UInt32(prefix, radix: 16)!) % count == index
+    }
+
+    public var description: String { "\(index)/\(count)" }
+}
+
+/// How one `nudge run` was asked to run.
+public struct RunOptions: Sendable {
+    public var now: Date
+    /// Whether `--now` was given: a run at an explicit instant can be resumed by the same command.
+    public var nowIsExplicit: Bool
+    public var window: DayWindow?
+    public var users: [UUID]
+    public var shard: Shard
+    public var batchSize: Int
+    public var concurrency: Int
+    public var dryRun: Bool
+
+    public init(now: Date, nowIsExplicit: Bool, window: DayWindow? = nil, users: [UUID] = [], shard: Shard = .whole,
+                batchSize: Int, concurrency: Int = 1, dryRun: Bool = false) {
+        self.now = now
+        self.nowIsExplicit = nowIsExplicit
+        self.window = window
+        self.users = users
+        self.shard = shard
+        self.batchSize = batchSize
+        self.concurrency = concurrency
+        self.dryRun = dryRun
+    }
+
+    /// What a resumed run must share with the interrupted one: the job, shard, days and users, and
+    /// the clock when it matters (an explicit `--now`, or a cron run's real time, which no later
+    /// run shares: the next cron run makes a full pass, and the per-user state makes that safe).
+    func scopeKey(job: String) -> String {
+        let clock: String
+        if nowIsExplicit {
+            clock = ISO8601DateFormatter().string(from: now)
+        } else if window != nil {
+            clock = "any"
+        } else {
+            clock = "cron@" + ISO8601DateFormatter().string(from: now)
+        }
+        let users = self.users.map { $0.uuidString.lowercased() }.sorted().joined(separator: ",")
+        return [job, shard.description, window.map { "\($0.from)..\($0.to)" } ?? "-", users, clock].joined(separator: "|")
+    }
+
+    var ledgerParameters: String {
+        var fields: [String: String] = [
+            "now": ISO8601DateFormatter().string(from: now),
+            "shard": shard.description,
+            "batch_size": String(batchSize),
+            "concurrency": String(concurrency),
+        ]
+        if let window { fields["from"] = window.from.description; fields["to"] = window.to.description }
+        if !users.isEmpty { fields["users"] = users.map { $0.uuidString.lowercased() }.joined(separator: ",") }
+        let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// What a run tells the person or program that started it while it goes.
+public protocol RunObserver: Sendable {
+    func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?)
+    func batchFinished(counts: RunCounts)
+    /// Every user's decision, for dry-run reports and `--user` runs.
+    func userDecided(_ report: UserReport)
+}
+
+public struct UserReport: Sendable, Codable, Equatable {
+    public enum Outcome: String, Sendable, Codable {
+        case changed, nothingDue = "nothing_due", failed
+    }
+
+    public let userID: UUID
+    public let outcome: Outcome
+    public let detail: String
+    public let work: [String]
+    public let notifications: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id", outcome, detail, work, notifications
+    }
+}
+
+/// How a run ended, for the summary line, `--json` and the exit status.
+public struct RunSummary: Sendable, Codable {
+    public let runID: Int64?
+    public let job: String
+    public let status: String
+    public let dryRun: Bool
+    public let counts: RunCounts
+    /// Outcome names and how often they occurred ("kept": 812, "notification:streak_at_risk": 40).
+    public let tally: [String: Int]
+    public let resumedFrom: Int64?
+    public let seconds: Double
+    /// Some of the users that failed, with their reasons (all of them are in `job_run_failures`).
+    public let failures: [Failure]
+    public let message: String?
+    public let exitCode: Int32
+
+    public struct Failure: Sendable, Codable {
+        public let userID: UUID
+        public let reason: String
+
+        enum CodingKeys: String, CodingKey {
+            case userID = "user_id", reason
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case runID = "run_id", job, status, dryRun = "dry_run", counts, tally, resumedFrom = "resumed_from",
+             seconds, failures, message, exitCode = "exit_code"
+    }
+
+    /// A run that did not start because a kill switch is off: exit 0, nothing written.
+    public static func disabled(job: String, reason: String) -> RunSummary {
+        RunSummary(runID: nil, job: job, status: "disabled", dryRun: false, counts: RunCounts(), tally: [:],
+                   resumedFrom: nil, seconds: 0, failures: [], message: reason, exitCode: 0)
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// The one place that turns instants into a user's local days and back. Every "today",
+/// "midnight", "Monday" or "Sunday 20:00" in Nudge is answered here, with the IANA time zone
+/// database (Foundation's `TimeZone`), never with fixed offsets: days of 23 and 25 hours,
+/// Lord Howe's 30-minute shift, quarter-hour offsets and the ±14 h zones all come out right.
+public struct LocalCalendar: Sendable {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case unknownTimeZone(String)
+
+        public var description: String {
+            switch self {
+            case .unknownTimeZone(let name): "unknown time zone '\(name)'"
+            }
+        }
+    }
+
+    public let timeZone: TimeZone
+
+    /// A user with no time zone is in UTC (seed 002); an unknown name is an error for that user.
+    public init(identifier: String?) throws(Failure) {
+        guard let identifier, !identifier.isEmpty else {
+            self.timeZone = TimeZone(identifier: "UTC")!
+            return
+        }
+        // Foundation also accepts abbreviations ("EST") and offsets ("GMT+5"); only names of the
+        // IANA database, or UTC itself, are accepted as a user's zone.
+        guard identifier == "UTC" || TimeZone.knownTimeZoneIdentifiers.contains(identifier),
+              let zone = TimeZone(identifier: identifier)
+        else { throw .unknownTimeZone(identifier) }
+        self.timeZone = zone
+    }
+
+    public var identifier: String { timeZone.identifier }
+
+    /// The local day it is in this zone at `instant`.
+    public func localDate(at instant: Date) -> LocalDate {
+        let seconds = Int(instant.timeIntervalSince1970.rounded(.down)) + offset(at: instant.timeIntervalSince1970)
+        return LocalDate(daysSinceEpoch: Self.floorDivide(seconds, 86_400))
+    }
+
+    /// The local wall-clock time at `instant`, to the minute.
+    public func localTime(at instant: Date) -> LocalTime {
+        let seconds = Int(instant.timeIntervalSince1970.rounded(.down)) + offset(at: instant.timeIntervalSince1970)
+        let ofDay = seconds - Self.floorDivide(seconds, 86_400) * 86_400
+        return LocalTime(hour: ofDay / 3600, minute: (ofDay % 3600) / 60)!
+    }
+
+    /// The instant at which the wall clock of this zone shows `time` on `date`. A time that the
+    /// clocks skip (spring forward) is moved forward by the length of the gap, as the clocks
+    /// themselves are; a time that happens twice (fall back) is its first occurrence.
+    public func instant(of date: LocalDate, at time: LocalTime) -> Date {
+        let wall = date.daysSinceEpoch * 86_400 + time.secondsSinceMidnight
+        // The offsets in force around this wall time: at most one change within a day either side.
+        let before = offset(at: TimeInterval(wall - 86_400))
+        let after = offset(at: TimeInterval(wall + 86_400))
+        let valid = [before, after]
+            .map { wall - $0 }
+            .filter { offset(at: TimeInterval($0)) == wall - $0 }
+        if let earliest = valid.min() {
+            return Date(timeIntervalSince1970: TimeInterval(earliest))
+        }
+        return Date(timeIntervalSince1970: TimeInterval(wall - before))
+    }
+
+    /// When local day `date` begins.
+    public func start(of date: LocalDate) -> Date {
+        instant(of: date, at: LocalTime(hour: 0, minute: 0)!)
+    }
+
+    /// When local day `date` ends: the start of the next day.
+    public func end(of date: LocalDate) -> Date {
+        start(of: date.adding(days: 1))
+    }
+
+    /// How long local day `date` lasts: 24 h, or 23 / 25 h (23.5 / 24.5 on Lord Howe) on the days
+    /// the clocks change.
+    public func length(of date: LocalDate) -> TimeInterval {
+        end(of: date).timeIntervalSince(start(of: date))
+    }
+
+    /// The latest local day whose `time` has been reached at `instant`: the day a job that acts
+    /// daily at `time` is due for. Today if `time` has passed, yesterday otherwise.
+    public func latestDay(reaching time: LocalTime, atOrBefore instant: Date) -> LocalDate {
+        let today = localDate(at: instant)
+        return self.instant(of: today, at: time) <= instant ? today : today.adding(days: -1)
+    }
+
+    /// Whether it is `weekday` (ISO, Monday 1) at or after `time` on that local day, at `instant`.
+    public func isWeekday(_ weekday: Int, atOrAfter time: LocalTime, at instant: Date) -> Bool {
+        let today = localDate(at: instant)
+        return today.isoWeekday == weekday && self.instant(of: today, at: time) <= instant
+    }
+
+    private func offset(at secondsSinceEpoch: TimeInterval) -> Int {
+        timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: secondsSinceEpoch))
+    }
+
+    private static func floorDivide(_ value: Int, _ divisor: Int) -> Int {
+        let quotient = value / divisor
+        return (value % divisor != 0 && (value < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}
+
+/// Calendars by zone name, built once per run: a run meets a few hundred zones and a million users.
+public struct CalendarCache: Sendable {
+    private var calendars: [String: Result<LocalCalendar, LocalCalendar.Failure>] = [:]
+
+    public init() {}
+
+    public mutating func calendar(for identifier: String?) throws(LocalCalendar.Failure) -> LocalCalendar {
+        let key = identifier ?? ""
+        if let cached = calendars[key] { return try cached.get() }
+        let result = Result { () throws(LocalCalendar.Failure) in try LocalCalendar(identifier: identifier) }
+        calendars[key] = result
+        return try result.get()
+    }
+}

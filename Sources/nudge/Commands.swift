@@ -1,0 +1,251 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NudgeCore
+import PostgresNIO
+
+struct ListJobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "Every job with its schedule, kill-switch variable and whether it is enabled.")
+
+    func run() async throws {
+        let bootstrap: Bootstrap
+        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
+        var rows = [["JOB", "SCHEDULE (cron)", "ACTS AT (local)", "KILL SWITCH", "ENABLED", "BATCH"]]
+        for definition in bootstrap.catalog.definitions {
+            let enabled: String
+            do {
+                let global = try bootstrap.environment.flag("NUDGE_ENABLED", default: true)
+                let own = try bootstrap.environment.flag(definition.killSwitch, default: definition.enabledByDefault)
+                enabled = !global ? "no (NUDGE_ENABLED)" : own ? "yes" : "no (\(definition.killSwitch))"
+            } catch {
+                throw fail(error)
+            }
+            rows.append([definition.name, definition.schedule, definition.localTime?.description ?? "-",
+                         definition.killSwitch, enabled, String(definition.batchSize)])
+        }
+        print(table(rows))
+        for definition in bootstrap.catalog.definitions {
+            print("\n\(definition.name): \(definition.summary)")
+        }
+        print("\n`nudge pause <job>` stops a job from the database too; `nudge runs` shows whether one is paused.")
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create or upgrade the database schema; safe to run at any time, twice, or from two processes at once.")
+
+    func run() async throws {
+        do {
+            let bootstrap = try Bootstrap.make()
+            let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
+            let applied = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+                try await migrator.migrate(database)
+            }
+            print(applied.isEmpty
+                  ? "schema is up to date (\(migrator.migrations.count) migrations)"
+                  : "applied \(applied.joined(separator: ", "))")
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Seed: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Fill an empty database with synthetic users and their history, deterministically.")
+
+    @Option(help: "How many users.")
+    var users: Int
+
+    @Option(help: "The random seed: the same users, seed and --now give the same rows, ids included.")
+    var seed: Int = 1
+
+    @Option(help: "Where the history ends, ISO 8601 with a zone (default: now).")
+    var now: String?
+
+    func validate() throws {
+        guard (1...Seeder.maximumUsers).contains(users) else {
+            throw ValidationError("--users must be between 1 and \(Seeder.maximumUsers)")
+        }
+        guard seed >= 0 else { throw ValidationError("--seed must be 0 or more") }
+    }
+
+    func run() async throws {
+        let end = try now.map { try parseInstant($0, option: "--now") } ?? Date()
+        do {
+            let bootstrap = try Bootstrap.make()
+            let seeder = try Seeder(scriptURL: bootstrap.home.seedScript)
+            let started = ContinuousClock.now
+            let (users, seed) = (self.users, self.seed)
+            let tables = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+                try await seeder.seed(database, users: users, seed: seed, now: end)
+            }
+            let seconds = started.duration(to: .now)
+            print("seeded \(users) users (seed \(seed), history ending \(ISO8601DateFormatter().string(from: end))) in \(seconds.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))))")
+            print(table([["TABLE", "ROWS"]] + tables.filter { $0.rows > 0 }.map { [$0.table, String($0.rows)] }))
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+struct Runs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Recent runs from the run ledger, with their counts and status, and paused jobs.")
+
+    @Option(help: "Only this job's runs.")
+    var job: String?
+
+    @Option(help: "How many runs.")
+    var limit: Int = 20
+
+    @Option(help: "List the users that failed in this run, with their reasons.")
+    var failures: Int64?
+
+    func run() async throws {
+        do {
+            let bootstrap = try Bootstrap.make()
+            if let job { _ = try bootstrap.definition(job) }
+            let (job, limit, failures) = (self.job, max(1, self.limit), self.failures)
+            let output = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+                try await database.client.withConnection { connection in
+                    if let failures {
+                        return try await Self.failures(of: failures, on: connection, logger: database.logger)
+                    }
+                    return try await Self.recentRuns(job: job, limit: limit, on: connection, logger: database.logger)
+                }
+            }
+            print(output)
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw fail(error)
+        }
+    }
+
+    private static func recentRuns(job: String?, limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> String {
+        var rows = [["RUN", "JOB", "SHARD", "STARTED (UTC)", "SECONDS", "STATUS", "PROCESSED", "CHANGED", "NOTHING DUE", "FAILED", "NOTE"]]
+        let result = try await connection.query("""
+            select id, job, shard_index, shard_count, to_char(started_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                   coalesce(extract(epoch from ended_at - started_at)::float8, -1), status, dry_run,
+                   processed, succeeded, skipped, failed, resumed_from, coalesce(error, '')
+              from job_runs where \(job)::text is null or job = \(job)
+             order by id desc limit \(limit)
+            """, logger: logger)
+        for try await (id, name, index, count, started, seconds, status, dryRun, processed, succeeded, skipped, failed, resumedFrom, error)
+            in result.decode((Int64, String, Int, Int, String, Double, String, Bool, Int, Int, Int, Int, Int64?, String).self) {
+            var note = [dryRun ? "dry run" : nil, resumedFrom.map { "resumed \($0)" }, error.isEmpty ? nil : error]
+                .compactMap { $0 }.joined(separator: "; ")
+            if note.count > 80 { note = String(note.prefix(77)) + "..." }
+            rows.append([String(id), name, "\(index)/\(count)", started, seconds < 0 ? "-" : String(format: "%.1f", seconds),
+                         status, String(processed), String(succeeded), String(skipped), String(failed), note])
+        }
+        var text = rows.count == 1 ? "no runs yet" : table(rows)
+        let paused = try await connection.query("select job, paused_by, coalesce(reason, '') from job_pauses order by job", logger: logger)
+        for try await (name, by, reason) in paused.decode((String, String, String).self) {
+            text += "\nPAUSED: \(name == "*" ? "every job" : name) (by \(by)\(reason.isEmpty ? "" : ": \(reason)"))"
+        }
+        return text
+    }
+
+    private static func failures(of runID: Int64, on connection: PostgresConnection, logger: Logger) async throws -> String {
+        var rows = [["USER", "REASON"]]
+        let result = try await connection.query(
+            "select user_id, reason from job_run_failures where run_id = \(runID) order by user_id", logger: logger)
+        for try await (userID, reason) in result.decode((UUID, String).self) {
+            rows.append([userID.uuidString.lowercased(), reason])
+        }
+        return rows.count == 1 ? "run \(runID) has no failed users" : table(rows)
+    }
+}
+
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop a job from the database: a running job stops before its next batch, and later runs do nothing until resumed.")
+
+    @Argument(help: "The job to pause.")
+    var job: String?
+
+    @Flag(help: "Pause every job.")
+    var all = false
+
+    @Option(help: "Why, for the people who will read `nudge runs`.")
+    var reason: String?
+
+    func validate() throws {
+        if (job == nil) == !all { throw ValidationError("name one job, or --all") }
+    }
+
+    func run() async throws {
+        let bootstrap: Bootstrap
+        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
+        let name = try job.map { try bootstrap.definition($0).name } ?? "*"
+        let who = "\(ProcessInfo.processInfo.environment["USER"] ?? "unknown")@\(ProcessInfo.processInfo.hostName)"
+        let reason = self.reason
+        do {
+            _ = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+                try await database.client.query("""
+                    insert into job_pauses (job, paused_by, reason) values (\(name), \(who), \(reason))
+                    on conflict (job) do update set paused_at = now(), paused_by = excluded.paused_by, reason = excluded.reason
+                    """, logger: database.logger)
+            }
+        } catch {
+            throw fail(error)
+        }
+        print("\(name == "*" ? "every job" : name) paused; `nudge resume \(name == "*" ? "--all" : name)` restarts it")
+    }
+}
+
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Undo `nudge pause`.")
+
+    @Argument(help: "The job to resume.")
+    var job: String?
+
+    @Flag(help: "Lift the pause of every job (`nudge pause --all`).")
+    var all = false
+
+    func validate() throws {
+        if (job == nil) == !all { throw ValidationError("name one job, or --all") }
+    }
+
+    func run() async throws {
+        let bootstrap: Bootstrap
+        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
+        let name = try job.map { try bootstrap.definition($0).name } ?? "*"
+        do {
+            _ = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+                try await database.client.query("delete from job_pauses where job = \(name)", logger: database.logger)
+            }
+        } catch {
+            throw fail(error)
+        }
+        print("\(name == "*" ? "every job" : name) resumed")
+    }
+}
+
+struct Crontab: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the crontab generated from the job definitions (the committed `crontab` file equals it).")
+
+    func run() async throws {
+        do {
+            print(try Bootstrap.make().catalog.crontab, terminator: "")
+        } catch {
+            throw fail(error)
+        }
+    }
+}
+
+/// Left-aligned columns.
+func table(_ rows: [[String]]) -> String {
+    guard let header = rows.first else { return "" }
+    let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+    return rows.map { row in
+        row.enumerated().map { column, cell in
+            column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}

@@ -1,0 +1,151 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NudgeCore
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run one job now.",
+        discussion: """
+            Cron runs each job more often than it acts; the job asks, per user, whether its local \
+            moment is due and not yet done, so reruns and overlapping schedules change nothing twice. \
+            Backfill with --date or --from/--to. SIGTERM or Ctrl-C finishes the batch in flight, \
+            records the checkpoint and exits; the same command resumes after it.
+            """)
+
+    @Argument(help: "The job to run (`nudge list` shows them).")
+    var job: String
+
+    @Option(help: "The instant the run believes it is, ISO 8601 with a zone (default: now).")
+    var now: String?
+
+    @Option(help: "Backfill one local day, YYYY-MM-DD.")
+    var date: String?
+
+    @Option(help: "Backfill local days from this one (with --to), YYYY-MM-DD.")
+    var from: String?
+
+    @Option(help: "Backfill local days up to this one, inclusive (with --from), YYYY-MM-DD.")
+    var to: String?
+
+    @Option(name: .customLong("user"), help: "Only this user (a uuid); repeatable.")
+    var users: [String] = []
+
+    @Option(help: "Only the users of shard i of n (0 <= i < n), for example 0/4.")
+    var shard: String?
+
+    @Option(help: "Users per batch (default: the job's, usually 50).")
+    var batchSize: Int?
+
+    @Option(help: "How many users of a batch are decided at once, for jobs that call outside services.")
+    var concurrency: Int = 1
+
+    @Flag(help: "Decide and write inside each batch's transaction, then roll back: nothing is written or queued.")
+    var dryRun = false
+
+    @Flag(help: "Print a machine-readable summary on stdout (with every user's decision on a dry run).")
+    var json = false
+
+    func validate() throws {
+        if date != nil && (from != nil || to != nil) { throw ValidationError("--date cannot be combined with --from/--to") }
+        if (from == nil) != (to == nil) { throw ValidationError("--from and --to go together") }
+        if let batchSize, !(1...10_000).contains(batchSize) { throw ValidationError("--batch-size must be between 1 and 10000") }
+        if !(1...1_000).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 1000") }
+    }
+
+    func run() async throws {
+        let bootstrap: Bootstrap
+        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
+        let definition = try bootstrap.definition(job)
+        guard let implementation = JobRegistry.job(for: definition) else {
+            throw fail(NudgeError(.configuration, "job '\(job)' is defined in jobs/ but not built into this binary"))
+        }
+        let options = try runOptions(definition: definition)
+
+        if let reason = try killSwitchReason(definition, bootstrap.environment) {
+            bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
+            finish(.disabled(job: job, reason: reason))
+            return
+        }
+        let summary: RunSummary
+        do {
+            let url = try bootstrap.databaseURL()
+            let observer = makeObserver()
+            summary = try await Database.with(url, logger: bootstrap.logger, stopOnSignals: true) { database in
+                try await runJob(implementation, options: options, database: database, observer: observer)
+            }
+        } catch {
+            throw fail(error)
+        }
+        finish(summary)
+        if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
+    }
+
+    private func runJob<J: Job>(_ job: J, options: RunOptions, database: Database, observer: any RunObserver) async throws -> RunSummary {
+        try await JobRunner(job: job, options: options, database: database, observer: observer).run()
+    }
+
+    private func runOptions(definition: JobDefinition) throws -> RunOptions {
+        let window: DayWindow?
+        do {
+            if let date {
+                let day = try parseDay(date, option: "--date")
+                window = try DayWindow(from: day, to: day)
+            } else if let from, let to {
+                window = try DayWindow(from: try parseDay(from, option: "--from"), to: try parseDay(to, option: "--to"))
+            } else {
+                window = nil
+            }
+        } catch let error as NudgeError {
+            throw ValidationError(error.message)
+        }
+        let userIDs = try users.map { text in
+            guard let id = UUID(uuidString: text) else { throw ValidationError("--user must be a uuid, not '\(text)'") }
+            return id
+        }
+        var parsedShard = Shard.whole
+        if let shard {
+            do { parsedShard = try Shard(shard) } catch { throw ValidationError(error.message) }
+        }
+        return RunOptions(
+            now: try now.map { try parseInstant($0, option: "--now") } ?? Date(),
+            nowIsExplicit: now != nil, window: window, users: userIDs, shard: parsedShard,
+            batchSize: batchSize ?? definition.batchSize, concurrency: concurrency, dryRun: dryRun)
+    }
+
+    /// NUDGE_ENABLED=false stops every job; <JOB>_ENABLED=false stops this one. Both are read
+    /// before the database is touched, so a disabled job changes nothing at all.
+    private func killSwitchReason(_ definition: JobDefinition, _ environment: Environment) throws -> String? {
+        do {
+            if try !environment.flag("NUDGE_ENABLED", default: true) { return "NUDGE_ENABLED is false" }
+            if try !environment.flag(definition.killSwitch, default: definition.enabledByDefault) {
+                return environment[definition.killSwitch] == nil
+                    ? "\(definition.killSwitch) is not set and \(definition.name) ships disabled"
+                    : "\(definition.killSwitch) is false"
+            }
+        } catch {
+            throw fail(error)
+        }
+        return nil
+    }
+
+    private func makeObserver() -> any RunObserver {
+        var observers: [any RunObserver] = []
+        if StandardError.isTerminal && !json { observers.append(ProgressBar()) }
+        if json && (dryRun || !users.isEmpty) { observers.append(DecisionStream()) }
+        return observers.isEmpty ? SilentObserver() : CompositeObserver(observers: observers)
+    }
+
+    private func finish(_ summary: RunSummary) {
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            encoder.dateEncodingStrategy = .iso8601
+            let body = String(decoding: (try? encoder.encode(summary)) ?? Data("{}".utf8), as: UTF8.self)
+            let streamed = dryRun || !users.isEmpty
+            print(streamed && summary.runID != nil ? "],\"summary\":\(body)}" : body)
+        } else {
+            print(SummaryText(summary).text)
+        }
+    }
+}

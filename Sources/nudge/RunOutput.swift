@@ -1,0 +1,113 @@
+import Foundation
+import NudgeCore
+import Synchronization
+
+/// A one-line progress bar on a terminal's stderr, redrawn at most ten times a second.
+final class ProgressBar: RunObserver {
+    private struct State {
+        var total: Int?
+        var lastDraw = ContinuousClock.now - .seconds(1)
+    }
+    private let state = Mutex(State())
+
+    func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {
+        state.withLock { $0.total = usersInScope }
+        let resumed = resumedFrom.map { ", resuming run \($0)" } ?? ""
+        StandardError.write("\(job): run \(runID)\(resumed), \(usersInScope.map { "\($0) users in scope" } ?? "")\n")
+    }
+
+    func batchFinished(counts: RunCounts) {
+        let line: String? = state.withLock { state in
+            guard state.lastDraw.duration(to: .now) > .milliseconds(100) else { return nil }
+            state.lastDraw = .now
+            let total = max(state.total ?? counts.processed, counts.processed, 1)
+            let width = 30
+            let filled = min(width, counts.processed * width / total)
+            return "\r[\(String(repeating: "#", count: filled))\(String(repeating: " ", count: width - filled))] "
+                + "\(counts.processed)/\(total)  changed \(counts.succeeded)  nothing due \(counts.skipped)  failed \(counts.failed)"
+        }
+        if let line { StandardError.write(line) }
+    }
+
+    func userDecided(_ report: UserReport) {}
+
+    deinit { StandardError.write("\n") }
+}
+
+/// Every user's decision as JSON on stdout, written as it is made so that memory stays flat: the
+/// summary closes the document (`{"decisions":[…],"summary":{…}}`).
+final class DecisionStream: RunObserver {
+    private let first = Mutex(true)
+    private let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {
+        FileHandle.standardOutput.write(Data("{\"decisions\":[".utf8))
+    }
+
+    func batchFinished(counts: RunCounts) {}
+
+    func userDecided(_ report: UserReport) {
+        guard let data = try? encoder.encode(report) else { return }
+        let separator = first.withLock { isFirst in
+            defer { isFirst = false }
+            return isFirst ? "" : ","
+        }
+        FileHandle.standardOutput.write(Data((separator + "\n").utf8) + data)
+    }
+}
+
+struct CompositeObserver: RunObserver {
+    let observers: [any RunObserver]
+
+    func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {
+        observers.forEach { $0.runStarted(runID: runID, job: job, usersInScope: usersInScope, resumedFrom: resumedFrom) }
+    }
+
+    func batchFinished(counts: RunCounts) { observers.forEach { $0.batchFinished(counts: counts) } }
+
+    func userDecided(_ report: UserReport) { observers.forEach { $0.userDecided(report) } }
+}
+
+/// The readable end-of-run summary.
+struct SummaryText {
+    let summary: RunSummary
+
+    init(_ summary: RunSummary) {
+        self.summary = summary
+    }
+
+    var text: String {
+        guard let runID = summary.runID else {
+            return "\(summary.job): not run: \(summary.message ?? "disabled")"
+        }
+        let counts = summary.counts
+        var lines = [
+            "\(summary.job): run \(runID) \(summary.status) in \(String(format: "%.1f", summary.seconds)) s"
+                + (summary.dryRun ? " (dry run: every write was rolled back)" : "")
+                + (summary.resumedFrom.map { ", resumed run \($0)" } ?? ""),
+            "  users: \(counts.processed) processed, \(counts.succeeded) \(summary.dryRun ? "would change" : "changed"), "
+                + "\(counts.skipped) nothing due, \(counts.failed) failed",
+        ]
+        let outcomes = summary.tally.filter { !$0.key.hasPrefix("notification:") }.sorted { $0.key < $1.key }
+        if !outcomes.isEmpty {
+            lines.append("  outcomes: " + outcomes.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        let notifications = summary.tally.filter { $0.key.hasPrefix("notification:") }.sorted { $0.key < $1.key }
+        if !notifications.isEmpty {
+            lines.append("  notifications \(summary.dryRun ? "that would be queued" : "queued"): "
+                + notifications.map { "\($0.key.dropFirst("notification:".count)) \($0.value)" }.joined(separator: ", "))
+        }
+        if let message = summary.message { lines.append("  \(message)") }
+        if !summary.failures.isEmpty {
+            lines.append("  failed users\(counts.failed > summary.failures.count ? " (first \(summary.failures.count); all: nudge runs --failures \(runID))" : ""):")
+            for failure in summary.failures {
+                lines.append("    \(failure.userID.uuidString.lowercased()): \(failure.reason)")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
