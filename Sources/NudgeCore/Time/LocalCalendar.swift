@@ -24,8 +24,8 @@ public struct LocalCalendar: Sendable {
             return
         }
         // Foundation also accepts abbreviations ("EST") and offsets ("GMT+5"); only names of the
-        // IANA database, or UTC itself, are accepted as a user's zone.
-        guard identifier == "UTC" || TimeZone.knownTimeZoneIdentifiers.contains(identifier),
+        // IANA database (Area/Location, aliases included), or UTC itself, are a user's zone.
+        guard identifier == "UTC" || identifier.contains("/"),
               let zone = TimeZone(identifier: identifier)
         else { throw .unknownTimeZone(identifier) }
         self.timeZone = zone
