@@ -14,7 +14,7 @@ public struct Database: Sendable {
     /// How long a command waits for the server before it gives up with exit 1. A pool left to
     /// itself retries for about a minute, which cron and an operator at a terminal would read as
     /// a hang.
-    public static let reachTimeout: Duration = .seconds(6)
+    public static let reachTimeout: Duration = .seconds(8)
 
     /// Starts a pool, checks that the server answers, runs `body`, and shuts the pool down on
     /// every path. With `stopOnSignals`, SIGTERM and SIGINT ask `body` to stop gracefully

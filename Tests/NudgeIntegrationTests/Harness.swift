@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import Testing
+@testable import NudgeCore
+
+/// The checkout these tests live in: the `nudge` binary is in its .build, its jobs/ and db/ beside.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// The PostgreSQL server `scripts/test` started for this test run.
+enum TestServer {
+    static let url: String? = ProcessInfo.processInfo.environment["NUDGE_TEST_DATABASE_URL"]
+
+    static func serverURL() throws -> String {
+        guard let url else {
+            throw TestFailure("NUDGE_TEST_DATABASE_URL is not set: run the tests with scripts/test, which starts a private PostgreSQL")
+        }
+        return url
+    }
+
+    /// One migrated template per test process; each test clones it, which takes milliseconds.
+    static let template = Template()
+
+    actor Template {
+        private var name: String?
+
+        func ensure() async throws -> String {
+            if let name { return name }
+            let candidate = "nudge_template_\(ProcessInfo.processInfo.processIdentifier)"
+            let admin = try TestDatabase(named: "postgres")
+            try admin.psql("drop database if exists \(candidate)")
+            try admin.psql("create database \(candidate)")
+            let template = try TestDatabase(named: candidate)
+            let result = try await template.nudge(["migrate"])
+            guard result.status == 0 else { throw TestFailure("migrating the template failed: \(result.stderr)") }
+            name = candidate
+            return candidate
+        }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One database on the test server.
+struct TestDatabase: Sendable {
+    let name: String
+    let url: String
+
+    init(named name: String) throws {
+        let server = try TestServer.serverURL()
+        guard let range = server.range(of: "/nudge?") else { throw TestFailure("unexpected test server URL \(server)") }
+        self.name = name
+        self.url = server.replacingCharacters(in: range, with: "/\(name)?")
+    }
+
+    /// A new database with the schema in place (or empty, for migration tests).
+    static func fresh(migrated: Bool = true) async throws -> TestDatabase {
+        let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        let admin = try TestDatabase(named: "postgres")
+        if migrated {
+            let template = try await TestServer.template.ensure()
+            try admin.psql("create database \(name) template \(template)")
+        } else {
+            try admin.psql("create database \(name)")
+        }
+        return try TestDatabase(named: name)
+    }
+
+    /// Runs SQL through psql and returns its unaligned output (`|` between columns).
+    @discardableResult
+    func psql(_ sql: String) throws -> String {
+        let result = try runProcess("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        guard result.status == 0 else { throw TestFailure("psql failed: \(result.stderr)\n\(sql)") }
+        return result.stdout.trimmingCharacters(in: .newlines)
+    }
+
+    func value(_ sql: String) throws -> String { try psql(sql) }
+
+    func count(_ sql: String) throws -> Int {
+        guard let count = Int(try psql(sql)) else { throw TestFailure("not a count: \(sql)") }
+        return count
+    }
+
+    /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".
+    func dump(excluding excluded: Set<String> = []) throws -> String {
+        let tables = try psql("""
+            select tablename from pg_tables where schemaname = 'public' order by tablename
+            """).split(separator: "\n").map(String.init).filter { !excluded.contains($0) }
+        return try tables.map { table in "\(table):\n" + (try psql("select t::text from \(table) t order by 1")) }
+            .joined(separator: "\n")
+    }
+
+    /// What validate-streaks decides, without the wall-clock columns (updated_at, run ids) that
+    /// legitimately differ between two schedules that end in the same state.
+    func streakState() throws -> String {
+        try [
+            "select user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week, week_start_date, settled_through, missed_days from user_streaks order by user_id",
+            "select user_id, date, streak_day from daily_tracking where streak_day is not null order by 1, 2",
+            "select user_id, badge, earned_at from user_badges order by 1, 2",
+            "select job, user_id, local_day, outcome from job_work order by 1, 2, 3",
+            "select dedupe_key, user_id, local_day, notification_type, deliver_after, title, body, payload from notification_outbox order by dedupe_key",
+        ].map { try psql($0) }.joined(separator: "\n--\n")
+    }
+
+    /// Runs the built `nudge` binary against this database, as cron would (no terminal, JSON logs).
+    func nudge(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+        try runProcess(NudgeBinary.path, arguments, environment: nudgeEnvironment(environment))
+    }
+
+    /// Starts `nudge` and returns at once, for the tests that stop it on purpose.
+    func startNudge(_ arguments: [String], environment: [String: String] = [:]) throws -> RunningProcess {
+        try RunningProcess(NudgeBinary.path, arguments, environment: nudgeEnvironment(environment))
+    }
+
+    func nudgeEnvironment(_ extra: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = url
+        environment["NUDGE_HOME"] = packageRoot.path
+        environment["NUDGE_LOG_FORMAT"] = "json"
+        for key in environment.keys where key.hasSuffix("_ENABLED") { environment[key] = nil }
+        environment.merge(extra) { _, new in new }
+        return environment
+    }
+
+    /// Runs a job in this process, for tests that drive the runner many times (schedules).
+    func withDatabase<T: Sendable>(_ body: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        return try await Database.with(try DatabaseURL(url), logger: logger, body)
+    }
+}
+
+enum NudgeBinary {
+    static var path: String {
+        let debug = packageRoot.appendingPathComponent(".build/debug/nudge").path
+        return ProcessInfo.processInfo.environment["NUDGE_BINARY"] ?? debug
+    }
+}
+
+struct ProcessResult: Sendable {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+}
+
+func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Read both pipes while the process runs, so that a full pipe never blocks it.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var stdout = Data(), stderr = Data()
+    group.enter()
+    DispatchQueue.global().async { stdout = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { stderr = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    process.waitUntilExit()
+    group.wait()
+    return ProcessResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                         stderr: String(decoding: stderr, as: UTF8.self))
+}
+
+/// A `nudge` started in the background; its output goes to files, read when it ends.
+final class RunningProcess: @unchecked Sendable {
+    let process = Process()
+    private let outURL: URL
+    private let errURL: URL
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
+        let folder = FileManager.default.temporaryDirectory
+        outURL = folder.appendingPathComponent("nudge-\(UUID()).out")
+        errURL = folder.appendingPathComponent("nudge-\(UUID()).err")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    func wait() -> ProcessResult {
+        process.waitUntilExit()
+        defer {
+            try? FileManager.default.removeItem(at: outURL)
+            try? FileManager.default.removeItem(at: errURL)
+        }
+        return ProcessResult(status: process.terminationStatus,
+                             stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+                             stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+    }
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`.
+func eventually(seconds: Double = 30, _ condition: () throws -> Bool) throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return false
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+@Suite struct MigrationTests {
+    @Test func migrateTwiceInARowChangesNothingTheSecondTime() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        let first = try await database.nudge(["migrate"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("applied 0001_schema.sql"))
+        let second = try await database.nudge(["migrate"])
+        #expect(second.status == 0)
+        #expect(second.stdout.contains("schema is up to date"))
+        #expect(try database.count("select count(*) from nudge_migrations") == 1)
+    }
+
+    @Test func twoMigrationsAtOnceApplyEachFileOnce() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        let runs = try (0..<3).map { _ in try database.startNudge(["migrate"]) }
+        let results = runs.map { $0.wait() }
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+        #expect(results.filter { $0.stdout.contains("applied") }.count == 1)
+        #expect(try database.count("select count(*) from nudge_migrations") == 1)
+    }
+
+    /// SPEC §3: the seeds' column names are the contract.
+    @Test(arguments: [
+        ("users", ["id", "timezone", "locale", "display_name", "email", "phone_number", "created_at", "last_active_at",
+                   "coach_persona_id", "fcm_token", "push_enabled", "notification_pref", "notification_lead_min"]),
+        ("coach_personas", ["id", "name", "locale"]),
+        ("daily_tracking", ["user_id", "date", "steps", "weight", "mood", "energy", "checked_in_at", "previous_day_sentiment",
+                            "previous_day_steps", "streak_day", "submitted_to_fitcircles", "submission_timestamp"]),
+        ("daily_goals", ["id", "user_id", "date", "goal_type", "target_value", "actual_value", "completed", "created_at"]),
+        ("weekly_goals", ["id", "user_id", "week_start", "goal_type", "target_value", "actual_value", "daily_breakdown",
+                          "completed", "fitcircle_id", "created_at"]),
+        ("user_streaks", ["id", "user_id", "current_streak", "longest_streak", "last_checkin_date", "freeze_used_this_week",
+                          "week_start_date", "created_at", "updated_at"]),
+        ("user_badges", ["user_id", "badge", "earned_at"]),
+        ("fitcircles", ["id", "challenge_type", "timezone", "starts_on", "ends_on", "challenge_step_goal"]),
+        ("fitcircle_members", ["fitcircle_id", "user_id", "joined_at", "left_at", "starting_weight", "target_weight"]),
+        ("fitcircle_data_submissions", ["id", "fitcircle_id", "user_id", "submission_date", "steps", "weight", "submitted_at",
+                                        "rank_after_submission", "rank_change"]),
+        ("fitcircle_leaderboard_entries", ["id", "fitcircle_id", "user_id", "period", "period_start", "metric_type",
+                                           "metric_value", "rank", "rank_change", "last_updated"]),
+        ("user_push_tokens", ["id", "user_id", "device_token", "platform", "active", "last_used", "created_at"]),
+        ("push_tokens", ["user_id", "device_token", "platform", "created_at", "updated_at"]),
+        ("notification_preferences", ["id", "user_id", "push_enabled", "email_enabled", "inapp_enabled", "push_daily_checkin",
+                                      "push_streak_risk", "push_weekly_goal", "push_data_submission", "push_leaderboard_change",
+                                      "push_social_engagement", "push_weekly_digest", "push_challenge_milestone",
+                                      "email_daily_checkin", "email_streak_risk", "email_weekly_digest", "email_monthly_report",
+                                      "email_fitcircle_invite", "email_challenge_milestone", "daily_reminder_time", "dnd_start",
+                                      "dnd_end", "pause_weekends", "updated_at"]),
+        ("email_preferences", ["id", "user_id", "daily_checkin_reminder", "streak_at_risk", "weekly_digest", "monthly_report",
+                               "fitcircle_invites", "challenge_milestones", "updated_at"]),
+        ("email_logs", ["id", "user_id", "email_type", "sent_at", "opened", "clicked"]),
+        ("notification_logs", ["id", "user_id", "call_id", "type", "notification_type", "channel", "status", "title", "body",
+                               "payload", "provider_id", "error_msg", "sent_at", "delivered", "delivered_at", "opened",
+                               "opened_at", "created_at"]),
+        ("push_log", ["id", "user_id", "push_type", "content", "sent_at", "opened", "metadata"]),
+        ("context_profiles", ["user_id", "timezone", "notification_preferences", "coaching_preferences", "domain_styles"]),
+        ("conversations", ["id", "user_id", "domain", "created_at"]),
+        ("messages", ["id", "conversation_id", "role", "content", "created_at"]),
+        ("learning_signals", ["user_id", "signal_type", "signal_data", "created_at"]),
+        ("pattern_cache", ["user_id"]),
+        ("scheduled_calls", ["id", "user_id", "scheduled_at", "status", "topic", "preview_sent", "preview_sent_at"]),
+        ("job_runs", ["job", "parameters", "dry_run", "host", "pid", "started_at", "ended_at", "status", "processed",
+                      "succeeded", "skipped", "failed", "checkpoint"]),
+        ("job_work", ["job", "user_id", "local_day", "outcome"]),
+        ("notification_outbox", ["dedupe_key", "job", "user_id", "local_day", "notification_type", "deliver_after"]),
+    ])
+    func everyTableHasTheSeedsColumns(_ table: String, _ columns: [String]) async throws {
+        let database = try await TestDatabase.fresh()
+        let present = Set(try database.psql(
+            "select column_name from information_schema.columns where table_schema = 'public' and table_name = '\(table)'"
+        ).split(separator: "\n").map(String.init))
+        #expect(!present.isEmpty, "table \(table) is missing")
+        #expect(Set(columns).subtracting(present).isEmpty, "\(table) lacks \(Set(columns).subtracting(present).sorted())")
+    }
+
+    @Test func theSeedsIndexesExist() async throws {
+        let database = try await TestDatabase.fresh()
+        let indexes = try database.psql("select indexname from pg_indexes where schemaname = 'public'")
+        for name in ["idx_push_log_user_sent", "idx_notif_user", "idx_notif_call", "idx_leaderboard_circle_period_rank"] {
+            #expect(indexes.contains(name), "\(name)")
+        }
+        #expect(throws: TestFailure.self) {
+            try database.psql("insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users")
+        }
+    }
+}

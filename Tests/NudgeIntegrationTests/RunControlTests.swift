@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import NudgeCore
+
+private let now = "2026-03-20T12:00:00Z"
+
+@Suite struct KillSwitchTests {
+    @Test(arguments: [["NUDGE_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "0"]])
+    func anEnvironmentKillSwitchChangesNoRowAtAll(_ environment: [String: String]) async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let before = try database.dump()
+        let result = try await database.nudge(["run", "validate-streaks", "--now", now], environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("not run"))
+        #expect(try database.dump() == before)
+    }
+
+    @Test func nudgePauseChangesNoRowAndResumeRestarts() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        #expect(try await database.nudge(["pause", "validate-streaks", "--reason", "bad copy"]).status == 0)
+        let before = try database.dump()
+        let paused = try await database.nudge(["run", "validate-streaks", "--now", now])
+        #expect(paused.status == 0)
+        #expect(paused.stdout.contains("validate-streaks is paused by"))
+        #expect(paused.stdout.contains("(bad copy)"))
+        #expect(try database.dump() == before)
+        #expect(try await database.nudge(["runs"]).stdout.contains("PAUSED: validate-streaks"))
+        #expect(try await database.nudge(["resume", "validate-streaks"]).status == 0)
+        let resumed = try await database.nudge(["run", "validate-streaks", "--now", now])
+        #expect(resumed.status == 0)
+        #expect(try database.count("select count(*) from user_streaks") == 20)
+    }
+
+    /// `nudge pause` is checked before every batch: a running job stops within one batch.
+    @Test func aPauseStopsARunningJobBeforeItsNextBatch() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let summary = try await database.withDatabase { db in
+            let job = PausingAfterFirstBatch(inner: ValidateStreaksJob(definition: streaksDefinition()))
+            let options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
+            return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+        }
+        #expect(summary.status == "paused")
+        #expect(summary.exitCode == 0)
+        #expect(summary.counts.processed == 5)
+        #expect(try database.count("select count(*) from user_streaks") == 5)
+        #expect(try database.value("select status from job_runs") == "paused")
+    }
+}
+
+func streaksDefinition() -> JobDefinition {
+    try! JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).definition(named: "validate-streaks")!
+}
+
+/// validate-streaks, with an operator who runs `nudge pause` while the first batch is deciding.
+struct PausingAfterFirstBatch: Job {
+    let inner: ValidateStreaksJob
+    var definition: JobDefinition { inner.definition }
+
+    func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: ValidateStreaksJob.Facts] {
+        try await connection.query("insert into job_pauses (job, paused_by) values ('validate-streaks', 'test') on conflict do nothing",
+                                   logger: run.logger)
+        return try await inner.loadFacts(for: users, run: run, on: connection)
+    }
+
+    func decide(for user: UserInTime, facts: ValidateStreaksJob.Facts?, run: RunContext) throws -> Decision<ValidateStreaksJob.Change> {
+        try inner.decide(for: user, facts: facts, run: run)
+    }
+
+    func apply(_ changes: [PlannedChange<ValidateStreaksJob.Change>], run: RunContext, on connection: PostgresConnection) async throws {
+        try await inner.apply(changes, run: run, on: connection)
+    }
+}
+
+@Suite struct LockTests {
+    /// Holds the advisory lock of a job and shard from another session, as a running job would.
+    private func holdingLock(of shard: Shard, in database: TestDatabase, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        let key = JobRunner<ValidateStreaksJob>.lockKey(job: "validate-streaks", shard: shard)
+        try await database.withDatabase { db in
+            try await db.client.withConnection { connection in
+                try await connection.query("select pg_advisory_lock(\(key))", logger: db.logger)
+                do {
+                    try await body()
+                } catch {
+                    _ = try? await connection.query("select pg_advisory_unlock(\(key))", logger: db.logger)
+                    throw error
+                }
+                try await connection.query("select pg_advisory_unlock(\(key))", logger: db.logger)
+            }
+        }
+    }
+
+    @Test func aSecondRunOfTheSameJobExits75AtOnce() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await holdingLock(of: .whole, in: database) {
+            let started = Date()
+            let result = try await database.nudge(["run", "validate-streaks", "--now", now])
+            #expect(result.status == 75, "\(result.stderr)")
+            #expect(result.stderr.contains("another run of validate-streaks (shard 0/1) holds the lock"))
+            #expect(Date().timeIntervalSince(started) < 10)
+            #expect(try database.count("select count(*) from user_streaks") == 0)
+        }
+    }
+
+    @Test func differentShardsRunSideBySide() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await holdingLock(of: try Shard("0/2"), in: database) {
+            let other = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "1/2"])
+            #expect(other.status == 0, "\(other.stderr)")
+            let same = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "0/2"])
+            #expect(same.status == 75)
+        }
+        // Two shards started together cover every user once.
+        let database2 = try await TestDatabase.fresh()
+        try Fixture.population(database2, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let shards = try (0..<2).map { try database2.startNudge(["run", "validate-streaks", "--now", now, "--shard", "\($0)/2", "--batch-size", "3"]) }
+        for result in shards.map({ $0.wait() }) { #expect(result.status == 0, "\(result.stderr)") }
+        #expect(try database2.count("select count(*) from user_streaks") == 40)
+        #expect(try database2.count("select sum(processed) from job_runs") == 40)
+    }
+}
+
+@Suite struct InterruptionTests {
+    private func populated() async throws -> TestDatabase {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 600, signup: "2026-02-01T00:00:00Z", from: "2026-01-31", to: "2026-03-20")
+        return database
+    }
+
+    private static let arguments = ["run", "validate-streaks", "--now", now, "--batch-size", "2"]
+
+    @Test(arguments: [SIGKILL, SIGTERM])
+    func aStoppedRunResumedEndsAsOneUninterruptedRun(_ signal: Int32) async throws {
+        let reference = try await populated()
+        #expect(try await reference.nudge(Self.arguments).status == 0)
+
+        let database = try await populated()
+        let running = try database.startNudge(Self.arguments)
+        #expect(try eventually { try database.count("select coalesce(max(processed), 0) from job_runs") >= 50 })
+        running.signal(signal)
+        let stopped = running.wait()
+        if signal == SIGTERM {
+            #expect(stopped.status == 1)
+            #expect(try database.value("select status from job_runs") == "interrupted")
+        }
+        let interrupted = try database.count("select processed from job_runs")
+        #expect(interrupted < 600, "the run finished before it could be stopped")
+
+        let resumed = try await database.nudge(Self.arguments)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
+        #expect(try database.value("select status from job_runs order by id limit 1") == "interrupted")
+        // The resumed run did only the users after the checkpoint: no user twice, none lost.
+        #expect(try database.count("select processed from job_runs order by id desc limit 1") == 600 - interrupted)
+        #expect(try database.streakState() == reference.streakState())
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import Logging
+import Testing
+@testable import NudgeCore
+
+@Suite struct DryRunTests {
+    @Test func aDryRunLeavesEveryTableButTheLedgerUnchanged() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 120, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(999))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        let ledger: Set<String> = ["job_runs", "job_run_failures"]
+        let before = try database.dump(excluding: ledger)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--dry-run", "--json"])
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(try database.dump(excluding: ledger) == before)
+        #expect(try database.value("select dry_run from job_runs") == "t")
+
+        // The report says what would have changed, user by user.
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let decisions = try #require(report["decisions"] as? [[String: Any]])
+        #expect(decisions.count == 121)
+        #expect(decisions.filter { $0["outcome"] as? String == "changed" }.count == 120)
+        let summary = try #require(report["summary"] as? [String: Any])
+        let tally = try #require(summary["tally"] as? [String: Int])
+        #expect((tally["checked_in"] ?? 0) > 0)
+
+        // The same run for real does what the dry run said.
+        let real = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--json"])
+        let realSummary = try #require(try JSONSerialization.jsonObject(with: Data(real.stdout.utf8)) as? [String: Any])
+        #expect(realSummary["tally"] as? [String: Int] == tally)
+    }
+}
+
+@Suite struct ScheduleTests {
+    /// Cron may run the job every hour, every 20 minutes or twice in the same minute, across the
+    /// daylight-saving changes of both hemispheres (the US on 8 March, Europe on 29 March,
+    /// Australia and Lord Howe on 5 April): every schedule ends in the same state.
+    @Test func everyScheduleAcrossDaylightSavingEndsInTheSameState() async throws {
+        // The three weekends of clock changes; between them every schedule catches up the same way.
+        let weekends = ["2026-03-07T00:00:00Z", "2026-03-28T00:00:00Z", "2026-04-04T00:00:00Z"]
+            .map { ISO8601DateFormatter().date(from: $0)! }
+        let schedules: [(String, [Int])] = [("hourly", [7]), ("every 20 minutes", [5, 25, 45]), ("twice an hour", [0, 0, 30])]
+        let states = try await withThrowingTaskGroup(of: (String, String, Int).self) { group in
+            for (name, minutes) in schedules {
+                group.addTask {
+                    let database = try await TestDatabase.fresh()
+                    try Fixture.population(database, count: 36, signup: "2026-03-05T12:00:00Z", from: "2026-03-05", to: "2026-04-08")
+                    try await database.withDatabase { db in
+                        for hour in weekends.flatMap({ start in (0..<72).map { start.addingTimeInterval(Double($0) * 3600) } }) {
+                            for minute in minutes {
+                                let options = RunOptions(now: hour.addingTimeInterval(Double(minute) * 60), nowIsExplicit: true, batchSize: 50)
+                                let summary = try await JobRunner(job: ValidateStreaksJob(definition: streaksDefinition()),
+                                                                  options: options, database: db, observer: SilentObserver()).run()
+                                guard summary.exitCode == 0 else { throw TestFailure("\(name): run failed: \(summary)") }
+                            }
+                        }
+                    }
+                    return (name, try database.streakState(), try database.count("select count(*) from job_work"))
+                }
+            }
+            var states: [(String, String, Int)] = []
+            for try await state in group { states.append(state) }
+            return states
+        }
+        let reference = try #require(states.first)
+        for state in states.dropFirst() {
+            #expect(state.1 == reference.1, "\(state.0) and \(reference.0) differ")
+        }
+        // Each user-day settled exactly once: 36 users, from their local sign-up day to the last ended day.
+        #expect(reference.2 >= 36 * 31)
+        for state in states { #expect(state.2 == reference.2) }
+    }
+}
+
+@Suite struct BadDataTests {
+    @Test func badUsersAreSkippedWithTheirReasonAndTheOthersEndAsIfTheyWereNotThere() async throws {
+        let now = "2026-03-20T12:00:00Z"
+        let clean = try await TestDatabase.fresh()
+        try Fixture.population(clean, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        #expect(try await clean.nudge(["run", "validate-streaks", "--now", now]).status == 0)
+
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let mars = Fixture.userID(901), corrupt = Fixture.userID(902), impossible = Fixture.userID(903), zeroWeight = Fixture.userID(904)
+        try database.psql("""
+            insert into users (id, timezone, created_at) values
+              ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z'), ('\(corrupt)', 'Europe/Paris', '2026-03-01T00:00:00Z'),
+              ('\(impossible)', 'Asia/Kolkata', '2026-03-01T00:00:00Z'), ('\(zeroWeight)', null, '2026-03-01T00:00:00Z');
+            insert into user_streaks (user_id, current_streak, longest_streak, settled_through) values ('\(corrupt)', 12, 4, '2026-03-10');
+            insert into daily_tracking (user_id, date, mood, energy, steps) values ('\(impossible)', '2026-03-04', 3, 4, -200);
+            insert into daily_tracking (user_id, date, mood, energy, weight) values ('\(zeroWeight)', '2026-03-06', 3, 4, 0);
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", now])
+        #expect(result.status == 3)
+        #expect(result.stdout.contains("4 failed"))
+        let reasons = try database.psql("select user_id || ' ' || reason from job_run_failures order by user_id")
+        #expect(reasons.contains("\(mars) unknown time zone 'Mars/Olympus'"))
+        #expect(reasons.contains("\(corrupt) user_streaks row is inconsistent: longest_streak 4 is below current_streak 12"))
+        #expect(reasons.contains("\(impossible) daily_tracking 2026-03-04: steps -200 is outside 0-150000"))
+        #expect(reasons.contains("\(zeroWeight) daily_tracking 2026-03-06: weight 0.0 is outside 0-1500 lb"))
+        #expect(try database.value("select status from job_runs") == "partial")
+
+        // Nothing was written for the bad users, and everyone else is exactly as in the clean run.
+        try database.psql("delete from users where id in ('\(mars)', '\(corrupt)', '\(impossible)', '\(zeroWeight)')")
+        #expect(try database.streakState() == clean.streakState())
+    }
+
+    /// A batch whose write fails is retried user by user: only the guilty user fails.
+    @Test func aFailingWriteFailsOnlyTheUserItBelongsTo() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let guilty = Fixture.userID(7)
+        try database.psql("""
+            create function refuse_guilty() returns trigger language plpgsql as $$
+            begin raise exception 'streak rows of this user are frozen by support'; end $$;
+            create trigger refuse_guilty before insert on user_streaks for each row
+              when (new.user_id = '\(guilty)') execute function refuse_guilty();
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
+        #expect(result.status == 3)
+        #expect(try database.count("select count(*) from user_streaks") == 29)
+        #expect(try database.value("select reason from job_run_failures") == "database: streak rows of this user are frozen by support")
+        #expect(try database.count("select count(*) from job_work where user_id = '\(guilty)'") == 0)
+    }
+}
+
+@Suite struct ScopeTests {
+    private let now = "2026-03-20T12:00:00Z"
+
+    private func populated() async throws -> TestDatabase {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        return database
+    }
+
+    @Test func userLimitsTheRunToThoseUsers() async throws {
+        let database = try await populated()
+        let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--user", Fixture.userID(3), "--user", Fixture.userID(9)])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try database.psql("select user_id from user_streaks order by 1") == [Fixture.userID(3), Fixture.userID(9)].sorted().joined(separator: "\n"))
+    }
+
+    @Test func dateAndFromToSettleThoseDaysAndNoOthers() async throws {
+        let database = try await populated()
+        // Users in Kiritimati (UTC+14) and Pago Pago (UTC-11) sign up on different local days:
+        // settle everyone's first days through 2026-03-05, then one more day with --date.
+        let first = try await database.nudge(["run", "validate-streaks", "--now", now, "--from", "2026-02-28", "--to", "2026-03-05"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try database.value("select max(settled_through) from user_streaks") == "2026-03-05")
+        let oneDay = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-06"])
+        #expect(oneDay.status == 0)
+        #expect(try database.psql("select distinct settled_through from user_streaks") == "2026-03-06")
+        #expect(try database.count("select count(*) from job_work where local_day > '2026-03-06'") == 0)
+        // Again: nothing to do, nothing written twice.
+        let again = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-06"])
+        #expect(again.stdout.contains("0 changed"))
+        // A backfill that skips unsettled days says where to start.
+        let gap = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-10"])
+        #expect(gap.status == 3)
+        #expect(try database.value("select reason from job_run_failures limit 1")
+                == "days 2026-03-07 to 2026-03-09 are not settled yet; backfill from 2026-03-07")
+    }
+
+    @Test func shardsSplitTheUsersByTheirIdHash() async throws {
+        let database = try await populated()
+        for index in 0..<3 {
+            let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "\(index)/3"])
+            #expect(result.status == 0)
+            let mine = try database.count("""
+                select count(*) from user_streaks
+                 where ('x' || left(user_id::text, 8))::bit(32)::bigint % 3 <> \(index)
+                   and updated_at = (select clock from job_runs order by id desc limit 1)
+                   and user_id not in (select user_id from job_work w join job_runs r on r.id = w.run_id where r.shard_index <> \(index))
+                """)
+            #expect(mine == 0)
+        }
+        #expect(try database.count("select count(*) from user_streaks") == 40)
+        let perShard = try database.psql("select processed from job_runs order by id").split(separator: "\n").compactMap { Int($0) }
+        #expect(perShard.reduce(0, +) == 40)
+        #expect(perShard.allSatisfy { $0 > 0 })
+    }
+}
