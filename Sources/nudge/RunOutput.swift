@@ -17,8 +17,17 @@ final class ProgressBar: RunObserver {
     }
 
     func batchFinished(counts: RunCounts) {
+        draw(counts, force: false)
+    }
+
+    func runFinished(counts: RunCounts) {
+        draw(counts, force: true)
+        StandardError.write("\n")
+    }
+
+    private func draw(_ counts: RunCounts, force: Bool) {
         let line: String? = state.withLock { state in
-            guard state.lastDraw.duration(to: .now) > .milliseconds(100) else { return nil }
+            guard force || state.lastDraw.duration(to: .now) > .milliseconds(100) else { return nil }
             state.lastDraw = .now
             let total = max(state.total ?? counts.processed, counts.processed, 1)
             let width = 30
@@ -30,8 +39,6 @@ final class ProgressBar: RunObserver {
     }
 
     func userDecided(_ report: UserReport) {}
-
-    deinit { StandardError.write("\n") }
 }
 
 /// Every user's decision as JSON on stdout, written as it is made so that memory stays flat: the
@@ -49,6 +56,8 @@ final class DecisionStream: RunObserver {
     }
 
     func batchFinished(counts: RunCounts) {}
+
+    func runFinished(counts: RunCounts) {}
 
     func userDecided(_ report: UserReport) {
         guard let data = try? encoder.encode(report) else { return }
@@ -70,6 +79,8 @@ struct CompositeObserver: RunObserver {
     func batchFinished(counts: RunCounts) { observers.forEach { $0.batchFinished(counts: counts) } }
 
     func userDecided(_ report: UserReport) { observers.forEach { $0.userDecided(report) } }
+
+    func runFinished(counts: RunCounts) { observers.forEach { $0.runFinished(counts: counts) } }
 }
 
 /// The readable end-of-run summary.

@@ -113,6 +113,7 @@ public struct JobRunner<J: Job>: Sendable {
         if status == .aborted {
             throw NudgeError(.database, "run \(runID) of \(name) aborted: \(errorMessage ?? "unknown error"); the next run resumes after its checkpoint")
         }
+        observer.runFinished(counts: state.counts)
         let seconds = started.duration(to: .now).seconds
         logger.info("run finished", metadata: [
             LogKey.status: "\(status.rawValue)", "nudge.processed": "\(state.counts.processed)",
@@ -386,6 +387,7 @@ public struct SilentObserver: RunObserver {
     public func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {}
     public func batchFinished(counts: RunCounts) {}
     public func userDecided(_ report: UserReport) {}
+    public func runFinished(counts: RunCounts) {}
 }
 
 extension Duration {

@@ -6,6 +6,7 @@ public protocol RunObserver: Sendable {
     func batchFinished(counts: RunCounts)
     /// Every user's decision, for dry-run reports and `--user` runs.
     func userDecided(_ report: UserReport)
+    func runFinished(counts: RunCounts)
 }
 
 public struct UserReport: Sendable, Codable, Equatable {
