@@ -68,6 +68,9 @@ struct Run: AsyncParsableCommand {
             return
         }
         let summary: RunSummary
+        let monitoring: RunMonitoring
+        do { monitoring = try RunMonitoring(environment: bootstrap.environment, logger: bootstrap.logger) } catch { throw fail(error) }
+        await monitoring.runStarting(job: job)
         do {
             let url = try bootstrap.databaseURL()
             let observer = makeObserver()
@@ -75,8 +78,11 @@ struct Run: AsyncParsableCommand {
                 try await runJob(implementation, options: options, database: database, observer: observer)
             }
         } catch {
-            throw fail(error)
+            let exit = fail(error)
+            await monitoring.runEnded(.ended(job: job, exitCode: exit.rawValue, message: describe(error)))
+            throw exit
         }
+        await monitoring.runEnded(summary)
         finish(summary)
         if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
     }

@@ -57,7 +57,12 @@ public struct RunSummary: Sendable, Codable {
 
     /// A run that did not start because a kill switch is off: exit 0, nothing written.
     public static func disabled(job: String, reason: String) -> RunSummary {
-        RunSummary(runID: nil, job: job, status: "disabled", dryRun: false, counts: RunCounts(), tally: [:],
-                   resumedFrom: nil, seconds: 0, failures: [], message: reason, exitCode: 0)
+        ended(job: job, status: "disabled", exitCode: 0, message: reason)
+    }
+
+    /// A run that ended before it had a ledger row: disabled, locked out, or unable to start.
+    public static func ended(job: String, status: String = "failed", exitCode: Int32, message: String) -> RunSummary {
+        RunSummary(runID: nil, job: job, status: status, dryRun: false, counts: RunCounts(), tally: [:],
+                   resumedFrom: nil, seconds: 0, failures: [], message: message, exitCode: exitCode)
     }
 }

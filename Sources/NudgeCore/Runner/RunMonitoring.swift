@@ -1,0 +1,101 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+
+/// What a run tells monitoring: a Prometheus textfile for node-exporter's textfile collector
+/// (`NUDGE_METRICS_DIR`) and pings to a healthcheck URL (`NUDGE_HEALTHCHECK_URL`, in the
+/// healthchecks.io style: `URL/start`, `URL` on success, `URL/fail`). Neither ever fails a run.
+public struct RunMonitoring: Sendable {
+    public let metricsDirectory: URL?
+    public let healthcheckURL: URL?
+    let logger: Logger
+
+    public init(environment: Environment, logger: Logger) throws(NudgeError) {
+        metricsDirectory = environment["NUDGE_METRICS_DIR"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+        if let raw = environment["NUDGE_HEALTHCHECK_URL"] {
+            guard let url = URL(string: raw), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw NudgeError(.configuration, "NUDGE_HEALTHCHECK_URL must be an http(s) URL")
+            }
+            healthcheckURL = url
+        } else {
+            healthcheckURL = nil
+        }
+        self.logger = logger
+    }
+
+    public func runStarting(job: String) async {
+        await ping(healthcheckURL?.appendingPathComponent("start"), job: job)
+    }
+
+    public func runEnded(_ summary: RunSummary) async {
+        writeMetrics(summary)
+        // Users failing with bad data (3) and a run finding another one at work (75) are not outages.
+        let failed = ![0, 3, 75].contains(summary.exitCode)
+        await ping(failed ? healthcheckURL?.appendingPathComponent("fail") : healthcheckURL, job: summary.job)
+    }
+
+    /// The metrics of one run, as node-exporter's textfile collector reads them.
+    public static func metrics(_ summary: RunSummary, endedAt: Date) -> String {
+        let job = summary.job
+        let labels = "job=\"\(job)\""
+        var lines = [
+            "# HELP nudge_run_users Users of the last run of the job, by outcome.",
+            "# TYPE nudge_run_users gauge",
+            "nudge_run_users{\(labels),outcome=\"processed\"} \(summary.counts.processed)",
+            "nudge_run_users{\(labels),outcome=\"changed\"} \(summary.counts.succeeded)",
+            "nudge_run_users{\(labels),outcome=\"nothing_due\"} \(summary.counts.skipped)",
+            "nudge_run_users{\(labels),outcome=\"failed\"} \(summary.counts.failed)",
+            "# HELP nudge_run_seconds How long the last run of the job took.",
+            "# TYPE nudge_run_seconds gauge",
+            "nudge_run_seconds{\(labels)} \(summary.seconds)",
+            "# HELP nudge_run_exit_code The exit status of the last run of the job.",
+            "# TYPE nudge_run_exit_code gauge",
+            "nudge_run_exit_code{\(labels)} \(summary.exitCode)",
+            "# HELP nudge_run_last_end_timestamp_seconds When the last run of the job ended.",
+            "# TYPE nudge_run_last_end_timestamp_seconds gauge",
+            "nudge_run_last_end_timestamp_seconds{\(labels)} \(Int(endedAt.timeIntervalSince1970))",
+            "# HELP nudge_run_outcomes What the last run of the job decided, by outcome.",
+            "# TYPE nudge_run_outcomes gauge",
+        ]
+        for (outcome, count) in summary.tally.sorted(by: { $0.key < $1.key }) {
+            lines.append("nudge_run_outcomes{\(labels),outcome=\"\(outcome)\"} \(count)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private func writeMetrics(_ summary: RunSummary) {
+        guard let metricsDirectory, !summary.dryRun else { return }
+        let target = metricsDirectory.appendingPathComponent("nudge_\(summary.job.replacingOccurrences(of: "-", with: "_")).prom")
+        let temporary = metricsDirectory.appendingPathComponent(".\(target.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier)")
+        do {
+            // Written beside the target and renamed, so the collector never reads half a file.
+            // The end time is the wall clock: monitoring asks when the run really ended.
+            try Data(Self.metrics(summary, endedAt: Date()).utf8).write(to: temporary)
+            guard rename(temporary.path, target.path) == 0 else {
+                throw NudgeError(.configuration, "cannot rename into \(target.path): \(String(cString: strerror(errno)))")
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            logger.warning("could not write the run's metrics", metadata: ["nudge.reason": "\(describe(error))",
+                                                                            "nudge.path": "\(target.path)"])
+        }
+    }
+
+    private func ping(_ url: URL?, job: String) async {
+        guard let url else { return }
+        var request = URLRequest(url: url, timeoutInterval: 5)
+        request.httpMethod = "POST"
+        request.httpBody = Data(job.utf8)
+        do {
+            let (_, response) = try await URLSession.shared.data(for: request)
+            if let status = (response as? HTTPURLResponse)?.statusCode, !(200..<300).contains(status) {
+                logger.warning("healthcheck ping refused", metadata: ["nudge.status": "\(status)"])
+            }
+        } catch {
+            // The URL may carry a secret token: log that the ping failed, never where it went.
+            logger.warning("healthcheck ping failed", metadata: ["nudge.reason": "\(type(of: error))"])
+        }
+    }
+}
