@@ -73,9 +73,14 @@ struct Run: AsyncParsableCommand {
         await monitoring.runStarting(job: job)
         do {
             let url = try bootstrap.databaseURL()
+            let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
             let observer = makeObserver()
             summary = try await Database.with(url, logger: bootstrap.logger, stopOnSignals: true) { database in
-                try await runJob(implementation, options: options, database: database, observer: observer)
+                let pending = try await migrator.pending(database)
+                guard pending.isEmpty else {
+                    throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+                }
+                return try await runJob(implementation, options: options, database: database, observer: observer)
             }
         } catch {
             let exit = fail(error)

@@ -20,20 +20,27 @@ enum TestServer {
     /// One migrated template per test process; each test clones it, which takes milliseconds.
     static let template = Template()
 
+    /// Built once, by whichever test asks first; the others await the same task (an actor alone
+    /// would let a second caller in while the first awaits the migration).
     actor Template {
-        private var name: String?
+        private var creation: Task<String, any Error>?
 
         func ensure() async throws -> String {
-            if let name { return name }
-            let candidate = "nudge_template_\(ProcessInfo.processInfo.processIdentifier)"
+            if let creation { return try await creation.value }
+            let creation = Task { try await Self.create() }
+            self.creation = creation
+            return try await creation.value
+        }
+
+        private static func create() async throws -> String {
+            let name = "nudge_template_\(ProcessInfo.processInfo.processIdentifier)"
             let admin = try TestDatabase(named: "postgres")
-            try admin.psql("drop database if exists \(candidate)")
-            try admin.psql("create database \(candidate)")
-            let template = try TestDatabase(named: candidate)
+            try admin.psql("drop database if exists \(name)")
+            try admin.psql("create database \(name)")
+            let template = try TestDatabase(named: name)
             let result = try await template.nudge(["migrate"])
             guard result.status == 0 else { throw TestFailure("migrating the template failed: \(result.stderr)") }
-            name = candidate
-            return candidate
+            return name
         }
     }
 }

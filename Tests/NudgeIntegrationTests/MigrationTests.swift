@@ -87,3 +87,21 @@ import Testing
         }
     }
 }
+
+@Suite struct SchemaGuardTests {
+    @Test func aJobRefusesAnUnmigratedDatabase() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        let result = try await database.nudge(["run", "validate-streaks"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("the database lacks 0001_schema.sql: run `nudge migrate` first"))
+    }
+
+    @Test func aCrashedDryRunIsClosedByTheNextRun() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("""
+            insert into job_runs (job, scope_key, clock, dry_run, host, pid) values ('validate-streaks', 'x', now(), true, 'gone', 1)
+            """)
+        #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T00:00:00Z"]).status == 0)
+        #expect(try database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
+    }
+}

@@ -48,6 +48,16 @@ struct RunLedger: Sendable {
     /// Closes the books on this job and shard's last run when it died (its lock is free, since we
     /// hold it now), and says whether this run can pick up from its checkpoint.
     func recoverPrevious(job: String, shard: Shard, scopeKey: String, on connection: PostgresConnection) async throws -> Resumable? {
+        // Any run of this job and shard still marked running died: we hold its lock now.
+        let dead = try await connection.query("""
+            update job_runs set status = 'interrupted', ended_at = now(),
+                   error = 'the process ended without finishing (crash, kill -9 or lost connection)'
+             where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and status = 'running'
+            returning id
+            """, logger: logger)
+        for try await id in dead.decode(Int64.self) {
+            logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
+        }
         let rows = try await connection.query("""
             select id, status, scope_key, checkpoint,
                    exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
@@ -56,15 +66,7 @@ struct RunLedger: Sendable {
              order by id desc limit 1
             """, logger: logger)
         for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
-            if status == RunStatus.running.rawValue {
-                try await connection.query("""
-                    update job_runs set status = 'interrupted', ended_at = now(),
-                           error = 'the process ended without finishing (crash, kill -9 or lost connection)'
-                     where id = \(id)
-                    """, logger: logger)
-                logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
-            }
-            let resumable = [RunStatus.running.rawValue, RunStatus.interrupted.rawValue, RunStatus.paused.rawValue].contains(status)
+            let resumable = [RunStatus.interrupted.rawValue, RunStatus.paused.rawValue].contains(status)
             guard resumable, !alreadyResumed, previousScope == scopeKey, let checkpoint else { return nil }
             return Resumable(runID: id, checkpoint: checkpoint)
         }
