@@ -23,6 +23,12 @@ struct Bootstrap {
             "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"))
     }
 
+    /// Runs `body` against the database of `DATABASE_URL`.
+    func withDatabase<Result: Sendable>(stopOnSignals: Bool = false,
+                                        _ body: @escaping @Sendable (Database) async throws -> Result) async throws -> Result {
+        try await Database.with(try databaseURL(), logger: logger, stopOnSignals: stopOnSignals, body)
+    }
+
     func definition(_ name: String) throws -> JobDefinition {
         guard let definition = catalog.definition(named: name) else {
             throw ValidationError("unknown job '\(name)'; `nudge list` shows the jobs: \(catalog.definitions.map(\.name).joined(separator: ", "))")
@@ -55,14 +61,28 @@ struct Bootstrap {
     }
 }
 
-/// Ends the process with a clear message and the exit status the error calls for.
-func fail(_ error: any Error) -> ExitCode {
-    if let error = error as? NudgeError {
-        StandardError.write("nudge: error: \(error.message)\n")
-        return ExitCode(error.exitCode)
+/// Runs a command's work, turning any error but a usage error or an exit status into a clear
+/// message and the exit status it calls for.
+func reportingFailures<Result>(_ work: () async throws -> Result) async throws -> Result {
+    do {
+        return try await work()
+    } catch let error as ValidationError {
+        throw error
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        throw fail(error)
     }
+}
+
+/// Prints a clear message and returns the exit status the error calls for.
+func fail(_ error: any Error) -> ExitCode {
     StandardError.write("nudge: error: \(describe(error))\n")
-    return ExitCode(1)
+    return ExitCode(exitStatus(for: error))
+}
+
+func exitStatus(for error: any Error) -> Int32 {
+    (error as? NudgeError)?.exitCode ?? 1
 }
 
 /// Parses `--now`: ISO 8601 with a zone (`2026-03-14T09:00:00Z`, `…+01:00`, fractional seconds allowed).

@@ -9,26 +9,22 @@ struct ListJobs: AsyncParsableCommand {
         commandName: "list", abstract: "Every job with its schedule, kill-switch variable and whether it is enabled.")
 
     func run() async throws {
-        let bootstrap: Bootstrap
-        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
-        var rows = [["JOB", "SCHEDULE (cron)", "ACTS AT (local)", "KILL SWITCH", "ENABLED", "BATCH"]]
-        for definition in bootstrap.catalog.definitions {
-            let enabled: String
-            do {
+        try await reportingFailures {
+            let bootstrap = try Bootstrap.make()
+            var rows = [["JOB", "SCHEDULE (cron)", "ACTS AT (local)", "KILL SWITCH", "ENABLED", "BATCH"]]
+            for definition in bootstrap.catalog.definitions {
                 let global = try bootstrap.environment.flag("NUDGE_ENABLED", default: true)
                 let own = try bootstrap.environment.flag(definition.killSwitch, default: definition.enabledByDefault)
-                enabled = !global ? "no (NUDGE_ENABLED)" : own ? "yes" : "no (\(definition.killSwitch))"
-            } catch {
-                throw fail(error)
+                let enabled = !global ? "no (NUDGE_ENABLED)" : own ? "yes" : "no (\(definition.killSwitch))"
+                rows.append([definition.name, definition.schedule, definition.localTime?.description ?? "-",
+                             definition.killSwitch, enabled, String(definition.batchSize)])
             }
-            rows.append([definition.name, definition.schedule, definition.localTime?.description ?? "-",
-                         definition.killSwitch, enabled, String(definition.batchSize)])
+            print(table(rows))
+            for definition in bootstrap.catalog.definitions {
+                print("\n\(definition.name): \(definition.summary)")
+            }
+            print("\n`nudge pause <job>` stops a job from the database too; `nudge runs` shows whether one is paused.")
         }
-        print(table(rows))
-        for definition in bootstrap.catalog.definitions {
-            print("\n\(definition.name): \(definition.summary)")
-        }
-        print("\n`nudge pause <job>` stops a job from the database too; `nudge runs` shows whether one is paused.")
     }
 }
 
@@ -37,17 +33,13 @@ struct Migrate: AsyncParsableCommand {
         abstract: "Create or upgrade the database schema; safe to run at any time, twice, or from two processes at once.")
 
     func run() async throws {
-        do {
+        try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
-            let applied = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
-                try await migrator.migrate(database)
-            }
+            let applied = try await bootstrap.withDatabase { database in try await migrator.migrate(database) }
             print(applied.isEmpty
                   ? "schema is up to date (\(migrator.migrations.count) migrations)"
                   : "applied \(applied.joined(separator: ", "))")
-        } catch {
-            throw fail(error)
         }
     }
 }
@@ -74,19 +66,17 @@ struct Seed: AsyncParsableCommand {
 
     func run() async throws {
         let end = try now.map { try parseInstant($0, option: "--now") } ?? Date()
-        do {
+        try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let seeder = try Seeder(scriptURL: bootstrap.home.seedScript)
             let started = ContinuousClock.now
             let (users, seed) = (self.users, self.seed)
-            let tables = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+            let tables = try await bootstrap.withDatabase { database in
                 try await seeder.seed(database, users: users, seed: seed, now: end)
             }
             let seconds = started.duration(to: .now)
             print("seeded \(users) users (seed \(seed), history ending \(ISO8601DateFormatter().string(from: end))) in \(seconds.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))))")
             print(table([["TABLE", "ROWS"]] + tables.filter { $0.rows > 0 }.map { [$0.table, String($0.rows)] }))
-        } catch {
-            throw fail(error)
         }
     }
 }
@@ -105,11 +95,11 @@ struct Runs: AsyncParsableCommand {
     var failures: Int64?
 
     func run() async throws {
-        do {
+        try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             if let job { _ = try bootstrap.definition(job) }
             let (job, limit, failures) = (self.job, max(1, self.limit), self.failures)
-            let output = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+            let output = try await bootstrap.withDatabase { database in
                 try await database.client.withConnection { connection in
                     if let failures {
                         return try await Self.failures(of: failures, on: connection, logger: database.logger)
@@ -118,10 +108,6 @@ struct Runs: AsyncParsableCommand {
                 }
             }
             print(output)
-        } catch let error as ValidationError {
-            throw error
-        } catch {
-            throw fail(error)
         }
     }
 
@@ -179,22 +165,19 @@ struct Pause: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bootstrap: Bootstrap
-        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
-        let name = try job.map { try bootstrap.definition($0).name } ?? "*"
-        let who = "\(ProcessInfo.processInfo.environment["USER"] ?? "unknown")@\(ProcessInfo.processInfo.hostName)"
-        let reason = self.reason
-        do {
-            _ = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+        try await reportingFailures {
+            let bootstrap = try Bootstrap.make()
+            let name = try job.map { try bootstrap.definition($0).name } ?? "*"
+            let who = "\(bootstrap.environment["USER"] ?? "unknown")@\(ProcessInfo.processInfo.hostName)"
+            let reason = self.reason
+            _ = try await bootstrap.withDatabase { database in
                 try await database.client.query("""
                     insert into job_pauses (job, paused_by, reason) values (\(name), \(who), \(reason))
                     on conflict (job) do update set paused_at = now(), paused_by = excluded.paused_by, reason = excluded.reason
                     """, logger: database.logger)
             }
-        } catch {
-            throw fail(error)
+            print("\(name == "*" ? "every job" : name) paused; `nudge resume \(name == "*" ? "--all" : name)` restarts it")
         }
-        print("\(name == "*" ? "every job" : name) paused; `nudge resume \(name == "*" ? "--all" : name)` restarts it")
     }
 }
 
@@ -212,17 +195,14 @@ struct Resume: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bootstrap: Bootstrap
-        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
-        let name = try job.map { try bootstrap.definition($0).name } ?? "*"
-        do {
-            _ = try await Database.with(try bootstrap.databaseURL(), logger: bootstrap.logger) { database in
+        try await reportingFailures {
+            let bootstrap = try Bootstrap.make()
+            let name = try job.map { try bootstrap.definition($0).name } ?? "*"
+            _ = try await bootstrap.withDatabase { database in
                 try await database.client.query("delete from job_pauses where job = \(name)", logger: database.logger)
             }
-        } catch {
-            throw fail(error)
+            print("\(name == "*" ? "every job" : name) resumed")
         }
-        print("\(name == "*" ? "every job" : name) resumed")
     }
 }
 
@@ -231,11 +211,7 @@ struct Crontab: AsyncParsableCommand {
         abstract: "Print the crontab generated from the job definitions (the committed `crontab` file equals it).")
 
     func run() async throws {
-        do {
-            print(try Bootstrap.make().catalog.crontab, terminator: "")
-        } catch {
-            throw fail(error)
-        }
+        try await reportingFailures { print(try Bootstrap.make().catalog.crontab, terminator: "") }
     }
 }
 

@@ -54,40 +54,36 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let bootstrap: Bootstrap
-        do { bootstrap = try Bootstrap.make() } catch { throw fail(error) }
-        let definition = try bootstrap.definition(job)
-        guard let implementation = JobRegistry.job(for: definition) else {
-            throw fail(NudgeError(.configuration, "job '\(job)' is defined in jobs/ but not built into this binary"))
-        }
-        let options = try runOptions(definition: definition)
-
-        if let reason = try killSwitchReason(definition, bootstrap.environment) {
-            bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
-            finish(.disabled(job: job, reason: reason))
-            return
-        }
-        let summary: RunSummary
-        let monitoring: RunMonitoring
-        do { monitoring = try RunMonitoring(environment: bootstrap.environment, logger: bootstrap.logger) } catch { throw fail(error) }
-        await monitoring.runStarting(job: job)
-        do {
-            let url = try bootstrap.databaseURL()
+        let summary = try await reportingFailures { () -> RunSummary in
+            let bootstrap = try Bootstrap.make()
+            let definition = try bootstrap.definition(job)
+            guard let implementation = JobRegistry.job(for: definition) else {
+                throw NudgeError(.configuration, "job '\(job)' is defined in jobs/ but not built into this binary")
+            }
+            let options = try runOptions(definition: definition)
+            if let reason = try killSwitchReason(definition, bootstrap.environment) {
+                bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
+                return .disabled(job: job, reason: reason)
+            }
+            let monitoring = try RunMonitoring(environment: bootstrap.environment, logger: bootstrap.logger)
             let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
             let observer = makeObserver()
-            summary = try await Database.with(url, logger: bootstrap.logger, stopOnSignals: true) { database in
-                let pending = try await migrator.pending(database)
-                guard pending.isEmpty else {
-                    throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+            await monitoring.runStarting(job: job)
+            do {
+                let summary = try await bootstrap.withDatabase(stopOnSignals: true) { database in
+                    let pending = try await migrator.pending(database)
+                    guard pending.isEmpty else {
+                        throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+                    }
+                    return try await runJob(implementation, options: options, database: database, observer: observer)
                 }
-                return try await runJob(implementation, options: options, database: database, observer: observer)
+                await monitoring.runEnded(summary)
+                return summary
+            } catch {
+                await monitoring.runEnded(.ended(job: job, exitCode: exitStatus(for: error), message: describe(error)))
+                throw error
             }
-        } catch {
-            let exit = fail(error)
-            await monitoring.runEnded(.ended(job: job, exitCode: exit.rawValue, message: describe(error)))
-            throw exit
         }
-        await monitoring.runEnded(summary)
         finish(summary)
         if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
     }
@@ -127,15 +123,11 @@ struct Run: AsyncParsableCommand {
     /// NUDGE_ENABLED=false stops every job; <JOB>_ENABLED=false stops this one. Both are read
     /// before the database is touched, so a disabled job changes nothing at all.
     private func killSwitchReason(_ definition: JobDefinition, _ environment: Environment) throws -> String? {
-        do {
-            if try !environment.flag("NUDGE_ENABLED", default: true) { return "NUDGE_ENABLED is false" }
-            if try !environment.flag(definition.killSwitch, default: definition.enabledByDefault) {
-                return environment[definition.killSwitch] == nil
-                    ? "\(definition.killSwitch) is not set and \(definition.name) ships disabled"
-                    : "\(definition.killSwitch) is false"
-            }
-        } catch {
-            throw fail(error)
+        if try !environment.flag("NUDGE_ENABLED", default: true) { return "NUDGE_ENABLED is false" }
+        if try !environment.flag(definition.killSwitch, default: definition.enabledByDefault) {
+            return environment[definition.killSwitch] == nil
+                ? "\(definition.killSwitch) is not set and \(definition.name) ships disabled"
+                : "\(definition.killSwitch) is false"
         }
         return nil
     }

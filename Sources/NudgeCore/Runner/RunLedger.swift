@@ -66,7 +66,7 @@ struct RunLedger: Sendable {
              order by id desc limit 1
             """, logger: logger)
         for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
-            let resumable = [RunStatus.interrupted.rawValue, RunStatus.paused.rawValue].contains(status)
+            let resumable = [RunStatus.interrupted, .paused, .aborted].map(\.rawValue).contains(status)
             guard resumable, !alreadyResumed, previousScope == scopeKey, let checkpoint else { return nil }
             return Resumable(runID: id, checkpoint: checkpoint)
         }

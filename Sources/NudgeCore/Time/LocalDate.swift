@@ -3,7 +3,29 @@ import Foundation
 /// A calendar day with no time zone attached: a user's local day, a leaderboard day, a backfill
 /// date. Stored as the number of days since 1970-01-01, so that arithmetic and comparison are
 /// integer operations and the value crosses the database boundary as a plain `date`.
-public struct LocalDate: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+/// A value written as text in JSON and on the command line ("2026-03-14", "00:05").
+public protocol TextCodable: Codable, CustomStringConvertible {
+    static var textFormat: String { get }
+    init?(text: String)
+}
+
+extension TextCodable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(text: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                   debugDescription: "'\(text)' is not \(Self.textFormat)"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+public struct LocalDate: Hashable, Comparable, Sendable, TextCodable {
     public let daysSinceEpoch: Int
 
     public init(daysSinceEpoch: Int) {
@@ -75,18 +97,10 @@ public struct LocalDate: Hashable, Comparable, Sendable, Codable, CustomStringCo
         lhs.daysSinceEpoch < rhs.daysSinceEpoch
     }
 
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let date = LocalDate(iso8601: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                   debugDescription: "'\(text)' is not a YYYY-MM-DD date"))
-        }
-        self = date
-    }
+    public static var textFormat: String { "a YYYY-MM-DD date" }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
+    public init?(text: String) {
+        self.init(iso8601: text)
     }
 
     static func daysIn(month: Int, year: Int) -> Int {
@@ -99,7 +113,7 @@ public struct LocalDate: Hashable, Comparable, Sendable, Codable, CustomStringCo
 }
 
 /// A wall-clock time of day, to the minute: "00:05", "09:00", "20:00".
-public struct LocalTime: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+public struct LocalTime: Hashable, Comparable, Sendable, TextCodable {
     public let hour: Int
     public let minute: Int
 
@@ -128,17 +142,9 @@ public struct LocalTime: Hashable, Comparable, Sendable, Codable, CustomStringCo
         lhs.secondsSinceMidnight < rhs.secondsSinceMidnight
     }
 
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let time = LocalTime(text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                   debugDescription: "'\(text)' is not an HH:MM time"))
-        }
-        self = time
-    }
+    public static var textFormat: String { "an HH:MM time" }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
+    public init?(text: String) {
+        self.init(text)
     }
 }
