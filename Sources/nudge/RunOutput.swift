@@ -38,6 +38,8 @@ final class ProgressBar: RunObserver {
         if let line { StandardError.write(line) }
     }
 
+    var wantsUserReports: Bool { false }
+
     func userDecided(_ report: UserReport) {}
 }
 
@@ -59,6 +61,8 @@ final class DecisionStream: RunObserver {
 
     func runFinished(counts: RunCounts) {}
 
+    var wantsUserReports: Bool { true }
+
     func userDecided(_ report: UserReport) {
         guard let data = try? encoder.encode(report) else { return }
         let separator = first.withLock { isFirst in
@@ -77,6 +81,8 @@ struct CompositeObserver: RunObserver {
     }
 
     func batchFinished(counts: RunCounts) { observers.forEach { $0.batchFinished(counts: counts) } }
+
+    var wantsUserReports: Bool { observers.contains { $0.wantsUserReports } }
 
     func userDecided(_ report: UserReport) { observers.forEach { $0.userDecided(report) } }
 

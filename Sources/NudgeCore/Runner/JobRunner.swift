@@ -64,7 +64,7 @@ public struct JobRunner<J: Job>: Sendable {
         let context = RunContext(definition: job.definition, runID: runID, now: options.now, window: options.window,
                                  dryRun: options.dryRun, logger: logger)
         logger.info("run started", metadata: [
-            LogKey.now: "\(ISO8601DateFormatter().string(from: options.now))",
+            LogKey.now: "\(Self.timestamp(options.now))",
             LogKey.dryRun: "\(options.dryRun)",
             LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
         ])
@@ -196,8 +196,10 @@ public struct JobRunner<J: Job>: Sendable {
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
             for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
-            report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" },
-                   notifications: change.notifications.map { "\($0.type) after \(ISO8601DateFormatter().string(from: $0.deliverAfter))" })
+            if observer.wantsUserReports {
+                report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" },
+                       notifications: change.notifications.map { "\($0.type) after \(Self.timestamp($0.deliverAfter))" })
+            }
         }
         for (userID, reason) in failures {
             var userLogger = logger
@@ -269,6 +271,7 @@ public struct JobRunner<J: Job>: Sendable {
 
     private func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],
                         notifications: [String] = []) {
+        guard observer.wantsUserReports else { return }
         observer.userDecided(UserReport(userID: userID, outcome: outcome, detail: detail, work: work,
                                         notifications: notifications))
     }
@@ -323,7 +326,7 @@ public struct JobRunner<J: Job>: Sendable {
             """, logger: logger)
         for try await (job, pausedBy, pausedAt, reason) in rows.decode((String, String, Date, String?).self) {
             let scope = job == "*" ? "every job is paused" : "\(job) is paused"
-            return "\(scope) by \(pausedBy) since \(ISO8601DateFormatter().string(from: pausedAt))"
+            return "\(scope) by \(pausedBy) since \(Self.timestamp(pausedAt))"
                 + (reason.map { " (\($0))" } ?? "") + "; `nudge resume \(job == "*" ? "--all" : job)` restarts it"
         }
         return nil
@@ -352,7 +355,7 @@ public struct JobRunner<J: Job>: Sendable {
                and status = 'running' order by id desc limit 1
             """, logger: logger)
         for try await (id, host, pid, startedAt) in running.decode((Int64, String, Int, Date).self) {
-            holder = ": run \(id) on \(host), pid \(pid), since \(ISO8601DateFormatter().string(from: startedAt))"
+            holder = ": run \(id) on \(host), pid \(pid), since \(Self.timestamp(startedAt))"
         }
         throw NudgeError(.locked, "another run of \(name) (shard \(options.shard)) holds the lock\(holder)")
     }
@@ -372,6 +375,12 @@ public struct JobRunner<J: Job>: Sendable {
 
 }
 
+extension JobRunner {
+    static func timestamp(_ instant: Date) -> String {
+        instant.formatted(.iso8601)
+    }
+}
+
 struct BatchLoopState {
     var after: UUID?
     var batch = 0
@@ -386,6 +395,7 @@ public struct SilentObserver: RunObserver {
     public init() {}
     public func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {}
     public func batchFinished(counts: RunCounts) {}
+    public var wantsUserReports: Bool { false }
     public func userDecided(_ report: UserReport) {}
     public func runFinished(counts: RunCounts) {}
 }

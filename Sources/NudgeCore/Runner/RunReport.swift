@@ -4,6 +4,8 @@ import Foundation
 public protocol RunObserver: Sendable {
     func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?)
     func batchFinished(counts: RunCounts)
+    /// Whether `userDecided` is wanted: building a report for every user costs time at a million.
+    var wantsUserReports: Bool { get }
     /// Every user's decision, for dry-run reports and `--user` runs.
     func userDecided(_ report: UserReport)
     func runFinished(counts: RunCounts)
