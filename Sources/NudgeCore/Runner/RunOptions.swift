@@ -1,7 +1,7 @@
 import Foundation
 
 /// An inclusive range of local days: `--date D` is `D...D`, `--from A --to B` is `A...B`.
-public struct DayWindow: Sendable, Equatable, Codable {
+public struct DayWindow: Sendable, Equatable {
     public let from: LocalDate
     public let to: LocalDate
 
@@ -17,7 +17,7 @@ public struct DayWindow: Sendable, Equatable, Codable {
 
 /// Shard `index` of `count`: the users whose id hashes to it. The hash is the first 32 bits of
 /// the id, so any tool can compute a user's shard: `('x' || left(id::text, 8))::bit(32)::bigint % count`.
-public struct Shard: Sendable, Equatable, Codable, CustomStringConvertible {
+public struct Shard: Sendable, Equatable, CustomStringConvertible {
     public let index: Int
     public let count: Int
 
