@@ -137,6 +137,10 @@ struct Runs: AsyncParsableCommand {
     }
 
     private static func failures(of runID: Int64, on connection: PostgresConnection, logger: Logger) async throws -> String {
+        let exists = try await connection.query("select count(*) from job_runs where id = \(runID)", logger: logger)
+        for try await count in exists.decode(Int.self) where count == 0 {
+            throw NudgeError(.usage, "there is no run \(runID); `nudge runs` lists the runs")
+        }
         var rows = [["USER", "REASON"]]
         let result = try await connection.query(
             "select user_id, reason from job_run_failures where run_id = \(runID) order by user_id", logger: logger)
@@ -168,7 +172,7 @@ struct Pause: AsyncParsableCommand {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let name = try job.map { try bootstrap.definition($0).name } ?? "*"
-            let who = "\(bootstrap.environment["USER"] ?? "unknown")@\(ProcessInfo.processInfo.hostName)"
+            let who = "\(bootstrap.environment["USER"] ?? ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)"
             let reason = self.reason
             _ = try await bootstrap.withDatabase { database in
                 try await database.client.query("""

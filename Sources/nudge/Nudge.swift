@@ -5,12 +5,29 @@ import NudgeCore
 
 @main
 struct Nudge: AsyncParsableCommand {
+    static func main() async {
+        // A reader that closes the pipe (`nudge runs | head`) must end output, not the process
+        // with SIGPIPE: the run and its ledger row go on to their end.
+        signal(SIGPIPE, SIG_IGN)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "nudge",
         abstract: "The engagement back office: named batch jobs over every user, in their local time.",
         discussion: """
             Configuration comes from the environment: DATABASE_URL (postgres://…), NUDGE_ENABLED and \
-            <JOB>_ENABLED (kill switches), NUDGE_LOG_LEVEL, NUDGE_LOG_FORMAT (json or text), NUDGE_HOME.
+            <JOB>_ENABLED (kill switches), NUDGE_LOG_LEVEL, NUDGE_LOG_FORMAT (json or text), NUDGE_HOME, \
+            NUDGE_METRICS_DIR (Prometheus textfiles), NUDGE_HEALTHCHECK_URL.
             Exit status: 0 success (also: disabled, nothing to do), 3 some users failed, 1 aborted, \
             64 usage error, 75 another run of the job holds its lock.
             """,

@@ -46,7 +46,12 @@ final class ProgressBar: RunObserver {
 /// Every user's decision as JSON on stdout, written as it is made so that memory stays flat: the
 /// summary closes the document (`{"decisions":[…],"summary":{…}}`).
 final class DecisionStream: RunObserver {
-    private let first = Mutex(true)
+    private struct State {
+        var first = true
+        /// Set when stdout is closed (`| head`): the run goes on, the stream stops.
+        var closed = false
+    }
+    private let state = Mutex(State())
     private let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -54,7 +59,7 @@ final class DecisionStream: RunObserver {
     }()
 
     func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {
-        FileHandle.standardOutput.write(Data("{\"decisions\":[".utf8))
+        write(Data("{\"decisions\":[".utf8))
     }
 
     func batchFinished(counts: RunCounts) {}
@@ -65,11 +70,18 @@ final class DecisionStream: RunObserver {
 
     func userDecided(_ report: UserReport) {
         guard let data = try? encoder.encode(report) else { return }
-        let separator = first.withLock { isFirst in
-            defer { isFirst = false }
-            return isFirst ? "" : ","
+        let separator = state.withLock { state in
+            defer { state.first = false }
+            return state.first ? "" : ","
         }
-        FileHandle.standardOutput.write(Data((separator + "\n").utf8) + data)
+        write(Data((separator + "\n").utf8) + data)
+    }
+
+    private func write(_ data: Data) {
+        state.withLock { state in
+            guard !state.closed else { return }
+            do { try FileHandle.standardOutput.write(contentsOf: data) } catch { state.closed = true }
+        }
     }
 }
 

@@ -69,3 +69,25 @@ import Testing
         #expect(failure["nudge.run_id"] != nil)
     }
 }
+
+@Suite struct OutputTests {
+    /// `nudge run … --json | head` closes the pipe early: the output stops, the run does not.
+    @Test func aReaderThatClosesThePipeEndsTheOutputNotTheRun() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 300, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        var environment = database.nudgeEnvironment([:])
+        environment["NUDGE_LOG_LEVEL"] = "error"
+        let shell = "\(NudgeBinary.path) run validate-streaks --now 2026-03-20T12:00:00Z --dry-run --json --batch-size 5 | head -c 100 >/dev/null; exit ${PIPESTATUS[0]}"
+        let result = try runProcess("/bin/bash", ["-c", shell], environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!result.stderr.contains("Fatal error"))
+        #expect(try database.psql("select status, processed from job_runs") == "succeeded|300")
+    }
+
+    @Test func failuresOfARunThatDoesNotExistIsAUsageError() async throws {
+        let database = try await TestDatabase.fresh()
+        let result = try await database.nudge(["runs", "--failures", "4242"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("there is no run 4242"))
+    }
+}

@@ -67,12 +67,13 @@ public struct TerminalLogHandler: LogHandler {
     }
 }
 
-/// Writes to stderr from any thread without interleaving partial lines.
+/// Writes to stderr from any thread without interleaving partial lines. A closed stderr (a
+/// reader that went away) loses the text, never the run.
 public enum StandardError {
     private static let lock = Mutex(())
 
     public static func write(_ text: String) {
-        lock.withLock { _ in FileHandle.standardError.write(Data(text.utf8)) }
+        lock.withLock { _ in try? FileHandle.standardError.write(contentsOf: Data(text.utf8)) }
     }
 
     public static var isTerminal: Bool { isatty(STDERR_FILENO) == 1 }

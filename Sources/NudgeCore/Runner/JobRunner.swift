@@ -55,8 +55,8 @@ public struct JobRunner<J: Job>: Sendable {
     private func runLocked(ledger: RunLedger, started: ContinuousClock.Instant, logger: Logger,
                            on connection: PostgresConnection) async throws -> RunSummary {
         let scopeKey = options.scopeKey(job: name)
-        let resume = options.dryRun ? nil
-            : try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, on: connection)
+        let resume = try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey,
+                                                      dryRun: options.dryRun, on: connection)
         let runID = try await ledger.begin(job: name, options: options, scopeKey: scopeKey,
                                            resumedFrom: resume?.runID, on: connection)
         var logger = logger

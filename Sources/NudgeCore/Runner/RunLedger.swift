@@ -47,7 +47,8 @@ struct RunLedger: Sendable {
 
     /// Closes the books on this job and shard's last run when it died (its lock is free, since we
     /// hold it now), and says whether this run can pick up from its checkpoint.
-    func recoverPrevious(job: String, shard: Shard, scopeKey: String, on connection: PostgresConnection) async throws -> Resumable? {
+    func recoverPrevious(job: String, shard: Shard, scopeKey: String, dryRun: Bool,
+                         on connection: PostgresConnection) async throws -> Resumable? {
         // Any run of this job and shard still marked running died: we hold its lock now.
         let dead = try await connection.query("""
             update job_runs set status = 'interrupted', ended_at = now(),
@@ -58,6 +59,8 @@ struct RunLedger: Sendable {
         for try await id in dead.decode(Int64.self) {
             logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
         }
+        // A dry run changes nothing, so it has nothing to resume.
+        guard !dryRun else { return nil }
         let rows = try await connection.query("""
             select id, status, scope_key, checkpoint,
                    exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
