@@ -9,13 +9,26 @@ struct Nudge: AsyncParsableCommand {
         // A reader that closes the pipe (`nudge runs | head`) must end output, not the process
         // with SIGPIPE: the run and its ledger row go on to their end.
         signal(SIGPIPE, SIG_IGN)
+        var command: any ParsableCommand
         do {
-            var command = try parseAsRoot()
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        do {
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
+        } catch let error as ValidationError {
+            // A usage error found while running shows the usage of the command that was run.
+            let subcommand = type(of: command)
+            let name = subcommand.configuration.commandName ?? String(describing: subcommand).lowercased()
+            StandardError.write(
+                "Error: \(error.message)\nUsage: \(usageString(for: subcommand))\n"
+                    + "  See 'nudge \(name) --help' for more information.\n")
+            exit(withError: ExitCode.validationFailure)
         } catch {
             exit(withError: error)
         }
