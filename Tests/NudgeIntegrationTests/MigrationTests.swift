@@ -1,6 +1,11 @@
 import Foundation
 import Testing
 
+/// The migration files in the order they apply.
+let migrationFiles = try! FileManager.default
+    .contentsOfDirectory(atPath: packageRoot.appendingPathComponent("db/migrations").path)
+    .filter { $0.hasSuffix(".sql") }.sorted()
+
 @Suite struct MigrationTests {
     @Test func migrateTwiceInARowChangesNothingTheSecondTime() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
@@ -10,7 +15,7 @@ import Testing
         let second = try await database.nudge(["migrate"])
         #expect(second.status == 0)
         #expect(second.stdout.contains("schema is up to date"))
-        #expect(try database.count("select count(*) from nudge_migrations") == 1)
+        #expect(try database.count("select count(*) from nudge_migrations") == migrationFiles.count)
     }
 
     @Test func twoMigrationsAtOnceApplyEachFileOnce() async throws {
@@ -18,8 +23,10 @@ import Testing
         let runs = try (0..<3).map { _ in try database.startNudge(["migrate"]) }
         let results = runs.map { $0.wait() }
         for result in results { #expect(result.status == 0, "\(result.stderr)") }
-        #expect(results.filter { $0.stdout.contains("applied") }.count == 1)
-        #expect(try database.count("select count(*) from nudge_migrations") == 1)
+        for file in migrationFiles {
+            #expect(results.filter { $0.stdout.hasPrefix("applied") && $0.stdout.contains(file) }.count == 1, "\(file)")
+        }
+        #expect(try database.count("select count(*) from nudge_migrations") == migrationFiles.count)
     }
 
     /// SPEC §3: the seeds' column names are the contract.
@@ -93,7 +100,7 @@ import Testing
         let database = try await TestDatabase.fresh(migrated: false)
         let result = try await database.nudge(["run", "validate-streaks"])
         #expect(result.status == 1)
-        #expect(result.stderr.contains("the database lacks 0001_schema.sql: run `nudge migrate` first"))
+        #expect(result.stderr.contains("the database lacks \(migrationFiles.joined(separator: ", ")): run `nudge migrate` first"))
     }
 
     @Test func aCrashedDryRunIsClosedByTheNextRun() async throws {

@@ -71,8 +71,8 @@ struct PausingAfterFirstBatch: Job {
         try inner.decide(for: user, facts: facts, run: run)
     }
 
-    func apply(_ changes: [PlannedChange<ValidateStreaksJob.Change>], run: RunContext, on connection: PostgresConnection) async throws {
-        try await inner.apply(changes, run: run, on: connection)
+    func writes(for changes: [PlannedChange<ValidateStreaksJob.Change>], run: RunContext) -> BatchWrites {
+        inner.writes(for: changes, run: run)
     }
 }
 

@@ -12,7 +12,7 @@ public struct UserRow: Sendable, Equatable {
 
 /// A named batch job. The runner owns paging, isolation, locks, the ledger and kill switches; a
 /// job owns only its rules: what to read for a batch, what to decide for one user (a pure
-/// function), and how to write a batch's decisions in a constant number of statements.
+/// function), and the set-based writes that carry out a batch's decisions.
 public protocol Job: Sendable {
     /// Everything the job reads about one user, loaded for the whole batch at once.
     associatedtype Facts: Sendable
@@ -29,10 +29,11 @@ public protocol Job: Sendable {
     /// error fails this user alone, with the error's description as the recorded reason.
     func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change>
 
-    /// Writes the batch's changes in a constant number of set-based statements, inside the
-    /// runner's transaction. Throws when a change cannot be applied; the runner then retries user
-    /// by user, so that only the guilty user fails.
-    func apply(_ changes: [PlannedChange<Change>], run: RunContext, on connection: PostgresConnection) async throws
+    /// The set-based writes that carry out the batch's changes (`unnest` of the batch's arrays, never
+    /// a statement per user). The runner sends them with the work marks, the outbox and the
+    /// checkpoint as one statement; when it fails, it retries user by user, so that only the guilty
+    /// user fails.
+    func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites
 }
 
 /// A user with the calendar of their time zone.
@@ -69,10 +70,13 @@ public struct PlannedChange<Change: Sendable>: Sendable {
 public struct WorkMark: Sendable, Equatable {
     public let localDay: LocalDate
     public let outcome: String
+    /// Why the outcome is what it is, when the outcome alone does not say (`job_work.detail`).
+    public let detail: String?
 
-    public init(localDay: LocalDate, outcome: String) {
+    public init(localDay: LocalDate, outcome: String, detail: String? = nil) {
         self.localDay = localDay
         self.outcome = outcome
+        self.detail = detail
     }
 }
 

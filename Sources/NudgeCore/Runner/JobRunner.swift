@@ -82,13 +82,16 @@ public struct JobRunner<J: Job>: Sendable {
                     logger.notice("stopping on a signal after the last batch")
                     break batches
                 }
-                if let pause = try await pauseReason(on: connection, logger: logger) {
+                let page: [UserRow]
+                switch try await nextPage(after: state.after, on: connection, logger: logger) {
+                case .paused(let pause):
                     status = .paused
                     errorMessage = "paused: \(pause)"
                     logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
                     break batches
+                case .users(let users):
+                    page = users
                 }
-                let page = try await nextPage(after: state.after, on: connection, logger: logger)
                 guard let last = page.last else { break batches }
                 state.batch += 1
                 var batchLogger = logger
@@ -155,38 +158,37 @@ public struct JobRunner<J: Job>: Sendable {
             }
         }
 
+        // One statement: the job's writes, the work marks, the outbox and the checkpoint.
         var committed = planned
         do {
-            try await inTransaction(on: connection, logger: logger) {
-                try await write(planned, context: context, on: connection)
-                if !context.dryRun {
-                    try await recordBatch(ledger, page: page, committed: planned.count, nothingDue: nothingDue,
-                                          failures: failures, state: state, context: context, on: connection)
-                }
+            var writes = self.writes(for: planned, context: context)
+            if !context.dryRun {
+                writes.append(batchRecord(ledger, page: page, committed: planned.count, nothingDue: nothingDue,
+                                          failures: failures, state: state, context: context))
             }
+            try await send(writes, context: context, on: connection)
         } catch where Self.isStatementError(error) {
             logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
             for change in planned {
                 do {
-                    try await inTransaction(on: connection, logger: logger) {
-                        try await write([change], context: context, on: connection)
-                    }
+                    try await send(writes(for: [change], context: context), context: context, on: connection)
                     committed.append(change)
                 } catch where Self.isStatementError(error) {
                     failures.append((change.userID, describe(error)))
                 }
             }
             if !context.dryRun {
-                try await inTransaction(on: connection, logger: logger) {
-                    try await recordBatch(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
-                                          failures: failures, state: state, context: context, on: connection)
-                }
+                try await send(batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
+                                           failures: failures, state: state, context: context),
+                               context: context, on: connection)
             }
         }
         if context.dryRun {
-            try await recordBatch(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
-                                  failures: failures, state: state, context: context, on: connection)
+            // The dry run's own ledger row is kept: outside the rolled-back statement.
+            let record = batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
+                                     failures: failures, state: state, context: context)
+            for try await _ in try await connection.query(record.statement.query(), logger: logger) {}
         }
 
         state.counts.processed += page.count
@@ -197,7 +199,7 @@ public struct JobRunner<J: Job>: Sendable {
             state.tally.merge(change.tally, uniquingKeysWith: +)
             for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
             if observer.wantsUserReports {
-                report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" },
+                report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
                        notifications: change.notifications.map { "\($0.type) after \(Self.timestamp($0.deliverAfter))" })
             }
         }
@@ -212,37 +214,35 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
-    private func recordBatch(_ ledger: RunLedger, page: [UserRow], committed: Int, nothingDue: Int,
-                             failures: [(UUID, String)], state: BatchLoopState, context: RunContext,
-                             on connection: PostgresConnection) async throws {
+    private func batchRecord(_ ledger: RunLedger, page: [UserRow], committed: Int, nothingDue: Int,
+                             failures: [(UUID, String)], state: BatchLoopState, context: RunContext) -> BatchWrites {
         var counts = state.counts
         counts.processed += page.count
         counts.succeeded += committed
         counts.skipped += nothingDue
         counts.failed += failures.count
-        try await ledger.recordBatch(runID: context.runID, checkpoint: page.last!.id, counts: counts,
-                                     failures: failures, on: connection)
+        return ledger.batchRecord(runID: context.runID, checkpoint: page.last!.id, counts: counts, failures: failures)
     }
 
     /// The job's own writes, then the work marks and the outbox, which the runner owns.
-    private func write(_ changes: [PlannedChange<J.Change>], context: RunContext, on connection: PostgresConnection) async throws {
-        guard !changes.isEmpty else { return }
-        let logger = context.logger
-        try await job.apply(changes, run: context, on: connection)
+    private func writes(for changes: [PlannedChange<J.Change>], context: RunContext) -> BatchWrites {
+        guard !changes.isEmpty else { return BatchWrites() }
+        var writes = job.writes(for: changes, run: context)
 
         let marks = changes.flatMap { change in change.work.map { (change.userID, $0) } }
         if !marks.isEmpty {
-            try await connection.query("""
-                insert into job_work (job, user_id, local_day, outcome, run_id)
-                select \(name), user_id, local_day, outcome, \(context.runID)
-                  from unnest(\(marks.map(\.0)), \(marks.map(\.1.localDay)), \(marks.map(\.1.outcome)))
-                       as w(user_id, local_day, outcome)
+            writes.step("nudge_work", """
+                insert into job_work (job, user_id, local_day, outcome, detail, run_id)
+                select \(name), user_id, local_day, outcome, nullif(detail, ''), \(context.runID)
+                  from unnest(\(marks.map(\.0)), \(marks.map(\.1.localDay)), \(marks.map(\.1.outcome)),
+                              \(marks.map { $0.1.detail ?? "" }))
+                       as w(user_id, local_day, outcome, detail)
                 on conflict (job, user_id, local_day) do nothing
-                """, logger: logger)
+                """)
         }
         let messages = changes.flatMap { change in change.notifications.map { (change.userID, $0) } }
         if !messages.isEmpty {
-            try await connection.query("""
+            writes.step("nudge_outbox", """
                 insert into notification_outbox
                        (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload, run_id)
                 select dedupe_key, \(name), user_id, local_day, notification_type, deliver_after, title, body,
@@ -252,21 +252,30 @@ public struct JobRunner<J: Job>: Sendable {
                               \(messages.map(\.1.title)), \(messages.map(\.1.body)), \(messages.map(\.1.payload)))
                        as m(dedupe_key, user_id, local_day, notification_type, deliver_after, title, body, payload)
                 on conflict (dedupe_key) do nothing
-                """, logger: logger)
+                """)
         }
+        return writes
     }
 
-    /// Commits, or for a dry run rolls back, what `body` writes.
-    private func inTransaction(on connection: PostgresConnection, logger: Logger,
-                               _ body: () async throws -> Void) async throws {
-        try await connection.query("begin", logger: logger)
+    /// Sends a batch's writes as one statement, its own transaction; a dry run's is rolled back.
+    private func send(_ writes: BatchWrites, context: RunContext, on connection: PostgresConnection) async throws {
+        guard !writes.isEmpty else { return }
+        // The statement's one row is read to the end: that is what runs it to completion.
+        func execute() async throws {
+            for try await _ in try await connection.query(writes.statement.query(), logger: context.logger) {}
+        }
+        guard context.dryRun else {
+            try await execute()
+            return
+        }
+        try await connection.query("begin", logger: context.logger)
         do {
-            try await body()
+            try await execute()
         } catch {
-            _ = try? await connection.query("rollback", logger: logger)
+            _ = try? await connection.query("rollback", logger: context.logger)
             throw error
         }
-        try await connection.query(options.dryRun ? "rollback" : "commit", logger: logger)
+        try await connection.query("rollback", logger: context.logger)
     }
 
     private func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],
@@ -278,22 +287,41 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: Paging, locks, kill switch
 
-    private func nextPage(after: UUID?, on connection: PostgresConnection, logger: Logger) async throws -> [UserRow] {
+    private enum Page {
+        case users([UserRow])
+        case paused(String)
+    }
+
+    /// The next keyset page of users, unless the job has been paused: the kill switch costs no
+    /// round trip of its own.
+    private func nextPage(after: UUID?, on connection: PostgresConnection, logger: Logger) async throws -> Page {
         let rows = try await connection.query("""
-            select id, timezone, locale, created_at from users
-             where id > \(after ?? Self.beforeEveryID)
-               and (\(options.shard.count) = 1
-                    or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
-               and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
-             order by id
-             limit \(options.batchSize)
+            select p.job, p.paused_by, p.paused_at, p.reason, u.id, u.timezone, u.locale, u.created_at
+              from (values (1)) as one(x)
+              left join lateral (select job, paused_by, paused_at, reason from job_pauses
+                                  where job in (\(name), '*') order by job = '*' desc limit 1) p on true
+              left join lateral (
+                select id, timezone, locale, created_at from users
+                 where p.job is null
+                   and id > \(after ?? Self.beforeEveryID)
+                   and (\(options.shard.count) = 1
+                        or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
+                   and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
+                 order by id
+                 limit \(options.batchSize)) u on true
             """, logger: logger)
         var page: [UserRow] = []
         page.reserveCapacity(options.batchSize)
-        for try await (id, timezone, locale, createdAt) in rows.decode((UUID, String?, String, Date).self) {
-            page.append(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))
+        for try await (job, pausedBy, pausedAt, reason, id, timezone, locale, createdAt)
+            in rows.decode((String?, String?, Date?, String?, UUID?, String?, String?, Date?).self) {
+            if let job, let pausedBy, let pausedAt {
+                return .paused(Self.pauseMessage(job: job, pausedBy: pausedBy, pausedAt: pausedAt, reason: reason))
+            }
+            if let id, let locale, let createdAt {
+                page.append(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))
+            }
         }
-        return page
+        return .users(page)
     }
 
     private func countUsersInScope(on connection: PostgresConnection, logger: Logger) async throws -> Int {
@@ -325,11 +353,15 @@ public struct JobRunner<J: Job>: Sendable {
             select job, paused_by, paused_at, reason from job_pauses where job in (\(name), '*')
             """, logger: logger)
         for try await (job, pausedBy, pausedAt, reason) in rows.decode((String, String, Date, String?).self) {
-            let scope = job == "*" ? "every job is paused" : "\(job) is paused"
-            return "\(scope) by \(pausedBy) since \(Self.timestamp(pausedAt))"
-                + (reason.map { " (\($0))" } ?? "") + "; `nudge resume \(job == "*" ? "--all" : job)` restarts it"
+            return Self.pauseMessage(job: job, pausedBy: pausedBy, pausedAt: pausedAt, reason: reason)
         }
         return nil
+    }
+
+    static func pauseMessage(job: String, pausedBy: String, pausedAt: Date, reason: String?) -> String {
+        let scope = job == "*" ? "every job is paused" : "\(job) is paused"
+        return "\(scope) by \(pausedBy) since \(timestamp(pausedAt))"
+            + (reason.map { " (\($0))" } ?? "") + "; `nudge resume \(job == "*" ? "--all" : job)` restarts it"
     }
 
     /// A session-level advisory lock per job and shard: it dies with the process, so a crashed run

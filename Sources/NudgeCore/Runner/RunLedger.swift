@@ -91,21 +91,23 @@ struct RunLedger: Sendable {
 
     /// Records a batch's progress: its failures and the checkpoint. Inside the batch's transaction
     /// for a real run, so that the checkpoint never runs ahead of the writes.
-    func recordBatch(runID: Int64, checkpoint: UUID, counts: RunCounts, failures: [(UUID, String)],
-                     on connection: PostgresConnection) async throws {
+    /// The batch's failures and the run's checkpoint and counts, as steps of the batch's statement.
+    func batchRecord(runID: Int64, checkpoint: UUID, counts: RunCounts, failures: [(UUID, String)]) -> BatchWrites {
+        var writes = BatchWrites()
         if !failures.isEmpty {
-            try await connection.query("""
+            writes.step("nudge_failures", """
                 insert into job_run_failures (run_id, user_id, reason)
                 select \(runID), user_id, reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
                 on conflict (run_id, user_id) do update set reason = excluded.reason
-                """, logger: logger)
+                """)
         }
-        try await connection.query("""
+        writes.step("nudge_checkpoint", """
             update job_runs set checkpoint = \(checkpoint), heartbeat_at = now(),
                    processed = \(counts.processed), succeeded = \(counts.succeeded),
                    skipped = \(counts.skipped), failed = \(counts.failed)
              where id = \(runID)
-            """, logger: logger)
+            """)
+        return writes
     }
 
     func finish(runID: Int64, status: RunStatus, counts: RunCounts, tally: [String: Int], error: String?,

@@ -162,60 +162,59 @@ public struct ValidateStreaksJob: Job {
         return .act(PlannedChange(userID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
     }
 
-    public func apply(_ changes: [PlannedChange<Change>], run: RunContext, on connection: PostgresConnection) async throws {
-        let logger = run.logger
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
         let ids = changes.map(\.userID)
         let states = changes.map(\.change.state)
         func text(_ date: LocalDate?) -> String { date?.description ?? "" }
+        var writes = BatchWrites()
+        writes.step("streaks", """
+            select * from unnest(\(ids), \(states.map(\.currentStreak)), \(states.map(\.longestStreak)),
+                                 \(states.map { text($0.lastCheckinDate) }), \(states.map(\.freezeUsedThisWeek)),
+                                 \(states.map { text($0.weekStartDate) }), \(changes.map(\.change.settledThrough)),
+                                 \(states.map(\.missedDays)), \(changes.map { text($0.change.expectedSettledThrough) }))
+                   as c(user_id, current_streak, longest_streak, last_checkin, freeze_used, week_start,
+                        settled_through, missed_days, expected)
+            """)
         // Compare-and-set on settled_through: a row that moved since it was read is not overwritten.
-        let rows = try await connection.query("""
-            with c as (
-                select * from unnest(\(ids), \(states.map(\.currentStreak)), \(states.map(\.longestStreak)),
-                                     \(states.map { text($0.lastCheckinDate) }), \(states.map(\.freezeUsedThisWeek)),
-                                     \(states.map { text($0.weekStartDate) }), \(changes.map(\.change.settledThrough)),
-                                     \(states.map(\.missedDays)), \(changes.map { text($0.change.expectedSettledThrough) }))
-                       as c(user_id, current_streak, longest_streak, last_checkin, freeze_used, week_start,
-                            settled_through, missed_days, expected)
-            ), updated as (
-                update user_streaks s
-                   set current_streak = c.current_streak, longest_streak = c.longest_streak,
-                       last_checkin_date = nullif(c.last_checkin, '')::date, freeze_used_this_week = c.freeze_used,
-                       week_start_date = nullif(c.week_start, '')::date, settled_through = c.settled_through,
-                       missed_days = c.missed_days, updated_at = \(run.now)
-                  from c
-                 where s.user_id = c.user_id and s.settled_through is not distinct from nullif(c.expected, '')::date
-                returning s.user_id
-            ), inserted as (
-                insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
-                                          week_start_date, settled_through, missed_days, created_at, updated_at)
-                select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
-                       nullif(c.week_start, '')::date, c.settled_through, c.missed_days, \(run.now), \(run.now)
-                  from c
-                 where c.expected = '' and not exists (select 1 from user_streaks s where s.user_id = c.user_id)
-                on conflict (user_id) do nothing
-                returning user_id
-            )
-            select (select count(*) from updated) + (select count(*) from inserted)
-            """, logger: logger)
-        for try await written in rows.decode(Int.self) where written != changes.count {
-            throw NudgeError(.configuration, "user_streaks changed while the batch was deciding; the user will be settled on the next run")
-        }
+        writes.step("updated_streaks", """
+            update user_streaks s
+               set current_streak = c.current_streak, longest_streak = c.longest_streak,
+                   last_checkin_date = nullif(c.last_checkin, '')::date, freeze_used_this_week = c.freeze_used,
+                   week_start_date = nullif(c.week_start, '')::date, settled_through = c.settled_through,
+                   missed_days = c.missed_days, updated_at = \(run.now)
+              from streaks c
+             where s.user_id = c.user_id and s.settled_through is not distinct from nullif(c.expected, '')::date
+            returning s.user_id
+            """)
+        writes.step("inserted_streaks", """
+            insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
+                                      week_start_date, settled_through, missed_days, created_at, updated_at)
+            select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
+                   nullif(c.week_start, '')::date, c.settled_through, c.missed_days, \(run.now), \(run.now)
+              from streaks c
+             where c.expected = '' and not exists (select 1 from user_streaks s where s.user_id = c.user_id)
+            on conflict (user_id) do nothing
+            returning user_id
+            """)
+        writes.expect("(select count(*) from updated_streaks) + (select count(*) from inserted_streaks) = \(changes.count)",
+                      else: "user_streaks changed while the batch was deciding; the user will be settled on the next run")
 
         let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.userID, $0.key, $0.value) } }
         if !streakDays.isEmpty {
-            try await connection.query("""
+            writes.step("streak_days", """
                 update daily_tracking t set streak_day = v.streak_day
                   from unnest(\(streakDays.map(\.0)), \(streakDays.map(\.1)), \(streakDays.map(\.2))) as v(user_id, day, streak_day)
                  where t.user_id = v.user_id and t.date = v.day
-                """, logger: logger)
+                """)
         }
         let badges = changes.flatMap { change in change.change.badges.map { (change.userID, $0.key.rawValue, $0.value) } }
         if !badges.isEmpty {
-            try await connection.query("""
+            writes.step("badges", """
                 insert into user_badges (user_id, badge, earned_at)
                 select * from unnest(\(badges.map(\.0)), \(badges.map(\.1)), \(badges.map(\.2)))
                 on conflict (user_id, badge) do nothing
-                """, logger: logger)
+                """)
         }
+        return writes
     }
 }
