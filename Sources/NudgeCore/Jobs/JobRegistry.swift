@@ -1,6 +1,7 @@
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
     public static let implementations: [String: @Sendable (JobDefinition) -> any Job] = [
+        "generate-daily-goals": { GenerateDailyGoalsJob(definition: $0) },
         "validate-streaks": { ValidateStreaksJob(definition: $0) },
     ]
 

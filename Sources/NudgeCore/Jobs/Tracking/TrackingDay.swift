@@ -1,6 +1,6 @@
 import Foundation
 
-/// One `daily_tracking` row as validate-streaks reads it.
+/// One `daily_tracking` row, as the jobs read it.
 public struct TrackingDay: Sendable, Equatable {
     public let date: LocalDate
     public let mood: Int?

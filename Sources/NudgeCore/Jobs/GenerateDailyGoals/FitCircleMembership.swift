@@ -1,0 +1,46 @@
+import Foundation
+
+/// A user's place in a FitCircle, with what the goals need of the circle.
+public struct FitCircleMembership: Sendable, Equatable {
+    public enum Challenge: String, Sendable {
+        case steps
+        case weightLoss = "weight_loss"
+    }
+
+    public let circleID: UUID
+    public let challenge: Challenge
+    /// The challenge's days (`starts_on`, `ends_on`).
+    public let startsOn: LocalDate
+    public let endsOn: LocalDate
+    /// A steps circle's weekly step goal per member.
+    public let stepGoal: Int?
+    /// The user's local days of joining and leaving (nil: still a member).
+    public let joinedOn: LocalDate
+    public let leftOn: LocalDate?
+    public let startingWeight: Double?
+    public let targetWeight: Double?
+
+    public init(circleID: UUID, challenge: Challenge, startsOn: LocalDate, endsOn: LocalDate, stepGoal: Int?,
+                joinedOn: LocalDate, leftOn: LocalDate?, startingWeight: Double?, targetWeight: Double?) {
+        self.circleID = circleID
+        self.challenge = challenge
+        self.startsOn = startsOn
+        self.endsOn = endsOn
+        self.stepGoal = stepGoal
+        self.joinedOn = joinedOn
+        self.leftOn = leftOn
+        self.startingWeight = startingWeight
+        self.targetWeight = targetWeight
+    }
+
+    /// A member on local day `day`: joined that day or before, not left before it, and the
+    /// challenge runs that day. Leaving during a day still counts for that day.
+    public func isActive(on day: LocalDate) -> Bool {
+        joinedOn <= day && (leftOn.map { day <= $0 } ?? true) && startsOn <= day && day <= endsOn
+    }
+
+    /// Whole weeks left in the challenge from `monday`, that week included (at least 1).
+    public func weeksRemaining(from monday: LocalDate) -> Int {
+        max(1, (endsOn.days(since: monday) + 1 + 6) / 7)
+    }
+}
