@@ -44,7 +44,7 @@ select m.user_id, c.id as circle_id, c.challenge_type, c.starts_on, c.ends_on, c
 -- The weight-loss circle of a user on a day: the most weekly loss; (none, usable, unusable).
 create function pg_temp.weight_circle(uid uuid, d date)
 returns table (circle_id uuid, weekly numeric, active boolean) language sql stable as $$
-    select x.circle_id, x.weekly, x.active
+    select x.circle_id, x.weekly, a.active
       from (select true as active) a
       left join lateral (
         select m.circle_id,
