@@ -40,50 +40,65 @@ select m.user_id, c.id as circle_id, c.challenge_type, c.starts_on, c.ends_on, c
        m.starting_weight, m.target_weight
   from fitcircle_members m join fitcircles c on c.id = m.fitcircle_id
   join (select distinct user_id, tz from gf_days) u on u.user_id = m.user_id;
+create index on gf_m (user_id);
+analyze gf_m;
 
--- The weight-loss circle of a user on a day: the most weekly loss; (none, usable, unusable).
-create function pg_temp.weight_circle(uid uuid, d date)
-returns table (circle_id uuid, weekly numeric, active boolean) language sql stable as $$
-    select x.circle_id, x.weekly, a.active
-      from (select true as active) a
-      left join lateral (
-        select m.circle_id,
-               (m.starting_weight - m.target_weight)
-                 / greatest(1, ceil((m.ends_on - (d - (extract(isodow from d)::int - 1)) + 1) / 7.0)) as weekly
-          from gf_m m
-         where m.user_id = uid and m.challenge_type = 'weight_loss'
-           and m.joined_on <= d and (m.left_on is null or m.left_on >= d) and d between m.starts_on and m.ends_on
-           and m.starting_weight > m.target_weight and m.target_weight > 0 and m.starting_weight < 1500
-         order by 2 desc, m.circle_id::text
-         limit 1) x on true
-     where exists (select 1 from gf_m m where m.user_id = uid and m.challenge_type = 'weight_loss'
-                     and m.joined_on <= d and (m.left_on is null or m.left_on >= d) and d between m.starts_on and m.ends_on)
-$$;
+-- The days whose targets are needed: the handled days, and the Mondays of their weeks (the
+-- weekly steps goal is Monday's daily one x 7).
+create temp table gf_td on commit drop as
+select user_id, signup, day from gf_days
+union
+select user_id, signup, day - (extract(isodow from day)::int - 1) from gf_days;
 
--- A day's targets from the 7 days before it (never before sign-up) and that day's circles.
-create function pg_temp.targets(uid uuid, signup date, d date)
-returns table (steps int, weight numeric, from_baseline boolean) language sql stable as $$
-    with l as (
-        select bool_or(bad) as bad, count(*) filter (where steps > 0) as n, sum(steps) filter (where steps > 0) as total
-          from gf_t where user_id = uid and date between greatest(signup, d - 7) and d - 1),
-    w as (select * from pg_temp.weight_circle(uid, d))
-    select case when coalesce(l.bad, false) then 7000
-                when d - signup < 7 then (case when l.n > 0 and l.total < 5000 * l.n then 5000 else 7000 end)
-                when l.n >= 3 then least(15000, round(l.total * 1.1 / l.n / 100) * 100)::int
-                else 7000 end,
-           case when coalesce(l.bad, false) or d - signup < 7 or (select weekly from w) is null then null
-                else -round(least(0.3, greatest(0.1, (select weekly from w) / 7)), 2) end,
-           not coalesce(l.bad, false) and d - signup >= 7 and l.n >= 3
-      from l
-$$;
+-- The weight-loss circle of a user on a day: of the circles active that day, the most weekly
+-- loss; `weekly` is null when the user is in such circles but none has usable weights.
+create temp table gf_wc on commit drop as
+select distinct on (d.user_id, d.day) d.user_id, d.day, m.circle_id,
+       case when m.starting_weight > m.target_weight and m.target_weight > 0 and m.starting_weight < 1500
+            then (m.starting_weight - m.target_weight)
+                 / greatest(1, ceil((m.ends_on - (d.day - (extract(isodow from d.day)::int - 1)) + 1) / 7.0)) end as weekly
+  from gf_td d
+  join gf_m m on m.user_id = d.user_id and m.challenge_type = 'weight_loss'
+             and m.joined_on <= d.day and (m.left_on is null or m.left_on >= d.day) and d.day between m.starts_on and m.ends_on
+ order by d.user_id, d.day, 4 desc nulls last, m.circle_id::text;
+create index on gf_wc (user_id, day);
+analyze gf_wc;
 
--- The weight change to the last weigh-in from a through b, from the last of the 7 days before a.
-create function pg_temp.weight_change(uid uuid, a date, b date) returns numeric language sql stable as $$
-    select round((select weight from gf_t where user_id = uid and date between a and b and not bad and weight is not null
-                   order by date desc limit 1)
-               - (select weight from gf_t where user_id = uid and date between a - 7 and a - 1 and not bad and weight is not null
-                   order by date desc limit 1), 2)
-$$;
+-- A day's targets, from the 7 days before it (never before sign-up) and that day's circles.
+create temp table gf_targets on commit drop as
+select d.user_id, d.day,
+       case when l.bad then 7000
+            when d.day - d.signup < 7 then (case when l.n > 0 and l.total < 5000 * l.n then 5000 else 7000 end)
+            when l.n >= 3 then least(15000, round(l.total * 1.1 / l.n / 100) * 100)::int
+            else 7000 end as steps,
+       case when not l.bad and d.day - d.signup >= 7 and w.weekly is not null
+            then -round(least(0.3, greatest(0.1, w.weekly / 7)), 2) end as weight,
+       not l.bad and d.day - d.signup >= 7 and l.n >= 3 as from_baseline,
+       case when l.bad then 'defaults'
+            when d.day - d.signup < 7 then 'new_user'
+            when l.n >= 3 and (w.user_id is null or w.weekly is not null) then 'baseline'
+            else 'defaults' end as outcome,
+       case when l.bad then 'daily_tracking holds impossible values'
+            when d.day - d.signup < 7 then null
+            when l.n < 3 then format('steps on only %s of the 7 days before %s', l.n, d.day)
+            when w.user_id is not null and w.weekly is null then 'the FitCircle''s weights give no weight loss' end as detail
+  from gf_td d
+ cross join lateral (
+    select coalesce(bool_or(t.bad), false) as bad, count(*) filter (where t.steps > 0) as n,
+           sum(t.steps) filter (where t.steps > 0) as total
+      from gf_t t where t.user_id = d.user_id and t.date between greatest(d.signup, d.day - 7) and d.day - 1) l
+  left join gf_wc w on w.user_id = d.user_id and w.day = d.day;
+create index on gf_targets (user_id, day);
+analyze gf_targets;
+
+-- The last weigh-in of the 7 days before each handled day that has a weight goal and is over.
+create temp table gf_dprev on commit drop as
+select distinct on (d.user_id, d.day) d.user_id, d.day, t.weight
+  from gf_days d
+  join gf_targets g on g.user_id = d.user_id and g.day = d.day and g.weight is not null
+  join gf_t t on t.user_id = d.user_id and t.date between d.day - 7 and d.day - 1 and not t.bad and t.weight is not null
+ where d.day < d.today
+ order by d.user_id, d.day, t.date desc;
 
 -- Daily goals ---------------------------------------------------------------------------------------
 
@@ -92,19 +107,29 @@ select x.user_id, x.day as date, g.goal_type, g.target,
        case when x.day < x.today then g.actual end as actual,
        x.day < x.today and coalesce(case when g.goal_type = 'weight' then g.actual <= g.target else g.actual >= g.target end, false)
          as completed
-  from (select d.*, t.steps as t_steps, t.weight as t_weight, r.steps as r_steps, r.checked_in, r.bad
+  from (select d.user_id, d.day, d.today, t.steps as t_steps, t.weight as t_weight, r.steps as r_steps, r.checked_in, r.bad,
+               case when not r.bad then round(r.weight - pw.weight, 2) end as weight_change
           from gf_days d
-         cross join lateral pg_temp.targets(d.user_id, d.signup, d.day) t
-          left join gf_t r on r.user_id = d.user_id and r.date = d.day) x
+          join gf_targets t on t.user_id = d.user_id and t.day = d.day
+          left join gf_t r on r.user_id = d.user_id and r.date = d.day
+          left join gf_dprev pw on pw.user_id = d.user_id and pw.day = d.day) x
  cross join lateral (values
         ('steps', x.t_steps::numeric, case when not coalesce(x.bad, false) then coalesce(x.r_steps, 0)::numeric end),
         ('checkin', 1::numeric, case when not coalesce(x.bad, false) then (case when x.checked_in then 1 else 0 end)::numeric end),
-        ('weight', x.t_weight, pg_temp.weight_change(x.user_id, x.day, x.day))) g(goal_type, target, actual)
+        ('weight', x.t_weight, x.weight_change)) g(goal_type, target, actual)
  where g.goal_type <> 'weight' or g.target is not null;
 
-insert into daily_goals (user_id, date, goal_type, target_value, actual_value, completed, created_at)
-select user_id, date, goal_type, target, actual, completed, :'now'::timestamptz from gf_daily
-on conflict (user_id, date, goal_type) do nothing;
+-- The goals, and the work records of the days that got any (outcome and reason, as the job's).
+with created as (
+    insert into daily_goals (user_id, date, goal_type, target_value, actual_value, completed, created_at)
+    select user_id, date, goal_type, target, actual, completed, :'now'::timestamptz from gf_daily
+    on conflict (user_id, date, goal_type) do nothing
+    returning user_id, date)
+insert into job_work (job, user_id, local_day, outcome, detail)
+select 'generate-daily-goals', c.user_id, c.date, t.outcome, t.detail
+  from (select distinct user_id, date from created) c
+  join gf_targets t on t.user_id = c.user_id and t.day = c.date
+on conflict (job, user_id, local_day) do nothing;
 
 -- Weekly goals --------------------------------------------------------------------------------------
 
@@ -112,43 +137,54 @@ create temp table gf_weeks on commit drop as
 select user_id, signup, today, day - (extract(isodow from day)::int - 1) as monday, max(day) as as_of
   from gf_days group by 1, 2, 3, 4;
 delete from gf_weeks where monday < signup;
+analyze gf_weeks;
+
+-- The days of each week that are over (from sign-up), with their tracking.
+create temp table gf_wp on commit drop as
+select w.user_id, w.monday,
+       coalesce(sum(t.steps) filter (where not t.bad), 0) as s_steps,
+       count(*) filter (where not t.bad and t.checked_in) as s_checkins,
+       count(*) filter (where not t.bad and t.steps >= 3000) as s_active,
+       coalesce(jsonb_object_agg(to_char(g.d, 'Dy'), t.steps) filter (where not t.bad and t.steps is not null), '{}') as b_steps,
+       coalesce(jsonb_object_agg(to_char(g.d, 'Dy'), case when t.checked_in and not t.bad then 1 else 0 end)
+                  filter (where g.d is not null), '{}') as b_checkins,
+       coalesce(jsonb_object_agg(to_char(g.d, 'Dy'), case when t.steps >= 3000 and not t.bad then 1 else 0 end)
+                  filter (where g.d is not null), '{}') as b_active,
+       coalesce(jsonb_object_agg(to_char(g.d, 'Dy'), t.weight) filter (where not t.bad and t.weight is not null), '{}') as b_weight,
+       (array_agg(t.weight order by g.d desc) filter (where not t.bad and t.weight is not null))[1] as last_weight
+  from gf_weeks w
+  left join lateral generate_series(greatest(w.monday, w.signup), least(w.monday + 6, w.today - 1), interval '1 day') g(d) on true
+  left join gf_t t on t.user_id = w.user_id and t.date = g.d::date
+ group by 1, 2;
+
+-- The last weigh-in of the 7 days before each week.
+create temp table gf_wprev on commit drop as
+select distinct on (w.user_id, w.monday) w.user_id, w.monday, t.weight
+  from gf_weeks w
+  join gf_t t on t.user_id = w.user_id and t.date between w.monday - 7 and w.monday - 1 and not t.bad and t.weight is not null
+ order by w.user_id, w.monday, t.date desc;
+
+-- The steps circle of each week, on its last handled day.
+create temp table gf_wsc on commit drop as
+select distinct on (w.user_id, w.monday) w.user_id, w.monday, m.circle_id, m.challenge_step_goal
+  from gf_weeks w
+  join gf_m m on m.user_id = w.user_id and m.challenge_type = 'steps' and m.challenge_step_goal > 0
+             and m.joined_on <= w.as_of and (m.left_on is null or m.left_on >= w.as_of) and w.as_of between m.starts_on and m.ends_on
+ order by w.user_id, w.monday, m.challenge_step_goal desc, m.circle_id::text;
 
 create temp table gf_weekly on commit drop as
-with w as (
-    select w.*, greatest(w.monday, w.signup) as p_first, least(w.monday + 6, w.today - 1) as p_last,
-           (select m.circle_id from gf_m m
-             where m.user_id = w.user_id and m.challenge_type = 'steps' and m.challenge_step_goal > 0
-               and m.joined_on <= w.as_of and (m.left_on is null or m.left_on >= w.as_of) and w.as_of between m.starts_on and m.ends_on
-             order by m.challenge_step_goal desc, m.circle_id::text limit 1) as steps_circle,
-           wc.circle_id as weight_circle, wc.weekly
-      from gf_weeks w
-      left join lateral (select * from pg_temp.weight_circle(w.user_id, w.as_of)) wc on true),
-p as (
-    select w.*,
-           coalesce((select sum(steps) from gf_t where user_id = w.user_id and date between p_first and p_last and not bad), 0) as s_steps,
-           (select count(*) from gf_t where user_id = w.user_id and date between p_first and p_last and not bad and checked_in) as s_checkins,
-           (select count(*) from gf_t where user_id = w.user_id and date between p_first and p_last and not bad and steps >= 3000) as s_active,
-           pg_temp.weight_change(w.user_id, w.monday, w.p_last) as s_weight,
-           coalesce((select jsonb_object_agg(to_char(date, 'Dy'), steps) from gf_t
-                      where user_id = w.user_id and date between p_first and p_last and not bad and steps is not null), '{}') as b_steps,
-           coalesce((select jsonb_object_agg(to_char(d, 'Dy'), case when t.checked_in and not t.bad then 1 else 0 end)
-                       from generate_series(p_first, p_last, interval '1 day') d
-                       left join gf_t t on t.user_id = w.user_id and t.date = d::date), '{}') as b_checkins,
-           coalesce((select jsonb_object_agg(to_char(d, 'Dy'), case when t.steps >= 3000 and not t.bad then 1 else 0 end)
-                       from generate_series(p_first, p_last, interval '1 day') d
-                       left join gf_t t on t.user_id = w.user_id and t.date = d::date), '{}') as b_active,
-           coalesce((select jsonb_object_agg(to_char(date, 'Dy'), weight) from gf_t
-                      where user_id = w.user_id and date between p_first and p_last and not bad and weight is not null), '{}') as b_weight
-      from w)
-select p.user_id, p.monday as week_start, g.goal_type, g.target, g.actual, g.breakdown, g.circle_id,
+select w.user_id, w.monday as week_start, g.goal_type, g.target, g.actual, g.breakdown, g.circle_id,
        coalesce(case when g.goal_type = 'weight' then g.actual <= g.target else g.actual >= g.target end, false) as completed
-  from p
+  from gf_weeks w
+  join gf_wp p on p.user_id = w.user_id and p.monday = w.monday
+  join gf_targets mt on mt.user_id = w.user_id and mt.day = w.monday
+  left join gf_wprev pw on pw.user_id = w.user_id and pw.monday = w.monday
+  left join gf_wsc sc on sc.user_id = w.user_id and sc.monday = w.monday
+  left join gf_wc wc on wc.user_id = w.user_id and wc.day = w.as_of and wc.weekly is not null
  cross join lateral (values
-        ('steps', coalesce((select challenge_step_goal from gf_m where user_id = p.user_id and circle_id = p.steps_circle),
-                           (select case when t.from_baseline then t.steps * 7 else 50000 end
-                              from pg_temp.targets(p.user_id, p.signup, p.monday) t))::numeric,
-         p.s_steps::numeric, p.b_steps, p.steps_circle),
-        ('weight', coalesce(-round(p.weekly, 2), 0), p.s_weight, p.b_weight, p.weight_circle),
+        ('steps', coalesce(sc.challenge_step_goal, case when mt.from_baseline then mt.steps * 7 else 50000 end)::numeric,
+         p.s_steps::numeric, p.b_steps, sc.circle_id),
+        ('weight', coalesce(-round(wc.weekly, 2), 0), round(p.last_weight - pw.weight, 2), p.b_weight, wc.circle_id),
         ('streak', 7::numeric, p.s_checkins::numeric, p.b_checkins, null::uuid),
         ('active_days', 5::numeric, p.s_active::numeric, p.b_active, null::uuid)) g(goal_type, target, actual, breakdown, circle_id);
 

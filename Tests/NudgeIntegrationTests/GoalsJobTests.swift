@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The goals a run leaves, without the columns that depend on when and by which run they were
+/// The goals a run leaves and the days it records, without the columns that depend on when and by which run they were
 /// written, numbers without trailing zeros (-0.1 and -0.10 are the same goal).
 private func goals(_ database: TestDatabase) throws -> String {
     try [
@@ -15,6 +15,7 @@ private func goals(_ database: TestDatabase) throws -> String {
                completed, fitcircle_id
           from weekly_goals order by 1, 2, 3
         """,
+        "select user_id, local_day, outcome from job_work where job = 'generate-daily-goals' order by 1, 2",
     ].map { try database.psql($0) }.joined(separator: "\n--\n")
 }
 
