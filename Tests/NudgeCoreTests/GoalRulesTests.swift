@@ -216,5 +216,13 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
         let joined = change(try goalsJob.decide(for: utc, facts: facts, run: run))
         #expect(joined?.daily.isEmpty == true)
         #expect(joined?.weekly.map { "\($0.goal.rawValue) \($0.target) \($0.circleID == circle.circleID)" } == ["steps 80000.0 true"])
+
+        // Leaving a weight-loss circle mid-week puts that week's weight goal back to maintenance.
+        let loss = weightCircle(start: 200, target: 178, joined: "2026-03-01", left: "2026-03-17")
+        facts.memberships = [loss]
+        facts.weekly[day("2026-03-16")]!["weight"] = .init(target: -2, actual: nil, breakdown: [:], completed: false,
+                                                            circleID: loss.circleID)
+        let left = change(try goalsJob.decide(for: utc, facts: facts, run: run))
+        #expect(left?.weekly.map { "\($0.goal.rawValue) \($0.target) \($0.circleID == nil)" } == ["weight 0.0 true"])
     }
 }
