@@ -23,13 +23,17 @@ h as (
 select h.id as user_id, h.tz, h.signup, h.today, h.first_day, h.last_day, d::date as day
   from h cross join lateral generate_series(h.first_day, h.last_day, interval '1 day') d;
 
--- Tracking rows, with whether they hold values no one could log.
+-- Tracking rows, with whether they hold values no one could log: two weeks before each day
+-- through the day, or through the last day over of its week (a week's progress counts them all).
 create temp table gf_t on commit drop as
 select t.user_id, t.date, t.steps, t.weight, t.mood is not null and t.energy is not null as checked_in,
        coalesce(t.mood not between 1 and 5, false) or coalesce(t.energy not between 1 and 5, false)
          or coalesce(t.steps not between 0 and 150000, false) or coalesce(not (t.weight > 0 and t.weight < 1500), false) as bad
   from daily_tracking t
- where exists (select 1 from gf_days d where d.user_id = t.user_id and t.date between d.day - 14 and d.day);
+ where exists (select 1 from gf_days d
+                where d.user_id = t.user_id
+                  and t.date between d.day - 14
+                                 and greatest(d.day, least(d.day - (extract(isodow from d.day)::int - 1) + 6, d.today - 1)));
 create index on gf_t (user_id, date);
 analyze gf_t;
 
@@ -43,12 +47,15 @@ select m.user_id, c.id as circle_id, c.challenge_type, c.starts_on, c.ends_on, c
 create index on gf_m (user_id);
 analyze gf_m;
 
--- The days whose targets are needed: the handled days, and the Mondays of their weeks (the
--- weekly steps goal is Monday's daily one x 7).
+-- The days whose targets or circles are needed: the handled days, the Mondays of their weeks (the
+-- weekly steps goal is Monday's daily one x 7) and the days whose circles are the week's (its
+-- Sunday, or today in the current week).
 create temp table gf_td on commit drop as
 select user_id, signup, day from gf_days
 union
-select user_id, signup, day - (extract(isodow from day)::int - 1) from gf_days;
+select user_id, signup, day - (extract(isodow from day)::int - 1) from gf_days
+union
+select user_id, signup, least(day - (extract(isodow from day)::int - 1) + 6, today) from gf_days;
 
 -- The weight-loss circle of a user on a day: of the circles active that day, the most weekly
 -- loss; `weekly` is null when the user is in such circles but none has usable weights.
@@ -134,8 +141,9 @@ on conflict (job, user_id, local_day) do nothing;
 -- Weekly goals --------------------------------------------------------------------------------------
 
 create temp table gf_weeks on commit drop as
-select user_id, signup, today, day - (extract(isodow from day)::int - 1) as monday, max(day) as as_of
-  from gf_days group by 1, 2, 3, 4;
+select distinct user_id, signup, today, day - (extract(isodow from day)::int - 1) as monday,
+       least(day - (extract(isodow from day)::int - 1) + 6, today) as as_of
+  from gf_days;
 delete from gf_weeks where monday < signup;
 analyze gf_weeks;
 

@@ -97,6 +97,23 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
         let absurd = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup, tracking: tracking,
                                             memberships: [weightCircle(start: 180, target: 190)])
         #expect(absurd.weight == nil && absurd.basis == .defaults && absurd.reasons.count == 1)
+        #expect(absurd.steps == 9_900 && absurd.stepsFromBaseline)   // the steps goal is unaffected
+    }
+
+    @Test func ofTwoCirclesAskingTheSameLossTheLowerIdWins() {
+        // 10.2 lb each, though 180.3 - 170.1 and 190.2 - 180.0 differ in their last binary digits.
+        let first = FitCircleMembership(circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!, challenge: .weightLoss,
+                                        startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
+                                        leftOn: nil, startingWeight: 190.2, targetWeight: 180.0)
+        let second = FitCircleMembership(circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!, challenge: .weightLoss,
+                                         startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
+                                         leftOn: nil, startingWeight: 180.3, targetWeight: 170.1)
+        for order in [[first, second], [second, first]] {
+            guard case .circle(let chosen, _) = GoalRules.weightCircle(on: day("2026-03-20"), memberships: order) else {
+                Issue.record("expected a circle"); return
+            }
+            #expect(chosen.circleID == first.circleID)
+        }
     }
 
     @Test func closingADayMeasuresItAgainstItsTarget() {

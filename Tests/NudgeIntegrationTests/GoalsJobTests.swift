@@ -90,6 +90,20 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
         #expect(try goals(job) == computed)
     }
 
+    /// A backfill whose window ends mid-week after that week was closed leaves the week as it is:
+    /// its progress still counts every day of the week that is over.
+    @Test func aBackfillEndingMidWeekLeavesAClosedWeekAlone() async throws {
+        let database = try await TestDatabase.fresh()
+        #expect(try await database.nudge(seedArguments).status == 0)
+        let now = "2026-03-18T12:00:00Z"
+        #expect(try await database.nudge(["run", "generate-daily-goals", "--from", "2026-03-02", "--to", "2026-03-17", "--now", now]).status == 0)
+        let closed = try goals(database)
+        let backfill = try await database.nudge(["run", "generate-daily-goals", "--date", "2026-03-11", "--now", now, "--json"])
+        #expect(backfill.status == 0, "\(backfill.stderr)")
+        #expect(backfill.stdout.contains(#""succeeded":0"#), "\(backfill.stdout)")
+        #expect(try goals(database) == closed)
+    }
+
     @Test func corruptTrackingGivesThatUserTheDefaultsWithAReasonAndLeavesTheOthersAlone() async throws {
         let clean = try await TestDatabase.fresh(), dirty = try await TestDatabase.fresh()
         for database in [clean, dirty] {

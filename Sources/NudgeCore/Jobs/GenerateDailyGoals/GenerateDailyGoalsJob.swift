@@ -72,6 +72,13 @@ public struct GenerateDailyGoalsJob: Job {
         let signup: LocalDate
         /// The user's last local day that is over.
         let lastEnded: LocalDate
+
+        /// The tracking the decision reads: the two weeks before the first day (the 7 days before
+        /// a day, the week before a Monday) through the last day, or through the last day over of
+        /// its week, whose progress counts every day that is over, even after a backfill's window.
+        var tracking: ClosedRange<LocalDate> {
+            handled.lowerBound.adding(days: -14)...max(handled.upperBound, min(handled.upperBound.monday.adding(days: 6), lastEnded))
+        }
     }
 
     /// The local days this run looks at for one user: yesterday and today, or the backfill
@@ -94,23 +101,23 @@ public struct GenerateDailyGoalsJob: Job {
     // MARK: Job
 
     public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        var ranges: [(UUID, LocalDate, LocalDate)] = []
+        var ranges: [(id: UUID, days: Days)] = []
         var calendars: [UUID: LocalCalendar] = [:]
         for user in users {
             guard let days = days(for: user, run: run) else { continue }
-            ranges.append((user.user.id, days.handled.lowerBound, days.handled.upperBound))
+            ranges.append((user.user.id, days))
             calendars[user.user.id] = user.calendar
         }
         guard !ranges.isEmpty else { return [:] }
         var facts: [UUID: Facts] = [:]
-        let ids = ranges.map(\.0), firsts = ranges.map(\.1), lasts = ranges.map(\.2)
+        let ids = ranges.map(\.id), firsts = ranges.map(\.days.handled.lowerBound), lasts = ranges.map(\.days.handled.upperBound)
         let logger = run.logger
 
-        // The tracking reaches two weeks back: the 7 days before each day and the week before a Monday.
         let tracking = try await connection.query("""
             select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
-              from unnest(\(ids), \(firsts), \(lasts)) as r(user_id, first_day, last_day)
-              join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day - 14 and r.last_day
+              from unnest(\(ids), \(ranges.map(\.days.tracking.lowerBound)), \(ranges.map(\.days.tracking.upperBound)))
+                   as r(user_id, first_day, last_day)
+              join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
             """, logger: logger)
         for try await (userID, date, mood, energy, steps, weight) in tracking.decode((UUID, LocalDate, Int?, Int?, Int?, Double?).self) {
             facts[userID, default: Facts()].tracking[date] = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
@@ -194,12 +201,12 @@ public struct GenerateDailyGoalsJob: Job {
         }
 
         var weekly: [WeeklyGoalWrite] = []
-        var weeks: [LocalDate: LocalDate] = [:]   // Monday: the last handled day of that week
-        for number in days.handled.lowerBound.daysSinceEpoch...days.handled.upperBound.daysSinceEpoch {
-            let day = LocalDate(daysSinceEpoch: number)
-            weeks[day.monday] = max(weeks[day.monday] ?? day, day)
-        }
-        for (monday, asOf) in weeks.sorted(by: { $0.key < $1.key }) where monday >= days.signup {
+        let mondays = Set((days.handled.lowerBound.daysSinceEpoch...days.handled.upperBound.daysSinceEpoch)
+            .map { LocalDate(daysSinceEpoch: $0).monday })
+        for monday in mondays.sorted() where monday >= days.signup {
+            // A week's circles are those of its last day, or of today in the current week: the same
+            // whichever of its days a run handles, so a backfill never undoes a recalculation.
+            let asOf = min(monday.adding(days: 6), days.lastEnded.adding(days: 1))
             let stored = facts.weekly[monday] ?? [:]
             let targets = GoalRules.weeklyTargets(monday: monday, asOf: asOf, signedUpOn: days.signup,
                                                   tracking: facts.tracking, memberships: facts.memberships)

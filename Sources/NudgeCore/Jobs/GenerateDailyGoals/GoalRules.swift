@@ -115,7 +115,10 @@ public enum GoalRules {
                   start > target, target > 0, start < 1_500 else { return nil }
             return (membership, (start - target) / Double(membership.weeksRemaining(from: day.monday)))
         }
-        guard let best = usable.max(by: { ($0.1, $1.0.circleID.uuidString) < ($1.1, $0.0.circleID.uuidString) }) else {
+        // (losses compared to a billionth of a pound: two circles asking the same loss tie, whatever
+        // the floating point's last bits, and the lower circle id wins)
+        func loss(_ candidate: (FitCircleMembership, Double)) -> Double { (candidate.1 * 1e9).rounded() }
+        guard let best = usable.max(by: { (loss($0), $1.0.circleID.uuidString) < (loss($1), $0.0.circleID.uuidString) }) else {
             let circle = active[0]
             return .unusable("""
                 FitCircle \(circle.circleID.uuidString.lowercased()): starting weight \(describe(circle.startingWeight)) \
