@@ -186,9 +186,9 @@ public struct JobRunner<J: Job>: Sendable {
         }
         if context.dryRun {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
-            let record = batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
-                                     failures: failures, state: state, context: context)
-            for try await _ in try await connection.query(record.statement.query(), logger: logger) {}
+            try await execute(batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
+                                          failures: failures, state: state, context: context),
+                              on: connection, logger: logger)
         }
 
         state.counts.processed += page.count
@@ -260,22 +260,23 @@ public struct JobRunner<J: Job>: Sendable {
     /// Sends a batch's writes as one statement, its own transaction; a dry run's is rolled back.
     private func send(_ writes: BatchWrites, context: RunContext, on connection: PostgresConnection) async throws {
         guard !writes.isEmpty else { return }
-        // The statement's one row is read to the end: that is what runs it to completion.
-        func execute() async throws {
-            for try await _ in try await connection.query(writes.statement.query(), logger: context.logger) {}
-        }
         guard context.dryRun else {
-            try await execute()
+            try await execute(writes, on: connection, logger: context.logger)
             return
         }
         try await connection.query("begin", logger: context.logger)
         do {
-            try await execute()
+            try await execute(writes, on: connection, logger: context.logger)
         } catch {
             _ = try? await connection.query("rollback", logger: context.logger)
             throw error
         }
         try await connection.query("rollback", logger: context.logger)
+    }
+
+    /// Runs the writes as one statement, reading its one row to the end: that is what runs it to completion.
+    private func execute(_ writes: BatchWrites, on connection: PostgresConnection, logger: Logger) async throws {
+        for try await _ in try await connection.query(writes.statement.query(), logger: logger) {}
     }
 
     private func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],

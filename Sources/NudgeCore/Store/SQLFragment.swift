@@ -107,11 +107,11 @@ public struct BatchWrites: Sendable {
     }
 
     public var statement: SQLFragment {
-        guard !steps.isEmpty else { return "select true" }
-        let with = SQLFragment.joined(steps.map { "\(unescaped: $0.name) as (\($0.sql))" }, separator: ",\n")
-        let checks = expectations.isEmpty
+        let checks: SQLFragment = expectations.isEmpty
             ? "true"
             : SQLFragment.joined(expectations.map { "nudge_expect(\($0.condition), \($0.message))" }, separator: " and ")
+        guard !steps.isEmpty else { return "select \(checks)" }
+        let with = SQLFragment.joined(steps.map { "\(unescaped: $0.name) as (\($0.sql))" }, separator: ",\n")
         return "with \(with)\nselect \(checks)"
     }
 }
