@@ -12,12 +12,15 @@ let package = Package(
     products: [
         .executable(name: "nudge", targets: ["nudge"]),
         .library(name: "NudgeCore", targets: ["NudgeCore"]),
+        .executable(name: "nudge-llm-stand-in", targets: ["nudge-llm-stand-in"]),
     ],
     dependencies: [
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         .target(
@@ -27,6 +30,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -39,15 +45,31 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "NudgeStandIns",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "nudge-llm-stand-in",
+            dependencies: ["NudgeStandIns"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "NudgeCoreTests",
-            dependencies: ["NudgeCore"],
+            dependencies: ["NudgeCore", "NudgeStandIns", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOHTTP1", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "NudgeIntegrationTests",
             dependencies: [
                 "NudgeCore",
+                "NudgeStandIns",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -37,11 +37,20 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Users per batch (default: the job's, usually 50).")
     var batchSize: Int?
 
-    @Option(help: "How many users of a batch are decided at once, for jobs that call outside services.")
+    @Option(help: "How many users of a batch are worked on at once, for jobs that call outside services (push-trigger's LLM).")
     var concurrency: Int = 1
 
     @Flag(help: "Decide and write inside each batch's transaction, then roll back: nothing is written or queued.")
     var dryRun = false
+
+    @Flag(help: "With --dry-run: still ask the LLM for each push's copy (nothing is written or sent either way).")
+    var dryRunLlm = false
+
+    @Option(help: "Stop the run cleanly once it has made this many LLM calls.")
+    var maxLlmCalls: Int?
+
+    @Option(help: "Stop the run cleanly once its LLM calls have used this many tokens (input and output).")
+    var maxLlmTokens: Int?
 
     @Flag(help: "Print a machine-readable summary on stdout (with every user's decision on a dry run).")
     var json = false
@@ -51,15 +60,15 @@ struct Run: AsyncParsableCommand {
         if (from == nil) != (to == nil) { throw ValidationError("--from and --to go together") }
         if let batchSize, !(1...10_000).contains(batchSize) { throw ValidationError("--batch-size must be between 1 and 10000") }
         if !(1...1_000).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 1000") }
+        if dryRunLlm && !dryRun { throw ValidationError("--dry-run-llm goes with --dry-run") }
+        if let maxLlmCalls, maxLlmCalls < 1 { throw ValidationError("--max-llm-calls must be at least 1") }
+        if let maxLlmTokens, maxLlmTokens < 1 { throw ValidationError("--max-llm-tokens must be at least 1") }
     }
 
     func run() async throws {
         let summary = try await reportingFailures { () -> RunSummary in
             let bootstrap = try Bootstrap.make()
             let definition = try bootstrap.definition(job)
-            guard let implementation = JobRegistry.job(for: definition) else {
-                throw NudgeError(.configuration, "job '\(job)' is defined in jobs/ but not built into this binary")
-            }
             let options = try runOptions(definition: definition)
             if let reason = try killSwitchReason(definition, bootstrap.environment) {
                 bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
@@ -70,12 +79,15 @@ struct Run: AsyncParsableCommand {
             let observer = makeObserver()
             await monitoring.runStarting(job: job)
             do {
-                let summary = try await bootstrap.withDatabase(stopOnSignals: true) { database in
-                    let pending = try await migrator.pending(database)
-                    guard pending.isEmpty else {
-                        throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+                let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
+                let summary = try await JobRegistry.withJob(setup) { implementation in
+                    try await bootstrap.withDatabase(stopOnSignals: true) { database in
+                        let pending = try await migrator.pending(database)
+                        guard pending.isEmpty else {
+                            throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+                        }
+                        return try await runJob(implementation, options: options, database: database, observer: observer)
                     }
-                    return try await runJob(implementation, options: options, database: database, observer: observer)
                 }
                 await monitoring.runEnded(summary)
                 return summary
@@ -117,7 +129,8 @@ struct Run: AsyncParsableCommand {
         return RunOptions(
             now: try now.map { try parseInstant($0, option: "--now") } ?? Date(),
             nowIsExplicit: now != nil, window: window, users: userIDs, shard: parsedShard,
-            batchSize: batchSize ?? definition.batchSize, concurrency: concurrency, dryRun: dryRun)
+            batchSize: batchSize ?? definition.batchSize, concurrency: concurrency, dryRun: dryRun, dryRunCallsLLM: dryRunLlm,
+            llmBudget: LLMBudget(maxCalls: maxLlmCalls, maxTokens: maxLlmTokens))
     }
 
     /// NUDGE_ENABLED=false stops every job; <JOB>_ENABLED=false stops this one. Both are read

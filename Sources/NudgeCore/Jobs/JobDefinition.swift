@@ -10,17 +10,25 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     public let schedule: String
     /// The local wall-clock time the job acts at for each user, when it has one.
     public let localTime: LocalTime?
+    /// How long after `localTime` a user is still due, for a job that must act near that moment or
+    /// not at all (a proactive push at 10:00 is no use at 22:00); nil for a job that catches up
+    /// whenever it runs.
+    public let dueForMinutes: Int?
+    /// The pause between one batch's outside calls and the next batch's (push-trigger: 100 ms).
+    public let pauseBetweenBatchesMilliseconds: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
-    public init(name: String, summary: String, schedule: String, localTime: LocalTime?,
-                killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
+    public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
+                pauseBetweenBatchesMilliseconds: Int? = nil, killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
         self.schedule = schedule
         self.localTime = localTime
+        self.dueForMinutes = dueForMinutes
+        self.pauseBetweenBatchesMilliseconds = pauseBetweenBatchesMilliseconds
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -34,6 +42,13 @@ public struct JobDefinition: Codable, Sendable, Equatable {
             throw fail("killSwitch must be \(Environment.killSwitchName(forJob: name))")
         }
         guard (1...10_000).contains(batchSize) else { throw fail("batchSize must be between 1 and 10000") }
+        if let dueForMinutes {
+            guard localTime != nil else { throw fail("dueForMinutes needs a localTime") }
+            guard (1...1_440).contains(dueForMinutes) else { throw fail("dueForMinutes must be between 1 and 1440") }
+        }
+        if let pause = pauseBetweenBatchesMilliseconds, !(0...60_000).contains(pause) {
+            throw fail("pauseBetweenBatchesMilliseconds must be between 0 and 60000")
+        }
         return self
     }
 }

@@ -1,11 +1,42 @@
+/// What building a job for one run needs: its definition, the environment (provider keys) and
+/// the run's options (a dry run calls no LLM, the LLM budget, the concurrency).
+public struct JobSetup: Sendable {
+    public let definition: JobDefinition
+    public let environment: Environment
+    public let options: RunOptions
+
+    public init(definition: JobDefinition, environment: Environment, options: RunOptions) {
+        self.definition = definition
+        self.environment = environment
+        self.options = options
+    }
+}
+
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
-    public static let implementations: [String: @Sendable (JobDefinition) -> any Job] = [
-        "generate-daily-goals": { GenerateDailyGoalsJob(definition: $0) },
-        "validate-streaks": { ValidateStreaksJob(definition: $0) },
-    ]
+    public static let names: Set<String> = ["generate-daily-goals", "push-trigger", "validate-streaks"]
 
-    public static func job(for definition: JobDefinition) -> (any Job)? {
-        implementations[definition.name].map { $0(definition) }
+    /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
+    /// clients are shut down on every path out. A bad configuration (a missing API key) throws
+    /// before `body` runs, so before the database is touched.
+    public static func withJob<Result: Sendable>(_ setup: JobSetup,
+                                                 _ body: (any Job) async throws -> Result) async throws -> Result {
+        let definition = setup.definition
+        switch definition.name {
+        case "generate-daily-goals":
+            return try await body(GenerateDailyGoalsJob(definition: definition))
+        case "validate-streaks":
+            return try await body(ValidateStreaksJob(definition: definition))
+        case "push-trigger":
+            guard setup.options.callsLLM else {
+                return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))
+            }
+            let configuration = try LLMConfiguration(environment: setup.environment)
+            return try await LLMClient.with(configuration, concurrency: setup.options.concurrency) { client in
+                try await body(PushTriggerJob(definition: definition, llm: client, budget: setup.options.llmBudget))
+            }
+        default:
+            throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")
+        }
     }
 }

@@ -34,6 +34,46 @@ public protocol Job: Sendable {
     /// checkpoint as one statement; when it fails, it retries user by user, so that only the guilty
     /// user fails.
     func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites
+
+    /// Whether `complete` calls an outside service; the runner calls it only then.
+    var completesOutside: Bool { get }
+
+    /// Carries out the part of a decided change that needs an outside service (push-trigger's LLM
+    /// copy), between the decision and the batch's write. The runner calls it for up to
+    /// `--concurrency` users of a batch at once. A thrown error fails this user alone; a `RunStop`
+    /// leaves the user undone and ends the run after this batch.
+    func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change>
+
+    /// How long the runner leaves between one batch's outside calls and the next batch's.
+    var pauseBetweenBatches: Duration { get }
+
+    /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
+    /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
+    func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
+}
+
+extension Job {
+    public var completesOutside: Bool { false }
+
+    public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
+        change
+    }
+
+    public var pauseBetweenBatches: Duration { .zero }
+
+    public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
+}
+
+/// Thrown by a job to end the run cleanly after the batch in flight (a run-level budget is spent).
+/// The users it stopped stay undone for a later run.
+public struct RunStop: Error, Sendable, CustomStringConvertible {
+    public let reason: String
+
+    public init(_ reason: String) {
+        self.reason = reason
+    }
+
+    public var description: String { reason }
 }
 
 /// A user with the calendar of their time zone.
@@ -115,4 +155,6 @@ public struct RunContext: Sendable {
     public let window: DayWindow?
     public let dryRun: Bool
     public let logger: Logger
+    /// How many users of a batch `complete` may work on at once (`--concurrency`).
+    public let concurrency: Int
 }

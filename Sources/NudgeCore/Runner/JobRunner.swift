@@ -62,7 +62,7 @@ public struct JobRunner<J: Job>: Sendable {
         var logger = logger
         logger[metadataKey: LogKey.runID] = "\(runID)"
         let context = RunContext(definition: job.definition, runID: runID, now: options.now, window: options.window,
-                                 dryRun: options.dryRun, logger: logger)
+                                 dryRun: options.dryRun, logger: logger, concurrency: options.concurrency)
         logger.info("run started", metadata: [
             LogKey.now: "\(Self.timestamp(options.now))",
             LogKey.dryRun: "\(options.dryRun)",
@@ -97,8 +97,14 @@ public struct JobRunner<J: Job>: Sendable {
                 var batchLogger = logger
                 batchLogger[metadataKey: LogKey.batch] = "\(state.batch)"
                 try await runBatch(page, state: &state, context: context, ledger: ledger, logger: batchLogger, on: connection)
-                state.after = last.id
                 observer.batchFinished(counts: state.counts)
+                if let stop = state.stop {
+                    status = .stopped
+                    errorMessage = "\(stop); the users it did not reach are left to a later run"
+                    logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
+                    break batches
+                }
+                state.after = last.id
             }
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
         } catch {
@@ -158,13 +164,30 @@ public struct JobRunner<J: Job>: Sendable {
             }
         }
 
+        var undone: [(UUID, String)] = []
+        if job.completesOutside && !planned.isEmpty {
+            if let previous = state.outsideCallsEnded {
+                try await Task.sleep(until: previous + job.pauseBetweenBatches)
+            }
+            (planned, undone) = await completeOutside(planned, failures: &failures, state: &state, context: context)
+            state.outsideCallsEnded = .now
+        }
+        // The checkpoint stops short of the first user a RunStop left undone.
+        let undoneIDs = Set(undone.map(\.0))
+        let checkpoint: UUID?
+        if let firstUndone = page.firstIndex(where: { undoneIDs.contains($0.id) }) {
+            checkpoint = firstUndone > 0 ? page[firstUndone - 1].id : state.after
+        } else {
+            checkpoint = page.last!.id
+        }
+
         // One statement: the job's writes, the work marks, the outbox and the checkpoint.
         var committed = planned
         do {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
-                writes.append(batchRecord(ledger, page: page, committed: planned.count, nothingDue: nothingDue,
-                                          failures: failures, state: state, context: context))
+                writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
+                                          nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context))
             }
             try await send(writes, context: context, on: connection)
         } catch where Self.isStatementError(error) {
@@ -179,21 +202,27 @@ public struct JobRunner<J: Job>: Sendable {
                 }
             }
             if !context.dryRun {
-                try await send(batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
-                                           failures: failures, state: state, context: context),
+                try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+                                           nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context),
                                context: context, on: connection)
             }
         }
         if context.dryRun {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
-            try await execute(batchRecord(ledger, page: page, committed: committed.count, nothingDue: nothingDue,
-                                          failures: failures, state: state, context: context),
+            try await execute(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+                                          nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context),
                               on: connection, logger: logger)
         }
+        do {
+            state.tally.merge(try await job.afterBatch(run: context, on: connection), uniquingKeysWith: +)
+        } catch {
+            logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
+        }
+        for (userID, reason) in undone { report(userID, .nothingDue, detail: reason) }
 
         state.counts.processed += page.count
         state.counts.succeeded += committed.count
-        state.counts.skipped += nothingDue
+        state.counts.skipped += nothingDue + undone.count
         state.counts.failed += failures.count
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
@@ -214,14 +243,56 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
-    private func batchRecord(_ ledger: RunLedger, page: [UserRow], committed: Int, nothingDue: Int,
+    private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [UserRow], committed: Int, nothingDue: Int,
                              failures: [(UUID, String)], state: BatchLoopState, context: RunContext) -> BatchWrites {
         var counts = state.counts
         counts.processed += page.count
         counts.succeeded += committed
         counts.skipped += nothingDue
         counts.failed += failures.count
-        return ledger.batchRecord(runID: context.runID, checkpoint: page.last!.id, counts: counts, failures: failures)
+        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures)
+    }
+
+    /// Runs the job's outside step for the batch's changes, up to `--concurrency` at once, in the
+    /// changes' order. Returns the completed changes and the users a `RunStop` left undone.
+    private func completeOutside(_ planned: [PlannedChange<J.Change>], failures: inout [(UUID, String)],
+                                 state: inout BatchLoopState, context: RunContext) async
+        -> ([PlannedChange<J.Change>], [(UUID, String)]) {
+        var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
+        await withTaskGroup(of: (Int, OutsideOutcome<J.Change>).self) { group in
+            var next = 0
+            func startNext() {
+                guard next < planned.count else { return }
+                let index = next, change = planned[index]
+                next += 1
+                group.addTask {
+                    do {
+                        return (index, .done(try await job.complete(change, run: context)))
+                    } catch let stop as RunStop {
+                        return (index, .stopped(stop))
+                    } catch {
+                        return (index, .failed(describe(error)))
+                    }
+                }
+            }
+            for _ in 0..<max(1, context.concurrency) { startNext() }
+            for await (index, outcome) in group {
+                outcomes[index] = outcome
+                startNext()
+            }
+        }
+        var completed: [PlannedChange<J.Change>] = []
+        var undone: [(UUID, String)] = []
+        for (change, outcome) in zip(planned, outcomes) {
+            switch outcome! {
+            case .done(let change): completed.append(change)
+            case .failed(let reason): failures.append((change.userID, reason))
+            case .stopped(let stop):
+                undone.append((change.userID, "not done: \(stop)"))
+                state.stop = state.stop ?? stop
+            }
+        }
+        return (completed, undone)
     }
 
     /// The job's own writes, then the work marks and the outbox, which the runner owns.
@@ -414,6 +485,13 @@ extension JobRunner {
     }
 }
 
+/// How one user's outside step ended.
+private enum OutsideOutcome<Change: Sendable>: Sendable {
+    case done(PlannedChange<Change>)
+    case failed(String)
+    case stopped(RunStop)
+}
+
 struct BatchLoopState {
     var after: UUID?
     var batch = 0
@@ -421,6 +499,10 @@ struct BatchLoopState {
     var tally: [String: Int] = [:]
     var failureSample: [RunSummary.Failure] = []
     var calendars = CalendarCache()
+    /// When the last batch's outside calls ended, for the pause before the next batch's.
+    var outsideCallsEnded: ContinuousClock.Instant?
+    /// Set when a job ended the run (a budget spent): the run stops after the batch in flight.
+    var stop: RunStop?
 }
 
 /// An observer that shows nothing: for runs inside tests and the benchmark.

@@ -15,10 +15,13 @@ public enum RunStatus: String, Sendable, Codable {
     case interrupted
     /// `nudge pause` stopped it between two batches (exit 0).
     case paused
+    /// The job ended it after a batch because a run-level budget (`--max-llm-calls`) was spent;
+    /// the users it did not reach are left to a later run (exit 0).
+    case stopped
 
     public var exitCode: Int32 {
         switch self {
-        case .succeeded, .paused: 0
+        case .succeeded, .paused, .stopped: 0
         case .partial: 3
         case .running, .aborted, .interrupted: 1
         }
@@ -69,7 +72,7 @@ struct RunLedger: Sendable {
              order by id desc limit 1
             """, logger: logger)
         for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
-            let resumable = [RunStatus.interrupted, .paused, .aborted].map(\.rawValue).contains(status)
+            let resumable = [RunStatus.interrupted, .paused, .stopped, .aborted].map(\.rawValue).contains(status)
             guard resumable, !alreadyResumed, previousScope == scopeKey, let checkpoint else { return nil }
             return Resumable(runID: id, checkpoint: checkpoint)
         }
@@ -92,7 +95,7 @@ struct RunLedger: Sendable {
     /// Records a batch's progress: its failures and the checkpoint. Inside the batch's transaction
     /// for a real run, so that the checkpoint never runs ahead of the writes.
     /// The batch's failures and the run's checkpoint and counts, as steps of the batch's statement.
-    func batchRecord(runID: Int64, checkpoint: UUID, counts: RunCounts, failures: [(UUID, String)]) -> BatchWrites {
+    func batchRecord(runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)]) -> BatchWrites {
         var writes = BatchWrites()
         if !failures.isEmpty {
             writes.step("nudge_failures", """

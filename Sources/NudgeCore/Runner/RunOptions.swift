@@ -58,9 +58,13 @@ public struct RunOptions: Sendable {
     public var batchSize: Int
     public var concurrency: Int
     public var dryRun: Bool
+    /// Whether a dry run still asks the LLM for copy (`--dry-run-llm`); it writes nothing either way.
+    public var dryRunCallsLLM: Bool
+    public var llmBudget: LLMBudget
 
     public init(now: Date, nowIsExplicit: Bool, window: DayWindow? = nil, users: [UUID] = [], shard: Shard = .whole,
-                batchSize: Int, concurrency: Int = 1, dryRun: Bool = false) {
+                batchSize: Int, concurrency: Int = 1, dryRun: Bool = false, dryRunCallsLLM: Bool = false,
+                llmBudget: LLMBudget = LLMBudget()) {
         self.now = now
         self.nowIsExplicit = nowIsExplicit
         self.window = window
@@ -69,7 +73,12 @@ public struct RunOptions: Sendable {
         self.batchSize = batchSize
         self.concurrency = concurrency
         self.dryRun = dryRun
+        self.dryRunCallsLLM = dryRunCallsLLM
+        self.llmBudget = llmBudget
     }
+
+    /// Whether this run calls the LLM at all: always, except a dry run without `--dry-run-llm`.
+    public var callsLLM: Bool { !dryRun || dryRunCallsLLM }
 
     /// What a resumed run must share with the interrupted one: the job, shard, days and users, and
     /// the clock when it matters (an explicit `--now`, or a cron run's real time, which no later
@@ -94,6 +103,9 @@ public struct RunOptions: Sendable {
             "batch_size": String(batchSize),
             "concurrency": String(concurrency),
         ]
+        if let maxCalls = llmBudget.maxCalls { fields["max_llm_calls"] = String(maxCalls) }
+        if let maxTokens = llmBudget.maxTokens { fields["max_llm_tokens"] = String(maxTokens) }
+        if dryRunCallsLLM { fields["dry_run_llm"] = "true" }
         if let window { fields["from"] = window.from.description; fields["to"] = window.to.description }
         if !users.isEmpty { fields["users"] = users.map { $0.uuidString.lowercased() }.joined(separator: ",") }
         let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])

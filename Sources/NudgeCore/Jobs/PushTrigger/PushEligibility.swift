@@ -1,0 +1,57 @@
+import Foundation
+
+/// How often a user wants proactive check-ins (`context_profiles.notification_preferences.frequency`).
+public enum CheckInFrequency: String, Sendable, CaseIterable {
+    case daily
+    case fewTimesAWeek = "few_times_a_week"
+    case weekly
+
+    /// Local days that must separate two proactive pushes.
+    public var intervalDays: Int {
+        switch self {
+        case .daily: 1
+        case .fewTimesAWeek: 2
+        case .weekly: 7
+        }
+    }
+}
+
+/// Seed 002's frequency logic, on the user's local days: at most one proactive push a local day,
+/// the user's interval since the last one, and none on a local day with a conversation.
+public enum PushEligibility {
+    public enum Refusal: Sendable, Equatable, CustomStringConvertible {
+        case tooSoon(lastPushDaysAgo: Int, frequency: CheckInFrequency)
+        case sessionToday
+
+        public var outcome: String {
+            switch self {
+            case .tooSoon: "too_soon"
+            case .sessionToday: "session_today"
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .tooSoon(let days, let frequency):
+                "last proactive push \(days == 0 ? "today" : days == 1 ? "yesterday" : "\(days) days ago"); \(frequency.rawValue) waits \(frequency.intervalDays) day\(frequency.intervalDays == 1 ? "" : "s")"
+            case .sessionToday:
+                "had a conversation with the coach today"
+            }
+        }
+    }
+
+    /// Nil when a push may go today.
+    public static func refusal(frequency: CheckInFrequency, lastPushAt: Date?, conversations: [ConversationSummary],
+                               now: Date, calendar: LocalCalendar) -> Refusal? {
+        let today = calendar.localDate(at: now)
+        if let lastPushAt {
+            let days = today.days(since: calendar.localDate(at: lastPushAt))
+            if days < frequency.intervalDays { return .tooSoon(lastPushDaysAgo: days, frequency: frequency) }
+        }
+        // A conversation that began or went on today is a session today.
+        let sessionToday = conversations.contains { conversation in
+            calendar.localDate(at: conversation.createdAt) <= today && calendar.localDate(at: conversation.updatedAt) >= today
+        }
+        return sessionToday ? .sessionToday : nil
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// A learned coaching style (seed 002, story 8.6): four preferences from 0 to 1.
+public struct StylePreference: Sendable, Equatable, Decodable {
+    public let directVsExploratory: Double
+    public let briefVsDetailed: Double
+    public let actionVsReflective: Double
+    public let challengingVsSupportive: Double
+
+    public init(directVsExploratory: Double, briefVsDetailed: Double, actionVsReflective: Double, challengingVsSupportive: Double) {
+        self.directVsExploratory = directVsExploratory
+        self.briefVsDetailed = briefVsDetailed
+        self.actionVsReflective = actionVsReflective
+        self.challengingVsSupportive = challengingVsSupportive
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case directVsExploratory = "direct_vs_exploratory", briefVsDetailed = "brief_vs_detailed",
+             actionVsReflective = "action_vs_reflective", challengingVsSupportive = "challenging_vs_supportive"
+    }
+
+    /// The seed's style instructions: a pole where the preference leans clearly, balance otherwise.
+    public var instructions: String {
+        func lean(_ value: Double, _ low: String, _ high: String, _ balanced: String) -> String {
+            value < 0.35 ? low : value > 0.65 ? high : balanced
+        }
+        return [
+            lean(directVsExploratory, "Be direct and get to the point.", "Be exploratory: open a question rather than state a view.",
+                 "Balance directness with exploration."),
+            lean(briefVsDetailed, "Keep it brief.", "A little detail is welcome.", "Keep it short but specific."),
+            lean(actionVsReflective, "Lean towards a concrete next step.", "Invite reflection.", "Mix a small step with reflection."),
+            lean(challengingVsSupportive, "A gentle challenge is welcome.", "Be warm and supportive.", "Be warm, with a light nudge."),
+        ].joined(separator: " ")
+    }
+
+    /// The seed's default when no style has been learned.
+    public static let defaultInstructions = "Use a warm, supportive tone. Balance directness with exploration."
+}
+
+/// What the prompt says about the user besides the decision.
+public struct CoachingContext: Sendable, Equatable {
+    public let locale: String
+    public let preferredStyle: String?
+    public let preferredTime: String?
+    /// Domains the user coaches in most, most used first.
+    public let topDomains: [String]
+    public let style: StylePreference?
+
+    public init(locale: String, preferredStyle: String?, preferredTime: String?, topDomains: [String], style: StylePreference?) {
+        self.locale = locale
+        self.preferredStyle = preferredStyle
+        self.preferredTime = preferredTime
+        self.topDomains = topDomains
+        self.style = style
+    }
+}
+
+/// Seed 002's `buildPushPrompt`: the seed's prompt, with the user's context and style.
+public enum PushPrompt {
+    public static func build(_ decision: PushDecision, context: CoachingContext) -> String {
+        var userContext = [decision.context]
+        if let topic = decision.topicSummary { userContext.append("Last conversation, in short: \(topic)") }
+        if !context.topDomains.isEmpty { userContext.append("Coaching domains they use most: \(context.topDomains.joined(separator: ", ")).") }
+        if let style = context.preferredStyle { userContext.append("Coaching style they prefer: \(style).") }
+        if let time = context.preferredTime { userContext.append("They usually talk to the coach in the \(time).") }
+        userContext.append(context.locale == "fr"
+            ? "They speak French: write the notification in French."
+            : "They speak English: write the notification in English.")
+
+        var lines = [
+            "You are a warm, personal coach composing a brief push notification.",
+            "",
+            "USER CONTEXT:",
+            userContext.joined(separator: "\n"),
+            "",
+            "PUSH TYPE: \(decision.pushType.rawValue)",
+        ]
+        if let event = decision.eventDescription { lines.append("EVENT: \(event)") }
+        if let pattern = decision.patternTheme { lines.append("PATTERN: \(pattern)") }
+        if let domain = decision.conversationDomain { lines.append("LAST TOPIC: \(domain)") }
+        lines += [
+            "",
+            "STYLE: \(context.style?.instructions ?? StylePreference.defaultInstructions)",
+            "",
+            "Write a push notification with:",
+            "- title: Max 50 characters. Warm, personal. Never generic.",
+            "- body: Max 200 characters. Reference their specific context. End with an invitation, not a demand.",
+            "Never quote the user's own words; speak in the coach's voice.",
+            "",
+            #"Respond in JSON: { "title": "...", "body": "..." }"#,
+        ]
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// push-trigger (seed 002): at 10:00 in each user's time zone (the definition's `localTime`, for
+/// `dueForMinutes` after it), once per local day, it decides whether a proactive check-in is due
+/// (check-ins on, an active push token, the frequency's interval, no conversation today), what it
+/// is about (an upcoming event, a recognised pattern, the last conversation), and has the LLM
+/// write it. The push goes to the outbox with its `push_log` row, in the batch's one transaction.
+/// Every candidate's decision for the day is marked in `job_work`, so a later run that day
+/// decides nothing twice; a user whose LLM call failed or whose copy was rejected is not marked,
+/// and a later run within the window tries again.
+public struct PushTriggerJob: Job {
+    public let definition: JobDefinition
+    /// Nil on a dry run without `--dry-run-llm`: the prompts are built, no LLM is called.
+    let llm: LLMClient?
+    let meter: LLMMeter
+
+    public static let outboxType = "proactive_push"
+    /// How far back the facts reach: a week of messages, and yesterday's conversations for "today".
+    static let lookback: TimeInterval = 8 * 24 * 3600
+
+    public init(definition: JobDefinition, llm: LLMClient?, budget: LLMBudget) {
+        self.definition = definition
+        self.llm = llm
+        self.meter = LLMMeter(budget: budget)
+    }
+
+    public struct Facts: Sendable {
+        public let frequency: String?
+        public let lastPushAt: Date?
+        public let lastDecidedDay: LocalDate?
+        public let lastActiveAt: Date?
+        /// Newest first: those of the last eight days, and the latest whatever its age.
+        public let conversations: [ConversationSummary]
+        /// The user's own messages of the last eight days, newest first.
+        public let messages: [UserMessage]
+        /// The user's last words in their latest conversation, newest first.
+        public let lastConversationMessages: [String]
+        public let patterns: String?
+        public let patternSessions: Int?
+        public let coachingPreferences: String
+        public let domainStyles: String
+    }
+
+    /// A proactive push on its way: decided, then written by the LLM.
+    public struct ProactivePush: Sendable {
+        public let pushLogID: UUID
+        public let localDay: LocalDate
+        public let decision: PushDecision
+        public let prompt: String
+        /// The user's words the copy must not repeat.
+        public let userWords: [String]
+        public var copy: PushCopy?
+    }
+
+    /// A candidate's decision for the day: a push, or only the mark that says why not.
+    public typealias Change = ProactivePush?
+
+    public var completesOutside: Bool { true }
+
+    public var pauseBetweenBatches: Duration { .milliseconds(definition.pauseBetweenBatchesMilliseconds ?? 0) }
+
+    // MARK: Reading
+
+    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let since = run.now.addingTimeInterval(-Self.lookback)
+        // One query: the batch's candidates (check-ins on, an active token) with everything the
+        // decision needs; times as epoch seconds, lists as JSON.
+        let rows = try await connection.query("""
+            select u.id, u.last_active_at, cp.notification_preferences->>'frequency',
+                   (select max(sent_at) from push_log where user_id = u.id),
+                   (select max(local_day) from job_work where job = \(definition.name) and user_id = u.id),
+                   coalesce((select json_agg(json_build_object('domain', c.domain, 'title', c.title,
+                                                               'created_at', extract(epoch from c.created_at),
+                                                               'updated_at', extract(epoch from c.updated_at))
+                                             order by c.created_at desc)
+                               from (select * from conversations where user_id = u.id and updated_at >= \(since)
+                                     union
+                                     (select * from conversations where user_id = u.id order by created_at desc limit 1)) c),
+                            '[]')::text,
+                   coalesce((select json_agg(json_build_object('content', m.content, 'domain', c.domain,
+                                                               'created_at', extract(epoch from m.created_at))
+                                             order by m.created_at desc)
+                               from (select * from messages where user_id = u.id and role = 'user'
+                                        and created_at >= \(since) and created_at <= \(run.now)
+                                      order by created_at desc limit 200) m
+                               join conversations c on c.id = m.conversation_id),
+                            '[]')::text,
+                   coalesce((select json_agg(m.content order by m.created_at desc)
+                               from (select content, created_at from messages
+                                      where role = 'user' and created_at <= \(run.now)
+                                        and conversation_id = (select id from conversations where user_id = u.id
+                                                                order by created_at desc limit 1)
+                                      order by created_at desc limit 3) m),
+                            '[]')::text,
+                   pc.patterns::text, pc.session_count, cp.coaching_preferences::text, cp.domain_styles::text
+              from users u
+              join context_profiles cp on cp.user_id = u.id
+              left join pattern_cache pc on pc.user_id = u.id
+             where u.id = any(\(users.map(\.user.id)))
+               and cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
+               and exists (select 1 from push_tokens t where t.user_id = u.id)
+            """, logger: run.logger)
+        var facts: [UUID: Facts] = [:]
+        for try await (id, lastActive, frequency, lastPush, lastDecided, conversations, messages, lastWords, patterns,
+                       sessions, coaching, styles)
+            in rows.decode((UUID, Date?, String?, Date?, LocalDate?, String, String, String, String?, Int?, String, String).self) {
+            facts[id] = Facts(
+                frequency: frequency, lastPushAt: lastPush, lastDecidedDay: lastDecided, lastActiveAt: lastActive,
+                conversations: try JSONDecoder().decode([ConversationRow].self, from: Data(conversations.utf8)).map(\.summary),
+                messages: try JSONDecoder().decode([MessageRow].self, from: Data(messages.utf8)).map(\.message),
+                lastConversationMessages: try JSONDecoder().decode([String].self, from: Data(lastWords.utf8)),
+                patterns: patterns, patternSessions: sessions, coachingPreferences: coaching, domainStyles: styles)
+        }
+        return facts
+    }
+
+    private struct ConversationRow: Decodable {
+        let domain: String?
+        let title: String?
+        let created_at: Double
+        let updated_at: Double
+
+        var summary: ConversationSummary {
+            ConversationSummary(domain: domain, title: title, createdAt: Date(timeIntervalSince1970: created_at),
+                                updatedAt: Date(timeIntervalSince1970: updated_at))
+        }
+    }
+
+    private struct MessageRow: Decodable {
+        let content: String
+        let domain: String?
+        let created_at: Double
+
+        var message: UserMessage { UserMessage(content: content, createdAt: Date(timeIntervalSince1970: created_at), domain: domain) }
+    }
+
+    // MARK: Deciding
+
+    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
+        let calendar = user.calendar
+        let today = calendar.localDate(at: run.now)
+        let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
+        let dueAt = calendar.instant(of: today, at: moment)
+        guard run.now >= dueAt else { return .nothingDue("not \(moment) local time yet") }
+        if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
+            return .nothingDue("more than \(minutes) minutes past \(moment) local time")
+        }
+        if let window = run.window, !window.contains(today) {
+            return .nothingDue("proactive pushes are for the user's current local day (\(today)) only")
+        }
+        if let decided = facts.lastDecidedDay, decided >= today { return .nothingDue("already decided today") }
+
+        guard let frequencyName = facts.frequency, let frequency = CheckInFrequency(rawValue: frequencyName) else {
+            throw MalformedData("notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
+        }
+        if let refusal = PushEligibility.refusal(frequency: frequency, lastPushAt: facts.lastPushAt,
+                                                 conversations: facts.conversations, now: run.now, calendar: calendar) {
+            return settle(user, today, outcome: refusal.outcome, detail: refusal.description)
+        }
+
+        let latest = facts.conversations.max { $0.createdAt < $1.createdAt }
+        let lastActivity = [facts.lastActiveAt, latest?.updatedAt, facts.messages.first?.createdAt].compactMap { $0 }.max()
+        let intelligence = PushIntelligence.Facts(
+            messages: facts.messages, lastConversation: latest, lastConversationMessages: facts.lastConversationMessages,
+            patterns: try freshPatterns(facts), lastActivity: lastActivity ?? user.user.createdAt)
+        guard let decision = PushIntelligence.decide(intelligence, now: run.now, calendar: calendar, locale: user.user.locale) else {
+            return settle(user, today, outcome: "nothing_to_say",
+                          detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3")
+        }
+        let context = try coachingContext(facts, locale: user.user.locale, domain: decision.conversationDomain)
+        let push = ProactivePush(
+            pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
+            userWords: facts.messages.map(\.content) + facts.lastConversationMessages, copy: nil)
+        return .act(PlannedChange(userID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
+    }
+
+    private func settle(_ user: UserInTime, _ day: LocalDate, outcome: String, detail: String) -> Decision<Change> {
+        .act(PlannedChange(userID: user.user.id, change: nil, work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
+                           notifications: [], tally: ["skipped:\(outcome)": 1]))
+    }
+
+    /// The cached patterns while the cache is fresh: it goes stale after 3 sessions (seed 002).
+    private func freshPatterns(_ facts: Facts) throws -> [RecognisedPattern] {
+        guard let json = facts.patterns, (facts.patternSessions ?? 0) < 3 else { return [] }
+        do {
+            return try JSONDecoder().decode([RecognisedPattern].self, from: Data(json.utf8))
+        } catch {
+            throw MalformedData("pattern_cache.patterns is not a list of patterns with theme, occurrences, domains, confidence and synthesis")
+        }
+    }
+
+    private func coachingContext(_ facts: Facts, locale: String, domain: String?) throws -> CoachingContext {
+        struct Preferences: Decodable {
+            struct SessionPatterns: Decodable { let preferred_time: String? }
+            let preferred_style: String?
+            let domain_usage: [String: Double]?
+            let session_patterns: SessionPatterns?
+        }
+        let preferences: Preferences
+        let styles: [String: StylePreference]
+        do {
+            preferences = try JSONDecoder().decode(Preferences.self, from: Data(facts.coachingPreferences.utf8))
+        } catch {
+            throw MalformedData("context_profiles.coaching_preferences is malformed (preferred_style, domain_usage, session_patterns)")
+        }
+        do {
+            styles = try JSONDecoder().decode([String: StylePreference].self, from: Data(facts.domainStyles.utf8))
+        } catch {
+            throw MalformedData("context_profiles.domain_styles is not a map of domains to the four style preferences")
+        }
+        let usage = (preferences.domain_usage ?? [:]).filter { $0.value > 0 }
+        let topDomains = usage.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(3).map(\.key)
+        // The style of the push's domain, or of the domain the user coaches in most.
+        let style = domain.flatMap { styles[$0] } ?? topDomains.lazy.compactMap { styles[$0] }.first
+        return CoachingContext(locale: locale, preferredStyle: preferences.preferred_style,
+                               preferredTime: preferences.session_patterns?.preferred_time, topDomains: Array(topDomains),
+                               style: style)
+    }
+
+    // MARK: Writing the copy
+
+    public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
+        guard var push = change.change else { return change }
+        var logger = run.logger
+        logger[metadataKey: LogKey.userID] = "\(change.userID.uuidString.lowercased())"
+        logger.debug("push prompt", metadata: ["nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt": "\(push.prompt)"])
+        guard let llm else {
+            push.copy = PushCopy(title: "(dry run: no LLM call)", body: "The prompt has \(push.prompt.count) characters.")
+            return finished(change, push, run: run)
+        }
+        try await meter.admit()
+        let reply = try await llm.complete(prompt: push.prompt, logger: logger)
+        do {
+            push.copy = try PushCopy.parse(reply.text, userMessages: push.userWords)
+            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "used"))
+        } catch {
+            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "rejected: \(error)"))
+            throw error
+        }
+        return finished(change, push, run: run)
+    }
+
+    private func finished(_ change: PlannedChange<Change>, _ push: ProactivePush, run: RunContext) -> PlannedChange<Change> {
+        let copy = push.copy!
+        let payload: [String: String] = [
+            "domain": push.decision.conversationDomain ?? "general",
+            "action": "new_conversation",
+            "push_type": push.decision.pushType.rawValue,
+            "push_log_id": push.pushLogID.uuidString.lowercased(),
+        ]
+        let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: run.now, title: copy.title,
+                                    body: copy.body, payload: Self.json(payload))
+        return PlannedChange(userID: change.userID, change: push,
+                             work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
+                             notifications: [message], tally: ["pushed:\(push.decision.pushType.rawValue)": 1])
+    }
+
+    // MARK: Writing the batch
+
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var writes = BatchWrites()
+        let marks = changes.flatMap { change in change.work.map { (change.userID, $0.localDay) } }
+        // A day already decided (by a run that raced this one's read) is never pushed twice.
+        writes.expect("""
+            not exists (select 1 from job_work w join unnest(\(marks.map(\.0)), \(marks.map(\.1))) as d(user_id, local_day)
+                          on w.user_id = d.user_id and w.local_day = d.local_day
+                         where w.job = \(definition.name))
+            """, else: "push-trigger has already decided this local day for the user")
+        let pushes = changes.compactMap { change in change.change.flatMap { $0 }.map { (change.userID, $0) } }
+        guard !pushes.isEmpty else { return writes }
+        writes.step("push_logs", """
+            insert into push_log (id, user_id, push_type, content, sent_at, metadata)
+            select id, user_id, push_type, content, \(run.now), metadata::jsonb
+              from unnest(\(pushes.map(\.1.pushLogID)), \(pushes.map(\.0)), \(pushes.map(\.1.decision.pushType.rawValue)),
+                          \(pushes.map { $0.1.copy?.content ?? "" }), \(pushes.map { Self.metadata($0.1.decision) }))
+                   as p(id, user_id, push_type, content, metadata)
+            """)
+        return writes
+    }
+
+    /// `push_log.metadata`: which layer, the pattern's theme, the event's category; never the
+    /// user's words or anything that identifies them.
+    static func metadata(_ decision: PushDecision) -> String {
+        var fields = ["layer": decision.pushType.rawValue]
+        fields["pattern_theme"] = decision.patternTheme
+        fields["event_description"] = decision.eventDescription
+        return json(fields)
+    }
+
+    private static func json(_ fields: [String: String]) -> String {
+        String(decoding: try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    // MARK: After the batch
+
+    /// Records the batch's LLM usage in `llm_calls` (not on a dry run) and adds it to the run's tally.
+    public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
+        let calls = await meter.drain()
+        guard !calls.isEmpty else { return [:] }
+        let tally = [
+            "llm_calls": calls.count,
+            "llm_input_tokens": calls.reduce(0) { $0 + $1.usage.inputTokens },
+            "llm_output_tokens": calls.reduce(0) { $0 + $1.usage.outputTokens },
+        ]
+        guard !run.dryRun, let llm else { return tally }
+        try await connection.query("""
+            insert into llm_calls (run_id, job, user_id, provider, model, input_tokens, output_tokens, outcome)
+            select \(run.runID), \(definition.name), user_id, \(llm.configuration.provider.rawValue), model, input_tokens,
+                   output_tokens, outcome
+              from unnest(\(calls.map(\.userID)), \(calls.map { $0.model.isEmpty ? llm.configuration.model : $0.model }),
+                          \(calls.map(\.usage.inputTokens)), \(calls.map(\.usage.outputTokens)), \(calls.map(\.outcome)))
+                   as c(user_id, model, input_tokens, output_tokens, outcome)
+            """, logger: run.logger)
+        return tally
+    }
+}
+
+/// A row whose contents the job cannot read: the user fails with this reason, the others go on.
+public struct MalformedData: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}

@@ -1,0 +1,179 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Why an LLM call gave no usable reply. The words never carry the API key or the prompt.
+public enum LLMError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The provider answered with an error status it does not want retried, or kept answering
+    /// with a retryable one until the retries ran out.
+    case status(Int, detail: String?, attempts: Int)
+    /// No answer: the connection failed or the request timed out, on every attempt.
+    case unreachable(String, attempts: Int)
+    case malformedResponse(String)
+
+    public var description: String {
+        switch self {
+        case .status(let code, let detail, let attempts):
+            "the LLM answered HTTP \(code)" + (detail.map { " (\($0))" } ?? "") + Self.after(attempts)
+        case .unreachable(let why, let attempts):
+            "the LLM could not be reached: \(why)" + Self.after(attempts)
+        case .malformedResponse(let why):
+            "the LLM's response could not be read: \(why)"
+        }
+    }
+
+    private static func after(_ attempts: Int) -> String {
+        attempts > 1 ? " after \(attempts) attempts" : ""
+    }
+}
+
+/// Calls the configured LLM over HTTP: one request per prompt, paced by the run's rate limiter,
+/// retried with exponential backoff and jitter on 429, 500, 502, 503, 529 and lost connections
+/// (honouring `retry-after`), never on another 4xx.
+public final class LLMClient: Sendable {
+    public let configuration: LLMConfiguration
+    private let httpClient: HTTPClient
+    private let limiter: RateLimiter
+
+    static let retryableStatuses: Set<Int> = [429, 500, 502, 503, 529]
+    /// A `retry-after` longer than this fails the call instead of stalling the run.
+    static let longestRetryAfter: Duration = .seconds(60)
+
+    private init(configuration: LLMConfiguration, concurrency: Int) {
+        self.configuration = configuration
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, concurrency)
+        let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(10))
+        httpClient = HTTPClient(eventLoopGroupProvider: .singleton,
+                                configuration: HTTPClient.Configuration(timeout: timeout, connectionPool: pool))
+        limiter = RateLimiter(limit: configuration.requestsPerMinute)
+    }
+
+    /// A client for the length of `body`, shut down on every path out of it.
+    public static func with<Result: Sendable>(_ configuration: LLMConfiguration, concurrency: Int,
+                                              _ body: (LLMClient) async throws -> Result) async throws -> Result {
+        let client = LLMClient(configuration: configuration, concurrency: concurrency)
+        let result: Result
+        do {
+            result = try await body(client)
+        } catch {
+            try? await client.httpClient.shutdown()
+            throw error
+        }
+        try await client.httpClient.shutdown()
+        return result
+    }
+
+    public func complete(prompt: String, logger: Logger) async throws -> LLMReply {
+        let wire = LLMWireFormat.request(prompt: prompt, configuration: configuration)
+        var request = HTTPClientRequest(url: configuration.baseURL + wire.path)
+        request.method = .POST
+        for (name, value) in wire.headers { request.headers.add(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(bytes: wire.body))
+
+        var attempt = 0
+        while true {
+            attempt += 1
+            try await limiter.acquire()
+            let failure: LLMError
+            var retryAfter: Duration?
+            switch try await send(request, attempt: attempt) {
+            case .success(let reply):
+                return reply
+            case .failure(.retryable(let error, let after)):
+                failure = error
+                retryAfter = after
+            case .failure(.final(let error)):
+                throw error
+            }
+            guard attempt <= configuration.maxRetries else { throw failure }
+            if let retryAfter, retryAfter > Self.longestRetryAfter {
+                throw LLMError.status(Self.code(of: failure), detail: "asked to retry after \(retryAfter), longer than the \(Self.longestRetryAfter) Nudge waits",
+                                      attempts: attempt)
+            }
+            let delay = max(retryAfter ?? .zero, backoff(afterAttempt: attempt))
+            if let retryAfter, Self.code(of: failure) == 429 {
+                // The account is over its limit: every concurrent call waits, not just this one.
+                await limiter.hold(until: ContinuousClock.now + retryAfter)
+            }
+            logger.warning("LLM call failed; retrying", metadata: [
+                LogKey.reason: "\(failure)", "nudge.llm_attempt": "\(attempt)", "nudge.llm_retry_in": "\(delay)",
+            ])
+            try await Task.sleep(for: delay)
+        }
+    }
+
+    private enum AttemptFailure: Error {
+        case retryable(LLMError, retryAfter: Duration?)
+        case final(LLMError)
+    }
+
+    /// One attempt: the reply, or why not and whether another attempt may help.
+    private func send(_ request: HTTPClientRequest, attempt: Int) async throws -> Result<LLMReply, AttemptFailure> {
+        let response: HTTPClientResponse
+        let body: Data
+        do {
+            response = try await httpClient.execute(request, timeout: TimeAmount(configuration.timeout))
+            body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            return .failure(.retryable(.unreachable(Self.describe(error), attempts: attempt), retryAfter: nil))
+        }
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            let error = LLMError.status(status, detail: LLMWireFormat.errorDescription(from: body), attempts: attempt)
+            return .failure(Self.retryableStatuses.contains(status)
+                ? .retryable(error, retryAfter: Self.retryAfter(response.headers)) : .final(error))
+        }
+        do {
+            return .success(try LLMWireFormat.reply(from: body, provider: configuration.provider))
+        } catch {
+            return .failure(.final(error))
+        }
+    }
+
+    /// Exponential backoff with jitter: half to all of `initial × 2^(attempt−1)`, capped.
+    func backoff(afterAttempt attempt: Int) -> Duration {
+        let ceiling = min(configuration.maxBackoff, configuration.initialBackoff * (1 << min(attempt - 1, 20)))
+        return ceiling * Double.random(in: 0.5...1.0)
+    }
+
+    /// `retry-after` in seconds (an integer or a decimal) or as an HTTP date.
+    static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
+        guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = Double(value), seconds >= 0, seconds.isFinite { return .milliseconds(Int64(seconds * 1000)) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+    }
+
+    private static func code(of error: LLMError) -> Int {
+        if case .status(let code, _, _) = error { return code }
+        return 0
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout: return "no answer within the time-out"
+            case .connectTimeout: return "the connection timed out"
+            case .remoteConnectionClosed: return "the server closed the connection"
+            default: return "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
