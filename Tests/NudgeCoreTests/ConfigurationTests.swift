@@ -63,9 +63,17 @@ import Testing
 
     @Test func everyJobActsWithinAQuarterHourOfEveryZonesLocalMinute() {
         // Zones are offset by whole quarter hours; a job acting at a local minute must start at
-        // least every 15 minutes, on the same minute within each quarter.
+        // least every 15 minutes, on the same minute within each quarter. A job that stays due for
+        // a while after its moment (dueForMinutes) needs a start within that while instead.
         for definition in repositoryCatalog.definitions where definition.localTime != nil {
-            let minutes = definition.schedule.split(separator: " ")[0].split(separator: ",").compactMap { Int($0) }
+            let fields = definition.schedule.split(separator: " ")
+            let minutes = fields[0].split(separator: ",").compactMap { Int($0) }.sorted()
+            if let dueFor = definition.dueForMinutes {
+                #expect(fields[1] == "*", "\(definition.name) must start every hour")
+                let gaps = zip(minutes, minutes.dropFirst() + [minutes[0] + 60]).map { $1 - $0 }
+                #expect(gaps.allSatisfy { $0 <= dueFor }, "\(definition.name)")
+                continue
+            }
             let residues = Set(minutes.map { $0 % 15 })
             #expect(residues == [definition.localTime!.minute % 15], "\(definition.name)")
             #expect(Set(minutes.map { $0 / 15 }) == [0, 1, 2, 3], "\(definition.name)")

@@ -11,5 +11,5 @@ func definition(_ name: String) -> JobDefinition { repositoryCatalog.definition(
 
 func runContext(_ name: String, now: String, window: DayWindow? = nil) -> RunContext {
     RunContext(definition: definition(name), runID: 1, now: ISO8601DateFormatter().date(from: now)!, window: window,
-               dryRun: false, logger: Logger(label: "test"))
+               dryRun: false, logger: Logger(label: "test"), concurrency: 1)
 }

@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import NIOHTTP1
+import NudgeStandIns
+import Synchronization
+import Testing
+@testable import NudgeCore
+
+private let secret = "sk-ant-test-0000-not-a-real-key"
+
+private func configuration(_ server: StandInLLM, provider: LLMConfiguration.Provider = .anthropic,
+                           timeout: Duration = .seconds(5), retries: Int = 3) -> LLMConfiguration {
+    LLMConfiguration(provider: provider, baseURL: provider == .anthropic ? server.baseURL : server.baseURL + "/v1",
+                     apiKey: secret, model: provider == .anthropic ? LLMConfiguration.defaultAnthropicModel : "local-model",
+                     timeout: timeout, requestsPerMinute: 1_000, maxRetries: retries,
+                     initialBackoff: .milliseconds(20), maxBackoff: .milliseconds(100))
+}
+
+/// Answers the n-th request (from 0) with `answers[n]`, then with a good reply.
+private final class Counter: Sendable {
+    private let value = Mutex(0)
+
+    func next() -> Int { value.withLock { value in defer { value += 1 }; return value } }
+}
+
+private func scripted(_ answers: [StandInLLM.Answer], latency: Duration = .zero) -> StandInLLM.Script {
+    let count = Counter()
+    return { _ in
+        let index = count.next()
+        return (index < answers.count ? answers[index] : .reply(#"{"title": "t", "body": "b"}"#), latency)
+    }
+}
+
+private func withStandIn<T>(_ script: @escaping StandInLLM.Script, _ body: (StandInLLM) async throws -> T) async throws -> T {
+    let server = try await StandInLLM.start(script: script)
+    do {
+        let result = try await body(server)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+private let logger = Logger(label: "test")
+
+@Suite struct LLMClientTests {
+    @Test func speaksTheMessagesAPI() async throws {
+        try await withStandIn({ _ in (.reply("hello", inputTokens: 321, outputTokens: 12), .zero) }) { server in
+            let reply = try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "Say hello", logger: logger) }
+            #expect(reply.text == "hello")
+            #expect(reply.usage == TokenUsage(inputTokens: 321, outputTokens: 12))
+            let request = try #require(server.requests.first)
+            #expect(request.path == "/v1/messages")
+            #expect(request.headers["x-api-key"] == secret)
+            #expect(request.headers["anthropic-version"] == "2023-06-01")
+            #expect(request.prompt == "Say hello")
+            let body = try JSONSerialization.jsonObject(with: Data(request.body.utf8)) as! [String: Any]
+            #expect(body["model"] as? String == "claude-haiku-4-5-20251001")
+            #expect(body["max_tokens"] as? Int == 150)
+        }
+    }
+
+    @Test func speaksOpenAIChatCompletions() async throws {
+        try await withStandIn({ _ in (.reply("bonjour", inputTokens: 50, outputTokens: 5), .zero) }) { server in
+            let reply = try await LLMClient.with(configuration(server, provider: .openAI), concurrency: 1) {
+                try await $0.complete(prompt: "Dis bonjour", logger: logger)
+            }
+            #expect(reply.text == "bonjour")
+            #expect(reply.usage == TokenUsage(inputTokens: 50, outputTokens: 5))
+            let request = try #require(server.requests.first)
+            #expect(request.path == "/v1/chat/completions")
+            #expect(request.headers["authorization"] == "Bearer \(secret)")
+            #expect(request.headers["x-api-key"] == nil)
+        }
+    }
+
+    @Test func retriesA429AfterItsRetryAfter() async throws {
+        try await withStandIn(scripted([.status(429, retryAfter: "1")])) { server in
+            let started = ContinuousClock.now
+            let reply = try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+            #expect(reply.text.contains("title"))
+            #expect(server.requests.count == 2)
+            #expect(server.requests[1].receivedAt - server.requests[0].receivedAt >= .milliseconds(950))
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+    }
+
+    @Test func retriesOverloadAndServerErrors() async throws {
+        try await withStandIn(scripted([.status(529), .status(503), .status(500), .hangUp])) { server in
+            let reply = try await LLMClient.with(configuration(server, retries: 4), concurrency: 1) {
+                try await $0.complete(prompt: "p", logger: logger)
+            }
+            #expect(reply.text.contains("title"))
+            #expect(server.requests.count == 5)
+        }
+    }
+
+    @Test func givesUpWhenTheRetriesRunOut() async throws {
+        try await withStandIn(scripted(Array(repeating: .status(529), count: 10))) { server in
+            await #expect(throws: LLMError.status(529, detail: "overloaded_error: stand-in answered 529", attempts: 3)) {
+                try await LLMClient.with(configuration(server, retries: 2), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+            }
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test func neverRetriesAnotherClientError() async throws {
+        for code in [400, 401, 404] {
+            try await withStandIn(scripted([.status(code)])) { server in
+                await #expect(throws: LLMError.self) {
+                    try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+                }
+                #expect(server.requests.count == 1)
+            }
+        }
+    }
+
+    @Test func aMalformedResponseIsNotRetried() async throws {
+        try await withStandIn(scripted([.malformedBody])) { server in
+            await #expect(throws: LLMError.malformedResponse("the response is not a Messages API message")) {
+                try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+            }
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func aSlowAnswerTimesOutAndIsRetried() async throws {
+        try await withStandIn(scripted([], latency: .seconds(3))) { server in
+            do {
+                _ = try await LLMClient.with(configuration(server, timeout: .seconds(1), retries: 1), concurrency: 1) {
+                    try await $0.complete(prompt: "p", logger: logger)
+                }
+                Issue.record("a reply slower than the time-out was accepted")
+            } catch let error as LLMError {
+                #expect(error == .unreachable("no answer within the time-out", attempts: 2))
+            }
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func errorsNeverCarryTheKey() async throws {
+        try await withStandIn(scripted([.status(401)])) { server in
+            do {
+                _ = try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+            } catch {
+                #expect(!"\(error)".contains(secret))
+            }
+        }
+        #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment([:])) }
+        #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "openai"])) }
+        #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "gemini"])) }
+        let openAI = try LLMConfiguration(environment: Environment([
+            "NUDGE_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1/", "NUDGE_LLM_MODEL": "llama",
+            "NUDGE_LLM_REQUESTS_PER_MINUTE": "600",
+        ]))
+        #expect(openAI.baseURL == "http://127.0.0.1:8080/v1")
+        #expect(openAI.apiKey == nil)
+        #expect(openAI.requestsPerMinute == 600)
+    }
+
+    @Test func readsRetryAfterInSecondsOrAsADate() {
+        var headers = HTTPHeaders()
+        headers.add(name: "retry-after", value: "2.5")
+        #expect(LLMClient.retryAfter(headers) == .milliseconds(2500))
+        headers.replaceOrAdd(name: "retry-after", value: "Wed, 21 Oct 2026 07:28:30 GMT")
+        #expect(LLMClient.retryAfter(headers, now: ISO8601DateFormatter().date(from: "2026-10-21T07:28:00Z")!) == .seconds(30))
+    }
+}
+
+@Suite struct RateLimiterTests {
+    @Test func neverLetsMoreThanTheLimitIntoAWindow() async throws {
+        let limiter = RateLimiter(limit: 4, per: .milliseconds(300))
+        let times = try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
+            for _ in 0..<12 {
+                group.addTask {
+                    try await limiter.acquire()
+                    return .now
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let sorted = times.sorted()
+        for (index, time) in sorted.enumerated() where index + 4 < sorted.count {
+            #expect(sorted[index + 4] - time >= .milliseconds(300))
+        }
+        // Bursts: the first four go at once.
+        #expect(sorted[3] - sorted[0] < .milliseconds(100))
+    }
+}
