@@ -112,8 +112,17 @@ struct TestDatabase: Sendable {
     }
 
     /// Runs the built `nudge` binary against this database, as cron would (no terminal, JSON logs).
+    /// The wait happens off Swift's cooperative threads: a test in this process may be serving the
+    /// binary's requests (the LLM stand-in), and a blocked pool would leave them unanswered.
     func nudge(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
-        try runProcess(NudgeBinary.path, arguments, environment: nudgeEnvironment(environment))
+        let environment = nudgeEnvironment(environment)
+        await ProcessSlots.shared.acquire()
+        defer { Task { await ProcessSlots.shared.release() } }
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runProcess(NudgeBinary.path, arguments, environment: environment) })
+            }
+        }
     }
 
     /// Starts `nudge` and returns at once, for the tests that stop it on purpose.
@@ -139,6 +148,35 @@ struct TestDatabase: Sendable {
     }
 }
 
+/// At most one `nudge` per core at a time: the tests run in parallel, and a machine drowned in
+/// processes is slow to answer even its own database.
+actor ProcessSlots {
+    static let shared = ProcessSlots(count: max(2, ProcessInfo.processInfo.activeProcessorCount))
+
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(count: Int) {
+        free = count
+    }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty {
+            free += 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+}
+
 enum NudgeBinary {
     static var path: String {
         let debug = packageRoot.appendingPathComponent(".build/debug/nudge").path
@@ -150,9 +188,12 @@ struct ProcessResult: Sendable {
     let status: Int32
     let stdout: String
     let stderr: String
+    /// How long the process ran (not counting any wait for a slot to start it).
+    var seconds: Double = 0
 }
 
 func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
+    let started = Date()
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -172,7 +213,7 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
     process.waitUntilExit()
     group.wait()
     return ProcessResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                         stderr: String(decoding: stderr, as: UTF8.self))
+                         stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
 }
 
 /// A `nudge` started in the background; its output goes to files, read when it ends.

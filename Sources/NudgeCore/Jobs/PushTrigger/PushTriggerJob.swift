@@ -75,9 +75,11 @@ public struct PushTriggerJob: Job {
                                                                'created_at', extract(epoch from c.created_at),
                                                                'updated_at', extract(epoch from c.updated_at))
                                              order by c.created_at desc)
-                               from (select * from conversations where user_id = u.id and updated_at >= \(since)
+                               from (select * from conversations
+                                      where user_id = u.id and updated_at >= \(since) and created_at <= \(run.now)
                                      union
-                                     (select * from conversations where user_id = u.id order by created_at desc limit 1)) c),
+                                     (select * from conversations where user_id = u.id and created_at <= \(run.now)
+                                       order by created_at desc limit 1)) c),
                             '[]')::text,
                    coalesce((select json_agg(json_build_object('content', m.content, 'domain', c.domain,
                                                                'created_at', extract(epoch from m.created_at))
@@ -90,7 +92,8 @@ public struct PushTriggerJob: Job {
                    coalesce((select json_agg(m.content order by m.created_at desc)
                                from (select content, created_at from messages
                                       where role = 'user' and created_at <= \(run.now)
-                                        and conversation_id = (select id from conversations where user_id = u.id
+                                        and conversation_id = (select id from conversations
+                                                                where user_id = u.id and created_at <= \(run.now)
                                                                 order by created_at desc limit 1)
                                       order by created_at desc limit 3) m),
                             '[]')::text,
