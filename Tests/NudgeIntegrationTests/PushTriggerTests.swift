@@ -263,6 +263,29 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(try database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
     }
 
+    @Test func whenTheSessionCheckCannotBeReadNobodyIsPushed() async throws {
+        let database = try await TestDatabase.fresh()
+        for n in 1...3 {
+            try PushFixture.user(database, n)
+            try PushFixture.conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
+        }
+        // Seed 002, review fix M2: the check fails closed.
+        let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
+        defer { Task { await server.shutdown() } }
+        try database.psql("alter table conversations rename to conversations_away")
+        let result = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
+        try database.psql("alter table conversations_away rename to conversations")
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("conversations"), "\(result.stderr)")
+        #expect(server.requests.isEmpty)
+        #expect(try database.count("select count(*) from push_log") == 0)
+        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        // Readable again, the next run goes on.
+        let next = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try database.count("select count(*) from push_log") == 3)
+    }
+
     @Test func itShipsDisabledAndNeedsAKeyOnceEnabled() async throws {
         let database = try await TestDatabase.fresh()
         try PushFixture.user(database, 1)
