@@ -57,8 +57,15 @@ import Testing
         #expect(committed == repositoryCatalog.crontab)
     }
 
-    @Test func everyDefinedJobIsBuiltInAndEveryBuiltInJobIsDefined() {
+    @Test func everyDefinedJobIsBuiltInAndEveryBuiltInJobIsDefined() async throws {
         #expect(Set(repositoryCatalog.definitions.map(\.name)) == JobRegistry.names)
+        for definition in repositoryCatalog.definitions {
+            let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
+            let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: Environment([:]), options: options)) {
+                $0.definition.name
+            }
+            #expect(built == definition.name)
+        }
     }
 
     @Test func everyJobActsWithinAQuarterHourOfEveryZonesLocalMinute() {

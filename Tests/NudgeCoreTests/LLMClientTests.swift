@@ -142,10 +142,14 @@ private let logger = Logger(label: "test")
         try await withStandIn(scripted([.status(401)])) { server in
             do {
                 _ = try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+                Issue.record("a 401 was taken for a reply")
             } catch {
-                #expect(!"\(error)".contains(secret))
+                #expect("\(error)" == "the LLM answered HTTP 401 (authentication_error)")
             }
         }
+        // A provider's message that quotes part of a key loses it.
+        let body = Data(#"{"error": {"type": "invalid_request_error", "message": "Incorrect key sk-proj-abc123 provided"}}"#.utf8)
+        #expect(LLMWireFormat.errorDescription(from: body, status: 400) == "invalid_request_error: Incorrect key [redacted] provided")
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment([:])) }
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "openai"])) }
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "gemini"])) }
@@ -185,5 +189,33 @@ private let logger = Logger(label: "test")
         }
         // Bursts: the first four go at once.
         #expect(sorted[3] - sorted[0] < .milliseconds(100))
+    }
+}
+
+@Suite struct LLMMeterTests {
+    private let user = UUID()
+
+    @Test func theCallBudgetStopsTheRunAtItsLimit() async throws {
+        let meter = LLMMeter(budget: LLMBudget(maxCalls: 2))
+        try await meter.admit()
+        try await meter.admit()
+        await #expect(throws: RunStop.self) { try await meter.admit() }
+        #expect(await meter.calls == 2)
+    }
+
+    @Test func theTokenBudgetCountsInputAndOutputAndEachResponseIsKeptOnceForTheLedger() async throws {
+        let meter = LLMMeter(budget: LLMBudget(maxTokens: 300))
+        try await meter.admit()
+        await meter.record(.init(userID: user, model: "m", usage: TokenUsage(inputTokens: 200, outputTokens: 40), outcome: "used"))
+        try await meter.admit()
+        await meter.record(.init(userID: user, model: "m", usage: TokenUsage(inputTokens: 50, outputTokens: 10), outcome: "used"))
+        do {
+            try await meter.admit()
+            Issue.record("a run past its token budget made another call")
+        } catch {
+            #expect(error.description == "the run's LLM budget of 300 tokens (--max-llm-tokens) is spent")
+        }
+        #expect(await meter.drain().count == 2)
+        #expect(await meter.drain().isEmpty)
     }
 }

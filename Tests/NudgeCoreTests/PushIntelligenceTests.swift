@@ -32,6 +32,26 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         #expect(firstDay("big meeting this Tuesday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-10")))
         #expect(firstDay("big meeting on Tuesday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-17")))
         #expect(firstDay("big meeting on Monday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-16")))
+        // Said on a Saturday (2026-02-14): the nearest Monday is in the following week, so both are it.
+        #expect(firstDay("big meeting this Monday", sentAt: "2026-02-14T09:00:00Z") == .day(day("2026-02-16")))
+        #expect(firstDay("big meeting next Monday", sentAt: "2026-02-14T09:00:00Z") == .day(day("2026-02-16")))
+    }
+
+    @Test func pastAndRecurringWeekdaysAreNoEvents() {
+        for text in ["Last Monday's meeting went badly", "I have a meeting every Monday", "La réunion de lundi dernier était dure",
+                     "Thursday's meeting was rough"] {
+            #expect(references(text, sentAt: "2026-02-10T09:00:00Z", locale: text.contains("lundi") ? "fr" : "en")
+                .allSatisfy { $0.confidence < PushIntelligence.minimumEventConfidence }, "\(text)")
+        }
+    }
+
+    @Test func impossibleDatesAndScoresAreNoDates() {
+        #expect(references("deadline on Feb 30", sentAt: "2026-02-10T09:00:00Z").isEmpty)
+        #expect(references("deadline on 4/31", sentAt: "2026-02-10T09:00:00Z").isEmpty)
+        #expect(references("exam on the 30th of February", sentAt: "2026-02-10T09:00:00Z").isEmpty)
+        #expect(firstDay("party on Feb 29", sentAt: "2026-03-10T09:00:00Z") == .day(day("2028-02-29")))
+        #expect(references("my stress before the meeting is 7/10", sentAt: "2026-02-10T09:00:00Z")
+            .allSatisfy { $0.confidence < PushIntelligence.minimumEventConfidence })
     }
 
     @Test func explicitDatesTakeTheNextOccurrence() {
@@ -86,6 +106,11 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         #expect(references("Tomorrow I'll rest", sentAt: "2026-02-10T09:00:00Z").allSatisfy { $0.confidence < 0.7 })
         #expect(references("Meeting with my manager next week", sentAt: "2026-02-10T09:00:00Z").allSatisfy { $0.confidence < 0.7 })
         #expect(references("The 3 of us went running", sentAt: "2026-02-10T09:00:00Z").isEmpty)
+    }
+
+    @Test func frenchEventWordsCountOnlyInFrench() {
+        #expect(references("Of course I will rest tomorrow", sentAt: "2026-02-10T09:00:00Z").allSatisfy { $0.eventDescription == nil })
+        #expect(references("La course est demain", sentAt: "2026-02-10T09:00:00Z", locale: "fr").first?.eventDescription == "race")
     }
 
     @Test func theEventDescriptionIsACategoryNeverTheSentence() {
@@ -189,6 +214,13 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
                                                  updatedAt: instant("2026-02-10T16:00:00Z"))
         #expect(PushEligibility.refusal(frequency: .daily, lastPushAt: nil, conversations: [continuedToday], now: laNow,
                                         calendar: losAngeles) == .sessionToday)
+        // A message written this morning is a session too; what happens after `now` is not known yet.
+        #expect(PushEligibility.refusal(frequency: .daily, lastPushAt: nil, conversations: [],
+                                        messageTimes: [instant("2026-02-10T16:30:00Z")], now: laNow, calendar: losAngeles) == .sessionToday)
+        let continuedLater = ConversationSummary(domain: nil, title: nil, createdAt: instant("2026-02-08T20:00:00Z"),
+                                                 updatedAt: instant("2026-02-12T16:00:00Z"))
+        #expect(PushEligibility.refusal(frequency: .daily, lastPushAt: nil, conversations: [continuedLater], now: laNow,
+                                        calendar: losAngeles) == nil)
     }
 }
 

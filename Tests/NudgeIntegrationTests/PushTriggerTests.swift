@@ -122,8 +122,13 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(failures.contains { $0.hasPrefix("Talk prep bad frequency: notification_preferences.frequency is 'hourly'") })
         #expect(failures.contains { $0.hasPrefix("Talk prep garbled: the LLM's reply is not a JSON object") })
         #expect(failures.contains { $0.hasPrefix("Talk prep overloaded: the LLM answered HTTP 529") && $0.hasSuffix("after 3 attempts") })
-        #expect(failures.contains { $0 == "Talk prep parrot: the LLM's copy repeats 5 or more of the user's own words verbatim" })
-        #expect(failures.contains { $0 == "Talk prep verbose: the LLM's title has 60 characters, more than 50" })
+        #expect(failures.contains { $0 == "Talk prep parrot: the LLM's copy repeats 5 or more of the user's own words verbatim; not pushed" })
+        #expect(failures.contains { $0 == "Talk prep verbose: the LLM's title has 60 characters, more than 50; not pushed" })
+        // A rejected reply skips the user; an LLM that keeps failing, or bad data, fails them.
+        let summary = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let counts = summary["counts"] as! [String: Int]
+        #expect(counts["failed"] == 2)
+        #expect(counts["succeeded"] == 3)
         #expect(try database.psql("select outcome, count(*) from llm_calls group by 1 order by 1")
                 == "rejected: the LLM's copy repeats 5 or more of the user's own words verbatim|1\nrejected: the LLM's reply is not a JSON object with a title and a body|1\nrejected: the LLM's title has 60 characters, more than 50|1\nused|3")
 

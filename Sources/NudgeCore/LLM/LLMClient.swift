@@ -124,7 +124,7 @@ public final class LLMClient: Sendable {
         }
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
-            let error = LLMError.status(status, detail: LLMWireFormat.errorDescription(from: body), attempts: attempt)
+            let error = LLMError.status(status, detail: LLMWireFormat.errorDescription(from: body, status: status), attempts: attempt)
             return .failure(Self.retryableStatuses.contains(status)
                 ? .retryable(error, retryAfter: Self.retryAfter(response.headers)) : .final(error))
         }

@@ -67,10 +67,19 @@ enum LLMWireFormat {
     }
 
     /// The provider's own words for an error response, shortened: both APIs put them in `error`.
-    static func errorDescription(from body: Data) -> String? {
+    /// An authentication error's message may quote part of the key, so only its type is kept;
+    /// anything key-like in another is blanked.
+    static func errorDescription(from body: Data, status: Int) -> String? {
         guard let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: body) else { return nil }
-        let words = [envelope.error.type, envelope.error.message].compactMap { $0 }.joined(separator: ": ")
+        let message = [401, 403].contains(status) ? nil : envelope.error.message.map(redactingKeys)
+        let words = [envelope.error.type, message].compactMap { $0 }.joined(separator: ": ")
         return words.isEmpty ? nil : String(words.prefix(200))
+    }
+
+    private static func redactingKeys(_ text: String) -> String {
+        text.split(separator: " ", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("sk-") || $0.contains("sk-") ? "[redacted]" : String($0) }
+            .joined(separator: " ")
     }
 
     private struct AnthropicMessage: Decodable {

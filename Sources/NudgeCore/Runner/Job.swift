@@ -40,8 +40,8 @@ public protocol Job: Sendable {
 
     /// Carries out the part of a decided change that needs an outside service (push-trigger's LLM
     /// copy), between the decision and the batch's write. The runner calls it for up to
-    /// `--concurrency` users of a batch at once. A thrown error fails this user alone; a `RunStop`
-    /// leaves the user undone and ends the run after this batch.
+    /// `--concurrency` users of a batch at once. A thrown error fails this user alone; a `UserSkip`
+    /// skips them with its reason; a `RunStop` leaves the user undone and ends the run after this batch.
     func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change>
 
     /// How long the runner leaves between one batch's outside calls and the next batch's.
@@ -62,6 +62,18 @@ extension Job {
     public var pauseBetweenBatches: Duration { .zero }
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
+}
+
+/// Thrown by a job's outside step to skip one user with a reason the ledger records (push-trigger:
+/// the LLM's copy was rejected). The user counts as skipped, not failed, and is not marked done.
+public struct UserSkip: Error, Sendable, CustomStringConvertible {
+    public let reason: String
+
+    public init(_ reason: String) {
+        self.reason = reason
+    }
+
+    public var description: String { reason }
 }
 
 /// Thrown by a job to end the run cleanly after the batch in flight (a run-level budget is spent).

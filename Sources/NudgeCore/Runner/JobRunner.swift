@@ -164,18 +164,20 @@ public struct JobRunner<J: Job>: Sendable {
             }
         }
 
-        var undone: [(UUID, String)] = []
+        // Users the outside step skipped with a reason (a rejected reply, a spent budget): counted
+        // as skipped, their reasons recorded with the failures'.
+        var skipped: [(UUID, String)] = []
+        var stoppedIDs: Set<UUID> = []
         if job.completesOutside && !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
                 try await Task.sleep(until: previous + job.pauseBetweenBatches)
             }
-            (planned, undone) = await completeOutside(planned, failures: &failures, state: &state, context: context)
+            (planned, skipped, stoppedIDs) = await completeOutside(planned, failures: &failures, state: &state, context: context)
             state.outsideCallsEnded = .now
         }
         // The checkpoint stops short of the first user a RunStop left undone.
-        let undoneIDs = Set(undone.map(\.0))
         let checkpoint: UUID?
-        if let firstUndone = page.firstIndex(where: { undoneIDs.contains($0.id) }) {
+        if let firstUndone = page.firstIndex(where: { stoppedIDs.contains($0.id) }) {
             checkpoint = firstUndone > 0 ? page[firstUndone - 1].id : state.after
         } else {
             checkpoint = page.last!.id
@@ -187,7 +189,7 @@ public struct JobRunner<J: Job>: Sendable {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
-                                          nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context))
+                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
             }
             try await send(writes, context: context, on: connection)
         } catch where Self.isStatementError(error) {
@@ -203,14 +205,14 @@ public struct JobRunner<J: Job>: Sendable {
             }
             if !context.dryRun {
                 try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                           nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context),
+                                           nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
                                context: context, on: connection)
             }
         }
         if context.dryRun {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
             try await execute(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                          nothingDue: nothingDue + undone.count, failures: failures, state: state, context: context),
+                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
                               on: connection, logger: logger)
         }
         do {
@@ -218,11 +220,16 @@ public struct JobRunner<J: Job>: Sendable {
         } catch {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
-        for (userID, reason) in undone { report(userID, .nothingDue, detail: reason) }
+        for (userID, reason) in skipped {
+            var userLogger = logger
+            userLogger[metadataKey: LogKey.userID] = "\(userID.uuidString.lowercased())"
+            userLogger.notice("user skipped", metadata: [LogKey.reason: "\(reason)"])
+            report(userID, .nothingDue, detail: reason)
+        }
 
         state.counts.processed += page.count
         state.counts.succeeded += committed.count
-        state.counts.skipped += nothingDue + undone.count
+        state.counts.skipped += nothingDue + skipped.count
         state.counts.failed += failures.count
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
@@ -244,20 +251,22 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [UserRow], committed: Int, nothingDue: Int,
-                             failures: [(UUID, String)], state: BatchLoopState, context: RunContext) -> BatchWrites {
+                             skipped: [(UUID, String)], failures: [(UUID, String)], state: BatchLoopState,
+                             context: RunContext) -> BatchWrites {
         var counts = state.counts
         counts.processed += page.count
         counts.succeeded += committed
-        counts.skipped += nothingDue
+        counts.skipped += nothingDue + skipped.count
         counts.failed += failures.count
-        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures)
+        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped)
     }
 
     /// Runs the job's outside step for the batch's changes, up to `--concurrency` at once, in the
-    /// changes' order. Returns the completed changes and the users a `RunStop` left undone.
+    /// changes' order. Returns the completed changes, the users skipped with their reasons, and
+    /// those a `RunStop` left undone (skipped too).
     private func completeOutside(_ planned: [PlannedChange<J.Change>], failures: inout [(UUID, String)],
                                  state: inout BatchLoopState, context: RunContext) async
-        -> ([PlannedChange<J.Change>], [(UUID, String)]) {
+        -> ([PlannedChange<J.Change>], [(UUID, String)], Set<UUID>) {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>).self) { group in
             var next = 0
@@ -270,6 +279,8 @@ public struct JobRunner<J: Job>: Sendable {
                         return (index, .done(try await job.complete(change, run: context)))
                     } catch let stop as RunStop {
                         return (index, .stopped(stop))
+                    } catch let skip as UserSkip {
+                        return (index, .skipped(skip.reason))
                     } catch {
                         return (index, .failed(describe(error)))
                     }
@@ -282,17 +293,20 @@ public struct JobRunner<J: Job>: Sendable {
             }
         }
         var completed: [PlannedChange<J.Change>] = []
-        var undone: [(UUID, String)] = []
+        var skipped: [(UUID, String)] = []
+        var stopped: Set<UUID> = []
         for (change, outcome) in zip(planned, outcomes) {
             switch outcome! {
             case .done(let change): completed.append(change)
             case .failed(let reason): failures.append((change.userID, reason))
+            case .skipped(let reason): skipped.append((change.userID, reason))
             case .stopped(let stop):
-                undone.append((change.userID, "not done: \(stop)"))
+                skipped.append((change.userID, "not done: \(stop)"))
+                stopped.insert(change.userID)
                 state.stop = state.stop ?? stop
             }
         }
-        return (completed, undone)
+        return (completed, skipped, stopped)
     }
 
     /// The job's own writes, then the work marks and the outbox, which the runner owns.
@@ -489,6 +503,7 @@ extension JobRunner {
 private enum OutsideOutcome<Change: Sendable>: Sendable {
     case done(PlannedChange<Change>)
     case failed(String)
+    case skipped(String)
     case stopped(RunStop)
 }
 

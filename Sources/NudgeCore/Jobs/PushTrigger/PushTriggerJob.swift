@@ -64,6 +64,9 @@ public struct PushTriggerJob: Job {
     // MARK: Reading
 
     public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        // Most hourly runs meet most users away from their 10:00: only the due ones are read.
+        let due = users.filter { notDue($0, run: run) == nil }.map(\.user.id)
+        guard !due.isEmpty else { return [:] }
         let since = run.now.addingTimeInterval(-Self.lookback)
         // One query: the batch's candidates (check-ins on, an active token) with everything the
         // decision needs; times as epoch seconds, lists as JSON.
@@ -101,7 +104,7 @@ public struct PushTriggerJob: Job {
               from users u
               join context_profiles cp on cp.user_id = u.id
               left join pattern_cache pc on pc.user_id = u.id
-             where u.id = any(\(users.map(\.user.id)))
+             where u.id = any(\(due))
                and cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
                and exists (select 1 from push_tokens t where t.user_id = u.id)
             """, logger: run.logger)
@@ -141,26 +144,36 @@ public struct PushTriggerJob: Job {
 
     // MARK: Deciding
 
-    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
+    /// Why the user's moment is not now, or nil when it is: from 10:00 local (the definition's
+    /// `localTime`) for `dueForMinutes`, on the user's current local day.
+    func notDue(_ user: UserInTime, run: RunContext) -> String? {
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
         let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
         let dueAt = calendar.instant(of: today, at: moment)
-        guard run.now >= dueAt else { return .nothingDue("not \(moment) local time yet") }
+        guard run.now >= dueAt else { return "not \(moment) local time yet" }
         if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
-            return .nothingDue("more than \(minutes) minutes past \(moment) local time")
+            return "more than \(minutes) minutes past \(moment) local time"
         }
         if let window = run.window, !window.contains(today) {
-            return .nothingDue("proactive pushes are for the user's current local day (\(today)) only")
+            return "proactive pushes are for the user's current local day (\(today)) only"
         }
+        return nil
+    }
+
+    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        if let notDue = notDue(user, run: run) { return .nothingDue(notDue) }
+        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
+        let calendar = user.calendar
+        let today = calendar.localDate(at: run.now)
         if let decided = facts.lastDecidedDay, decided >= today { return .nothingDue("already decided today") }
 
         guard let frequencyName = facts.frequency, let frequency = CheckInFrequency(rawValue: frequencyName) else {
             throw MalformedData("notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
         }
         if let refusal = PushEligibility.refusal(frequency: frequency, lastPushAt: facts.lastPushAt,
-                                                 conversations: facts.conversations, now: run.now, calendar: calendar) {
+                                                 conversations: facts.conversations, messageTimes: facts.messages.map(\.createdAt),
+                                                 now: run.now, calendar: calendar) {
             return settle(user, today, outcome: refusal.outcome, detail: refusal.description)
         }
 
@@ -203,17 +216,15 @@ public struct PushTriggerJob: Job {
             let session_patterns: SessionPatterns?
         }
         let preferences: Preferences
-        let styles: [String: StylePreference]
         do {
             preferences = try JSONDecoder().decode(Preferences.self, from: Data(facts.coachingPreferences.utf8))
         } catch {
             throw MalformedData("context_profiles.coaching_preferences is malformed (preferred_style, domain_usage, session_patterns)")
         }
-        do {
-            styles = try JSONDecoder().decode([String: StylePreference].self, from: Data(facts.domainStyles.utf8))
-        } catch {
-            throw MalformedData("context_profiles.domain_styles is not a map of domains to the four style preferences")
-        }
+        // A domain's style missing a dimension (learned before all four existed) is no style:
+        // the seed's default applies.
+        let styles = ((try? JSONDecoder().decode([String: LenientStyle].self, from: Data(facts.domainStyles.utf8))) ?? [:])
+            .compactMapValues(\.style)
         let usage = (preferences.domain_usage ?? [:]).filter { $0.value > 0 }
         let topDomains = usage.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(3).map(\.key)
         // The style of the push's domain, or of the domain the user coaches in most.
@@ -229,7 +240,10 @@ public struct PushTriggerJob: Job {
         guard var push = change.change else { return change }
         var logger = run.logger
         logger[metadataKey: LogKey.userID] = "\(change.userID.uuidString.lowercased())"
-        logger.debug("push prompt", metadata: ["nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt": "\(push.prompt)"])
+        // The prompt carries the user's own words: its size is logged, never its text.
+        logger.debug("push prompt built", metadata: [
+            "nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt_characters": "\(push.prompt.count)",
+        ])
         guard let llm else {
             push.copy = PushCopy(title: "(dry run: no LLM call)", body: "The prompt has \(push.prompt.count) characters.")
             return finished(change, push, run: run)
@@ -241,7 +255,7 @@ public struct PushTriggerJob: Job {
             await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "used"))
         } catch {
             await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "rejected: \(error)"))
-            throw error
+            throw UserSkip("\(error); not pushed")
         }
         return finished(change, push, run: run)
     }
@@ -318,6 +332,14 @@ public struct PushTriggerJob: Job {
                    as c(user_id, model, input_tokens, output_tokens, outcome)
             """, logger: run.logger)
         return tally
+    }
+}
+
+private struct LenientStyle: Decodable {
+    let style: StylePreference?
+
+    init(from decoder: any Decoder) throws {
+        style = try? StylePreference(from: decoder)
     }
 }
 

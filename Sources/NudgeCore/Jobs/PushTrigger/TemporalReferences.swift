@@ -52,7 +52,8 @@ public enum TemporalReferences {
         var references: [TemporalReference] = []
         for sentence in sentences(of: text) {
             let words = self.words(of: sentence)
-            let event = words.lazy.compactMap { eventWords[elided($0)] }.first
+            let vocabulary = locale == "fr" ? frenchEventWords : englishEventWords
+            let event = words.lazy.compactMap { vocabulary[elided($0)] }.first
             var index = 0
             while index < words.count {
                 guard let (time, length, certainty) = when(words, at: index, messageDay: messageDay, dayFirst: locale == "fr") else {
@@ -75,6 +76,7 @@ public enum TemporalReferences {
     private static func when(_ words: [String], at index: Int, messageDay: LocalDate,
                              dayFirst: Bool) -> (EventTime, Int, Double)? {
         let word = words[index]
+        let previous = index > 0 ? words[index - 1] : ""
         let next = index + 1 < words.count ? words[index + 1] : ""
         let afterNext = index + 2 < words.count ? words[index + 2] : ""
 
@@ -106,27 +108,40 @@ public enum TemporalReferences {
         default: break
         }
         if let weekday = weekdays[word] {
+            // "last Monday", "every Monday", "lundi dernier": a day gone by or a habit, not an event.
+            if notAhead.contains(previous) || ["dernier", "derniere", "passe"].contains(next) { return (.day(messageDay), 1, 0) }
             if next == "prochain" { return (.day(messageDay.monday.adding(days: 7 + weekday - 1)), 2, 0.9) }
             let ahead = (weekday - messageDay.isoWeekday + 6) % 7 + 1
-            return (.day(messageDay.adding(days: ahead)), 1, 0.8)
+            // A weekday alone may be one gone by ("Thursday was rough"): only "on Thursday" is sure.
+            return (.day(messageDay.adding(days: ahead)), 1, cues.contains(previous) ? 0.8 : 0.6)
         }
         if let month = months[word], let day = dayOfMonth(next) {
-            return (.day(nextOccurrence(month: month, day: day, onOrAfter: messageDay)), 2, 0.9)
+            guard let date = nextOccurrence(month: month, day: day, onOrAfter: messageDay) else { return nil }
+            return (.day(date), 2, 0.9)
         }
         if let day = dayOfMonth(word), let month = months[next == "of" ? afterNext : next] {
-            return (.day(nextOccurrence(month: month, day: day, onOrAfter: messageDay)), next == "of" ? 3 : 2, 0.9)
+            guard let date = nextOccurrence(month: month, day: day, onOrAfter: messageDay) else { return nil }
+            return (.day(date), next == "of" ? 3 : 2, 0.9)
         }
         // "the 15th" (an ordinal, so that "the 3 of us" is no date), "le 12"; "the 15th of March" is a full date.
         if word == "the" || word == "le", let day = dayOfMonth(next), word == "le" || !next.allSatisfy(\.isNumber) {
             let monthWord = index + 3 < words.count && afterNext == "of" ? words[index + 3] : afterNext
             if let month = months[monthWord] {
-                return (.day(nextOccurrence(month: month, day: day, onOrAfter: messageDay)), afterNext == "of" ? 4 : 3, 0.9)
+                guard let date = nextOccurrence(month: month, day: day, onOrAfter: messageDay) else { return nil }
+                return (.day(date), afterNext == "of" ? 4 : 3, 0.9)
             }
             return (.day(nextOccurrence(day: day, onOrAfter: messageDay)), 2, 0.85)
         }
-        if let date = numericDate(word, messageDay: messageDay, dayFirst: dayFirst) { return (.day(date), 1, 0.85) }
+        // "on 2/20"; without a cue, "2/20" may as well be a score ("stress is 7/10").
+        if let date = numericDate(word, messageDay: messageDay, dayFirst: dayFirst) {
+            return (.day(date), 1, cues.contains(previous) ? 0.85 : 0.5)
+        }
         return nil
     }
+
+    /// Words before a date that say it is one: "on Thursday", "by 2/20", "le 12".
+    private static let cues: Set<String> = ["on", "by", "until", "till", "this", "next", "le", "au", "jusqu'au", "pour", "ce"]
+    private static let notAhead: Set<String> = ["last", "every", "each", "past", "chaque", "tous", "les"]
 
     /// "2/20" (month first in English, day first in French), with an optional year.
     private static func numericDate(_ word: String, messageDay: LocalDate, dayFirst: Bool) -> LocalDate? {
@@ -135,22 +150,24 @@ public enum TemporalReferences {
         let (month, day) = dayFirst ? (second, first) : (first, second)
         guard (1...12).contains(month), (1...31).contains(day) else { return nil }
         if parts.count == 3 {
-            guard let year = Int(parts[2]) else { return nil }
+            guard let year = Int(parts[2]), (0...9999).contains(year) else { return nil }
             return LocalDate(year: year < 100 ? 2000 + year : year, month: month, day: day)
         }
         return nextOccurrence(month: month, day: day, onOrAfter: messageDay)
     }
 
-    /// The first `month`/`day` on or after `day`: a date without a year is the next one to come.
-    static func nextOccurrence(month: Int, day: Int, onOrAfter reference: LocalDate) -> LocalDate {
-        var year = reference.components.year
-        while true {
-            if let date = LocalDate(year: year, month: month, day: day), date >= reference { return date }
-            year += 1
+    /// The first `month`/`day` on or after `reference`: a date without a year is the next one to
+    /// come (Feb 29 the next leap year's); nil for a day no month has ("Feb 30", "4/31").
+    static func nextOccurrence(month: Int, day: Int, onOrAfter reference: LocalDate) -> LocalDate? {
+        let year = reference.components.year
+        for candidate in year...(year + 8) {
+            if let date = LocalDate(year: candidate, month: month, day: day), date >= reference { return date }
         }
+        return nil
     }
 
-    /// The first day `day` of a month on or after `reference` ("the 31st" skips the shorter months).
+    /// The first day `day` of a month on or after `reference` ("the 31st" skips the shorter months;
+    /// every day from 1 to 31 comes within the next three months).
     static func nextOccurrence(day: Int, onOrAfter reference: LocalDate) -> LocalDate {
         var (year, month, _) = reference.components
         while true {
@@ -225,8 +242,9 @@ public enum TemporalReferences {
         "couple": 2, "un": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8, "neuf": 9, "dix": 10,
     ]
 
-    /// Words that name an event, mapped to the category recorded for it.
-    private static let eventWords: [String: String] = {
+    /// Words that name an event, mapped to the category recorded for it. French ones count only in
+    /// a French user's messages ("of course" is no race).
+    private static let englishEventWords: [String: String] = {
         var words: [String: String] = [:]
         for word in ["presentation", "interview", "meeting", "deadline", "appointment", "exam", "test", "race",
                      "marathon", "game", "match", "date", "dinner", "party", "wedding", "trip", "flight", "surgery",
@@ -234,6 +252,11 @@ public enum TemporalReferences {
                      "tournament", "audition", "speech"] {
             words[word] = word
         }
+        return words
+    }()
+
+    private static let frenchEventWords: [String: String] = {
+        var words = englishEventWords
         for (french, category) in [("entretien", "interview"), ("reunion", "meeting"),
                                    ("rdv", "appointment"), ("examen", "exam"), ("course", "race"), ("diner", "dinner"),
                                    ("fete", "party"), ("mariage", "wedding"), ("voyage", "trip"), ("vol", "flight"),
