@@ -32,6 +32,16 @@ private enum PushFixture {
             """)
     }
 
+    /// A fresh database with users 1…`count`, each due a re-engagement push about "Topic n".
+    static func usersToFollowUp(_ count: Int) async throws -> TestDatabase {
+        let database = try await TestDatabase.fresh()
+        for n in 1...count {
+            try user(database, n)
+            try conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
+        }
+        return database
+    }
+
     /// A fresh pattern cache for user n: the pattern layer has something to say.
     static func pattern(_ database: TestDatabase, _ n: Int) throws {
         try database.psql("""
@@ -226,11 +236,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     }
 
     @Test func theLLMBudgetStopsTheRunCleanlyAndTheNextRunGoesOn() async throws {
-        let database = try await TestDatabase.fresh()
-        for n in 1...5 {
-            try PushFixture.user(database, n)
-            try PushFixture.conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
-        }
+        let database = try await PushFixture.usersToFollowUp(5)
         let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
         defer { Task { await server.shutdown() } }
         let environment = pushEnvironment(server, provider: "anthropic")
@@ -248,11 +254,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     }
 
     @Test func aDryRunCallsNoLLMUnlessAskedAndWritesNothing() async throws {
-        let database = try await TestDatabase.fresh()
-        for n in 1...3 {
-            try PushFixture.user(database, n)
-            try PushFixture.conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
-        }
+        let database = try await PushFixture.usersToFollowUp(3)
         let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
         defer { Task { await server.shutdown() } }
         let environment = pushEnvironment(server, provider: "anthropic")
@@ -269,11 +271,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     }
 
     @Test func whenTheSessionCheckCannotBeReadNobodyIsPushed() async throws {
-        let database = try await TestDatabase.fresh()
-        for n in 1...3 {
-            try PushFixture.user(database, n)
-            try PushFixture.conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
-        }
+        let database = try await PushFixture.usersToFollowUp(3)
         // Seed 002, review fix M2: the check fails closed.
         let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
         defer { Task { await server.shutdown() } }
