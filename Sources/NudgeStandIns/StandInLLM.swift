@@ -36,6 +36,8 @@ public final class StandInLLM: Sendable {
         case malformedBody
         /// Close the connection without answering.
         case hangUp
+        /// Send a 200's head, then nothing more: a server that stalls mid-body.
+        case stallAfterHead
     }
 
     public typealias Script = @Sendable (Request) -> (answer: Answer, latency: Duration)
@@ -111,6 +113,15 @@ public final class StandInLLM: Sendable {
                     log.requests.withLock { $0.append(request) }
                     let (answer, latency) = script(request)
                     if latency > .zero { try await Task.sleep(for: latency) }
+                    if case .stallAfterHead = answer {
+                        var stalled = HTTPResponseHead(version: requestHead.version, status: .ok)
+                        stalled.headers.add(name: "content-type", value: "application/json")
+                        stalled.headers.add(name: "content-length", value: "4096")
+                        try await outbound.write(.head(stalled))
+                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "{\"id\": \"msg_"))))
+                        try await Task.sleep(for: .seconds(3600))
+                        return
+                    }
                     guard let response = Self.response(to: request, answer: answer) else { return }
                     var responseHead = HTTPResponseHead(version: requestHead.version, status: response.status)
                     responseHead.headers.add(name: "content-type", value: "application/json")
@@ -127,7 +138,7 @@ public final class StandInLLM: Sendable {
     private static func response(to request: Request, answer: Answer) -> (status: HTTPResponseStatus, body: String, retryAfter: String?)? {
         let anthropic = request.path.hasSuffix("/messages")
         switch answer {
-        case .hangUp:
+        case .hangUp, .stallAfterHead:
             return nil
         case .malformedBody:
             return (.ok, "<html>upstream proxy error</html>", nil)

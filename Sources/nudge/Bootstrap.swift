@@ -20,13 +20,16 @@ struct Bootstrap {
 
     func databaseURL() throws(NudgeError) -> DatabaseURL {
         try DatabaseURL(environment.require(
-            "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"))
+            "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"),
+            extraTrustedRoots: environment["NUDGE_CA_FILE"])
     }
 
-    /// Runs `body` against the database of `DATABASE_URL`.
-    func withDatabase<Result: Sendable>(stopOnSignals: Bool = false,
+    /// Runs `body` against the database of `DATABASE_URL`, in sessions the server knows as
+    /// `nudge <command>` (`application_name`).
+    func withDatabase<Result: Sendable>(_ command: String, limits: DatabaseLimits = .forOperators, stopOnSignals: Bool = false,
                                         _ body: @escaping @Sendable (Database) async throws -> Result) async throws -> Result {
-        try await Database.with(try databaseURL(), logger: logger, stopOnSignals: stopOnSignals, body)
+        try await Database.with(try databaseURL(), logger: logger, applicationName: "nudge \(command)", limits: limits,
+                                stopOnSignals: stopOnSignals, body)
     }
 
     func definition(_ name: String) throws -> JobDefinition {

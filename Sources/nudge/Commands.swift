@@ -36,7 +36,7 @@ struct Migrate: AsyncParsableCommand {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
-            let applied = try await bootstrap.withDatabase { database in try await migrator.migrate(database) }
+            let applied = try await bootstrap.withDatabase("migrate") { database in try await migrator.migrate(database) }
             print(applied.isEmpty
                   ? "schema is up to date (\(migrator.migrations.count) migrations)"
                   : "applied \(applied.joined(separator: ", "))")
@@ -71,7 +71,7 @@ struct Seed: AsyncParsableCommand {
             let seeder = try Seeder(scriptURL: bootstrap.home.seedScript)
             let started = ContinuousClock.now
             let (users, seed) = (self.users, self.seed)
-            let tables = try await bootstrap.withDatabase { database in
+            let tables = try await bootstrap.withDatabase("seed") { database in
                 try await seeder.seed(database, users: users, seed: seed, now: end)
             }
             let seconds = started.duration(to: .now)
@@ -99,7 +99,7 @@ struct Runs: AsyncParsableCommand {
             let bootstrap = try Bootstrap.make()
             if let job { _ = try bootstrap.definition(job) }
             let (job, limit, failures) = (self.job, max(1, self.limit), self.failures)
-            let output = try await bootstrap.withDatabase { database in
+            let output = try await bootstrap.withDatabase("runs", limits: try .forJobs(bootstrap.environment)) { database in
                 try await database.client.withConnection { connection in
                     if let failures {
                         return try await Self.failures(of: failures, on: connection, logger: database.logger)
@@ -174,7 +174,7 @@ struct Pause: AsyncParsableCommand {
             let name = try job.map { try bootstrap.definition($0).name } ?? "*"
             let who = "\(bootstrap.environment["USER"] ?? ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)"
             let reason = self.reason
-            _ = try await bootstrap.withDatabase { database in
+            _ = try await bootstrap.withDatabase("pause", limits: try .forJobs(bootstrap.environment)) { database in
                 try await database.client.query("""
                     insert into job_pauses (job, paused_by, reason) values (\(name), \(who), \(reason))
                     on conflict (job) do update set paused_at = now(), paused_by = excluded.paused_by, reason = excluded.reason
@@ -202,7 +202,7 @@ struct Resume: AsyncParsableCommand {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let name = try job.map { try bootstrap.definition($0).name } ?? "*"
-            _ = try await bootstrap.withDatabase { database in
+            _ = try await bootstrap.withDatabase("resume", limits: try .forJobs(bootstrap.environment)) { database in
                 try await database.client.query("delete from job_pauses where job = \(name)", logger: database.logger)
             }
             print("\(name == "*" ? "every job" : name) resumed")

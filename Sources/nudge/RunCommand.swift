@@ -69,19 +69,22 @@ struct Run: AsyncParsableCommand {
         let summary = try await reportingFailures { () -> RunSummary in
             let bootstrap = try Bootstrap.make()
             let definition = try bootstrap.definition(job)
-            let options = try runOptions(definition: definition)
+            var runOptions = try runOptions(definition: definition)
+            runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...600))
+            let options = runOptions
             if let reason = try killSwitchReason(definition, bootstrap.environment) {
                 bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
                 return .disabled(job: job, reason: reason)
             }
             let monitoring = try RunMonitoring(environment: bootstrap.environment, logger: bootstrap.logger)
+            let limits = try DatabaseLimits.forJobs(bootstrap.environment)
             let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
             let observer = makeObserver()
             await monitoring.runStarting(job: job)
             do {
                 let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
                 let summary = try await JobRegistry.withJob(setup) { implementation in
-                    try await bootstrap.withDatabase(stopOnSignals: true) { database in
+                    try await bootstrap.withDatabase("run \(definition.name)", limits: limits, stopOnSignals: true) { database in
                         let pending = try await migrator.pending(database)
                         guard pending.isEmpty else {
                             throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")

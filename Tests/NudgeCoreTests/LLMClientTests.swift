@@ -95,6 +95,37 @@ private let logger = Logger(label: "test")
         }
     }
 
+    @Test func retriesRequestTimeoutAndGatewayTimeout() async throws {
+        try await withStandIn(scripted([.status(408), .status(504)])) { server in
+            let reply = try await LLMClient.with(configuration(server, retries: 2), concurrency: 1) {
+                try await $0.complete(prompt: "p", logger: logger)
+            }
+            #expect(reply.text.contains("title"))
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    /// A server that sends the response head and then stalls: the time-out bounds the whole
+    /// exchange, body included, and the call is retried. (Unbounded, the call waits for ever.)
+    @Test(.timeLimit(.minutes(1))) func aBodyThatStallsAfterTheHeadTimesOutAndIsRetried() async throws {
+        try await withStandIn(scripted([.stallAfterHead])) { server in
+            let started = ContinuousClock.now
+            let reply = try await LLMClient.with(configuration(server, timeout: .seconds(1), retries: 1), concurrency: 1) {
+                try await $0.complete(prompt: "p", logger: logger)
+            }
+            #expect(reply.text.contains("title"))
+            #expect(server.requests.count == 2)
+            #expect(started.duration(to: .now) < .seconds(30))
+        }
+        _ = try await withStandIn(scripted([.stallAfterHead, .stallAfterHead])) { server in
+            await #expect(throws: LLMError.unreachable("no answer within the time-out", attempts: 2)) {
+                try await LLMClient.with(configuration(server, timeout: .seconds(1), retries: 1), concurrency: 1) {
+                    try await $0.complete(prompt: "p", logger: logger)
+                }
+            }
+        }
+    }
+
     @Test func givesUpWhenTheRetriesRunOut() async throws {
         try await withStandIn(scripted(Array(repeating: .status(529), count: 10))) { server in
             await #expect(throws: LLMError.status(529, detail: "overloaded_error: stand-in answered 529", attempts: 3)) {

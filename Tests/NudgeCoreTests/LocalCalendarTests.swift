@@ -41,9 +41,21 @@ private func calendar(_ zone: String?) -> LocalCalendar { try! LocalCalendar(ide
         #expect(calendar("").timeZone.secondsFromGMT(for: instant("2026-07-01T00:00:00Z")) == 0)
     }
 
-    @Test(arguments: ["Mars/Olympus", "Europe/Pariss", "EST", "GMT+5", "not a zone"])
+    @Test(arguments: ["Mars/Olympus", "Europe/Pariss", "GMT+5", "not a zone", "europe/paris", "posixrules", "localtime",
+                      "../../etc/passwd", "/usr/share/zoneinfo/UTC"])
     func anUnknownTimeZoneIsAnError(_ zone: String) {
         #expect(throws: LocalCalendar.Failure.unknownTimeZone(zone)) { try LocalCalendar(identifier: zone) }
+    }
+
+    /// The time zone database's names without a slash are zones like any other, with their rules.
+    @Test(arguments: [
+        ("GMT", 0, 0), ("Zulu", 0, 0), ("UTC", 0, 0), ("CET", 1, 2), ("EST5EDT", -5, -4), ("EST", -5, -5),
+        ("Japan", 9, 9), ("Singapore", 8, 8), ("US/Eastern", -5, -4), ("NZ-CHAT", 13.75, 12.75),
+    ])
+    func aTimeZoneDatabaseNameWithoutASlashIsAZone(_ zone: String, _ januaryHours: Double, _ julyHours: Double) throws {
+        let calendar = try LocalCalendar(identifier: zone)
+        #expect(Double(calendar.timeZone.secondsFromGMT(for: instant("2026-01-15T12:00:00Z"))) == januaryHours * 3600)
+        #expect(Double(calendar.timeZone.secondsFromGMT(for: instant("2026-07-15T12:00:00Z"))) == julyHours * 3600)
     }
 
     @Test func newYorkSpringsForwardToA23HourDay() {

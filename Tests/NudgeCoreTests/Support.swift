@@ -10,6 +10,7 @@ let repositoryCatalog: JobCatalog = try! JobCatalog(directory: packageRoot.appen
 func definition(_ name: String) -> JobDefinition { repositoryCatalog.definition(named: name)! }
 
 func runContext(_ name: String, now: String, window: DayWindow? = nil) -> RunContext {
-    RunContext(definition: definition(name), runID: 1, now: ISO8601DateFormatter().date(from: now)!, window: window,
-               dryRun: false, logger: Logger(label: "test"), concurrency: 1)
+    let instant = ISO8601DateFormatter().date(from: now)!
+    return RunContext(definition: definition(name), runID: 1, now: instant, startedAt: instant, clock: FixedClock(instant),
+                      window: window, dryRun: false, logger: Logger(label: "test"), concurrency: 1)
 }

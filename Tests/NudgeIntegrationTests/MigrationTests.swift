@@ -95,6 +95,27 @@ let migrationFiles = try! FileManager.default
     }
 }
 
+@Suite struct IndexTests {
+    /// Deleting a user cascades through every table that references users; a foreign key without
+    /// an index led by its columns makes each such delete scan the referencing table.
+    @Test func everyForeignKeyHasAnIndexLedByItsColumns() async throws {
+        let database = try await TestDatabase.fresh()
+        let uncovered = try database.psql("""
+            select c.conrelid::regclass || '(' || (select string_agg(a.attname, ', ' order by k.ord)
+                                                     from unnest(c.conkey) with ordinality k(attnum, ord)
+                                                     join pg_attribute a on a.attrelid = c.conrelid and a.attnum = k.attnum) || ')'
+              from pg_constraint c
+             where c.contype = 'f' and c.connamespace = 'public'::regnamespace
+               and not exists (select 1 from pg_index i
+                                where i.indrelid = c.conrelid and i.indpred is null
+                                  and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] @> c.conkey
+                                  and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] <@ c.conkey)
+             order by 1
+            """)
+        #expect(uncovered == "", "foreign keys without an index led by their columns:\n\(uncovered)")
+    }
+}
+
 @Suite struct SchemaGuardTests {
     @Test func aJobRefusesAnUnmigratedDatabase() async throws {
         let database = try await TestDatabase.fresh(migrated: false)

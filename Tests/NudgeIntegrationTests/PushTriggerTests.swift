@@ -289,6 +289,93 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(try database.count("select count(*) from push_log") == 3)
     }
 
+    /// A run held back by the LLM's rate limit reaches some users hours after it began: each is
+    /// decided at the time it is reached, those whose 10:00-13:00 window has passed are skipped
+    /// with the reason, and a push's `sent_at` is when it was queued.
+    @Test func aLongRunDecidesEachUserAtTheTimeItReachesThem() async throws {
+        let database = try await PushFixture.usersToFollowUp(8)
+        // Every LLM call takes 40 minutes of the run's clock.
+        let clock = SteppingClock(ISO8601DateFormatter().date(from: "2026-02-10T10:30:00Z")!)
+        let server = try await StandInLLM.start { _ in
+            clock.advance(by: 40 * 60)
+            return (.reply(valid), .zero)
+        }
+        defer { Task { await server.shutdown() } }
+        let definition = try JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).definition(named: "push-trigger")!
+        let configuration = LLMConfiguration(provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
+                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
+        let summary = try await database.withDatabase { db in
+            try await LLMClient.with(configuration, concurrency: 1) { llm in
+                let options = RunOptions(now: clock.now(), nowIsExplicit: false, clock: clock, batchSize: 3)
+                return try await runQuietly(PushTriggerJob(definition: definition, llm: llm, budget: LLMBudget()),
+                                            options: options, database: db)
+            }
+        }
+        #expect(summary.exitCode == 0, "\(summary)")
+        #expect(summary.counts.succeeded == 4)
+        #expect(summary.counts.skipped == 4)
+        #expect(try database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
+                == "11:10\n11:50\n12:30\n13:10")
+        #expect(try database.psql("select distinct local_day from push_log") == "2026-02-10")
+        let reasons = try database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
+        #expect(reasons.count == 4)
+        // Two were reached within the batch, as the window closed; two only in a later batch.
+        #expect(reasons.filter { $0.hasPrefix("the user's window closed at 2026-02-10T13:00:00Z before the LLM could be asked") }.count == 2)
+        #expect(reasons.filter { $0.hasPrefix("the run reached the user at 13:10 local time, after their window") }.count == 2)
+        #expect(server.requests.count == 4)
+    }
+
+    /// Two runs racing on one user and local day: the database refuses the second push_log row,
+    /// so the user fails with the reason and nothing is queued twice.
+    @Test func theDatabaseRefusesASecondProactivePushTheSameLocalDay() async throws {
+        let database = try await PushFixture.usersToFollowUp(3)
+        // What a racing run wrote and this one could not yet see: today's push, no day mark.
+        try database.psql("""
+            insert into push_log (user_id, push_type, content, sent_at, local_day)
+            values (md5('user-2')::uuid, 're_engagement', 'x — y', '2026-01-01T10:00:00Z', '2026-02-10')
+            """)
+        let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
+        defer { Task { await server.shutdown() } }
+        let result = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(try database.value("select reason from job_run_failures").contains("push_log_one_a_local_day"))
+        #expect(try database.count("select count(*) from push_log where user_id = md5('user-2')::uuid") == 1)
+        #expect(try database.count("select count(*) from notification_outbox where user_id = md5('user-2')::uuid") == 0)
+        #expect(try database.count("select count(*) from notification_outbox") == 2)
+    }
+
+    /// SIGTERM while LLM calls hang: the calls get the grace, then are cancelled; the users they
+    /// were for are left undone, the run ends within the grace, and the next run pushes them.
+    @Test func sigtermEndsARunWithHangingLLMCallsWithinTheGrace() async throws {
+        let database = try await PushFixture.usersToFollowUp(6)
+        let hang = Flag(true)
+        let server = try await StandInLLM.start { request in
+            let stalls = hang.value && (request.prompt.contains("Topic 2") || request.prompt.contains("Topic 5"))
+            return (.reply(valid), stalls ? .seconds(3600) : .zero)
+        }
+        defer { Task { await server.shutdown() } }
+        var environment = pushEnvironment(server, provider: "anthropic")
+        environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "2"
+        let arguments = ["run", "push-trigger", "--now", now, "--concurrency", "4"]
+        let running = try database.startNudge(arguments, environment: environment)
+        #expect(try eventually { server.requests.count == 6 })
+        try await Task.sleep(for: .milliseconds(300))
+        let signalled = ContinuousClock.now
+        running.signal(SIGTERM)
+        let stopped = running.wait()
+        #expect(signalled.duration(to: .now) < .seconds(10))
+        #expect(stopped.status == 1, "\(stopped.stderr)")
+        #expect(try database.value("select status from job_runs") == "interrupted")
+        #expect(try database.count("select count(*) from push_log") == 4)
+        #expect(try database.count("select count(*) from job_run_failures where reason like 'not done: the run was stopped by a signal%'") == 2)
+
+        hang.value = false
+        let next = try await database.nudge(arguments, environment: environment)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try database.count("select count(*) from push_log") == 6)
+        #expect(try database.count("select count(distinct user_id) from push_log") == 6)
+    }
+
     @Test func itShipsDisabledAndNeedsAKeyOnceEnabled() async throws {
         let database = try await TestDatabase.fresh()
         try PushFixture.user(database, 1)
@@ -300,6 +387,33 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(noKey.stderr.contains("ANTHROPIC_API_KEY is not set"), "\(noKey.stderr)")
         #expect(try database.count("select count(*) from job_runs") == 0)
     }
+}
+
+/// A switch the test flips while a stand-in reads it.
+private final class Flag: Sendable {
+    private let state: Mutex<Bool>
+
+    init(_ value: Bool) {
+        state = Mutex(value)
+    }
+
+    var value: Bool {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+}
+
+/// A run's clock that the test moves forward.
+private final class SteppingClock: RunClock {
+    private let instant: Mutex<Date>
+
+    init(_ start: Date) {
+        instant = Mutex(start)
+    }
+
+    func now() -> Date { instant.withLock { $0 } }
+
+    func advance(by seconds: TimeInterval) { instant.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
 private func runQuietly<J: Job>(_ job: J, options: RunOptions, database: Database) async throws -> RunSummary {

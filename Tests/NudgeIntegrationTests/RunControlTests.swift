@@ -50,6 +50,22 @@ private let now = "2026-03-20T12:00:00Z"
         #expect(try database.count("select count(*) from user_streaks") == 5)
         #expect(try database.value("select status from job_runs") == "paused")
     }
+
+    /// A run paused after a batch in which a user failed still exits 3: monitoring must see it.
+    @Test func aPausedRunWithFailedUsersExitsThree() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        // The user with the lowest id, so in the first batch, has a zone nobody knows.
+        try database.psql("update users set timezone = 'Mars/Olympus' where id = (select id from users order by id limit 1)")
+        let summary = try await database.withDatabase { db in
+            let job = PausingAfterFirstBatch(inner: ValidateStreaksJob(definition: streaksDefinition()))
+            let options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
+            return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+        }
+        #expect(summary.status == "paused")
+        #expect(summary.counts.failed == 1)
+        #expect(summary.exitCode == 3)
+    }
 }
 
 func streaksDefinition() -> JobDefinition {
@@ -77,19 +93,24 @@ struct PausingAfterFirstBatch: Job {
 }
 
 @Suite struct LockTests {
-    /// Holds the advisory lock of a job and shard from another session, as a running job would.
+    /// Holds the run lock of a job and shard from another session, as a running job would.
     private func holdingLock(of shard: Shard, in database: TestDatabase, _ body: @escaping @Sendable () async throws -> Void) async throws {
-        let key = JobRunner<ValidateStreaksJob>.lockKey(job: "validate-streaks", shard: shard)
+        let key = RunLocks.jobKey("validate-streaks")
         try await database.withDatabase { db in
             try await db.client.withConnection { connection in
-                try await connection.query("select pg_advisory_lock(\(key))", logger: db.logger)
+                for try await conflict in try await connection.query(
+                    "select nudge_try_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))", logger: db.logger).decode(String?.self) {
+                    guard conflict == nil else { throw TestFailure("the lock of \(shard) is taken: \(conflict!)") }
+                }
+                let release = { try await connection.query("select nudge_release_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))",
+                                                           logger: db.logger) }
                 do {
                     try await body()
                 } catch {
-                    _ = try? await connection.query("select pg_advisory_unlock(\(key))", logger: db.logger)
+                    _ = try? await release()
                     throw error
                 }
-                try await connection.query("select pg_advisory_unlock(\(key))", logger: db.logger)
+                _ = try await release()
             }
         }
     }
@@ -104,6 +125,27 @@ struct PausingAfterFirstBatch: Job {
             #expect(result.seconds < 10)
             #expect(try database.count("select count(*) from user_streaks") == 0)
         }
+    }
+
+    /// An unsharded run and `--shard 0/4` would work on the same users: whichever comes second
+    /// exits 75, and so do two shard counts that overlap (`0/2` and `0/4`).
+    @Test func runsOverOverlappingUsersExcludeEachOther() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await holdingLock(of: .whole, in: database) {
+            let sharded = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "0/4"])
+            #expect(sharded.status == 75, "\(sharded.stderr)")
+            #expect(sharded.stderr.contains("a run of validate-streaks over overlapping users (another shard count) holds the lock"))
+        }
+        try await holdingLock(of: try Shard("3/4"), in: database) {
+            let unsharded = try await database.nudge(["run", "validate-streaks", "--now", now])
+            #expect(unsharded.status == 75, "\(unsharded.stderr)")
+            let otherCount = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "1/2"])
+            #expect(otherCount.status == 75, "\(otherCount.stderr)")
+            let sameCount = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "0/4"])
+            #expect(sameCount.status == 0, "\(sameCount.stderr)")
+        }
+        #expect(try database.count("select count(*) from job_runs where shard_count <> 4") == 0)
     }
 
     @Test func differentShardsRunSideBySide() async throws {
@@ -157,6 +199,47 @@ struct PausingAfterFirstBatch: Job {
         #expect(try database.value("select status from job_runs order by id limit 1") == "interrupted")
         // The resumed run did only the users after the checkpoint: no user twice, none lost.
         #expect(try database.count("select processed from job_runs order by id desc limit 1") == 600 - interrupted)
+        #expect(try database.streakState() == reference.streakState())
+    }
+}
+
+@Suite struct DatabaseLossTests {
+    /// The server stops answering mid-run (its processes frozen: the sockets stay open, nothing
+    /// comes back, as on a network partition). The run ends with exit 1 within its bound, never
+    /// a hang; the next run resumes after the checkpoint and ends as one uninterrupted run would.
+    @Test(.timeLimit(.minutes(3))) func aDatabaseThatStopsAnsweringEndsTheRunAndTheNextResumes() async throws {
+        let arguments = ["run", "validate-streaks", "--now", now, "--batch-size", "2"]
+        let environment = ["NUDGE_DB_STATEMENT_TIMEOUT_SECONDS": "2"]
+        let reference = try await TestDatabase.fresh()
+        try Fixture.population(reference, count: 400, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        #expect(try await reference.nudge(arguments, environment: environment).status == 0)
+
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 400, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let running = try database.startNudge(arguments, environment: environment)
+        #expect(try eventually { try database.count("select coalesce(max(processed), 0) from job_runs") >= 20 })
+        let backends = try database.psql("""
+            select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'
+            """).split(separator: "\n").compactMap { Int32($0) }
+        #expect(!backends.isEmpty)
+        for pid in backends { kill(pid, SIGSTOP) }
+        let frozen = ContinuousClock.now
+        let stopped = running.wait()
+        for pid in backends { kill(pid, SIGCONT) }
+        // The bound is the statement timeout and ten seconds for its error to arrive.
+        #expect(frozen.duration(to: .now) < .seconds(40))
+        #expect(stopped.status == 1, "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("the database did not answer within 12.0 seconds"), "\(stopped.stderr)")
+        #expect(try database.value("select status from job_runs") == "aborted")
+        #expect(try database.count("select processed from job_runs") < 400)
+
+        // The frozen sessions end (their client is gone), and with them the run's lock.
+        #expect(try eventually { try database.count("""
+            select count(*) from pg_stat_activity where datname = current_database() and application_name like 'nudge%'
+            """) == 0 })
+        let resumed = try await database.nudge(arguments, environment: environment)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
         #expect(try database.streakState() == reference.streakState())
     }
 }

@@ -87,8 +87,8 @@ import Testing
               ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z'), ('\(corrupt)', 'Europe/Paris', '2026-03-01T00:00:00Z'),
               ('\(impossible)', 'Asia/Kolkata', '2026-03-01T00:00:00Z'), ('\(zeroWeight)', null, '2026-03-01T00:00:00Z');
             insert into user_streaks (user_id, current_streak, longest_streak, settled_through) values ('\(corrupt)', 12, 4, '2026-03-10');
-            insert into daily_tracking (user_id, date, mood, energy, steps) values ('\(impossible)', '2026-03-04', 3, 4, -200);
-            insert into daily_tracking (user_id, date, mood, energy, weight) values ('\(zeroWeight)', '2026-03-06', 3, 4, 0);
+            insert into daily_tracking (user_id, date, mood, energy, steps) values ('\(impossible)', '2026-03-14', 3, 4, -200);
+            insert into daily_tracking (user_id, date, mood, energy, weight) values ('\(zeroWeight)', '2026-03-16', 3, 4, 0);
             """)
         let result = try await database.nudge(["run", "validate-streaks", "--now", now])
         #expect(result.status == 3)
@@ -96,12 +96,53 @@ import Testing
         let reasons = try database.psql("select user_id || ' ' || reason from job_run_failures order by user_id")
         #expect(reasons.contains("\(mars) unknown time zone 'Mars/Olympus'"))
         #expect(reasons.contains("\(corrupt) user_streaks row is inconsistent: longest_streak 4 is below current_streak 12"))
-        #expect(reasons.contains("\(impossible) daily_tracking 2026-03-04: steps -200 is outside 0-150000"))
-        #expect(reasons.contains("\(zeroWeight) daily_tracking 2026-03-06: weight 0.0 is outside 0-1500 lb"))
+        #expect(reasons.contains("\(impossible) daily_tracking 2026-03-14: steps -200 is outside 0-150000"))
+        #expect(reasons.contains("\(zeroWeight) daily_tracking 2026-03-16: weight 0.0 is outside 0-1500 lb"))
         #expect(try database.value("select status from job_runs") == "partial")
 
         // Nothing was written for the bad users, and everyone else is exactly as in the clean run.
         try database.psql("delete from users where id in ('\(mars)', '\(corrupt)', '\(impossible)', '\(zeroWeight)')")
+        #expect(try database.streakState() == clean.streakState())
+    }
+
+    /// A value the decoder cannot read ('infinity', a NULL the job needs, a sign-up at
+    /// -infinity) fails its user alone with the reason, run after run; the 50 others of the batch
+    /// are settled each time as if the bad rows were not there.
+    @Test func unreadableRowsFailTheirUserAloneRunAfterRun() async throws {
+        let clean = try await TestDatabase.fresh()
+        try Fixture.population(clean, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
+        // Ids that sort first and among the others, so that they share a batch with good users.
+        let infinite = "00000000-0000-4000-8000-000000000001", weekless = "7fffffff-0000-4000-8000-000000000002",
+            unborn = "bfffffff-0000-4000-8000-000000000003"
+        try database.psql("""
+            insert into users (id, timezone, created_at) values
+              ('\(infinite)', 'Europe/Paris', '2026-03-01T00:00:00Z'), ('\(weekless)', 'Japan', '2026-03-01T00:00:00Z'),
+              ('\(unborn)', 'GMT', '-infinity');
+            insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
+            values ('\(infinite)', 3, 3, 'infinity', '2026-03-15');
+            insert into user_streaks (user_id, current_streak, longest_streak, week_start_date, settled_through)
+            values ('\(weekless)', 0, 0, '-infinity', '2026-03-15');
+            """)
+        for (day, now) in [("2026-03-19", "2026-03-20T12:00:00Z"), ("2026-03-20", "2026-03-21T12:00:00Z")] {
+            #expect(try await clean.nudge(["run", "validate-streaks", "--now", now]).status == 0)
+            let result = try await database.nudge(["run", "validate-streaks", "--now", now])
+            #expect(result.status == 3, "\(result.stderr)")
+            #expect(result.stdout.contains("3 failed"), "\(result.stdout)")
+            let reasons = try database.psql("""
+                select user_id || ' ' || reason from job_run_failures where run_id = (select max(id) from job_runs) order by 1
+                """)
+            #expect(reasons.contains("\(infinite) cannot read the user's rows: unreadable row: column last_checkin_date holds a DATE value"),
+                    "\(reasons)")
+            #expect(reasons.contains("\(weekless) cannot read the user's rows: unreadable row: column week_start_date holds a DATE value"),
+                    "\(reasons)")
+            #expect(reasons.contains("\(unborn) users.created_at is not a sign-up time"), "\(reasons)")
+            #expect(try database.count("""
+                select count(*) from user_streaks where user_id not in ('\(infinite)', '\(weekless)') and settled_through >= '\(day)'
+                """) == 50)
+        }
+        try database.psql("delete from users where id in ('\(infinite)', '\(weekless)', '\(unborn)')")
         #expect(try database.streakState() == clean.streakState())
     }
 
@@ -121,6 +162,35 @@ import Testing
         #expect(try database.count("select count(*) from user_streaks") == 29)
         #expect(try database.value("select reason from job_run_failures") == "database: streak rows of this user are frozen by support")
         #expect(try database.count("select count(*) from job_work where user_id = '\(guilty)'") == 0)
+    }
+}
+
+@Suite struct FirstRunTests {
+    /// Nudge's first run on a database the app has filled for a year: each user's streak starts
+    /// from at most 7 days back (catchUpDays), never from sign-up, and the history before is taken
+    /// as it stands, with no badges or notifications about it.
+    @Test func aFirstRunSettlesAtMostSevenDaysOfUnsettledHistory() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 24, signup: "2025-03-20T00:00:00Z", from: "2025-03-19", to: "2026-03-20")
+        // One user's row the app keeps itself, without settled_through: its streak stands.
+        let appKept = Fixture.userID(5)
+        try database.psql("""
+            insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date)
+            values ('\(appKept)', 40, 90, '2025-06-01')
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
+        #expect(result.status == 0, "\(result.stderr)")
+        // Exactly the last 7 local days that have ended, per user, whatever their zone.
+        #expect(try database.psql("""
+            select distinct count(*), max(local_day) - min(local_day) from job_work group by user_id
+            """) == "7|6")
+        #expect(try database.count("select count(*) from job_work where local_day < '2026-03-13'") == 0)
+        // No badge for a streak of more than the 7 days it saw, no notification about older days.
+        #expect(try database.count("select count(*) from user_badges where badge <> 'week_warrior'") == 0)
+        #expect(try database.count("select count(*) from notification_outbox where local_day < '2026-03-18'") == 0)
+        // The app's own row kept its history: the longest streak stands, the current one went on from it.
+        #expect(try database.count("select longest_streak from user_streaks where user_id = '\(appKept)'") >= 90)
+        #expect(try database.value("select settled_through >= '2026-03-19' from user_streaks where user_id = '\(appKept)'") == "t")
     }
 }
 

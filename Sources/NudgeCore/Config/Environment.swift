@@ -31,6 +31,15 @@ public struct Environment: Sendable {
         }
     }
 
+    /// A whole number within `range`; `defaultValue` when unset.
+    public func integer(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws(NudgeError) -> Int {
+        guard let text = self[name] else { return defaultValue }
+        guard let number = Int(text), range.contains(number) else {
+            throw NudgeError(.configuration, "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+        }
+        return number
+    }
+
     /// The switch variable for a job: `validate-streaks` → `VALIDATE_STREAKS_ENABLED`.
     public static func killSwitchName(forJob job: String) -> String {
         job.uppercased().replacingOccurrences(of: "-", with: "_") + "_ENABLED"

@@ -37,6 +37,9 @@ public struct NudgeError: Error, CustomStringConvertible, Sendable {
 /// own message for database errors (PSQLError's description is deliberately generic), free of
 /// connection details and secrets.
 public func describe(_ error: any Error) -> String {
+    if let error = error as? PostgresDecodingError {
+        return "unreadable row: " + describeUnreadable(error)
+    }
     if let error = error as? PSQLError {
         if let message = error.serverInfo?[.message] {
             let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""

@@ -16,19 +16,24 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     public let dueForMinutes: Int?
     /// The pause between one batch's outside calls and the next batch's (push-trigger: 100 ms).
     public let pauseBetweenBatchesMilliseconds: Int?
+    /// How many local days back a job that folds over days (validate-streaks) starts when it
+    /// meets a user for the first time; older days are taken as they stand.
+    public let catchUpDays: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
+                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, killSwitch: String,
+                enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
         self.schedule = schedule
         self.localTime = localTime
         self.dueForMinutes = dueForMinutes
         self.pauseBetweenBatchesMilliseconds = pauseBetweenBatchesMilliseconds
+        self.catchUpDays = catchUpDays
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -48,6 +53,9 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         }
         if let pause = pauseBetweenBatchesMilliseconds, !(0...60_000).contains(pause) {
             throw fail("pauseBetweenBatchesMilliseconds must be between 0 and 60000")
+        }
+        if let days = catchUpDays, !(1...3_660).contains(days) {
+            throw fail("catchUpDays must be between 1 and 3660")
         }
         return self
     }

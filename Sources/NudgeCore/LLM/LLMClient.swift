@@ -30,14 +30,15 @@ public enum LLMError: Error, CustomStringConvertible, Sendable, Equatable {
 }
 
 /// Calls the configured LLM over HTTP: one request per prompt, paced by the run's rate limiter,
-/// retried with exponential backoff and jitter on 429, 500, 502, 503, 529 and lost connections
-/// (honouring `retry-after`), never on another 4xx.
+/// each attempt bounded as a whole (connection, head and body), retried with exponential backoff
+/// and jitter on 408, 429, 500, 502, 503, 504, 529, time-outs and lost connections (honouring
+/// `retry-after`), never on another 4xx.
 public final class LLMClient: Sendable {
     public let configuration: LLMConfiguration
     private let httpClient: HTTPClient
     private let limiter: RateLimiter
 
-    static let retryableStatuses: Set<Int> = [429, 500, 502, 503, 529]
+    static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504, 529]
     /// A `retry-after` longer than this fails the call instead of stalling the run.
     static let longestRetryAfter: Duration = .seconds(60)
 
@@ -115,9 +116,14 @@ public final class LLMClient: Sendable {
         let response: HTTPClientResponse
         let body: Data
         do {
-            response = try await httpClient.execute(request, timeout: TimeAmount(configuration.timeout))
-            body = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
-        } catch is CancellationError {
+            // AsyncHTTPClient's own deadline ends when the response head arrives: the time-out
+            // bounds the whole exchange, so a server that stalls mid-body cannot hold the run.
+            let httpClient = self.httpClient, timeout = configuration.timeout
+            (response, body) = try await withTimeout(timeout) {
+                let response = try await httpClient.execute(request, timeout: TimeAmount(timeout))
+                return (response, Data(try await response.body.collect(upTo: 1 << 20).readableBytesView))
+            }
+        } catch where Task.isCancelled {
             throw CancellationError()
         } catch {
             return .failure(.retryable(.unreachable(Self.describe(error), attempts: attempt), retryAfter: nil))
@@ -167,6 +173,7 @@ public final class LLMClient: Sendable {
             default: return "\(error)"
             }
         }
+        if error is TimedOut { return "no answer within the time-out" }
         return "\(error)"
     }
 }

@@ -69,9 +69,9 @@ public struct LLMConfiguration: Sendable, Equatable {
                       model: try environment.require(
                         "NUDGE_LLM_MODEL", hint: "name the model the OpenAI-compatible server should run"))
         }
-        requestsPerMinute = try Self.integer(environment, "NUDGE_LLM_REQUESTS_PER_MINUTE", default: 50, in: 1...100_000)
-        timeout = .seconds(try Self.integer(environment, "NUDGE_LLM_TIMEOUT_SECONDS", default: 30, in: 1...600))
-        maxRetries = try Self.integer(environment, "NUDGE_LLM_MAX_RETRIES", default: 4, in: 0...10)
+        requestsPerMinute = try environment.integer("NUDGE_LLM_REQUESTS_PER_MINUTE", default: 50, in: 1...100_000)
+        timeout = .seconds(try environment.integer("NUDGE_LLM_TIMEOUT_SECONDS", default: 30, in: 1...600))
+        maxRetries = try environment.integer("NUDGE_LLM_MAX_RETRIES", default: 4, in: 0...10)
     }
 
     private static func url(_ environment: Environment, _ name: String, default value: String) throws(NudgeError) -> String {
@@ -80,14 +80,5 @@ public struct LLMConfiguration: Sendable, Equatable {
             throw NudgeError(.configuration, "\(name) must be an http(s) URL, not '\(text)'")
         }
         return text
-    }
-
-    private static func integer(_ environment: Environment, _ name: String, default value: Int,
-                                in range: ClosedRange<Int>) throws(NudgeError) -> Int {
-        guard let text = environment[name] else { return value }
-        guard let number = Int(text), range.contains(number) else {
-            throw NudgeError(.configuration, "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-        }
-        return number
     }
 }

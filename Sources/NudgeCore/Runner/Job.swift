@@ -161,12 +161,18 @@ public struct OutboxMessage: Sendable, Equatable {
 public struct RunContext: Sendable {
     public let definition: JobDefinition
     public let runID: Int64
-    /// The instant the run believes it is (`--now`, or the real time when it started).
-    public let now: Date
+    /// The instant the batch is decided at: `--now` for a run at an explicit instant; otherwise the
+    /// real time when the batch began, so that a user reached late in a long run is decided at the
+    /// hour it really is.
+    public internal(set) var now: Date
+    /// The instant the run started at (`--now`, or the real time then).
+    public let startedAt: Date
+    /// The run's clock, for a job's outside step to ask the time again when it reaches a user.
+    public let clock: any RunClock
     /// The local days a backfill is limited to (`--date`, `--from/--to`); nil for a normal run.
     public let window: DayWindow?
     public let dryRun: Bool
-    public let logger: Logger
+    public internal(set) var logger: Logger
     /// How many users of a batch `complete` may work on at once (`--concurrency`).
     public let concurrency: Int
 }

@@ -29,46 +29,60 @@ public struct JobRunner<J: Job>: Sendable {
 
     public func run() async throws -> RunSummary {
         let started = ContinuousClock.now
-        var logger = database.logger
-        logger[metadataKey: LogKey.job] = "\(name)"
-        if options.shard.count > 1 { logger[metadataKey: LogKey.shard] = "\(options.shard)" }
+        var jobLogger = database.logger
+        jobLogger[metadataKey: LogKey.job] = "\(name)"
+        if options.shard.count > 1 { jobLogger[metadataKey: LogKey.shard] = "\(options.shard)" }
+        let logger = jobLogger
         let ledger = RunLedger(logger: logger)
+        let locks = RunLocks(job: name, shard: options.shard)
 
         return try await database.client.withConnection { connection in
-            if let pause = try await pauseReason(on: connection, logger: logger) {
+            let db = BoundedConnection(connection: connection, database: database)
+            let pause: String? = try await db({ try await pauseReason(on: connection, logger: logger) })
+            if let pause {
                 logger.notice("job is paused; not running", metadata: [LogKey.reason: "\(pause)"])
-                return .disabled(job: name, reason: pause)
+                return RunSummary.disabled(job: name, reason: pause)
             }
-            try await checkUsersExist(on: connection, logger: logger)
-            try await acquireLock(on: connection, logger: logger)
+            try await db({ try await checkUsersExist(on: connection, logger: logger) })
+            let conflict: RunLocks.Conflict? = try await db({ try await locks.acquire(on: connection, logger: logger) })
+            if let conflict {
+                let held: NudgeError = try await db({ try await lockHeld(conflict, on: connection, logger: logger) })
+                throw held
+            }
             do {
-                let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: connection)
-                try await releaseLock(on: connection, logger: logger)
+                let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: db)
+                try await db({ try await locks.release(on: connection, logger: logger) })
                 return summary
             } catch {
-                try? await releaseLock(on: connection, logger: logger)
+                if !connection.isClosed { try? await db({ try await locks.release(on: connection, logger: logger) }) }
                 throw error
             }
         }
     }
 
     private func runLocked(ledger: RunLedger, started: ContinuousClock.Instant, logger: Logger,
-                           on connection: PostgresConnection) async throws -> RunSummary {
+                           on db: BoundedConnection) async throws -> RunSummary {
+        let connection = db.connection
         let scopeKey = options.scopeKey(job: name)
-        let resume = try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey,
-                                                      dryRun: options.dryRun, on: connection)
-        let runID = try await ledger.begin(job: name, options: options, scopeKey: scopeKey,
-                                           resumedFrom: resume?.runID, on: connection)
-        var logger = logger
-        logger[metadataKey: LogKey.runID] = "\(runID)"
-        let context = RunContext(definition: job.definition, runID: runID, now: options.now, window: options.window,
-                                 dryRun: options.dryRun, logger: logger, concurrency: options.concurrency)
+        let resume = try await db {
+            try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, dryRun: options.dryRun,
+                                             on: connection)
+        }
+        let runID = try await db {
+            try await ledger.begin(job: name, options: options, scopeKey: scopeKey, resumedFrom: resume?.runID, on: connection)
+        }
+        var runLogger = logger
+        runLogger[metadataKey: LogKey.runID] = "\(runID)"
+        let logger = runLogger
+        var context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
+                                 clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
+                                 concurrency: options.concurrency)
         logger.info("run started", metadata: [
             LogKey.now: "\(Self.timestamp(options.now))",
             LogKey.dryRun: "\(options.dryRun)",
             LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
         ])
-        let usersInScope = observer is SilentObserver ? nil : try await countUsersInScope(on: connection, logger: logger)
+        let usersInScope = observer is SilentObserver ? nil : try await db { try await countUsersInScope(on: connection, logger: logger) }
         observer.runStarted(runID: runID, job: name, usersInScope: usersInScope, resumedFrom: resume?.runID)
 
         var state = BatchLoopState(after: resume?.checkpoint)
@@ -82,8 +96,9 @@ public struct JobRunner<J: Job>: Sendable {
                     logger.notice("stopping on a signal after the last batch")
                     break batches
                 }
+                let after = state.after
                 let page: [UserRow]
-                switch try await nextPage(after: state.after, on: connection, logger: logger) {
+                switch try await db({ try await nextPage(after: after, on: connection, logger: logger) }) {
                 case .paused(let pause):
                     status = .paused
                     errorMessage = "paused: \(pause)"
@@ -94,14 +109,24 @@ public struct JobRunner<J: Job>: Sendable {
                 }
                 guard let last = page.last else { break batches }
                 state.batch += 1
+                // A cron run decides each batch at the time it really is; a run at --now at that instant.
+                context.now = max(context.now, options.clock.now())
                 var batchLogger = logger
                 batchLogger[metadataKey: LogKey.batch] = "\(state.batch)"
-                try await runBatch(page, state: &state, context: context, ledger: ledger, logger: batchLogger, on: connection)
+                var batchContext = context
+                batchContext.logger = batchLogger
+                try await runBatch(page, state: &state, context: batchContext, ledger: ledger, on: db)
                 observer.batchFinished(counts: state.counts)
                 if let stop = state.stop {
                     status = .stopped
                     errorMessage = "\(stop); the users it did not reach are left to a later run"
                     logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
+                    break batches
+                }
+                if state.interrupted {
+                    status = .interrupted
+                    errorMessage = "stopped by a signal; the users whose outside calls were cut short are left to the next run"
+                    logger.notice("stopping on a signal after the batch")
                     break batches
                 }
                 state.after = last.id
@@ -113,8 +138,7 @@ public struct JobRunner<J: Job>: Sendable {
             logger.error("run aborted", metadata: [LogKey.reason: "\(errorMessage!)"])
         }
         do {
-            try await ledger.finish(runID: runID, status: status, counts: state.counts, tally: state.tally,
-                                    error: errorMessage, on: connection)
+            try await finish(ledger, runID: runID, status: status, state: state, error: errorMessage, on: db)
         } catch {
             logger.error("could not record the end of the run", metadata: [LogKey.reason: "\(describe(error))"])
             if status != .aborted { throw NudgeError(.database, "lost the database while recording the run: \(describe(error))") }
@@ -131,23 +155,50 @@ public struct JobRunner<J: Job>: Sendable {
         ])
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
-                          failures: state.failureSample, message: errorMessage, exitCode: status.exitCode)
+                          failures: state.failureSample, message: errorMessage,
+                          exitCode: status.exitCode(failures: state.counts.failed))
+    }
+
+    /// Records how the run ended: on its own connection, or, when that one was lost, on a new one
+    /// from the pool, so that a run cut off from the database leaves its status when it can.
+    private func finish(_ ledger: RunLedger, runID: Int64, status: RunStatus, state: BatchLoopState, error: String?,
+                        on db: BoundedConnection) async throws {
+        let (counts, tally) = (state.counts, state.tally)
+        let record: @Sendable (PostgresConnection) async throws -> Void = { connection in
+            try await ledger.finish(runID: runID, status: status, counts: counts, tally: tally, error: error, on: connection)
+        }
+        if !db.connection.isClosed {
+            do {
+                return try await db { try await record(db.connection) }
+            } catch where db.connection.isClosed {
+                // Lost while recording: try once more on a new connection.
+            }
+        }
+        try await withTimeout(database.limits.answerTimeout + .seconds(5)) {
+            try await database.client.withConnection { connection in
+                try await BoundedConnection(connection: connection, database: database) { try await record(connection) }
+            }
+        }
     }
 
     // MARK: One batch
 
     private func runBatch(_ page: [UserRow], state: inout BatchLoopState, context: RunContext, ledger: RunLedger,
-                          logger: Logger, on connection: PostgresConnection) async throws {
+                          on db: BoundedConnection) async throws {
+        let logger = context.logger
         var failures: [(UUID, String)] = []
+        // Users the job skipped with a reason (a window passed, a rejected reply, a spent budget):
+        // counted as skipped, their reasons recorded with the failures'.
+        var skipped: [(UUID, String)] = []
         var placed: [UserInTime] = []
         for user in page {
             do {
-                placed.append(UserInTime(user: user, calendar: try state.calendars.calendar(for: user.timezone)))
+                placed.append(try state.calendars.place(user))
             } catch {
                 failures.append((user.id, error.description))
             }
         }
-        let facts = try await job.loadFacts(for: placed, run: context, on: connection)
+        let facts = try await readFacts(for: &placed, failures: &failures, context: context, on: db)
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
         for user in placed {
@@ -159,25 +210,30 @@ public struct JobRunner<J: Job>: Sendable {
                 case .act(let change):
                     planned.append(change)
                 }
+            } catch let skip as UserSkip {
+                skipped.append((user.user.id, skip.reason))
             } catch {
                 failures.append((user.user.id, describe(error)))
             }
         }
 
-        // Users the outside step skipped with a reason (a rejected reply, a spent budget): counted
-        // as skipped, their reasons recorded with the failures'.
-        var skipped: [(UUID, String)] = []
-        var stoppedIDs: Set<UUID> = []
+        var undone: Set<UUID> = []
         if job.completesOutside && !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
                 try await Task.sleep(until: previous + job.pauseBetweenBatches)
             }
-            (planned, skipped, stoppedIDs) = await completeOutside(planned, failures: &failures, state: &state, context: context)
+            let outside = await completeOutside(planned, context: context)
+            planned = outside.completed
+            failures += outside.failed
+            skipped += outside.skipped
+            undone = outside.undone
+            state.stop = state.stop ?? outside.stop
+            state.interrupted = state.interrupted || outside.interrupted
             state.outsideCallsEnded = .now
         }
-        // The checkpoint stops short of the first user a RunStop left undone.
+        // The checkpoint stops short of the first user left undone (a spent budget, a signal).
         let checkpoint: UUID?
-        if let firstUndone = page.firstIndex(where: { stoppedIDs.contains($0.id) }) {
+        if let firstUndone = page.firstIndex(where: { undone.contains($0.id) }) {
             checkpoint = firstUndone > 0 ? page[firstUndone - 1].id : state.after
         } else {
             checkpoint = page.last!.id
@@ -191,33 +247,33 @@ public struct JobRunner<J: Job>: Sendable {
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
             }
-            try await send(writes, context: context, on: connection)
-        } catch where Self.isStatementError(error) {
+            try await send(writes, context: context, on: db)
+        } catch where FailureScope.of(error) == .users {
             logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
             for change in planned {
                 do {
-                    try await send(writes(for: [change], context: context), context: context, on: connection)
+                    try await send(writes(for: [change], context: context), context: context, on: db)
                     committed.append(change)
-                } catch where Self.isStatementError(error) {
+                } catch where FailureScope.of(error) == .users {
                     failures.append((change.userID, describe(error)))
                 }
             }
             if !context.dryRun {
                 try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
                                            nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
-                               context: context, on: connection)
+                               context: context, on: db)
             }
         }
         if context.dryRun {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
-            try await execute(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
-                              on: connection, logger: logger)
+            let record = batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+                                     nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context)
+            try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
-            state.tally.merge(try await job.afterBatch(run: context, on: connection), uniquingKeysWith: +)
-        } catch {
+            state.tally.merge(try await db { try await job.afterBatch(run: context, on: db.connection) }, uniquingKeysWith: +)
+        } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
         for (userID, reason) in skipped {
@@ -250,6 +306,33 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
+    /// The job's facts about the batch's users, in its few set-based reads. When a read fails on
+    /// a row (a value that cannot be read, an `'infinity'` date), the batch is read again user by
+    /// user: only the owners of such rows fail, with the reason, and drop out of the batch.
+    private func readFacts(for placed: inout [UserInTime], failures: inout [(UUID, String)], context: RunContext,
+                           on db: BoundedConnection) async throws -> [UUID: J.Facts] {
+        let users = placed
+        do {
+            return try await db { try await job.loadFacts(for: users, run: context, on: db.connection) }
+        } catch where FailureScope.of(error) == .users {
+            context.logger.warning("reading the batch failed on a row; reading it user by user",
+                                   metadata: [LogKey.reason: "\(describe(error))"])
+        }
+        var facts: [UUID: J.Facts] = [:]
+        var readable: [UserInTime] = []
+        for user in users {
+            do {
+                let own = try await db { try await job.loadFacts(for: [user], run: context, on: db.connection) }
+                facts.merge(own) { _, new in new }
+                readable.append(user)
+            } catch where FailureScope.of(error) == .users {
+                failures.append((user.user.id, "cannot read the user's rows: \(describe(error))"))
+            }
+        }
+        placed = readable
+        return facts
+    }
+
     private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [UserRow], committed: Int, nothingDue: Int,
                              skipped: [(UUID, String)], failures: [(UUID, String)], state: BatchLoopState,
                              context: RunContext) -> BatchWrites {
@@ -261,17 +344,28 @@ public struct JobRunner<J: Job>: Sendable {
         return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped)
     }
 
+    /// What the outside step made of a batch's changes.
+    private struct OutsideResult {
+        var completed: [PlannedChange<J.Change>] = []
+        var failed: [(UUID, String)] = []
+        var skipped: [(UUID, String)] = []
+        /// Users left for a later run (a `RunStop`, a signal); counted as skipped too.
+        var undone: Set<UUID> = []
+        var stop: RunStop?
+        var interrupted = false
+    }
+
     /// Runs the job's outside step for the batch's changes, up to `--concurrency` at once, in the
-    /// changes' order. Returns the completed changes, the users skipped with their reasons, and
-    /// those a `RunStop` left undone (skipped too).
-    private func completeOutside(_ planned: [PlannedChange<J.Change>], failures: inout [(UUID, String)],
-                                 state: inout BatchLoopState, context: RunContext) async
-        -> ([PlannedChange<J.Change>], [(UUID, String)], Set<UUID>) {
+    /// changes' order. After SIGTERM no new call starts, and the calls in flight get
+    /// `shutdownGrace` to end before they are cancelled: their users are left undone.
+    private func completeOutside(_ planned: [PlannedChange<J.Change>], context: RunContext) async -> OutsideResult {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
-        await withTaskGroup(of: (Int, OutsideOutcome<J.Change>).self) { group in
+        let grace = options.shutdownGrace
+        await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
             var next = 0
+            var shuttingDown = false
             func startNext() {
-                guard next < planned.count else { return }
+                guard next < planned.count, !shuttingDown else { return }
                 let index = next, change = planned[index]
                 next += 1
                 group.addTask {
@@ -281,32 +375,61 @@ public struct JobRunner<J: Job>: Sendable {
                         return (index, .stopped(stop))
                     } catch let skip as UserSkip {
                         return (index, .skipped(skip.reason))
+                    } catch where Task.isCancelled || error is CancellationError {
+                        return (index, .interrupted)
                     } catch {
                         return (index, .failed(describe(error)))
                     }
                 }
             }
+            // Watches for SIGTERM: nil when it comes (no new calls), then, after the grace, a
+            // second nil that cancels the calls still in flight.
+            group.addTask {
+                do { try await gracefulShutdown() } catch { return (-1, .interrupted) }
+                return nil
+            }
             for _ in 0..<max(1, context.concurrency) { startNext() }
-            for await (index, outcome) in group {
-                outcomes[index] = outcome
-                startNext()
+            var running = min(planned.count, max(1, context.concurrency))
+            while running > 0, let finished = await group.next() {
+                switch finished {
+                case nil where !shuttingDown:
+                    shuttingDown = true
+                    group.addTask {
+                        try? await Task.sleep(for: grace)
+                        return Task.isCancelled ? (-1, .interrupted) : nil
+                    }
+                case nil:
+                    group.cancelAll()
+                case (let index, let outcome)? where index >= 0:
+                    outcomes[index] = outcome
+                    running -= 1
+                    if next < planned.count && !shuttingDown {
+                        startNext()
+                        running += 1
+                    }
+                default:
+                    break
+                }
             }
+            group.cancelAll()
         }
-        var completed: [PlannedChange<J.Change>] = []
-        var skipped: [(UUID, String)] = []
-        var stopped: Set<UUID> = []
+        var result = OutsideResult()
         for (change, outcome) in zip(planned, outcomes) {
-            switch outcome! {
-            case .done(let change): completed.append(change)
-            case .failed(let reason): failures.append((change.userID, reason))
-            case .skipped(let reason): skipped.append((change.userID, reason))
-            case .stopped(let stop):
-                skipped.append((change.userID, "not done: \(stop)"))
-                stopped.insert(change.userID)
-                state.stop = state.stop ?? stop
+            switch outcome {
+            case .done(let change)?: result.completed.append(change)
+            case .failed(let reason)?: result.failed.append((change.userID, reason))
+            case .skipped(let reason)?: result.skipped.append((change.userID, reason))
+            case .stopped(let stop)?:
+                result.skipped.append((change.userID, "not done: \(stop)"))
+                result.undone.insert(change.userID)
+                result.stop = result.stop ?? stop
+            case .interrupted?, nil:
+                result.skipped.append((change.userID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))
+                result.undone.insert(change.userID)
+                result.interrupted = true
             }
         }
-        return (completed, skipped, stopped)
+        return result
     }
 
     /// The job's own writes, then the work marks and the outbox, which the runner owns.
@@ -343,20 +466,23 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     /// Sends a batch's writes as one statement, its own transaction; a dry run's is rolled back.
-    private func send(_ writes: BatchWrites, context: RunContext, on connection: PostgresConnection) async throws {
+    private func send(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws {
         guard !writes.isEmpty else { return }
+        let connection = db.connection, logger = context.logger
         guard context.dryRun else {
-            try await execute(writes, on: connection, logger: context.logger)
+            try await db { try await execute(writes, on: connection, logger: logger) }
             return
         }
-        try await connection.query("begin", logger: context.logger)
-        do {
-            try await execute(writes, on: connection, logger: context.logger)
-        } catch {
-            _ = try? await connection.query("rollback", logger: context.logger)
-            throw error
+        try await db {
+            try await connection.query("begin", logger: logger)
+            do {
+                try await execute(writes, on: connection, logger: logger)
+            } catch {
+                _ = try? await connection.query("rollback", logger: logger)
+                throw error
+            }
+            try await connection.query("rollback", logger: logger)
         }
-        try await connection.query("rollback", logger: context.logger)
     }
 
     /// Runs the writes as one statement, reading its one row to the end: that is what runs it to completion.
@@ -450,47 +576,26 @@ public struct JobRunner<J: Job>: Sendable {
             + (reason.map { " (\($0))" } ?? "") + "; `nudge resume \(job == "*" ? "--all" : job)` restarts it"
     }
 
-    /// A session-level advisory lock per job and shard: it dies with the process, so a crashed run
-    /// never blocks the next one. Dry runs take it too, so that they never interleave with a real run.
-    private var lockKey: Int64 { Self.lockKey(job: name, shard: options.shard) }
-
-    static func lockKey(job: String, shard: Shard) -> Int64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325   // FNV-1a
-        for byte in "nudge:job:\(job):\(shard)".utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01B3
-        }
-        return Int64(bitPattern: hash)
-    }
-
-    private func acquireLock(on connection: PostgresConnection, logger: Logger) async throws {
-        let rows = try await connection.query("select pg_try_advisory_lock(\(lockKey))", logger: logger)
-        for try await acquired in rows.decode(Bool.self) where acquired { return }
+    /// The error that says who holds the lock, exit 75.
+    private func lockHeld(_ conflict: RunLocks.Conflict, on connection: PostgresConnection, logger: Logger) async throws -> NudgeError {
         var holder = ""
-        let running = try await connection.query("""
-            select id, host, pid, started_at from job_runs
-             where job = \(name) and shard_index = \(options.shard.index) and shard_count = \(options.shard.count)
-               and status = 'running' order by id desc limit 1
-            """, logger: logger)
-        for try await (id, host, pid, startedAt) in running.decode((Int64, String, Int, Date).self) {
-            holder = ": run \(id) on \(host), pid \(pid), since \(Self.timestamp(startedAt))"
+        let running = try await connection.query(RunLedger.runningRuns(job: name), logger: logger)
+        for try await (id, index, count, host, pid, startedAt) in running.decode((Int64, Int, Int, String, Int, Date).self) {
+            let sameShard = index == options.shard.index && count == options.shard.count
+            guard sameShard == (conflict == .shard) else { continue }
+            holder = ": run \(id)\(sameShard ? "" : " of shard \(index)/\(count)") on \(host), pid \(pid), since \(Self.timestamp(startedAt))"
+            break
         }
-        throw NudgeError(.locked, "another run of \(name) (shard \(options.shard)) holds the lock\(holder)")
+        switch conflict {
+        case .shard:
+            return NudgeError(.locked, "another run of \(name) (shard \(options.shard)) holds the lock\(holder)")
+        case .scope:
+            return NudgeError(.locked, """
+                a run of \(name) over overlapping users (another shard count) holds the lock\(holder); \
+                runs of one job overlap unless they share a shard count
+                """)
+        }
     }
-
-    private func releaseLock(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("select pg_advisory_unlock(\(lockKey))", logger: logger)
-    }
-
-    // MARK: Errors
-
-    /// The server rejected a statement (a constraint, a bad value): isolable to the users it
-    /// touched. Anything else (a lost connection) ends the run.
-    static func isStatementError(_ error: any Error) -> Bool {
-        if let error = error as? PSQLError { return error.code == .server }
-        return error is NudgeError
-    }
-
 }
 
 extension JobRunner {
@@ -505,6 +610,19 @@ private enum OutsideOutcome<Change: Sendable>: Sendable {
     case failed(String)
     case skipped(String)
     case stopped(RunStop)
+    /// Cancelled by a signal, or never started after one.
+    case interrupted
+}
+
+/// A connection whose every wait is bounded (`Database.bounded`): `db { … }` runs a use of it.
+struct BoundedConnection: Sendable {
+    let connection: PostgresConnection
+    let database: Database
+
+    @discardableResult
+    func callAsFunction<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await database.bounded(connection, operation)
+    }
 }
 
 struct BatchLoopState {
@@ -518,6 +636,8 @@ struct BatchLoopState {
     var outsideCallsEnded: ContinuousClock.Instant?
     /// Set when a job ended the run (a budget spent): the run stops after the batch in flight.
     var stop: RunStop?
+    /// Set when a signal cut the batch's outside calls short: the run stops after the batch.
+    var interrupted = false
 }
 
 /// An observer that shows nothing: for runs inside tests and the benchmark.

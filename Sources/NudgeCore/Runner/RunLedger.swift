@@ -26,6 +26,12 @@ public enum RunStatus: String, Sendable, Codable {
         case .running, .aborted, .interrupted: 1
         }
     }
+
+    /// The exit status of a run that ended this way with `failures` users failed: a run paused or
+    /// stopped by its budget after some users failed exits 3 too, so monitoring sees them.
+    public func exitCode(failures: Int) -> Int32 {
+        exitCode == 0 && failures > 0 ? 3 : exitCode
+    }
 }
 
 /// The counts a run reports and records.
@@ -64,19 +70,33 @@ struct RunLedger: Sendable {
         }
         // A dry run changes nothing, so it has nothing to resume.
         guard !dryRun else { return nil }
-        let rows = try await connection.query("""
-            select id, status, scope_key, checkpoint,
-                   exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
-              from job_runs
-             where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and not dry_run
-             order by id desc limit 1
-            """, logger: logger)
+        let rows = try await connection.query(Self.lastRealRun(job: job, shard: shard), logger: logger)
         for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
             let resumable = [RunStatus.interrupted, .paused, .stopped, .aborted].map(\.rawValue).contains(status)
             guard resumable, !alreadyResumed, previousScope == scopeKey, let checkpoint else { return nil }
             return Resumable(runID: id, checkpoint: checkpoint)
         }
         return nil
+    }
+
+    /// The last run of a job and shard that was not a dry run, and whether a later run resumed it
+    /// (served by `idx_job_runs_resume`).
+    static func lastRealRun(job: String, shard: Shard) -> PostgresQuery {
+        """
+        select id, status, scope_key, checkpoint,
+               exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
+          from job_runs
+         where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and not dry_run
+         order by id desc limit 1
+        """
+    }
+
+    /// The runs of a job marked running, newest first: who holds its lock (`idx_job_runs_running`).
+    static func runningRuns(job: String) -> PostgresQuery {
+        """
+        select id, shard_index, shard_count, host, pid, started_at from job_runs
+         where job = \(job) and status = 'running' order by id desc limit 20
+        """
     }
 
     func begin(job: String, options: RunOptions, scopeKey: String, resumedFrom: Int64?, on connection: PostgresConnection) async throws -> Int64 {

@@ -49,9 +49,12 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
 
 /// How one `nudge run` was asked to run.
 public struct RunOptions: Sendable {
+    /// The instant the run starts at: `--now`, or the real time when it started.
     public var now: Date
     /// Whether `--now` was given: a run at an explicit instant can be resumed by the same command.
     public var nowIsExplicit: Bool
+    /// The time each batch is decided at: fixed at `--now` when given, the real time otherwise.
+    public var clock: any RunClock
     public var window: DayWindow?
     public var users: [UUID]
     public var shard: Shard
@@ -61,12 +64,17 @@ public struct RunOptions: Sendable {
     /// Whether a dry run still asks the LLM for copy (`--dry-run-llm`); it writes nothing either way.
     public var dryRunCallsLLM: Bool
     public var llmBudget: LLMBudget
+    /// After SIGTERM, how long the outside calls in flight (the LLM's) may take before they are
+    /// cancelled and their users left undone for the next run.
+    public var shutdownGrace: Duration = .seconds(20)
 
-    public init(now: Date, nowIsExplicit: Bool, window: DayWindow? = nil, users: [UUID] = [], shard: Shard = .whole,
-                batchSize: Int, concurrency: Int = 1, dryRun: Bool = false, dryRunCallsLLM: Bool = false,
-                llmBudget: LLMBudget = LLMBudget()) {
+    /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
+    public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
+                shard: Shard = .whole, batchSize: Int, concurrency: Int = 1, dryRun: Bool = false,
+                dryRunCallsLLM: Bool = false, llmBudget: LLMBudget = LLMBudget()) {
         self.now = now
         self.nowIsExplicit = nowIsExplicit
+        self.clock = clock ?? (nowIsExplicit ? FixedClock(now) : SystemClock())
         self.window = window
         self.users = users
         self.shard = shard

@@ -1,14 +1,41 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
 import UnixSignals
 import Synchronization
 
+/// How long Nudge lets the database take.
+public struct DatabaseLimits: Sendable, Equatable {
+    /// The server's `statement_timeout` for every session: no statement runs longer. Nil for the
+    /// commands an operator runs by hand and watches (`migrate`, `seed`), whose statements may
+    /// rightly take minutes on a large database.
+    public var statementTimeout: Duration?
+
+    public init(statementTimeout: Duration?) {
+        self.statementTimeout = statementTimeout
+    }
+
+    /// How long Nudge waits for any answer before it gives up on the connection: the statement
+    /// timeout and a margin for the server's own error to arrive. A server cut off by the network
+    /// never sends that error; this bound ends the wait anyway.
+    public var answerTimeout: Duration { (statementTimeout ?? .seconds(3600)) + .seconds(10) }
+
+    /// For a job run: `NUDGE_DB_STATEMENT_TIMEOUT_SECONDS`, 60 by default.
+    public static func forJobs(_ environment: Environment) throws(NudgeError) -> DatabaseLimits {
+        DatabaseLimits(statementTimeout: .seconds(try environment.integer("NUDGE_DB_STATEMENT_TIMEOUT_SECONDS", default: 60, in: 1...3_600)))
+    }
+
+    public static let forOperators = DatabaseLimits(statementTimeout: nil)
+}
+
 /// A started connection pool for the length of one command.
 public struct Database: Sendable {
     public let client: PostgresClient
     public let url: DatabaseURL
+    public let limits: DatabaseLimits
     public let logger: Logger
 
     /// How long a command waits for the server before it gives up with exit 1. A pool left to
@@ -17,24 +44,29 @@ public struct Database: Sendable {
     public static let reachTimeout: Duration = .seconds(8)
 
     /// Starts a pool, checks that the server answers, runs `body`, and shuts the pool down on
-    /// every path. With `stopOnSignals`, SIGTERM and SIGINT ask `body` to stop gracefully
-    /// (`Task.isShuttingDownGracefully`) instead of killing the process.
+    /// every path. With `stopOnSignals`, the first SIGTERM or SIGINT asks `body` to stop gracefully
+    /// (`Task.isShuttingDownGracefully`) instead of killing the process; a second one ends the
+    /// process at once.
     public static func with<Result: Sendable>(
         _ url: DatabaseURL,
         logger: Logger,
+        applicationName: String = "nudge",
+        limits: DatabaseLimits = .forOperators,
         stopOnSignals: Bool = false,
         _ body: @escaping @Sendable (Database) async throws -> Result
     ) async throws -> Result {
         // The pool narrates connection churn at info; only its warnings matter to an operator.
         var poolLogger = logger
         poolLogger.logLevel = max(logger.logLevel, .warning)
-        let client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: poolLogger)
-        let database = Database(client: client, url: url, logger: logger)
+        let client = PostgresClient(
+            configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout),
+            backgroundLogger: poolLogger)
+        let database = Database(client: client, url: url, limits: limits, logger: logger)
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         let work = ClosureService {
             let result: Swift.Result<Result, any Error>
             do {
-                try await database.checkReachable()
+                try await database.checkReachable(applicationName: applicationName)
                 result = .success(try await body(database))
             } catch {
                 result = .failure(error)
@@ -47,8 +79,24 @@ public struct Database: Sendable {
                 .init(service: work, successTerminationBehavior: .gracefullyShutdownGroup,
                       failureTerminationBehavior: .gracefullyShutdownGroup),
             ],
-            gracefulShutdownSignals: stopOnSignals ? [.sigterm, .sigint] : [],
             logger: poolLogger))
+        let signals = stopOnSignals ? await UnixSignalsSequence(trapping: .sigterm, .sigint) : nil
+        let watcher = signals.map { signals in
+            Task {
+                var received = 0
+                for await signal in signals {
+                    received += 1
+                    guard received == 1 else {
+                        StandardError.write("nudge: a second \(signal): ending now; the next run resumes after the last checkpoint\n")
+                        exit(1)
+                    }
+                    logger.notice("stopping after the batch in flight; a second signal ends the process at once",
+                                  metadata: ["nudge.signal": "\(signal)"])
+                    await group.triggerGracefulShutdown()
+                }
+            }
+        }
+        defer { watcher?.cancel() }
         try await group.run()
         guard let result = outcome.withLock({ $0 }) else {
             throw NudgeError(.database, "the command stopped before it finished")
@@ -56,21 +104,101 @@ public struct Database: Sendable {
         return try result.get()
     }
 
-    func checkReachable() async throws {
+    /// Opens one connection of its own, outside the pool, and asks the server a first question:
+    /// the pool retries a refused connection quietly, while this one says why it failed (TLS,
+    /// authentication, an unknown database, no server there).
+    func checkReachable(applicationName: String) async throws {
+        let configuration = try url.connectionConfiguration(applicationName: applicationName,
+                                                            statementTimeout: limits.statementTimeout)
+        let logger = self.logger
         do {
-            _ = try await withTimeout(Self.reachTimeout) {
-                try await client.query("select 1", logger: logger)
+            let connection = try await withTimeout(Self.reachTimeout) {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
             }
+            do {
+                try await Self.answer(within: Self.reachTimeout, on: connection) {
+                    try await connection.query("select 1", logger: logger)
+                }
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try await connection.close()
         } catch {
-            throw NudgeError(.database, """
-                cannot reach the database at \(url) within \(Self.reachTimeout): is the server \
-                running, and is DATABASE_URL right?
-                """)
+            throw NudgeError(.database, "cannot reach the database at \(url): \(Self.connectionFailure(error, url: url))")
+        }
+    }
+
+    /// Why a connection failed, in an operator's words, never with the password.
+    static func connectionFailure(_ error: any Error, url: DatabaseURL) -> String {
+        if error is TimedOut {
+            return "no answer within \(reachTimeout); is the server running there, and is DATABASE_URL right?"
+        }
+        guard let error = error as? PSQLError else { return describe(error) }
+        if let message = error.serverInfo?[.message] {
+            let state = error.serverInfo?[.sqlState]
+            let hint = switch state {
+            case "28P01", "28000": " (check the user and password in DATABASE_URL)"
+            case "3D000": " (check the database name in DATABASE_URL, or create it)"
+            default: ""
+            }
+            return "the server refused the connection: \(message)\(hint)"
+        }
+        if error.code == .sslUnsupported {
+            return "the server does not offer TLS, and sslmode=\(url.tlsMode.rawValue) requires it"
+        }
+        if let underlying = error.underlying {
+            if let ssl = underlying as? NIOSSLError {
+                return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): \(ssl)"
+                    + (url.tlsMode == .verifyCA || url.tlsMode == .verifyFull || url.rootCertificate != nil
+                       ? "; is the server's certificate signed by a root in sslrootcert or NUDGE_CA_FILE?" : "")
+            }
+            if let io = underlying as? IOError {
+                return "\(io.description); is the server running there, and is DATABASE_URL right?"
+            }
+            if underlying is ChannelError {
+                return "\(underlying); is the server running there, and is DATABASE_URL right?"
+            }
+            return "\(underlying)"
+        }
+        return "\(error.code)"
+    }
+
+    /// Runs `operation` on `connection`; when the server has not answered within `answerTimeout`,
+    /// closes the connection (which ends the wait) and throws. `statement_timeout` bounds a
+    /// server that is slow; this bounds one that is gone.
+    @discardableResult
+    public func bounded<T: Sendable>(_ connection: PostgresConnection,
+                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await Self.answer(within: limits.answerTimeout, on: connection, operation)
+        } catch is TimedOut {
+            throw NudgeError(.database, "the database did not answer within \(limits.answerTimeout) (lost connection or network)")
+        }
+    }
+
+    /// Runs `operation` on `connection`, or closes the connection after `limit` and throws
+    /// `TimedOut`: a query PostgresNIO is waiting on ends only when its connection does.
+    @discardableResult
+    static func answer<T: Sendable>(within limit: Duration, on connection: PostgresConnection,
+                                    _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            if let first = try await group.next(), let value = first { return value }
+            try? await connection.close()
+            throw TimedOut()
         }
     }
 }
 
-struct TimedOut: Error {}
+struct TimedOut: Error, CustomStringConvertible {
+    var description: String { "timed out" }
+}
 
 /// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit`.
 func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {

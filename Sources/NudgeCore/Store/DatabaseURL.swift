@@ -1,8 +1,10 @@
 import Foundation
+import NIOSSL
 import PostgresNIO
 
 /// A `postgres://` URL, as libpq reads it: `postgres://user:password@host:port/database`, or a
-/// Unix socket with `?host=/socket/folder&port=5432`, and `sslmode` disable / prefer / require.
+/// Unix socket with `?host=/socket/folder&port=5432`; `sslmode` and `sslrootcert` mean what they
+/// mean to libpq.
 public struct DatabaseURL: Sendable, CustomStringConvertible {
     public enum Endpoint: Sendable, Equatable {
         case tcp(host: String, port: Int)
@@ -10,8 +12,21 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         case unixSocket(path: String)
     }
 
-    public enum TLSMode: String, Sendable {
-        case disable, prefer, require
+    /// libpq's `sslmode`: how hard the connection insists on TLS and what it checks.
+    public enum TLSMode: String, Sendable, CaseIterable {
+        /// Never TLS.
+        case disable
+        /// libpq tries without TLS first; Nudge, like `prefer`, tries TLS first and falls back.
+        case allow
+        /// TLS when the server offers it, without checking its certificate; plain otherwise.
+        case prefer
+        /// TLS or nothing, without checking the certificate (unless `sslrootcert` is given: then
+        /// as `verify-ca`, as libpq does).
+        case require
+        /// TLS with a certificate signed by a trusted root; any host name.
+        case verifyCA = "verify-ca"
+        /// TLS with a certificate signed by a trusted root, for this very host.
+        case verifyFull = "verify-full"
     }
 
     public let endpoint: Endpoint
@@ -19,8 +34,12 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public let password: String?
     public let database: String
     public let tlsMode: TLSMode
+    /// `sslrootcert`: the only roots trusted for the server's certificate (`system`: the system's).
+    public let rootCertificate: String?
+    /// `NUDGE_CA_FILE`: roots trusted in addition to the system's.
+    public let extraTrustedRoots: String?
 
-    public init(_ text: String) throws(NudgeError) {
+    public init(_ text: String, extraTrustedRoots: String? = nil) throws(NudgeError) {
         guard let components = URLComponents(string: text),
               components.scheme == "postgres" || components.scheme == "postgresql"
         else {
@@ -33,16 +52,30 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         if let socketFolder = query["host"], socketFolder.hasPrefix("/") {
             endpoint = .unixSocket(path: socketFolder + "/.s.PGSQL.\(port)")
         } else {
-            endpoint = .tcp(host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost", port: port)
+            endpoint = .tcp(host: query["host"].flatMap { $0.isEmpty ? nil : $0 }
+                                ?? components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost",
+                            port: port)
         }
         username = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
         password = components.password.flatMap { $0.removingPercentEncoding }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? username : path
-        guard let mode = TLSMode(rawValue: query["sslmode"] ?? "prefer") ?? (query["sslmode"] == "allow" ? .prefer : nil) else {
-            throw NudgeError(.configuration, "DATABASE_URL: sslmode must be disable, prefer or require")
+        guard let mode = TLSMode(rawValue: query["sslmode"] ?? "prefer") else {
+            throw NudgeError(.configuration, """
+                DATABASE_URL: sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))
+                """)
         }
         tlsMode = mode
+        rootCertificate = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
+        self.extraTrustedRoots = extraTrustedRoots
+        if query["sslcert"] != nil || query["sslkey"] != nil {
+            throw NudgeError(.configuration, "DATABASE_URL: client certificates (sslcert, sslkey) are not supported")
+        }
+        for file in [rootCertificate, extraTrustedRoots].compactMap({ $0 }) where file != "system" {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw NudgeError(.configuration, "cannot read the trusted root certificates in \(file)")
+            }
+        }
     }
 
     /// Where the database is, without the password: safe for logs and error messages.
@@ -53,14 +86,39 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
     }
 
-    public var clientConfiguration: PostgresClient.Configuration {
+    /// What the connection checks of the server's certificate, by `sslmode`.
+    var certificateVerification: CertificateVerification {
+        switch tlsMode {
+        case .disable, .allow, .prefer: .none
+        case .require: rootCertificate == nil ? .none : .noHostnameVerification
+        case .verifyCA: .noHostnameVerification
+        case .verifyFull: .fullVerification
+        }
+    }
+
+    var tlsConfiguration: TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = certificateVerification
+        if let rootCertificate, rootCertificate != "system" {
+            configuration.trustRoots = .file(rootCertificate)
+        } else if let extraTrustedRoots {
+            configuration.additionalTrustRoots = [.file(extraTrustedRoots)]
+        }
+        return configuration
+    }
+
+    /// The pool's configuration. Every session the pool opens tells the server who it is
+    /// (`application_name`), bounds each statement (`statement_timeout`, also for a transaction
+    /// left idle) and has the server probe a silent client (TCP keepalive), so that a run cut off
+    /// from its client frees its locks within a minute.
+    public func clientConfiguration(applicationName: String, statementTimeout: Duration?) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
             let tls: PostgresClient.Configuration.TLS = switch tlsMode {
             case .disable: .disable
-            case .prefer: .prefer(.makeClientConfiguration())
-            case .require: .require(.makeClientConfiguration())
+            case .allow, .prefer: .prefer(tlsConfiguration)
+            case .require, .verifyCA, .verifyFull: .require(tlsConfiguration)
             }
             configuration = .init(host: host, port: port, username: username, password: password,
                                   database: database, tls: tls)
@@ -69,6 +127,44 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
         configuration.options.connectTimeout = .seconds(5)
         configuration.options.maximumConnections = 4
+        configuration.options.additionalStartupParameters = Self.sessionParameters(
+            applicationName: applicationName, statementTimeout: statementTimeout)
         return configuration
+    }
+
+    /// The same settings for one connection of its own, outside the pool: the one that finds out
+    /// why a server cannot be reached, which the pool keeps to itself while it retries.
+    func connectionConfiguration(applicationName: String, statementTimeout: Duration?) throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
+        switch endpoint {
+        case .tcp(let host, let port):
+            let tls: PostgresConnection.Configuration.TLS = switch tlsMode {
+            case .disable: .disable
+            case .allow, .prefer: .prefer(try NIOSSLContext(configuration: tlsConfiguration))
+            case .require, .verifyCA, .verifyFull: .require(try NIOSSLContext(configuration: tlsConfiguration))
+            }
+            configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        case .unixSocket(let path):
+            configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
+        }
+        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.additionalStartupParameters = Self.sessionParameters(
+            applicationName: applicationName, statementTimeout: statementTimeout)
+        return configuration
+    }
+
+    static func sessionParameters(applicationName: String, statementTimeout: Duration?) -> [(String, String)] {
+        var parameters = [
+            ("application_name", String(applicationName.prefix(63))),
+            // The server's side of TCP keepalive: a client gone silent is dropped after about a
+            // minute, and with it the advisory lock of its run. Ignored on a Unix socket.
+            ("tcp_keepalives_idle", "30"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "3"),
+        ]
+        if let statementTimeout {
+            let milliseconds = String(statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000)
+            parameters.append(("statement_timeout", milliseconds))
+            parameters.append(("idle_in_transaction_session_timeout", milliseconds))
+        }
+        return parameters
     }
 }

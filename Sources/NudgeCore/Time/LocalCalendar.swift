@@ -7,10 +7,13 @@ import Foundation
 public struct LocalCalendar: Sendable {
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case unknownTimeZone(String)
+        case implausibleSignUp
 
         public var description: String {
             switch self {
             case .unknownTimeZone(let name): "unknown time zone '\(name)'"
+            case .implausibleSignUp:
+                "users.created_at is not a sign-up time (it is 'infinity', '-infinity' or outside 1970-2200)"
             }
         }
     }
@@ -23,13 +26,29 @@ public struct LocalCalendar: Sendable {
             self.timeZone = TimeZone(identifier: "UTC")!
             return
         }
-        // Foundation also accepts abbreviations ("EST") and offsets ("GMT+5"); only names of the
-        // IANA database (Area/Location, aliases included), or UTC itself, are a user's zone.
-        guard identifier == "UTC" || identifier.contains("/"),
-              let zone = TimeZone(identifier: identifier)
+        // Foundation also accepts offsets it makes up ("GMT+5"): only names of the IANA time zone
+        // database are a user's zone, aliases without a slash included ("GMT", "CET", "EST5EDT",
+        // "Japan", "Zulu"), and only those Foundation's own zone data can compute.
+        guard Self.isTimeZoneDatabaseName(identifier), let zone = TimeZone(identifier: identifier)
         else { throw .unknownTimeZone(identifier) }
         self.timeZone = zone
     }
+
+    /// Where the system keeps the IANA time zone database, one file per name.
+    static let systemZoneInfo = "/usr/share/zoneinfo"
+
+    /// Whether `name` is a name the IANA time zone database knows: one of Foundation's canonical
+    /// names, or an entry of the system's zoneinfo (where the aliases are).
+    static func isTimeZoneDatabaseName(_ name: String) -> Bool {
+        if knownNames.contains(name) { return true }
+        guard !name.hasPrefix("/"), !name.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
+              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/_-+".contains($0)) })
+        else { return false }
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: systemZoneInfo + "/" + name, isDirectory: &isFolder) && !isFolder.boolValue
+    }
+
+    private static let knownNames = Set(TimeZone.knownTimeZoneIdentifiers).union(["UTC"])
 
     public var identifier: String { timeZone.identifier }
 
@@ -104,6 +123,16 @@ public struct LocalCalendar: Sendable {
 
 /// Calendars by zone name, built once per run: a run meets a few hundred zones and a million users.
 public struct CalendarCache: Sendable {
+    /// The sign-up instants a user can have: `users.created_at` outside them (`'infinity'`, a year
+    /// 20000) is a row no job can place in time.
+    static let plausibleInstants = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 7_258_118_400)   // 1970 to 2200
+
+    /// The user with the calendar of their zone; fails for an unknown zone or an impossible sign-up.
+    mutating func place(_ user: UserRow) throws(LocalCalendar.Failure) -> UserInTime {
+        guard Self.plausibleInstants.contains(user.createdAt) else { throw .implausibleSignUp }
+        return UserInTime(user: user, calendar: try calendar(for: user.timezone))
+    }
+
     private var calendars: [String: Result<LocalCalendar, LocalCalendar.Failure>] = [:]
 
     public init() {}

@@ -51,7 +51,11 @@ public struct PushTriggerJob: Job {
         public let prompt: String
         /// The user's words the copy must not repeat.
         public let userWords: [String]
+        /// When the user's window closes (13:00 local): the LLM is not asked after it.
+        public let dueUntil: Date?
         public var copy: PushCopy?
+        /// When the push was queued, by the run's clock: `push_log.sent_at`.
+        public var queuedAt: Date?
     }
 
     /// A candidate's decision for the day: a push, or only the mark that says why not.
@@ -65,7 +69,7 @@ public struct PushTriggerJob: Job {
 
     public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         // Most hourly runs meet most users away from their 10:00: only the due ones are read.
-        let due = users.filter { notDue($0, run: run) == nil }.map(\.user.id)
+        let due = users.filter { notDue($0, at: run.now, run: run) == nil }.map(\.user.id)
         guard !due.isEmpty else { return [:] }
         let since = run.now.addingTimeInterval(-Self.lookback)
         // One query: the batch's candidates (check-ins on, an active token) with everything the
@@ -144,16 +148,16 @@ public struct PushTriggerJob: Job {
 
     // MARK: Deciding
 
-    /// Why the user's moment is not now, or nil when it is: from 10:00 local (the definition's
-    /// `localTime`) for `dueForMinutes`, on the user's current local day.
-    func notDue(_ user: UserInTime, run: RunContext) -> String? {
+    /// Why the user's moment is not `instant`, or nil when it is: from 10:00 local (the
+    /// definition's `localTime`) for `dueForMinutes`, on the user's local day at `instant`.
+    func notDue(_ user: UserInTime, at instant: Date, run: RunContext) -> String? {
         let calendar = user.calendar
-        let today = calendar.localDate(at: run.now)
+        let today = calendar.localDate(at: instant)
         let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
         let dueAt = calendar.instant(of: today, at: moment)
-        guard run.now >= dueAt else { return "not \(moment) local time yet" }
-        if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
-            return "more than \(minutes) minutes past \(moment) local time"
+        guard instant >= dueAt else { return "not \(moment) local time yet" }
+        if let dueUntil = dueUntil(dueAt), instant >= dueUntil {
+            return "more than \(definition.dueForMinutes ?? 0) minutes past \(moment) local time"
         }
         if let window = run.window, !window.contains(today) {
             return "proactive pushes are for the user's current local day (\(today)) only"
@@ -161,8 +165,21 @@ public struct PushTriggerJob: Job {
         return nil
     }
 
+    /// The end of the window that opens at `dueAt`, when the job has one.
+    private func dueUntil(_ dueAt: Date) -> Date? {
+        definition.dueForMinutes.map { dueAt.addingTimeInterval(Double($0) * 60) }
+    }
+
     public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let notDue = notDue(user, run: run) { return .nothingDue(notDue) }
+        if let why = notDue(user, at: run.now, run: run) {
+            // A user who was due when the run began, and whose window closed before the run got
+            // to them (a long run held back by the LLM's rate limit), is skipped with the reason.
+            if run.startedAt < run.now, notDue(user, at: run.startedAt, run: run) == nil,
+               user.calendar.localDate(at: run.startedAt) == user.calendar.localDate(at: run.now) {
+                throw UserSkip("the run reached the user at \(user.calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
+            }
+            return .nothingDue(why)
+        }
         guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
@@ -187,9 +204,10 @@ public struct PushTriggerJob: Job {
                           detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3")
         }
         let context = try coachingContext(facts, locale: user.user.locale, domain: decision.conversationDomain)
+        let dueAt = calendar.instant(of: today, at: definition.localTime ?? LocalTime(hour: 10, minute: 0)!)
         let push = ProactivePush(
             pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
-            userWords: facts.messages.map(\.content) + facts.lastConversationMessages, copy: nil)
+            userWords: facts.messages.map(\.content) + facts.lastConversationMessages, dueUntil: dueUntil(dueAt), copy: nil)
         return .act(PlannedChange(userID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
     }
 
@@ -248,6 +266,10 @@ public struct PushTriggerJob: Job {
             push.copy = PushCopy(title: "(dry run: no LLM call)", body: "The prompt has \(push.prompt.count) characters.")
             return finished(change, push, run: run)
         }
+        // The batch may have waited for the rate limit: is the user still within their window?
+        if let dueUntil = push.dueUntil, run.clock.now() >= dueUntil {
+            throw UserSkip("the user's window closed at \(JobRunner<Self>.timestamp(dueUntil)) before the LLM could be asked; not pushed")
+        }
         try await meter.admit()
         let reply = try await llm.complete(prompt: push.prompt, logger: logger)
         do {
@@ -261,14 +283,17 @@ public struct PushTriggerJob: Job {
     }
 
     private func finished(_ change: PlannedChange<Change>, _ push: ProactivePush, run: RunContext) -> PlannedChange<Change> {
+        var push = push
         let copy = push.copy!
+        let queuedAt = run.clock.now()
+        push.queuedAt = queuedAt
         let payload: [String: String] = [
             "domain": push.decision.conversationDomain ?? "general",
             "action": "new_conversation",
             "push_type": push.decision.pushType.rawValue,
             "push_log_id": push.pushLogID.uuidString.lowercased(),
         ]
-        let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: run.now, title: copy.title,
+        let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: queuedAt, title: copy.title,
                                     body: copy.body, payload: Self.json(payload))
         return PlannedChange(userID: change.userID, change: push,
                              work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
@@ -288,12 +313,15 @@ public struct PushTriggerJob: Job {
             """, else: "push-trigger has already decided this local day for the user")
         let pushes = changes.compactMap { change in change.change.flatMap { $0 }.map { (change.userID, $0) } }
         guard !pushes.isEmpty else { return writes }
+        // The unique (user_id, local_day) of push_log refuses a second push the same local day,
+        // whatever two runs race: the batch then falls back user by user and that user fails.
         writes.step("push_logs", """
-            insert into push_log (id, user_id, push_type, content, sent_at, metadata)
-            select id, user_id, push_type, content, \(run.now), metadata::jsonb
+            insert into push_log (id, user_id, push_type, content, sent_at, metadata, local_day)
+            select id, user_id, push_type, content, sent_at, metadata::jsonb, local_day
               from unnest(\(pushes.map(\.1.pushLogID)), \(pushes.map(\.0)), \(pushes.map(\.1.decision.pushType.rawValue)),
-                          \(pushes.map { $0.1.copy?.content ?? "" }), \(pushes.map { Self.metadata($0.1.decision) }))
-                   as p(id, user_id, push_type, content, metadata)
+                          \(pushes.map { $0.1.copy?.content ?? "" }), \(pushes.map { $0.1.queuedAt ?? run.now }),
+                          \(pushes.map { Self.metadata($0.1.decision) }), \(pushes.map(\.1.localDay)))
+                   as p(id, user_id, push_type, content, sent_at, metadata, local_day)
             """)
         return writes
     }

@@ -38,18 +38,25 @@ public struct ValidateStreaksJob: Job {
 
     // MARK: Which days are due
 
+    /// How many days back the first settlement of a user starts (`catchUpDays`).
+    var catchUpDays: Int { definition.catchUpDays ?? 7 }
+
     /// The local days to settle for one user now, or nil when none is due. Throws when a backfill
     /// window starts after days that are not settled yet: a streak is a fold over every day.
+    ///
+    /// A user Nudge has never settled (no streak row, or one the app wrote without
+    /// `settled_through`) starts at most `catchUpDays` before the last day due: the days before are
+    /// taken as they stand (the row's streak, or none), with no badge or notification for them.
     func daysToSettle(for user: UserInTime, streak: StoredStreak?, run: RunContext) throws(NudgeError) -> ClosedRange<LocalDate>? {
         let calendar = user.calendar
         let trigger = definition.localTime ?? LocalTime(hour: 0, minute: 0)!
         let lastEnded = calendar.latestDay(reaching: trigger, atOrBefore: run.now).adding(days: -1)
-        let first = streak?.settledThrough.map { $0.adding(days: 1) }
-            ?? streak?.state.lastCheckinDate.map { $0.adding(days: 1) }
-            ?? calendar.localDate(at: user.user.createdAt)
         var last = lastEnded
+        if let window = run.window { last = min(last, window.to) }
+        let first = streak?.settledThrough.map { $0.adding(days: 1) }
+            ?? max(streak?.state.lastCheckinDate.map { $0.adding(days: 1) } ?? calendar.localDate(at: user.user.createdAt),
+                   last.adding(days: 1 - catchUpDays))
         if let window = run.window {
-            last = min(last, window.to)
             if first < window.from && window.from <= last {
                 throw NudgeError(.configuration, """
                     days \(first) to \(window.from.adding(days: -1)) are not settled yet; backfill from \(first)

@@ -1,0 +1,48 @@
+import Foundation
+import PostgresNIO
+
+/// Whom an error is about: the users whose rows a statement touched, or the whole run.
+///
+/// A value the server or the decoder cannot take (an `'infinity'` date, a NULL where a value must
+/// be, a number out of range, a broken constraint) belongs to the rows that hold it: the runner
+/// retries the batch user by user, and only their owner fails. A database that is gone, read-only,
+/// out of disk or timed out belongs to the run: it ends with its checkpoint, since every other
+/// user would fail the same way.
+enum FailureScope: Equatable {
+    case users
+    case run
+
+    static func of(_ error: any Error) -> FailureScope {
+        switch error {
+        case let error as PSQLError:
+            guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return .run }
+            return rowStateClasses.contains(String(state.prefix(2))) ? .users : .run
+        case is PostgresDecodingError, is DecodingError, is MalformedData:
+            return .users
+        case let error as NudgeError:
+            return error.kind == .database || error.kind == .locked ? .run : .users
+        default:
+            return .run
+        }
+    }
+
+    /// SQLSTATE classes that come from the data a statement read or wrote: 22 data exception
+    /// (invalid or out-of-range values), 23 integrity constraint violation, 40 transaction
+    /// rollback (a deadlock or serialization failure, which a retry user by user resolves), 54
+    /// program limit exceeded (an index row too large), P0 raised by PL/pgSQL (`nudge_expect`, a
+    /// trigger). Everything else (08 connection, 25 read-only, 53 disk full or out of memory,
+    /// 57 canceled or shut down, 58 I/O, XX internal, 42 a statement Nudge got wrong) ends the run.
+    private static let rowStateClasses: Set<String> = ["22", "23", "40", "54", "P0"]
+}
+
+/// A `PostgresDecodingError` in an operator's words: which column held what Nudge cannot read,
+/// never the value itself.
+func describeUnreadable(_ error: PostgresDecodingError) -> String {
+    let column = error.columnName == "?column?" ? "column \(error.columnIndex + 1)" : "column \(error.columnName)"
+    switch error.code {
+    case .missingData:
+        return "\(column) is null where a value must be"
+    default:
+        return "\(column) holds a \(error.postgresType) value Nudge cannot read ('infinity', NaN or out of range)"
+    }
+}
