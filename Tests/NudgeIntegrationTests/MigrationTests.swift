@@ -1,5 +1,7 @@
 import Foundation
+import PostgresNIO
 import Testing
+@testable import NudgeCore
 
 /// The migration files in the order they apply.
 let migrationFiles = try! FileManager.default
@@ -113,6 +115,34 @@ let migrationFiles = try! FileManager.default
              order by 1
             """)
         #expect(uncovered == "", "foreign keys without an index led by their columns:\n\(uncovered)")
+    }
+}
+
+@Suite struct LedgerIndexTests {
+    /// Every run asks the ledger which runs are marked running and which was the last real one:
+    /// after a year of runs those questions must be answered from an index, not a scan.
+    @Test func theLedgersQuestionsAreAnsweredFromAnIndex() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("""
+            insert into job_runs (job, shard_index, shard_count, scope_key, clock, dry_run, host, pid, status)
+            select (array['validate-streaks', 'generate-daily-goals', 'push-trigger'])[1 + n % 3], n % 4, 4, 'x', now(),
+                   n % 7 = 0, 'host', 1, 'succeeded'
+              from generate_series(1, 40000) n;
+            analyze job_runs
+            """)
+        let shard = try Shard("1/4")
+        let queries = [RunLedger.closeDeadRuns(job: "validate-streaks", shard: shard),
+                       RunLedger.lastRealRun(job: "validate-streaks", shard: shard),
+                       RunLedger.runningRuns(job: "validate-streaks")]
+        try await database.withDatabase { db in
+            for query in queries {
+                var explain = query
+                explain.sql = "explain " + query.sql
+                var plan = ""
+                for try await line in try await db.client.query(explain, logger: db.logger).decode(String.self) { plan += line + "\n" }
+                #expect(!plan.contains("Seq Scan"), "\(query.sql)\n\(plan)")
+            }
+        }
     }
 }
 

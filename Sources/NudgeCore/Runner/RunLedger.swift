@@ -58,13 +58,7 @@ struct RunLedger: Sendable {
     /// hold it now), and says whether this run can pick up from its checkpoint.
     func recoverPrevious(job: String, shard: Shard, scopeKey: String, dryRun: Bool,
                          on connection: PostgresConnection) async throws -> Resumable? {
-        // Any run of this job and shard still marked running died: we hold its lock now.
-        let dead = try await connection.query("""
-            update job_runs set status = 'interrupted', ended_at = now(),
-                   error = 'the process ended without finishing (crash, kill -9 or lost connection)'
-             where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and status = 'running'
-            returning id
-            """, logger: logger)
+        let dead = try await connection.query(Self.closeDeadRuns(job: job, shard: shard), logger: logger)
         for try await id in dead.decode(Int64.self) {
             logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
         }
@@ -79,15 +73,27 @@ struct RunLedger: Sendable {
         return nil
     }
 
+    /// Marks interrupted the runs still marked running that died: those of this shard, and those
+    /// of any other shard count, since this run holds the lock that excludes them all.
+    static func closeDeadRuns(job: String, shard: Shard) -> PostgresQuery {
+        """
+        update job_runs set status = 'interrupted', ended_at = now(),
+               error = 'the process ended without finishing (crash, kill -9 or lost connection)'
+         where job = \(job) and status = 'running'
+           and (shard_count <> \(shard.count) or shard_index = \(shard.index))
+        returning id
+        """
+    }
+
     /// The last run of a job and shard that was not a dry run, and whether a later run resumed it
     /// (served by `idx_job_runs_resume`).
     static func lastRealRun(job: String, shard: Shard) -> PostgresQuery {
         """
-        select id, status, scope_key, checkpoint,
-               exists (select 1 from job_runs later where later.resumed_from = job_runs.id)
-          from job_runs
-         where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and not dry_run
-         order by id desc limit 1
+        select r.id, r.status, r.scope_key, r.checkpoint,
+               exists (select 1 from job_runs later where later.resumed_from = r.id)
+          from (select id, status, scope_key, checkpoint from job_runs
+                 where job = \(job) and shard_index = \(shard.index) and shard_count = \(shard.count) and not dry_run
+                 order by id desc limit 1) r
         """
     }
 
