@@ -148,18 +148,21 @@ public struct Database: Sendable {
             return "the server does not offer TLS, and sslmode=\(url.tlsMode.rawValue) requires it"
         }
         if let underlying = error.underlying {
-            if let ssl = underlying as? NIOSSLError {
-                return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): \(ssl)"
-                    + (url.tlsMode == .verifyCA || url.tlsMode == .verifyFull || url.rootCertificate != nil
-                       ? "; is the server's certificate signed by a root in sslrootcert or NUDGE_CA_FILE?" : "")
+            let text = "\(underlying)"
+            if underlying is NIOSSLError {
+                let verification = url.tlsMode == .verifyCA || url.tlsMode == .verifyFull || url.rootCertificate != nil
+                if text.contains("CERTIFICATE_VERIFY_FAILED") {
+                    return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): the server's certificate could not be verified"
+                        + (verification ? "; is it signed by a root in sslrootcert or NUDGE_CA_FILE, and issued for this host?" : "")
+                }
+                return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): \(text)"
             }
-            if let io = underlying as? IOError {
-                return "\(io.description); is the server running there, and is DATABASE_URL right?"
-            }
-            if underlying is ChannelError {
-                return "\(underlying); is the server running there, and is DATABASE_URL right?"
-            }
-            return "\(underlying)"
+            let unreachable = "; is the server running there, and is DATABASE_URL right?"
+            if text.contains("Connection refused") { return "connection refused" + unreachable }
+            if text.contains("UnknownHost") { return "the host name does not resolve" + unreachable }
+            if text.contains("No such file or directory") { return "no server socket there" + unreachable }
+            if underlying is IOError || underlying is ChannelError { return text + unreachable }
+            return text
         }
         return "\(error.code)"
     }

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+
+/// The test server also listens on 127.0.0.1 with TLS and a self-signed certificate, as a stock
+/// Debian server does (`scripts/pg start … --tls`): sslmode means what it means to libpq.
+private struct TLSServer {
+    let port: Int
+    /// The server's self-signed certificate, its own root.
+    let certificate: String
+
+    init() throws {
+        let url = try TestServer.serverURL()
+        guard let components = URLComponents(string: url),
+              let socket = components.queryItems?.first(where: { $0.name == "host" })?.value,
+              let port = components.queryItems?.first(where: { $0.name == "port" })?.value.flatMap(Int.init)
+        else { throw TestFailure("unexpected test server URL \(url)") }
+        self.port = port
+        certificate = URL(fileURLWithPath: socket).deletingLastPathComponent().appendingPathComponent("tls/server.crt").path
+        guard FileManager.default.fileExists(atPath: certificate) else {
+            throw TestFailure("the test server has no TLS (start it with scripts/pg start NAME --tls, as scripts/test does)")
+        }
+    }
+
+    func url(_ database: TestDatabase, user: String = "nudge", password: String? = nil, _ query: String) -> String {
+        "postgres://\(user)\(password.map { ":\($0)" } ?? "")@localhost:\(port)/\(database.name)?\(query)"
+    }
+}
+
+@Suite struct ConnectionTests {
+    @Test(arguments: ["sslmode=require", "sslmode=prefer", "sslmode=allow", "sslmode=disable"])
+    func aSelfSignedServerIsReachedWithoutVerificationAsLibpqDoes(_ query: String) async throws {
+        let tls = try TLSServer()
+        let database = try await TestDatabase.fresh()
+        let result = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, query)])
+        #expect(result.status == 0, "\(query): \(result.stderr)")
+        #expect(result.stdout.contains("no runs yet"))
+    }
+
+    @Test func verifyingModesCheckTheCertificateAgainstTheRootsTheyAreGiven() async throws {
+        let tls = try TLSServer()
+        let database = try await TestDatabase.fresh()
+        for query in ["sslmode=verify-ca&sslrootcert=\(tls.certificate)", "sslmode=verify-full&sslrootcert=\(tls.certificate)",
+                      "sslmode=require&sslrootcert=\(tls.certificate)"] {
+            let result = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, query)])
+            #expect(result.status == 0, "\(query): \(result.stderr)")
+        }
+        // NUDGE_CA_FILE adds a root to the system's.
+        let extra = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
+                                                                     "NUDGE_CA_FILE": tls.certificate])
+        #expect(extra.status == 0, "\(extra.stderr)")
+        // Without its root, a self-signed certificate is refused, and the error says it was TLS.
+        let refused = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full")])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("the TLS handshake failed (sslmode=verify-full): the server's certificate could not be verified"),
+                "\(refused.stderr)")
+    }
+
+    @Test func theErrorSaysWhyTheServerRefused() async throws {
+        let tls = try TLSServer()
+        let database = try await TestDatabase.fresh()
+        let password = UUID().uuidString
+        try database.psql("""
+            do $$ begin
+              if not exists (select 1 from pg_roles where rolname = 'nudge_password') then create role nudge_password login; end if;
+            end $$;
+            alter role nudge_password password '\(password)'
+            """)
+        let right = try await database.nudge(["runs"], environment: [
+            "DATABASE_URL": tls.url(database, user: "nudge_password", password: password, "sslmode=require")])
+        #expect(right.status == 1)   // reached and authenticated; the role may not read the ledger
+        #expect(!right.stderr.contains("cannot reach"), "\(right.stderr)")
+
+        let wrong = try await database.nudge(["runs"], environment: [
+            "DATABASE_URL": tls.url(database, user: "nudge_password", password: "hunter2", "sslmode=require")])
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains(#"password authentication failed for user "nudge_password""#), "\(wrong.stderr)")
+        #expect(!wrong.stderr.contains("hunter2"))
+
+        let noDatabase = try await database.nudge(["runs"], environment: [
+            "DATABASE_URL": "postgres://nudge@localhost:\(tls.port)/no_such_database?sslmode=require"])
+        #expect(noDatabase.status == 1)
+        #expect(noDatabase.stderr.contains(#"database "no_such_database" does not exist"#), "\(noDatabase.stderr)")
+
+        let badMode = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=sometimes")])
+        #expect(badMode.status == 1)
+        #expect(badMode.stderr.contains("sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full"))
+    }
+}
