@@ -11,8 +11,12 @@ struct Bootstrap {
     let logger: Logger
 
     static func make() throws(NudgeError) -> Bootstrap {
-        let environment = Environment()
+        let (environment, file) = try Environment.loading()
         let logger = try configureLogging(environment)
+        if let file, file.isReadableByOthers {
+            logger.warning("the env file can be read by every user of this machine: chmod 640 (or 600) it",
+                           metadata: ["nudge.path": "\(file.path)"])
+        }
         let home = try NudgeHome.locate(environment)
         let catalog = try JobCatalog(directory: home.jobsDirectory)
         return Bootstrap(environment: environment, home: home, catalog: catalog, logger: logger)

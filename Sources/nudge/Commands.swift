@@ -210,12 +210,64 @@ struct Resume: AsyncParsableCommand {
     }
 }
 
+/// Where the generated crontab and units say Nudge is installed.
+struct LayoutOptions: ParsableArguments {
+    @Option(name: .customLong("bin"), help: "The installed nudge binary (jobs/ and db/ beside its folder).")
+    var binary = InstallLayout.standard.binary
+
+    @Option(help: "The env file nudge reads DATABASE_URL and the provider keys from (NUDGE_ENV_FILE).")
+    var envFile = InstallLayout.standard.envFile
+
+    @Option(help: "Where cron appends each job's output, one <job>.log each.")
+    var logDir = InstallLayout.standard.logDirectory
+
+    var layout: InstallLayout {
+        get throws {
+            do {
+                return try InstallLayout(binary: binary, envFile: envFile, logDirectory: logDir).validated()
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+}
+
 struct Crontab: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the crontab generated from the job definitions (the committed `crontab` file equals it).")
+        abstract: "Print the crontab generated from the job definitions (the committed `crontab` file is it for the standard paths).")
+
+    @OptionGroup var paths: LayoutOptions
 
     func run() async throws {
-        try await reportingFailures { print(try Bootstrap.make().catalog.crontab, terminator: "") }
+        let layout = try paths.layout
+        try await reportingFailures { print(try Bootstrap.make().catalog.crontab(layout), terminator: "") }
+    }
+}
+
+struct Systemd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the systemd units that run every job: nudge@.service and a timer per job (deploy/systemd/ holds them for the standard paths).")
+
+    @OptionGroup var paths: LayoutOptions
+
+    @Option(help: "The folder to write the units into (made if missing).")
+    var output: String
+
+    func run() async throws {
+        let layout = try paths.layout
+        let folder = URL(fileURLWithPath: output, isDirectory: true)
+        try await reportingFailures {
+            let units = try Bootstrap.make().catalog.systemdUnits(layout)
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                for unit in units {
+                    try Data(unit.text.utf8).write(to: folder.appendingPathComponent(unit.name), options: .atomic)
+                }
+            } catch {
+                throw NudgeError(.configuration, "cannot write the units into \(folder.path): \((error as NSError).localizedDescription)")
+            }
+            for unit in units { print(folder.appendingPathComponent(unit.name).path) }
+        }
     }
 }
 

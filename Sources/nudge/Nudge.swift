@@ -38,13 +38,14 @@ struct Nudge: AsyncParsableCommand {
         commandName: "nudge",
         abstract: "The engagement back office: named batch jobs over every user, in their local time.",
         discussion: """
-            Configuration comes from the environment: DATABASE_URL (postgres://…), NUDGE_ENABLED and \
+            Configuration comes from the environment, and from the env file NUDGE_ENV_FILE names for \
+            what the environment does not set: DATABASE_URL (postgres://…), NUDGE_ENABLED and \
             <JOB>_ENABLED (kill switches), NUDGE_LOG_LEVEL, NUDGE_LOG_FORMAT (json or text), NUDGE_HOME, \
-            NUDGE_METRICS_DIR (Prometheus textfiles), NUDGE_HEALTHCHECK_URL.
+            NUDGE_METRICS_DIR (Prometheus textfiles), NUDGE_HEALTHCHECK_URL[_<JOB>].
             Exit status: 0 success (also: disabled, nothing to do), 3 some users failed, 1 aborted, \
             64 usage error, 75 another run of the job holds its lock.
             """,
         version: "0.1.0",
-        subcommands: [ListJobs.self, Run.self, Migrate.self, Seed.self, Runs.self, Pause.self, Resume.self, Crontab.self]
+        subcommands: [ListJobs.self, Run.self, Migrate.self, Seed.self, Runs.self, Pause.self, Resume.self, Crontab.self, Systemd.self]
     )
 }

@@ -54,7 +54,7 @@ import Testing
 @Suite struct JobCatalogTests {
     @Test func theCommittedCrontabIsTheGeneratedOne() throws {
         let committed = try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)
-        #expect(committed == repositoryCatalog.crontab)
+        #expect(committed == repositoryCatalog.crontab())
     }
 
     @Test func everyDefinedJobIsBuiltInAndEveryBuiltInJobIsDefined() async throws {
@@ -94,5 +94,83 @@ import Testing
         try Data(#"{"name":"x-job","summary":"s","schedule":"* * * * *","localTime":null,"killSwitch":"WRONG","enabledByDefault":true,"batchSize":50}"#.utf8)
             .write(to: folder.appendingPathComponent("x-job.json"))
         #expect(throws: NudgeError.self) { try JobCatalog(directory: folder) }
+    }
+}
+
+@Suite struct EnvironmentFileTests {
+    @Test func readsNameValueLinesCommentsQuotesAndExport() throws {
+        let values = try EnvironmentFile.parse("""
+            # Nudge
+            DATABASE_URL=postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x
+
+            export NUDGE_LOG_LEVEL=warning   # quiet
+              PUSH_TRIGGER_ENABLED = "true"
+            ANTHROPIC_API_KEY='sk-ant-with "quotes" and # hash'
+            QUOTED="a \\"b\\" \\\\ c"
+            EMPTY=
+            """, path: "/etc/nudge/env")
+        #expect(values == [
+            "DATABASE_URL": "postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x",
+            "NUDGE_LOG_LEVEL": "warning", "PUSH_TRIGGER_ENABLED": "true",
+            "ANTHROPIC_API_KEY": #"sk-ant-with "quotes" and # hash"#, "QUOTED": #"a "b" \ c"#, "EMPTY": "",
+        ])
+    }
+
+    @Test(arguments: [("just words", 1), ("A=1\n9LIVES=x", 2), ("A='open", 1), ("A=\"x\" y", 1)])
+    func aLineThatIsNoVariableIsRefusedByNumberWithoutQuotingIt(_ text: String, _ line: Int) {
+        #expect(throws: NudgeError.self) { try EnvironmentFile.parse(text, path: "/etc/nudge/env") }
+        do {
+            _ = try EnvironmentFile.parse(text + "\nSECRET=hunter2x", path: "/etc/nudge/env")
+        } catch {
+            #expect(error.message.hasPrefix("the env file /etc/nudge/env, line \(line):"))
+            #expect(!error.message.contains("hunter2x"))
+        }
+    }
+
+    @Test func theProcessEnvironmentWinsOverTheFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-env-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("env")
+        try Data("DATABASE_URL=postgres://file/nudge\nVALIDATE_STREAKS_ENABLED=false\n".utf8).write(to: file)
+        let (environment, read) = try Environment.loading(["NUDGE_ENV_FILE": file.path, "VALIDATE_STREAKS_ENABLED": "true"])
+        #expect(environment["DATABASE_URL"] == "postgres://file/nudge")
+        #expect(environment["VALIDATE_STREAKS_ENABLED"] == "true")
+        #expect(read?.path == file.path)
+        #expect(throws: NudgeError.self) { try Environment.loading(["NUDGE_ENV_FILE": folder.appendingPathComponent("missing").path]) }
+        let (plain, none) = try Environment.loading(["DATABASE_URL": "postgres://env/nudge"])
+        #expect(plain["DATABASE_URL"] == "postgres://env/nudge" && none == nil)
+    }
+}
+
+@Suite struct DeploymentFileTests {
+    @Test func schedulesReadAsCronReadsThemAndBecomeSystemdCalendars() throws {
+        let quarter = try CronSchedule("5,20,35,50 * * * *")
+        #expect(quarter.minutes == [5, 20, 35, 50] && quarter.hours == Array(0...23))
+        #expect(quarter.onCalendar == "*-*-* *:05,20,35,50:00 UTC")
+        #expect(try CronSchedule("*/15 6-8 * * *").onCalendar == "*-*-* 06,07,08:00,15,30,45:00 UTC")
+        #expect(try CronSchedule("* * * * *").onCalendar == "*-*-* *:*:00 UTC")
+        #expect(try CronSchedule("0-30/10 */12 * * *").minutes == [0, 10, 20, 30])
+        for bad in ["* * * *", "61 * * * *", "0 * * * 1", "5-1 * * * *", "*/0 * * * *", "a * * * *"] {
+            #expect(throws: NudgeError.self, "\(bad)") { try CronSchedule(bad) }
+        }
+    }
+
+    @Test func theCommittedSystemdUnitsAreTheGeneratedOnes() throws {
+        let folder = packageRoot.appendingPathComponent("deploy/systemd")
+        let committed = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path))
+        let units = repositoryCatalog.systemdUnits()
+        #expect(committed == Set(units.map(\.name)))
+        for unit in units {
+            #expect(try String(contentsOf: folder.appendingPathComponent(unit.name), encoding: .utf8) == unit.text, "\(unit.name)")
+        }
+    }
+
+    @Test func pathsCronOrSystemdWouldMisreadAreRefused() {
+        for layout in [InstallLayout(binary: "nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
+                       InstallLayout(binary: "/opt/my nudge/bin/nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
+                       InstallLayout(binary: "/opt/nudge/bin/nudge", envFile: "/etc/nudge/100%", logDirectory: "/var/log/nudge")] {
+            #expect(throws: NudgeError.self) { try layout.validated() }
+        }
     }
 }

@@ -1,0 +1,104 @@
+import Foundation
+
+/// The env file `nudge` reads itself (`NUDGE_ENV_FILE`, `/etc/nudge/env` as installed), so that
+/// cron and systemd start it with nothing but that path: `DATABASE_URL` and the provider keys live
+/// in one file readable by Nudge's user alone, never in a crontab or a unit.
+///
+/// The format is the one systemd's `EnvironmentFile=` and most shells read: `NAME=value` lines,
+/// `#` comments and blank lines, an optional `export ` before the name, and a value optionally in
+/// single quotes (taken as it is) or double quotes (where `\"` and `\\` stand for `"` and `\`).
+public struct EnvironmentFile: Sendable, Equatable {
+    public let path: String
+    public let values: [String: String]
+    /// Whether users other than the owner and its group may read it: a secret in it is not one.
+    public let isReadableByOthers: Bool
+
+    public init(path: String) throws(NudgeError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw NudgeError(.configuration, "cannot read the env file \(path) (NUDGE_ENV_FILE): \(Self.reason(error))")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw NudgeError(.configuration, "the env file \(path) is not UTF-8 text")
+        }
+        self.path = path
+        values = try Self.parse(text, path: path)
+        let mode = (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? 0
+        isReadableByOthers = mode & 0o004 != 0
+    }
+
+    /// The variables of `text`. A line that is not a variable is an error naming its line number;
+    /// the error never quotes the line, which may hold a secret.
+    static func parse(_ text: String, path: String) throws(NudgeError) -> [String: String] {
+        var values: [String: String] = [:]
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            var line = Substring(rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine)
+            line = line.drop { $0 == " " || $0 == "\t" }
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line = line.dropFirst("export ".count).drop { $0 == " " } }
+            func fail(_ why: String) -> NudgeError {
+                NudgeError(.configuration, "the env file \(path), line \(index + 1): \(why)")
+            }
+            guard let equals = line.firstIndex(of: "=") else { throw fail("expected NAME=value") }
+            let name = String(line[..<equals]).trimmingCharacters(in: .whitespaces)
+            guard let first = name.first, first == "_" || (first.isASCII && first.isLetter),
+                  name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) })
+            else { throw fail("'\(name)' is not a variable name") }
+            let rest = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            values[name] = try value(rest, fail: fail)
+        }
+        return values
+    }
+
+    private static func value(_ text: String, fail: (String) -> NudgeError) throws(NudgeError) -> String {
+        guard let quote = text.first, quote == "\"" || quote == "'" else {
+            // Unquoted: up to a comment that follows white space.
+            if let comment = text.range(of: " #") ?? text.range(of: "\t#") {
+                return text[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
+            }
+            return text
+        }
+        var result = ""
+        var escaped = false
+        var index = text.index(after: text.startIndex)
+        while index < text.endIndex {
+            let character = text[index]
+            if escaped {
+                result.append(character == "n" ? "\n" : character)
+                escaped = false
+            } else if quote == "\"" && character == "\\" {
+                escaped = true
+            } else if character == quote {
+                let after = text[text.index(after: index)...].trimmingCharacters(in: .whitespaces)
+                guard after.isEmpty || after.hasPrefix("#") else { throw fail("text after the closing quote") }
+                return result
+            } else {
+                result.append(character)
+            }
+            index = text.index(after: index)
+        }
+        throw fail("the value's quote is not closed")
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        let code = (error as NSError).code
+        switch code {
+        case NSFileReadNoSuchFileError, NSFileNoSuchFileError: return "no such file"
+        case NSFileReadNoPermissionError: return "permission denied"
+        default: return (error as NSError).localizedDescription
+        }
+    }
+}
+
+extension Environment {
+    /// The process environment, with the variables of the env file `NUDGE_ENV_FILE` names where
+    /// the process does not set them itself (so that `X=1 nudge …` still wins over the file).
+    public static func loading(_ process: [String: String] = ProcessInfo.processInfo.environment) throws(NudgeError)
+        -> (Environment, EnvironmentFile?) {
+        guard let path = process["NUDGE_ENV_FILE"], !path.isEmpty else { return (Environment(process), nil) }
+        let file = try EnvironmentFile(path: path)
+        return (Environment(process.merging(file.values) { own, _ in own }), file)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+
+/// Nudge installed as the README says (`scripts/install`), into a temporary prefix.
+private struct Installation {
+    let prefix: URL
+    var home: URL { prefix.appendingPathComponent("opt/nudge") }
+    var envFile: URL { prefix.appendingPathComponent("etc/nudge/env") }
+    var logs: URL { prefix.appendingPathComponent("var/log/nudge") }
+
+    init() throws {
+        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-install-\(UUID())")
+        let result = try runProcess("/bin/bash", [packageRoot.appendingPathComponent("scripts/install").path,
+                                                  "--prefix", prefix.path, "--binary", NudgeBinary.path])
+        guard result.status == 0 else { throw TestFailure("scripts/install failed: \(result.stderr)") }
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: prefix) }
+}
+
+@Suite struct InstallTests {
+    /// One line of the installed crontab, run as cron runs it: `/bin/sh -c` with cron's bare
+    /// environment and the crontab's own variables. Nothing but the env file tells nudge where
+    /// the database is.
+    @Test func aCrontabLineRunsUnderCronsBareEnvironment() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 12, signup: "2026-10-01T00:00:00Z", from: "2026-09-30", to: "2026-11-30")
+        let installed = try Installation()
+        defer { installed.remove() }
+        let envFile = try String(contentsOf: installed.envFile, encoding: .utf8)
+        #expect(envFile.contains("DATABASE_URL=postgres://nudge:CHANGE-ME@"))   // the example, to be edited
+        try Data("DATABASE_URL=\(database.url)\nNUDGE_LOG_LEVEL=info\n".utf8).write(to: installed.envFile)
+
+        let crontab = try String(contentsOf: installed.home.appendingPathComponent("crontab"), encoding: .utf8)
+        #expect(!crontab.contains("DATABASE_URL="))
+        let lines = crontab.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        var environment = ["HOME": installed.prefix.path, "LOGNAME": "nudge", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"]
+        for line in lines where !line.first!.isNumber && !line.hasPrefix("*") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            environment[parts[0]] = parts[1]
+        }
+        #expect(environment["NUDGE_ENV_FILE"] == installed.envFile.path)
+        let line = try #require(lines.first { $0.contains(" run validate-streaks ") })
+        let command = line.split(separator: " ", maxSplits: 5).map(String.init)[5]
+        let result = try runProcess("/bin/sh", ["-c", command], environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try database.psql("select status, processed from job_runs") == "succeeded|12")
+        #expect(try database.count("select count(*) from user_streaks") == 12)
+        let log = try String(contentsOf: installed.logs.appendingPathComponent("validate-streaks.log"), encoding: .utf8)
+        #expect(log.contains(#""msg":"run finished""#), "\(log)")
+        #expect(!log.contains(database.url))
+    }
+
+    @Test func theInstalledFilesAreWhatTheREADMESays() throws {
+        let installed = try Installation()
+        defer { installed.remove() }
+        let mode = try FileManager.default.attributesOfItem(atPath: installed.envFile.path)[.posixPermissions] as? Int
+        #expect(mode.map { $0 & 0o007 } == 0, "the env file must not be readable by every user")
+        for path in ["bin/nudge", "jobs/validate-streaks.json", "db/migrations/0001_schema.sql", "crontab", "systemd/nudge@.service",
+                     "systemd/nudge-validate-streaks.timer"] {
+            #expect(FileManager.default.fileExists(atPath: installed.home.appendingPathComponent(path).path), "\(path)")
+        }
+        #expect(FileManager.default.fileExists(atPath: installed.prefix.appendingPathComponent("etc/logrotate.d/nudge").path))
+        // For the standard paths, the generated files are the committed ones.
+        let standard = try runProcess(NudgeBinary.path, ["crontab"], environment: ["NUDGE_HOME": packageRoot.path])
+        #expect(standard.stdout == (try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)))
+    }
+
+    /// systemd reads the units as written: `systemd-analyze verify` finds nothing wrong, and each
+    /// timer starts when its cron schedule would.
+    @Test func theSystemdUnitsVerifyAndTheirTimersKeepTheCronSchedules() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else {
+            throw TestFailure("systemd-analyze is missing: scripts/test installs the systemd package")
+        }
+        let installed = try Installation()
+        defer { installed.remove() }
+        let units = installed.home.appendingPathComponent("systemd")
+        for timer in try FileManager.default.contentsOfDirectory(atPath: units.path) where timer.hasSuffix(".timer") {
+            let job = String(timer.dropFirst("nudge-".count).dropLast(".timer".count))
+            // The template's instance for this job, as systemd would load it.
+            let instance = units.appendingPathComponent("nudge@\(job).service")
+            try FileManager.default.copyItem(at: units.appendingPathComponent("nudge@.service"), to: instance)
+            let verify = try runProcess(analyze, ["verify", "--man=no", units.appendingPathComponent(timer).path, instance.path])
+            let complaints = (verify.stdout + verify.stderr).split(separator: "\n")
+                .filter { !$0.contains("User=nudge") && !$0.contains("Group=nudge") && !$0.contains("System has not been booted") }
+            #expect(verify.status == 0 || complaints.isEmpty, "\(timer): \(verify.stdout)\(verify.stderr)")
+            #expect(complaints.isEmpty, "\(timer): \(complaints)")
+
+            let text = try String(contentsOf: units.appendingPathComponent(timer), encoding: .utf8)
+            let calendar = try #require(text.split(separator: "\n").first { $0.hasPrefix("OnCalendar=") }).dropFirst("OnCalendar=".count)
+            let elapses = try runProcess(analyze, ["calendar", "--iterations=200", "--base-time=2026-03-01 00:00:00 UTC", String(calendar)],
+                                         environment: ["TZ": "UTC", "SYSTEMD_COLORS": "0"])
+            #expect(elapses.status == 0, "\(elapses.stderr)")
+            let minutes = elapses.stdout.split(separator: "\n").compactMap { line -> Int? in
+                guard let range = line.range(of: #"\d\d:\d\d:00 UTC"#, options: .regularExpression) else { return nil }
+                let clock = line[range]
+                return Int(clock.prefix(2))! * 60 + Int(clock.dropFirst(3).prefix(2))!
+            }
+            let definition = try String(contentsOf: packageRoot.appendingPathComponent("jobs/\(job).json"), encoding: .utf8)
+            let schedule = try #require(definition.range(of: #""schedule": "([^"]+)""#, options: .regularExpression))
+            let cron = definition[schedule].dropFirst(#""schedule": ""#.count).dropLast()
+            let cronMinutes = cron.split(separator: " ")[0].split(separator: ",").compactMap { Int($0) }
+            #expect(!minutes.isEmpty)
+            #expect(Set(minutes.map { $0 % 60 }) == Set(cronMinutes), "\(job): \(calendar)")
+        }
+    }
+}
