@@ -14,7 +14,10 @@ struct Run: AsyncParsableCommand {
             """)
 
     @Argument(help: "The job to run (`nudge list` shows them).")
-    var job: String
+    var job: String?
+
+    @Flag(help: "Run every enabled job in turn and report on them together (CI's nightly `--all --dry-run --json`).")
+    var all = false
 
     @Option(help: "The instant the run believes it is, ISO 8601 with a zone (default: now).")
     var now: String?
@@ -52,10 +55,27 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Stop the run cleanly once its LLM calls have used this many tokens (input and output).")
     var maxLlmTokens: Int?
 
-    @Flag(help: "Print a machine-readable summary on stdout (with every user's decision on a dry run).")
+    @Flag(help: "Print a machine-readable summary on stdout (with every user's decision on a dry run of one job).")
     var json = false
 
+    @Option(help: ArgumentHelp(
+        "Exit 0 instead of these statuses (3, 75 or both, comma-separated), for schedulers that retry or stop on any other.",
+        discussion: "Kubernetes counts a pod that exits 3 (some users failed, recorded) or 75 (another run holds the lock) as failed."))
+    var exitZeroOn: String?
+
+    /// The statuses `--exit-zero-on` turns into 0.
+    private var zeroedStatuses: Set<Int32> {
+        Set((exitZeroOn ?? "").split(separator: ",").compactMap { Int32($0.trimmingCharacters(in: .whitespaces)) })
+    }
+
     func validate() throws {
+        if (job == nil) == !all { throw ValidationError("name one job, or --all") }
+        if let exitZeroOn {
+            let codes = exitZeroOn.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !codes.isEmpty, codes.allSatisfy({ $0 == "3" || $0 == "75" }) else {
+                throw ValidationError("--exit-zero-on takes 3, 75 or 3,75: a run that was aborted (1) or misused (64) always says so")
+            }
+        }
         if date != nil && (from != nil || to != nil) { throw ValidationError("--date cannot be combined with --from/--to") }
         if (from == nil) != (to == nil) { throw ValidationError("--from and --to go together") }
         if let batchSize, !(1...10_000).contains(batchSize) { throw ValidationError("--batch-size must be between 1 and 10000") }
@@ -66,41 +86,86 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let summary = try await reportingFailures { () -> RunSummary in
-            let bootstrap = try Bootstrap.make()
-            let definition = try bootstrap.definition(job)
-            var runOptions = try runOptions(definition: definition)
-            runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...600))
-            let options = runOptions
-            if let reason = try killSwitchReason(definition, bootstrap.environment) {
-                bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(job)", "nudge.reason": "\(reason)"])
-                return .disabled(job: job, reason: reason)
+        do {
+            let (bootstrap, definitions) = try await reportingFailures { () -> (Bootstrap, [JobDefinition]) in
+                let bootstrap = try Bootstrap.make()
+                return (bootstrap, try job.map { [try bootstrap.definition($0)] } ?? bootstrap.catalog.definitions)
             }
-            let monitoring = try RunMonitoring(environment: bootstrap.environment, logger: bootstrap.logger)
-            let limits = try DatabaseLimits.forJobs(bootstrap.environment)
-            let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
-            let observer = makeObserver()
-            await monitoring.runStarting(job: job)
-            do {
-                let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
-                let summary = try await JobRegistry.withJob(setup) { implementation in
-                    try await bootstrap.withDatabase("run \(definition.name)", limits: limits, stopOnSignals: true) { database in
-                        let pending = try await migrator.pending(database)
-                        guard pending.isEmpty else {
-                            throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
-                        }
-                        return try await runJob(implementation, options: options, database: database, observer: observer)
-                    }
-                }
-                await monitoring.runEnded(summary)
-                return summary
-            } catch {
-                await monitoring.runEnded(.ended(job: job, exitCode: exitStatus(for: error), message: describe(error)))
-                throw error
+            let exitCode: Int32
+            if all {
+                exitCode = try await runEveryJob(definitions, bootstrap: bootstrap)
+            } else {
+                let summary = try await reportingFailures { try await runOne(definitions[0], bootstrap: bootstrap) }
+                finish(summary)
+                exitCode = summary.exitCode
             }
+            if exitCode != 0 { throw ExitCode(exitCode) }
+        } catch let status as ExitCode where zeroedStatuses.contains(status.rawValue) {
+            // The status is in the ledger, the logs and the metrics; the scheduler sees success.
+            return
         }
-        finish(summary)
-        if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
+    }
+
+    /// `--all`: every job in turn, each as if run alone, then one report. A job that cannot run
+    /// (a bad configuration, the database gone) is reported with its error and the next one runs.
+    private func runEveryJob(_ definitions: [JobDefinition], bootstrap: Bootstrap) async throws -> Int32 {
+        var summaries: [RunSummary] = []
+        for definition in definitions {
+            let summary: RunSummary
+            do {
+                summary = try await runOne(definition, bootstrap: bootstrap)
+            } catch let error as ValidationError {
+                throw error
+            } catch {
+                StandardError.write("nudge: error: \(definition.name): \(describe(error))\n")
+                summary = .ended(job: definition.name, exitCode: exitStatus(for: error), message: describe(error))
+            }
+            summaries.append(summary)
+            if summary.status == RunStatus.interrupted.rawValue { break }
+        }
+        let exitCode = RunSummary.combinedExitCode(summaries)
+        if json {
+            print(Self.json(CombinedReport(exitCode: exitCode, dryRun: dryRun, jobs: summaries)))
+        } else {
+            print(summaries.map { SummaryText($0).text }.joined(separator: "\n"))
+            print("every job: exit \(exitCode)" + (dryRun ? " (dry runs: nothing was written or sent)" : ""))
+        }
+        return exitCode
+    }
+
+    /// One job's run, from its kill switch to its monitoring.
+    private func runOne(_ definition: JobDefinition, bootstrap: Bootstrap) async throws -> RunSummary {
+        let name = definition.name
+        var runOptions = try runOptions(definition: definition)
+        runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...600))
+        let options = runOptions
+        if let reason = try killSwitchReason(definition, bootstrap.environment) {
+            bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(name)", "nudge.reason": "\(reason)"])
+            return .disabled(job: name, reason: reason)
+        }
+        let monitoring = try RunMonitoring(environment: bootstrap.environment, job: name, shard: options.shard,
+                                           dryRun: options.dryRun, logger: bootstrap.logger)
+        let limits = try DatabaseLimits.forJobs(bootstrap.environment)
+        let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
+        let observer = makeObserver()
+        await monitoring.runStarting()
+        do {
+            let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
+            let summary = try await JobRegistry.withJob(setup) { implementation in
+                try await bootstrap.withDatabase("run \(name)", limits: limits, stopOnSignals: true) { database in
+                    let pending = try await migrator.pending(database)
+                    guard pending.isEmpty else {
+                        throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
+                    }
+                    return try await runJob(implementation, options: options, database: database, observer: observer)
+                }
+            }
+            await monitoring.runEnded(summary)
+            return summary
+        } catch {
+            await monitoring.runEnded(.ended(job: name, exitCode: exitStatus(for: error), message: describe(error)))
+            throw error
+        }
     }
 
     private func runJob<J: Job>(_ job: J, options: RunOptions, database: Database, observer: any RunObserver) async throws -> RunSummary {
@@ -148,23 +213,41 @@ struct Run: AsyncParsableCommand {
         return nil
     }
 
+    /// Whether `--json` streams every user's decision before the summary: a dry run or a run of
+    /// chosen users, of one job (`--all` reports per job only).
+    private var streamsDecisions: Bool { json && !all && (dryRun || !users.isEmpty) }
+
     private func makeObserver() -> any RunObserver {
         var observers: [any RunObserver] = []
         if StandardError.isTerminal && !json { observers.append(ProgressBar()) }
-        if json && (dryRun || !users.isEmpty) { observers.append(DecisionStream()) }
+        if streamsDecisions { observers.append(DecisionStream()) }
         return observers.isEmpty ? SilentObserver() : CompositeObserver(observers: observers)
     }
 
     private func finish(_ summary: RunSummary) {
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
-            let body = String(decoding: (try? encoder.encode(summary)) ?? Data("{}".utf8), as: UTF8.self)
-            let streamed = dryRun || !users.isEmpty
-            print(streamed && summary.runID != nil ? "],\"summary\":\(body)}" : body)
+            let body = Self.json(summary)
+            print(streamsDecisions && summary.runID != nil ? "],\"summary\":\(body)}" : body)
         } else {
             print(SummaryText(summary).text)
         }
+    }
+
+    private static func json(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return String(decoding: (try? encoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+}
+
+/// The report of `nudge run --all --json`: every job's summary, and the status of them together.
+struct CombinedReport: Encodable {
+    let exitCode: Int32
+    let dryRun: Bool
+    let jobs: [RunSummary]
+
+    enum CodingKeys: String, CodingKey {
+        case exitCode = "exit_code", dryRun = "dry_run", jobs
     }
 }

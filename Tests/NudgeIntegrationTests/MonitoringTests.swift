@@ -49,4 +49,35 @@ import Testing
         #expect(try String(contentsOf: log, encoding: .utf8).hasSuffix("POST /ping/abc123/start\nPOST /ping/abc123/fail\n"))
         #expect(!down.stderr.contains("abc123"))
     }
+
+    /// Each job (and each shard) has its own healthcheck and metrics file; a dry run tells
+    /// monitoring nothing.
+    @Test func eachJobAndShardReportsOnItsOwn() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 12, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID())")
+        try FileManager.default.createDirectory(at: metrics, withIntermediateDirectories: true)
+        let (server, port, log) = try healthcheckServer()
+        defer { server.signal(SIGKILL); _ = server.wait() }
+        let environment = ["NUDGE_METRICS_DIR": metrics.path,
+                           "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/every-job",
+                           "NUDGE_HEALTHCHECK_URL_VALIDATE_STREAKS": "http://127.0.0.1:\(port)/streaks"]
+        for shard in ["0/2", "1/2"] {
+            let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--shard", shard],
+                                                  environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        let goals = try await database.nudge(["run", "generate-daily-goals", "--now", "2026-03-20T12:00:00Z"], environment: environment)
+        #expect(goals.status == 0, "\(goals.stderr)")
+        let dry = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--dry-run"], environment: environment)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(try String(contentsOf: log, encoding: .utf8) == """
+            POST /streaks/start\nPOST /streaks\nPOST /streaks/start\nPOST /streaks\nPOST /every-job/start\nPOST /every-job\n
+            """)
+        let files = try FileManager.default.contentsOfDirectory(atPath: metrics.path).sorted()
+        #expect(files == ["nudge_generate_daily_goals.prom", "nudge_validate_streaks_shard_0_of_2.prom",
+                          "nudge_validate_streaks_shard_1_of_2.prom"])
+        let shard = try String(contentsOf: metrics.appendingPathComponent("nudge_validate_streaks_shard_1_of_2.prom"), encoding: .utf8)
+        #expect(shard.contains(#"nudge_run_exit_code{job="validate-streaks",shard="1/2"} 0"#), "\(shard)")
+    }
 }

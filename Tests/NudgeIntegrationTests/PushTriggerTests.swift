@@ -376,6 +376,33 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(try database.count("select count(distinct user_id) from push_log") == 6)
     }
 
+    /// Ctrl-C waits for the batch; a second Ctrl-C ends the process at once, and the next run
+    /// closes the books on it and goes on.
+    @Test func aSecondInterruptEndsTheProcessAtOnce() async throws {
+        let database = try await PushFixture.usersToFollowUp(2)
+        let hang = Flag(true)
+        let server = try await StandInLLM.start { _ in (.reply(valid), hang.value ? .seconds(3600) : .zero) }
+        defer { Task { await server.shutdown() } }
+        var environment = pushEnvironment(server, provider: "anthropic")
+        environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "120"
+        let running = try database.startNudge(["run", "push-trigger", "--now", now, "--concurrency", "2"], environment: environment)
+        #expect(try eventually { server.requests.count == 2 })
+        running.signal(SIGINT)
+        try await Task.sleep(for: .seconds(1))
+        #expect(running.process.isRunning, "the first interrupt waits for the calls in flight")
+        let second = ContinuousClock.now
+        running.signal(SIGINT)
+        let stopped = running.wait()
+        #expect(second.duration(to: .now) < .seconds(5))
+        #expect(stopped.status == 1)
+        #expect(stopped.stderr.contains("a second SIGINT: ending now"), "\(stopped.stderr)")
+        hang.value = false
+        let next = try await database.nudge(["run", "push-trigger", "--now", now], environment: environment)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
+        #expect(try database.count("select count(*) from push_log") == 2)
+    }
+
     @Test func itShipsDisabledAndNeedsAKeyOnceEnabled() async throws {
         let database = try await TestDatabase.fresh()
         try PushFixture.user(database, 1)

@@ -5,18 +5,28 @@ import FoundationNetworking
 import Logging
 
 /// What a run tells monitoring: a Prometheus textfile for node-exporter's textfile collector
-/// (`NUDGE_METRICS_DIR`) and pings to a healthcheck URL (`NUDGE_HEALTHCHECK_URL`, in the
-/// healthchecks.io style: `URL/start`, `URL` on success, `URL/fail`). Neither ever fails a run.
+/// (`NUDGE_METRICS_DIR`, one file per job and shard) and pings to a healthcheck URL
+/// (`NUDGE_HEALTHCHECK_URL_<JOB>`, else `NUDGE_HEALTHCHECK_URL`, in the healthchecks.io style:
+/// `URL/start`, `URL` on success, `URL/fail`). A dry run tells monitoring nothing; neither ever
+/// fails a run.
 public struct RunMonitoring: Sendable {
+    public let job: String
+    public let shard: Shard
     public let metricsDirectory: URL?
     public let healthcheckURL: URL?
+    let dryRun: Bool
     let logger: Logger
 
-    public init(environment: Environment, logger: Logger) throws(NudgeError) {
+    public init(environment: Environment, job: String, shard: Shard = .whole, dryRun: Bool = false,
+                logger: Logger) throws(NudgeError) {
+        self.job = job
+        self.shard = shard
+        self.dryRun = dryRun
         metricsDirectory = environment["NUDGE_METRICS_DIR"].map { URL(fileURLWithPath: $0, isDirectory: true) }
-        if let raw = environment["NUDGE_HEALTHCHECK_URL"] {
+        let own = "NUDGE_HEALTHCHECK_URL_" + job.uppercased().replacingOccurrences(of: "-", with: "_")
+        if let (name, raw) = [own, "NUDGE_HEALTHCHECK_URL"].lazy.compactMap({ name in environment[name].map { (name, $0) } }).first {
             guard let url = URL(string: raw), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw NudgeError(.configuration, "NUDGE_HEALTHCHECK_URL must be an http(s) URL")
+                throw NudgeError(.configuration, "\(name) must be an http(s) URL")
             }
             healthcheckURL = url
         } else {
@@ -25,21 +35,30 @@ public struct RunMonitoring: Sendable {
         self.logger = logger
     }
 
-    public func runStarting(job: String) async {
-        await ping(healthcheckURL?.appendingPathComponent("start"), job: job)
+    public func runStarting() async {
+        guard !dryRun else { return }
+        await ping(healthcheckURL?.appendingPathComponent("start"))
     }
 
     public func runEnded(_ summary: RunSummary) async {
+        guard !dryRun, !summary.dryRun else { return }
         writeMetrics(summary)
         // Users failing with bad data (3) and a run finding another one at work (75) are not outages.
         let failed = ![0, 3, 75].contains(summary.exitCode)
-        await ping(failed ? healthcheckURL?.appendingPathComponent("fail") : healthcheckURL, job: summary.job)
+        await ping(failed ? healthcheckURL?.appendingPathComponent("fail") : healthcheckURL)
+    }
+
+    /// The textfile's name: one per job, and per shard of a sharded job, so that shards running
+    /// on one machine never overwrite each other's.
+    public var metricsFileName: String {
+        let job = self.job.replacingOccurrences(of: "-", with: "_")
+        return shard.count == 1 ? "nudge_\(job).prom" : "nudge_\(job)_shard_\(shard.index)_of_\(shard.count).prom"
     }
 
     /// The metrics of one run, as node-exporter's textfile collector reads them.
-    public static func metrics(_ summary: RunSummary, endedAt: Date) -> String {
+    public static func metrics(_ summary: RunSummary, shard: Shard = .whole, endedAt: Date) -> String {
         let job = summary.job
-        let labels = "job=\"\(job)\""
+        let labels = "job=\"\(job)\"" + (shard.count == 1 ? "" : ",shard=\"\(shard)\"")
         var lines = [
             "# HELP nudge_run_users Users of the last run of the job, by outcome.",
             "# TYPE nudge_run_users gauge",
@@ -66,13 +85,13 @@ public struct RunMonitoring: Sendable {
     }
 
     private func writeMetrics(_ summary: RunSummary) {
-        guard let metricsDirectory, !summary.dryRun else { return }
-        let target = metricsDirectory.appendingPathComponent("nudge_\(summary.job.replacingOccurrences(of: "-", with: "_")).prom")
+        guard let metricsDirectory else { return }
+        let target = metricsDirectory.appendingPathComponent(metricsFileName)
         let temporary = metricsDirectory.appendingPathComponent(".\(target.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier)")
         do {
             // Written beside the target and renamed, so the collector never reads half a file.
             // The end time is the wall clock: monitoring asks when the run really ended.
-            try Data(Self.metrics(summary, endedAt: Date()).utf8).write(to: temporary)
+            try Data(Self.metrics(summary, shard: shard, endedAt: Date()).utf8).write(to: temporary)
             guard rename(temporary.path, target.path) == 0 else {
                 throw NudgeError(.configuration, "cannot rename into \(target.path): \(String(cString: strerror(errno)))")
             }
@@ -83,7 +102,7 @@ public struct RunMonitoring: Sendable {
         }
     }
 
-    private func ping(_ url: URL?, job: String) async {
+    private func ping(_ url: URL?) async {
         guard let url else { return }
         var request = URLRequest(url: url, timeoutInterval: 5)
         request.httpMethod = "POST"

@@ -57,6 +57,15 @@ public struct RunSummary: Sendable, Codable {
              seconds, failures, message, exitCode = "exit_code"
     }
 
+    /// The status of several runs together (`nudge run --all`): 1 when any could not run or was
+    /// aborted (or misused, 64), else 3 when any had failed users, else 75 when any found its lock
+    /// held, else 0.
+    public static func combinedExitCode(_ summaries: [RunSummary]) -> Int32 {
+        let codes = Set(summaries.map(\.exitCode))
+        if codes.contains(1) { return 1 }
+        return [64, 3, 75].first { codes.contains($0) } ?? (codes.subtracting([0]).first ?? 0)
+    }
+
     /// A run that did not start because a kill switch is off: exit 0, nothing written.
     public static func disabled(job: String, reason: String) -> RunSummary {
         ended(job: job, status: "disabled", exitCode: 0, message: reason)

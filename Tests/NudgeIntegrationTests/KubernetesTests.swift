@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+/// deploy/kubernetes/, checked by the field's reference validator and by running the container's
+/// own command line as Kubernetes would.
+@Suite struct KubernetesTests {
+    private let manifest = packageRoot.appendingPathComponent("deploy/kubernetes/validate-streaks.yaml").path
+
+    @Test func theManifestsPassKubernetesValidateStrict() throws {
+        let folder = packageRoot.appendingPathComponent("deploy/kubernetes")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".yaml") }
+            .map { folder.appendingPathComponent($0).path }
+        #expect(!files.isEmpty)
+        let result = try runProcess("/usr/bin/env", ["kubernetes-validate", "--strict"] + files)
+        #expect(result.status == 0, "kubernetes-validate: \(result.stdout)\(result.stderr) (scripts/test installs it from PyPI)")
+    }
+
+    /// The pod's command, as Kubernetes runs it: `$(SHARD_INDEX)` expanded, the image's binary.
+    private func podCommand(index: Int) throws -> [String] {
+        let script = """
+            import json, sys, yaml
+            job = yaml.safe_load(open(sys.argv[1]))['spec']['jobTemplate']['spec']
+            container = job['template']['spec']['containers'][0]
+            print(json.dumps({'command': container['command'] + container.get('args', []), 'policy': job.get('podFailurePolicy', {})}))
+            """
+        let result = try runProcess("/usr/bin/env", ["python3", "-c", script, manifest])
+        guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let command = object["command"] as? [String], let policy = object["policy"] as? [String: Any]
+        else { throw TestFailure("cannot read \(manifest): \(result.stderr)") }
+        // Ignore on an exit code means "retry the pod": with concurrencyPolicy Forbid, a status
+        // that always comes back would be retried for ever and block every later run.
+        let rules = policy["rules"] as? [[String: Any]] ?? []
+        #expect(!rules.contains { $0["action"] as? String == "Ignore" && $0["onExitCodes"] != nil }, "\(rules)")
+        return [NudgeBinary.path] + command.dropFirst().map { $0.replacingOccurrences(of: "$(SHARD_INDEX)", with: "\(index)") }
+    }
+
+    /// A user whose data always fails (exit 3) or a shard whose lock is held (75) ends the pod as
+    /// done; a database that cannot be reached (1) does not.
+    @Test func aPodEndsDoneWhenUsersFailOrTheLockIsHeldAndFailsWhenTheRunAborts() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 40, signup: "2026-11-01T00:00:00Z", from: "2026-10-31", to: "2026-11-30")
+        try database.psql("update users set timezone = 'Mars/Olympus'")
+        var failedUsers = 0
+        for index in 0..<4 {
+            let command = try podCommand(index: index)
+            let result = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+            #expect(result.status == 0, "shard \(index): \(result.stderr)")
+            failedUsers += try database.count("select failed from job_runs order by id desc limit 1")
+        }
+        #expect(failedUsers == 40)
+        #expect(try database.psql("select distinct status from job_runs") == "partial")
+
+        let command = try podCommand(index: 0)
+        // Shard 0/4's lock, held by another session as a running pod would hold it.
+        let key = RunLocks.jobKey("validate-streaks")
+        let holder = try RunningProcess("/usr/bin/psql", ["-X", "-q", database.url, "-c", "select nudge_try_run_lock(\(key), 0, 4)",
+                                                          "-c", "select pg_sleep(30)"], environment: ProcessInfo.processInfo.environment)
+        defer { holder.signal(SIGKILL); _ = holder.wait() }
+        #expect(try eventually { try database.count("""
+            select count(*) from pg_locks where locktype = 'advisory' and granted
+               and database = (select oid from pg_database where datname = current_database())
+            """) >= 2 })
+        let locked = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+        #expect(locked.status == 0, "\(locked.stderr)")
+        #expect(locked.stderr.contains("holds the lock"))
+
+        let down = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment(
+            ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]))
+        #expect(down.status == 1)
+    }
+}
