@@ -137,7 +137,7 @@ struct Run: AsyncParsableCommand {
     private func runOne(_ definition: JobDefinition, bootstrap: Bootstrap) async throws -> RunSummary {
         let name = definition.name
         var runOptions = try runOptions(definition: definition)
-        runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...600))
+        runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...30))
         let options = runOptions
         if let reason = try killSwitchReason(definition, bootstrap.environment) {
             bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(name)", "nudge.reason": "\(reason)"])

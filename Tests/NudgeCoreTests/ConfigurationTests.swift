@@ -116,14 +116,18 @@ import Testing
         ])
     }
 
-    @Test(arguments: [("just words", 1), ("A=1\n9LIVES=x", 2), ("A='open", 1), ("A=\"x\" y", 1)])
+    /// Each bad line carries a secret (hunter2x): the error names the line, never quotes it.
+    @Test(arguments: [
+        ("hunter2x", 1), ("A=1\nDATABASE_URL postgres://u:hunter2x@db/n?sslmode=require", 2), ("A='hunter2x", 1),
+        ("A=\"hunter2x\" y", 1), ("KEY/hunter2x==", 1), ("9hunter2x=1", 1),
+    ])
     func aLineThatIsNoVariableIsRefusedByNumberWithoutQuotingIt(_ text: String, _ line: Int) {
         #expect(throws: NudgeError.self) { try EnvironmentFile.parse(text, path: "/etc/nudge/env") }
         do {
-            _ = try EnvironmentFile.parse(text + "\nSECRET=hunter2x", path: "/etc/nudge/env")
+            _ = try EnvironmentFile.parse(text, path: "/etc/nudge/env")
         } catch {
             #expect(error.message.hasPrefix("the env file /etc/nudge/env, line \(line):"))
-            #expect(!error.message.contains("hunter2x"))
+            #expect(!error.message.contains("hunter2x"), "\(error.message)")
         }
     }
 

@@ -25,11 +25,17 @@ import Testing
         return (server, port, log)
     }
 
-    @Test func aRunWritesPrometheusMetricsAndPingsTheHealthcheck() async throws {
+    /// Twelve users to settle, and an empty folder for the metrics.
+    private func usersAndAMetricsFolder() async throws -> (TestDatabase, URL) {
         let database = try await TestDatabase.fresh()
         try Fixture.population(database, count: 12, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID())")
         try FileManager.default.createDirectory(at: metrics, withIntermediateDirectories: true)
+        return (database, metrics)
+    }
+
+    @Test func aRunWritesPrometheusMetricsAndPingsTheHealthcheck() async throws {
+        let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try healthcheckServer()
         defer { server.signal(SIGKILL); _ = server.wait() }
 
@@ -53,10 +59,7 @@ import Testing
     /// Each job (and each shard) has its own healthcheck and metrics file; a dry run tells
     /// monitoring nothing.
     @Test func eachJobAndShardReportsOnItsOwn() async throws {
-        let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 12, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID())")
-        try FileManager.default.createDirectory(at: metrics, withIntermediateDirectories: true)
+        let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try healthcheckServer()
         defer { server.signal(SIGKILL); _ = server.wait() }
         let environment = ["NUDGE_METRICS_DIR": metrics.path,

@@ -312,17 +312,20 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             }
         }
         #expect(summary.exitCode == 0, "\(summary)")
-        #expect(summary.counts.succeeded == 4)
-        #expect(summary.counts.skipped == 4)
+        #expect(summary.counts.succeeded == 3)
+        #expect(summary.counts.skipped == 5)
         #expect(try database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
-                == "11:10\n11:50\n12:30\n13:10")
+                == "11:10\n11:50\n12:30")
         #expect(try database.psql("select distinct local_day from push_log") == "2026-02-10")
         let reasons = try database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
-        #expect(reasons.count == 4)
-        // Two were reached within the batch, as the window closed; two only in a later batch.
+        #expect(reasons.count == 5)
+        // One was asked at 12:30 and answered after 13:00; two were reached within the batch,
+        // after the window closed; two only in a later batch.
+        #expect(reasons.filter { $0.hasPrefix("the user's window closed at 2026-02-10T13:00:00Z while the LLM was writing") }.count == 1)
         #expect(reasons.filter { $0.hasPrefix("the user's window closed at 2026-02-10T13:00:00Z before the LLM could be asked") }.count == 2)
         #expect(reasons.filter { $0.hasPrefix("the run reached the user at 13:10 local time, after their window") }.count == 2)
         #expect(server.requests.count == 4)
+        #expect(try database.psql("select outcome from llm_calls order by called_at").split(separator: "\n").filter { $0.hasPrefix("unused") }.count == 1)
     }
 
     /// Two runs racing on one user and local day: the database refuses the second push_log row,
@@ -384,7 +387,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let server = try await StandInLLM.start { _ in (.reply(valid), hang.value ? .seconds(3600) : .zero) }
         defer { Task { await server.shutdown() } }
         var environment = pushEnvironment(server, provider: "anthropic")
-        environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "120"
+        environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "30"
         let running = try database.startNudge(["run", "push-trigger", "--now", now, "--concurrency", "2"], environment: environment)
         #expect(try eventually { server.requests.count == 2 })
         running.signal(SIGINT)

@@ -146,6 +146,39 @@ import Testing
         #expect(try database.streakState() == clean.streakState())
     }
 
+    /// A column of another type than Nudge reads is the schema, not a row: the run aborts with
+    /// the reason instead of failing every user one by one.
+    @Test func aChangedColumnTypeAbortsTheRunInsteadOfFailingEveryone() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try database.psql("""
+            insert into user_streaks (user_id, current_streak, longest_streak, settled_through)
+            select id, 1, 1, '2026-03-10' from users;
+            alter table user_streaks alter column current_streak type text using current_streak::text
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("column current_streak is of type TEXT"), "\(result.stderr)")
+        #expect(try database.value("select status from job_runs") == "aborted")
+        #expect(try database.count("select count(*) from job_run_failures") == 0)
+    }
+
+    /// Every user of a batch failing the same way on the user-by-user retry (an app's trigger
+    /// that refuses every write) is the run's trouble, not theirs: it aborts with its checkpoint.
+    @Test func aWriteThatFailsForEveryUserTheSameWayAbortsTheRun() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try database.psql("""
+            create function refuse_all() returns trigger language plpgsql as $$
+            begin raise exception 'user_streaks is read-only during the migration'; end $$;
+            create trigger refuse_all before insert on user_streaks for each row execute function refuse_all();
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--batch-size", "10"])
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("every user of the batch failed to write the same way"), "\(result.stderr)")
+        #expect(try database.value("select status || ' ' || processed from job_runs") == "aborted 0")
+    }
+
     /// A batch whose write fails is retried user by user: only the guilty user fails.
     @Test func aFailingWriteFailsOnlyTheUserItBelongsTo() async throws {
         let database = try await TestDatabase.fresh()
@@ -191,6 +224,21 @@ import Testing
         // The app's own row kept its history: the longest streak stands, the current one went on from it.
         #expect(try database.count("select longest_streak from user_streaks where user_id = '\(appKept)'") >= 90)
         #expect(try database.value("select settled_through >= '2026-03-19' from user_streaks where user_id = '\(appKept)'") == "t")
+    }
+}
+
+extension FirstRunTests {
+    /// A backfill names where a never-settled user's history starts: its first day, not
+    /// catchUpDays before its last.
+    @Test func aBackfillOfNeverSettledUsersSettlesItsWholeWindow() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 12, signup: "2025-06-01T00:00:00Z", from: "2025-05-31", to: "2026-03-20")
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z",
+                                               "--from", "2026-01-01", "--to", "2026-02-28"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try database.psql("select distinct count(*) || ' ' || min(local_day) || ' ' || max(local_day) from job_work group by user_id")
+                == "59 2026-01-01 2026-02-28")
+        #expect(try database.psql("select distinct settled_through from user_streaks") == "2026-02-28")
     }
 }
 

@@ -45,7 +45,7 @@ public struct EnvironmentFile: Sendable, Equatable {
             let name = String(line[..<equals]).trimmingCharacters(in: .whitespaces)
             guard let first = name.first, first == "_" || (first.isASCII && first.isLetter),
                   name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) })
-            else { throw fail("'\(name)' is not a variable name") }
+            else { throw fail("what comes before '=' is not a variable name (letters, digits and _)") }
             let rest = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             values[name] = try value(rest, fail: fail)
         }

@@ -17,7 +17,11 @@ enum FailureScope: Equatable {
         case let error as PSQLError:
             guard error.code == .server, let state = error.serverInfo?[.sqlState] else { return .run }
             return rowStateClasses.contains(String(state.prefix(2))) ? .users : .run
-        case is PostgresDecodingError, is DecodingError, is MalformedData:
+        case let error as PostgresDecodingError:
+            // A column of another type than Nudge reads is the schema, not a row: every user
+            // would fail the same way.
+            return error.code == .typeMismatch ? .run : .users
+        case is DecodingError, is MalformedData:
             return .users
         case let error as NudgeError:
             return error.kind == .database || error.kind == .locked ? .run : .users
@@ -35,6 +39,28 @@ enum FailureScope: Equatable {
     private static let rowStateClasses: Set<String> = ["22", "23", "40", "54", "P0"]
 }
 
+extension FailureScope {
+    /// What makes two users' failures the same failure: the SQLSTATE and message of a database
+    /// error (not its detail, which names the row), the column of an unreadable value.
+    static func cause(_ error: any Error) -> String {
+        switch error {
+        case let error as PSQLError:
+            return "\(error.serverInfo?[.sqlState] ?? "") \(error.serverInfo?[.message] ?? "\(error.code)")"
+        case let error as PostgresDecodingError:
+            return "\(error.columnName) \(error.code)"
+        default:
+            return describe(error)
+        }
+    }
+
+    /// Whether a batch's user-by-user retry says the trouble is not about rows after all: every
+    /// user of a batch of three or more failed with one and the same cause (an app's trigger that
+    /// refuses every write, a value every row holds).
+    static func isSystemic(failed causes: [String], of users: Int) -> Bool {
+        users >= 3 && causes.count == users && Set(causes).count == 1
+    }
+}
+
 /// A `PostgresDecodingError` in an operator's words: which column held what Nudge cannot read,
 /// never the value itself.
 func describeUnreadable(_ error: PostgresDecodingError) -> String {
@@ -42,6 +68,8 @@ func describeUnreadable(_ error: PostgresDecodingError) -> String {
     switch error.code {
     case .missingData:
         return "\(column) is null where a value must be"
+    case .typeMismatch:
+        return "\(column) is of type \(error.postgresType), which Nudge does not read there (a changed schema?)"
     default:
         return "\(column) holds a \(error.postgresType) value Nudge cannot read ('infinity', NaN or out of range)"
     }

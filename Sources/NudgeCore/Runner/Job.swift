@@ -35,6 +35,10 @@ public protocol Job: Sendable {
     /// user fails.
     func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites
 
+    /// How many statements `loadFacts` (or `afterBatch`) sends one after the other at most: the
+    /// runner waits for their answers that many statement time-outs.
+    var readStatements: Int { get }
+
     /// Whether `complete` calls an outside service; the runner calls it only then.
     var completesOutside: Bool { get }
 
@@ -53,6 +57,8 @@ public protocol Job: Sendable {
 }
 
 extension Job {
+    public var readStatements: Int { 1 }
+
     public var completesOutside: Bool { false }
 
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {

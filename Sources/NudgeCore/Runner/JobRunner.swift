@@ -36,7 +36,7 @@ public struct JobRunner<J: Job>: Sendable {
         let ledger = RunLedger(logger: logger)
         let locks = RunLocks(job: name, shard: options.shard)
 
-        return try await database.client.withConnection { connection in
+        return try await database.withConnection { connection in
             let db = BoundedConnection(connection: connection, database: database)
             let pause: String? = try await db({ try await pauseReason(on: connection, logger: logger) })
             if let pause {
@@ -51,7 +51,12 @@ public struct JobRunner<J: Job>: Sendable {
             }
             do {
                 let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: db)
-                try await db({ try await locks.release(on: connection, logger: logger) })
+                do {
+                    try await db({ try await locks.release(on: connection, logger: logger) })
+                } catch {
+                    // The run is recorded; the lock ends with the session anyway.
+                    logger.warning("could not release the run lock", metadata: [LogKey.reason: "\(describe(error))"])
+                }
                 return summary
             } catch {
                 if !connection.isClosed { try? await db({ try await locks.release(on: connection, logger: logger) }) }
@@ -92,7 +97,7 @@ public struct JobRunner<J: Job>: Sendable {
             batches: while true {
                 if Task.isShuttingDownGracefully || Task.isCancelled {
                     status = .interrupted
-                    errorMessage = "stopped by a signal; the next run with the same scope resumes after the checkpoint"
+                    errorMessage = "stopped by a signal; \(options.resumeHint)"
                     logger.notice("stopping on a signal after the last batch")
                     break batches
                 }
@@ -144,7 +149,7 @@ public struct JobRunner<J: Job>: Sendable {
             if status != .aborted { throw NudgeError(.database, "lost the database while recording the run: \(describe(error))") }
         }
         if status == .aborted {
-            throw NudgeError(.database, "run \(runID) of \(name) aborted: \(errorMessage ?? "unknown error"); the next run resumes after its checkpoint")
+            throw NudgeError(.database, "run \(runID) of \(name) aborted: \(errorMessage ?? "unknown error"); \(options.resumeHint)")
         }
         observer.runFinished(counts: state.counts)
         let seconds = started.duration(to: .now).seconds
@@ -174,10 +179,8 @@ public struct JobRunner<J: Job>: Sendable {
                 // Lost while recording: try once more on a new connection.
             }
         }
-        try await withTimeout(database.limits.answerTimeout + .seconds(5)) {
-            try await database.client.withConnection { connection in
-                try await BoundedConnection(connection: connection, database: database) { try await record(connection) }
-            }
+        try await database.withConnection { connection in
+            try await BoundedConnection(connection: connection, database: database) { try await record(connection) }
         }
     }
 
@@ -251,13 +254,18 @@ public struct JobRunner<J: Job>: Sendable {
         } catch where FailureScope.of(error) == .users {
             logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
+            var causes: [String] = []
             for change in planned {
                 do {
                     try await send(writes(for: [change], context: context), context: context, on: db)
                     committed.append(change)
                 } catch where FailureScope.of(error) == .users {
                     failures.append((change.userID, describe(error)))
+                    causes.append(FailureScope.cause(error))
                 }
+            }
+            if FailureScope.isSystemic(failed: causes, of: planned.count) {
+                throw NudgeError(.database, "every user of the batch failed to write the same way: \(failures.last!.1)")
             }
             if !context.dryRun {
                 try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
@@ -272,7 +280,8 @@ public struct JobRunner<J: Job>: Sendable {
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
-            state.tally.merge(try await db { try await job.afterBatch(run: context, on: db.connection) }, uniquingKeysWith: +)
+            state.tally.merge(try await db(statements: job.readStatements) { try await job.afterBatch(run: context, on: db.connection) },
+                              uniquingKeysWith: +)
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
@@ -313,22 +322,31 @@ public struct JobRunner<J: Job>: Sendable {
                            on db: BoundedConnection) async throws -> [UUID: J.Facts] {
         let users = placed
         do {
-            return try await db { try await job.loadFacts(for: users, run: context, on: db.connection) }
+            return try await db(statements: job.readStatements) { try await job.loadFacts(for: users, run: context, on: db.connection) }
         } catch where FailureScope.of(error) == .users {
             context.logger.warning("reading the batch failed on a row; reading it user by user",
                                    metadata: [LogKey.reason: "\(describe(error))"])
         }
         var facts: [UUID: J.Facts] = [:]
         var readable: [UserInTime] = []
+        var unreadable: [(UUID, String)] = []
+        var causes: [String] = []
         for user in users {
             do {
-                let own = try await db { try await job.loadFacts(for: [user], run: context, on: db.connection) }
+                let own = try await db(statements: job.readStatements) {
+                    try await job.loadFacts(for: [user], run: context, on: db.connection)
+                }
                 facts.merge(own) { _, new in new }
                 readable.append(user)
             } catch where FailureScope.of(error) == .users {
-                failures.append((user.user.id, "cannot read the user's rows: \(describe(error))"))
+                unreadable.append((user.user.id, "cannot read the user's rows: \(describe(error))"))
+                causes.append(FailureScope.cause(error))
             }
         }
+        if FailureScope.isSystemic(failed: causes, of: users.count) {
+            throw NudgeError(.database, "every user of the batch failed to read the same way: \(unreadable[0].1)")
+        }
+        failures += unreadable
         placed = readable
         return facts
     }
@@ -363,9 +381,11 @@ public struct JobRunner<J: Job>: Sendable {
         let grace = options.shutdownGrace
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
             var next = 0
-            var shuttingDown = false
+            var shuttingDown = Task.isShuttingDownGracefully
+            var running = 0
             func startNext() {
-                guard next < planned.count, !shuttingDown else { return }
+                guard next < planned.count, !shuttingDown, !Task.isShuttingDownGracefully else { return }
+                running += 1
                 let index = next, change = planned[index]
                 next += 1
                 group.addTask {
@@ -389,7 +409,6 @@ public struct JobRunner<J: Job>: Sendable {
                 return nil
             }
             for _ in 0..<max(1, context.concurrency) { startNext() }
-            var running = min(planned.count, max(1, context.concurrency))
             while running > 0, let finished = await group.next() {
                 switch finished {
                 case nil where !shuttingDown:
@@ -403,10 +422,7 @@ public struct JobRunner<J: Job>: Sendable {
                 case (let index, let outcome)? where index >= 0:
                     outcomes[index] = outcome
                     running -= 1
-                    if next < planned.count && !shuttingDown {
-                        startNext()
-                        running += 1
-                    }
+                    startNext()
                 default:
                     break
                 }
@@ -473,7 +489,7 @@ public struct JobRunner<J: Job>: Sendable {
             try await db { try await execute(writes, on: connection, logger: logger) }
             return
         }
-        try await db {
+        try await db(statements: 3) {
             try await connection.query("begin", logger: logger)
             do {
                 try await execute(writes, on: connection, logger: logger)
@@ -620,8 +636,8 @@ struct BoundedConnection: Sendable {
     let database: Database
 
     @discardableResult
-    func callAsFunction<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await database.bounded(connection, operation)
+    func callAsFunction<T: Sendable>(statements: Int = 1, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await database.bounded(connection, statements: statements, operation)
     }
 }
 

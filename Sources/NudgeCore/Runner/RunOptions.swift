@@ -104,6 +104,14 @@ public struct RunOptions: Sendable {
         return [job, shard.description, window.map { "\($0.from)..\($0.to)" } ?? "-", users, clock].joined(separator: "|")
     }
 
+    /// What picks up after this run if it ends early: the same command resumes a run at an
+    /// explicit `--now` or a backfill; a cron run's successor makes a full pass.
+    var resumeHint: String {
+        nowIsExplicit || window != nil
+            ? "the same command resumes after the checkpoint"
+            : "the next run makes a full pass (the per-user state keeps it from doing anything twice)"
+    }
+
     var ledgerParameters: String {
         var fields: [String: String] = [
             "now": ISO8601DateFormatter().string(from: now),

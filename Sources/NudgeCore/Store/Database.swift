@@ -21,7 +21,12 @@ public struct DatabaseLimits: Sendable, Equatable {
     /// How long Nudge waits for any answer before it gives up on the connection: the statement
     /// timeout and a margin for the server's own error to arrive. A server cut off by the network
     /// never sends that error; this bound ends the wait anyway.
-    public var answerTimeout: Duration { (statementTimeout ?? .seconds(3600)) + .seconds(10) }
+    public var answerTimeout: Duration { answerTimeout(statements: 1) }
+
+    /// The wait for `statements` statements sent one after the other.
+    public func answerTimeout(statements: Int) -> Duration {
+        (statementTimeout ?? .seconds(3600)) * max(1, statements) + .seconds(10)
+    }
 
     /// For a job run: `NUDGE_DB_STATEMENT_TIMEOUT_SECONDS`, 60 by default.
     public static func forJobs(_ environment: Environment) throws(NudgeError) -> DatabaseLimits {
@@ -87,7 +92,7 @@ public struct Database: Sendable {
                 for await signal in signals {
                     received += 1
                     guard received == 1 else {
-                        StandardError.write("nudge: a second \(signal): ending now; the next run resumes after the last checkpoint\n")
+                        StandardError.write("nudge: a second \(signal): ending now; the next run closes the books on this one\n")
                         exit(1)
                     }
                     logger.notice("stopping after the batch in flight; a second signal ends the process at once",
@@ -167,16 +172,47 @@ public struct Database: Sendable {
         return "\(error.code)"
     }
 
+    /// Leases a connection from the pool for `body`, waiting at most `answerTimeout` for it: a
+    /// pool whose server has gone keeps retrying to connect, and the command would wait for ever.
+    /// `body` itself is not bounded here; its waits are (`bounded`).
+    public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let leased = Leased()
+        let limit = limits.answerTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    leased.happened.withLock { $0 = true }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                guard leased.happened.withLock({ $0 }) else {
+                    throw NudgeError(.database, "no connection to the database within \(limit) (lost connection or network)")
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let value = next { return value }
+            }
+            throw NudgeError(.database, "the command stopped before it finished")
+        }
+    }
+
     /// Runs `operation` on `connection`; when the server has not answered within `answerTimeout`,
     /// closes the connection (which ends the wait) and throws. `statement_timeout` bounds a
     /// server that is slow; this bounds one that is gone.
+    /// `statements` is how many statements `operation` may send one after the other: each may
+    /// take up to `statement_timeout`.
     @discardableResult
-    public func bounded<T: Sendable>(_ connection: PostgresConnection,
+    public func bounded<T: Sendable>(_ connection: PostgresConnection, statements: Int = 1,
                                      _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let limit = limits.answerTimeout(statements: statements)
         do {
-            return try await Self.answer(within: limits.answerTimeout, on: connection, operation)
+            return try await Self.answer(within: limit, on: connection, operation)
         } catch is TimedOut {
-            throw NudgeError(.database, "the database did not answer within \(limits.answerTimeout) (lost connection or network)")
+            throw NudgeError(.database, "the database did not answer within \(limit) (lost connection or network)")
         }
     }
 
@@ -197,6 +233,11 @@ public struct Database: Sendable {
             throw TimedOut()
         }
     }
+}
+
+/// Whether the pool handed over a connection yet.
+private final class Leased: Sendable {
+    let happened = Mutex(false)
 }
 
 struct TimedOut: Error, CustomStringConvertible {

@@ -18,7 +18,8 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         case disable
         /// libpq tries without TLS first; Nudge, like `prefer`, tries TLS first and falls back.
         case allow
-        /// TLS when the server offers it, without checking its certificate; plain otherwise.
+        /// TLS when the server offers it, without checking its certificate (unless `sslrootcert`
+        /// is given); plain otherwise.
         case prefer
         /// TLS or nothing, without checking the certificate (unless `sslrootcert` is given: then
         /// as `verify-ca`, as libpq does).
@@ -87,10 +88,10 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     }
 
     /// What the connection checks of the server's certificate, by `sslmode`.
+    /// As libpq: a root certificate given (`sslrootcert`) is checked in every mode that uses TLS.
     var certificateVerification: CertificateVerification {
         switch tlsMode {
-        case .disable, .allow, .prefer: .none
-        case .require: rootCertificate == nil ? .none : .noHostnameVerification
+        case .disable, .allow, .prefer, .require: rootCertificate == nil ? .none : .noHostnameVerification
         case .verifyCA: .noHostnameVerification
         case .verifyFull: .fullVerification
         }

@@ -22,10 +22,10 @@ extension LocalDate: PostgresNonThrowingEncodable, PostgresArrayEncodable, Postg
         format: PostgresFormat,
         context: PostgresDecodingContext<JSONDecoder>
     ) throws {
-        guard type == .date, format == .binary, buffer.readableBytes == 4,
-              let days = buffer.readInteger(as: Int32.self),
-              days != Int32.max, days != Int32.min   // 'infinity' and '-infinity'
+        guard type == .date, format == .binary, buffer.readableBytes == 4, let days = buffer.readInteger(as: Int32.self)
         else { throw PostgresDecodingError.Code.typeMismatch }
+        // 'infinity' and '-infinity' are dates PostgreSQL stores and no local day is.
+        guard days != Int32.max, days != Int32.min else { throw PostgresDecodingError.Code.failure }
         self.init(daysSinceEpoch: Int(days) + Self.postgresEpochOffset)
     }
 }

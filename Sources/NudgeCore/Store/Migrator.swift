@@ -42,15 +42,20 @@ public struct Migrator: Sendable {
 
     /// The migrations this database lacks: a job refuses to run on an older schema.
     public func pending(_ database: Database) async throws -> [String] {
-        var applied: Set<Int> = []
-        do {
-            let rows = try await database.client.query(
-                "select coalesce(array_agg(version), '{}') from nudge_migrations", logger: database.logger)
-            for try await versions in rows.decode([Int].self) { applied = Set(versions) }
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
-            return migrations.map(\.name)   // no nudge_migrations table: nothing is applied
+        let logger = database.logger
+        let applied: Set<Int>? = try await database.withConnection { connection in
+            try await database.bounded(connection) {
+                do {
+                    let rows = try await connection.query("select coalesce(array_agg(version), '{}') from nudge_migrations",
+                                                          logger: logger)
+                    for try await versions in rows.decode([Int].self) { return Set(versions) }
+                    return []
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+                    return nil   // no nudge_migrations table: nothing is applied
+                }
+            }
         }
-        return migrations.filter { !applied.contains($0.version) }.map(\.name)
+        return migrations.filter { !(applied ?? []).contains($0.version) }.map(\.name)
     }
 
     /// Applies what is missing; returns the names applied now.

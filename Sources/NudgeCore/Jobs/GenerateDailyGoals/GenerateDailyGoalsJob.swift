@@ -100,6 +100,9 @@ public struct GenerateDailyGoalsJob: Job {
 
     // MARK: Job
 
+    /// Tracking, daily goals, weekly goals, memberships.
+    public var readStatements: Int { 4 }
+
     public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         var ranges: [(id: UUID, days: Days)] = []
         var calendars: [UUID: LocalCalendar] = [:]

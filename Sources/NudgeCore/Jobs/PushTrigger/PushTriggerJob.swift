@@ -172,10 +172,11 @@ public struct PushTriggerJob: Job {
 
     public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
         if let why = notDue(user, at: run.now, run: run) {
-            // A user who was due when the run began, and whose window closed before the run got
-            // to them (a long run held back by the LLM's rate limit), is skipped with the reason.
-            if run.startedAt < run.now, notDue(user, at: run.startedAt, run: run) == nil,
-               user.calendar.localDate(at: run.startedAt) == user.calendar.localDate(at: run.now) {
+            // A user whose window closed while the run was on its way to them (a long run held
+            // back by the LLM's rate limit) is skipped with the reason: the run missed them.
+            let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
+            if let closed = dueUntil(user.calendar.instant(of: user.calendar.localDate(at: run.now), at: moment)),
+               run.startedAt < closed, closed <= run.now {
                 throw UserSkip("the run reached the user at \(user.calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
             }
             return .nothingDue(why)
@@ -272,6 +273,12 @@ public struct PushTriggerJob: Job {
         }
         try await meter.admit()
         let reply = try await llm.complete(prompt: push.prompt, logger: logger)
+        // The rate limit, retries and the call itself take time: the push must still be due.
+        if let dueUntil = push.dueUntil, run.clock.now() >= dueUntil {
+            let reason = "the user's window closed at \(JobRunner<Self>.timestamp(dueUntil)) while the LLM was writing; not pushed"
+            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "unused: \(reason)"))
+            throw UserSkip(reason)
+        }
         do {
             push.copy = try PushCopy.parse(reply.text, userMessages: push.userWords)
             await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "used"))

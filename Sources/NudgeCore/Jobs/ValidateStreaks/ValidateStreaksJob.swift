@@ -38,6 +38,9 @@ public struct ValidateStreaksJob: Job {
 
     // MARK: Which days are due
 
+    /// The streak rows, then the tracking of the days due.
+    public var readStatements: Int { 2 }
+
     /// How many days back the first settlement of a user starts (`catchUpDays`).
     var catchUpDays: Int { definition.catchUpDays ?? 7 }
 
@@ -45,8 +48,9 @@ public struct ValidateStreaksJob: Job {
     /// window starts after days that are not settled yet: a streak is a fold over every day.
     ///
     /// A user Nudge has never settled (no streak row, or one the app wrote without
-    /// `settled_through`) starts at most `catchUpDays` before the last day due: the days before are
-    /// taken as they stand (the row's streak, or none), with no badge or notification for them.
+    /// `settled_through`) starts at most `catchUpDays` before the last day due, or, in a backfill,
+    /// at the window's first day: the days before are taken as they stand (the row's streak, or
+    /// none), with no badge or notification for them.
     func daysToSettle(for user: UserInTime, streak: StoredStreak?, run: RunContext) throws(NudgeError) -> ClosedRange<LocalDate>? {
         let calendar = user.calendar
         let trigger = definition.localTime ?? LocalTime(hour: 0, minute: 0)!
@@ -55,7 +59,7 @@ public struct ValidateStreaksJob: Job {
         if let window = run.window { last = min(last, window.to) }
         let first = streak?.settledThrough.map { $0.adding(days: 1) }
             ?? max(streak?.state.lastCheckinDate.map { $0.adding(days: 1) } ?? calendar.localDate(at: user.user.createdAt),
-                   last.adding(days: 1 - catchUpDays))
+                   run.window?.from ?? last.adding(days: 1 - catchUpDays))
         if let window = run.window {
             if first < window.from && window.from <= last {
                 throw NudgeError(.configuration, """
