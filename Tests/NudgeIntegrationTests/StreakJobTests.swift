@@ -179,6 +179,20 @@ import Testing
         #expect(try database.value("select status || ' ' || processed from job_runs") == "aborted 0")
     }
 
+    /// Bad values stay their users' failures however many share a batch: a full batch of them
+    /// fails those users, and the run goes on to the next batch.
+    @Test func aBatchOfBadValuesFailsItsUsersAndTheRunGoesOn() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 24, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try database.psql("""
+            insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
+            select id, 1, 1, 'infinity', '2026-03-10' from users order by id limit 12
+            """)
+        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--batch-size", "12"])
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(try database.psql("select status || ' ' || failed || ' ' || succeeded from job_runs") == "partial 12 12")
+    }
+
     /// A batch whose write fails is retried user by user: only the guilty user fails.
     @Test func aFailingWriteFailsOnlyTheUserItBelongsTo() async throws {
         let database = try await TestDatabase.fresh()

@@ -54,10 +54,21 @@ extension FailureScope {
     }
 
     /// Whether a batch's user-by-user retry says the trouble is not about rows after all: every
-    /// user of a batch of three or more failed with one and the same cause (an app's trigger that
-    /// refuses every write, a value every row holds).
-    static func isSystemic(failed causes: [String], of users: Int) -> Bool {
-        users >= 3 && causes.count == users && Set(causes).count == 1
+    /// user of a full batch of ten or more failed with one and the same cause, and that cause is
+    /// not a value the rows hold (an app's trigger that refuses every write). Bad values, however
+    /// many share a batch, stay their users' failures: the run goes on to the next batch.
+    static func isSystemic(failed errors: [any Error], of users: Int, fullBatch: Bool) -> Bool {
+        guard fullBatch, users >= 10, errors.count == users, errors.allSatisfy({ !isAboutValues($0) }) else { return false }
+        return Set(errors.map(cause)).count == 1
+    }
+
+    /// An unreadable value, a data exception (22) or a constraint a row breaks (23).
+    private static func isAboutValues(_ error: any Error) -> Bool {
+        switch error {
+        case is PostgresDecodingError, is DecodingError, is MalformedData: return true
+        case let error as PSQLError: return ["22", "23"].contains(error.serverInfo?[.sqlState].map { String($0.prefix(2)) } ?? "")
+        default: return false
+        }
     }
 }
 

@@ -69,7 +69,7 @@ public struct JobRunner<J: Job>: Sendable {
                            on db: BoundedConnection) async throws -> RunSummary {
         let connection = db.connection
         let scopeKey = options.scopeKey(job: name)
-        let resume = try await db {
+        let resume = try await db(statements: 2) {
             try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, dryRun: options.dryRun,
                                              on: connection)
         }
@@ -201,7 +201,8 @@ public struct JobRunner<J: Job>: Sendable {
                 failures.append((user.id, error.description))
             }
         }
-        let facts = try await readFacts(for: &placed, failures: &failures, context: context, on: db)
+        let facts = try await readFacts(for: &placed, failures: &failures, fullBatch: page.count == options.batchSize,
+                                        context: context, on: db)
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
         for user in placed {
@@ -244,6 +245,9 @@ public struct JobRunner<J: Job>: Sendable {
 
         // One statement: the job's writes, the work marks, the outbox and the checkpoint.
         var committed = planned
+        // Set when every user of the batch failed to write the same way: the run ends after the
+        // batch's bookkeeping.
+        var systemic: NudgeError?
         do {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
@@ -254,26 +258,26 @@ public struct JobRunner<J: Job>: Sendable {
         } catch where FailureScope.of(error) == .users {
             logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
-            var causes: [String] = []
+            var errors: [any Error] = []
             for change in planned {
                 do {
                     try await send(writes(for: [change], context: context), context: context, on: db)
                     committed.append(change)
                 } catch where FailureScope.of(error) == .users {
                     failures.append((change.userID, describe(error)))
-                    causes.append(FailureScope.cause(error))
+                    errors.append(error)
                 }
             }
-            if FailureScope.isSystemic(failed: causes, of: planned.count) {
-                throw NudgeError(.database, "every user of the batch failed to write the same way: \(failures.last!.1)")
+            if FailureScope.isSystemic(failed: errors, of: planned.count, fullBatch: page.count == options.batchSize) {
+                systemic = NudgeError(.database, "every user of the batch failed to write the same way: \(failures.last!.1)")
             }
-            if !context.dryRun {
+            if !context.dryRun, systemic == nil {
                 try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
                                            nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
                                context: context, on: db)
             }
         }
-        if context.dryRun {
+        if context.dryRun, systemic == nil {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
             let record = batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
                                      nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context)
@@ -285,6 +289,7 @@ public struct JobRunner<J: Job>: Sendable {
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
+        if let systemic { throw systemic }
         for (userID, reason) in skipped {
             var userLogger = logger
             userLogger[metadataKey: LogKey.userID] = "\(userID.uuidString.lowercased())"
@@ -318,8 +323,8 @@ public struct JobRunner<J: Job>: Sendable {
     /// The job's facts about the batch's users, in its few set-based reads. When a read fails on
     /// a row (a value that cannot be read, an `'infinity'` date), the batch is read again user by
     /// user: only the owners of such rows fail, with the reason, and drop out of the batch.
-    private func readFacts(for placed: inout [UserInTime], failures: inout [(UUID, String)], context: RunContext,
-                           on db: BoundedConnection) async throws -> [UUID: J.Facts] {
+    private func readFacts(for placed: inout [UserInTime], failures: inout [(UUID, String)], fullBatch: Bool,
+                           context: RunContext, on db: BoundedConnection) async throws -> [UUID: J.Facts] {
         let users = placed
         do {
             return try await db(statements: job.readStatements) { try await job.loadFacts(for: users, run: context, on: db.connection) }
@@ -330,7 +335,7 @@ public struct JobRunner<J: Job>: Sendable {
         var facts: [UUID: J.Facts] = [:]
         var readable: [UserInTime] = []
         var unreadable: [(UUID, String)] = []
-        var causes: [String] = []
+        var errors: [any Error] = []
         for user in users {
             do {
                 let own = try await db(statements: job.readStatements) {
@@ -340,10 +345,10 @@ public struct JobRunner<J: Job>: Sendable {
                 readable.append(user)
             } catch where FailureScope.of(error) == .users {
                 unreadable.append((user.user.id, "cannot read the user's rows: \(describe(error))"))
-                causes.append(FailureScope.cause(error))
+                errors.append(error)
             }
         }
-        if FailureScope.isSystemic(failed: causes, of: users.count) {
+        if FailureScope.isSystemic(failed: errors, of: users.count, fullBatch: fullBatch) {
             throw NudgeError(.database, "every user of the batch failed to read the same way: \(unreadable[0].1)")
         }
         failures += unreadable

@@ -68,8 +68,9 @@ public struct PushTriggerJob: Job {
     // MARK: Reading
 
     public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        // Most hourly runs meet most users away from their 10:00: only the due ones are read.
-        let due = users.filter { notDue($0, at: run.now, run: run) == nil }.map(\.user.id)
+        // Most hourly runs meet most users away from their 10:00: only the due ones are read, and
+        // those whose window closed while the run was on its way (to tell candidates from others).
+        let due = users.filter { notDue($0, at: run.now, run: run) == nil || windowClosedDuringRun($0, run: run) }.map(\.user.id)
         guard !due.isEmpty else { return [:] }
         let since = run.now.addingTimeInterval(-Self.lookback)
         // One query: the batch's candidates (check-ins on, an active token) with everything the
@@ -170,28 +171,30 @@ public struct PushTriggerJob: Job {
         definition.dueForMinutes.map { dueAt.addingTimeInterval(Double($0) * 60) }
     }
 
+    /// Whether the user's window of their local day closed while this run was on its way to them:
+    /// after the run began, by the time it reached them (a long run held back by the rate limit).
+    func windowClosedDuringRun(_ user: UserInTime, run: RunContext) -> Bool {
+        let today = user.calendar.localDate(at: run.now)
+        guard run.window?.contains(today) ?? true,
+              let closed = dueUntil(user.calendar.instant(of: today, at: definition.localTime ?? LocalTime(hour: 10, minute: 0)!))
+        else { return false }
+        return run.startedAt < closed && closed <= run.now
+    }
+
     public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let why = notDue(user, at: run.now, run: run) {
-            // A user whose window closed while the run was on its way to them (a long run held
-            // back by the LLM's rate limit) is skipped with the reason: the run missed them.
-            let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
-            if let closed = dueUntil(user.calendar.instant(of: user.calendar.localDate(at: run.now), at: moment)),
-               run.startedAt < closed, closed <= run.now {
-                throw UserSkip("the run reached the user at \(user.calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
-            }
-            return .nothingDue(why)
-        }
-        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
-        if let decided = facts.lastDecidedDay, decided >= today { return .nothingDue("already decided today") }
-
-        guard let frequencyName = facts.frequency, let frequency = CheckInFrequency(rawValue: frequencyName) else {
-            throw MalformedData("notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
+        if let why = notDue(user, at: run.now, run: run) {
+            // A candidate the run missed (its window closed while the run was on its way) is
+            // skipped with the reason; anyone else is simply not due.
+            guard windowClosedDuringRun(user, run: run), let facts, !(facts.lastDecidedDay.map { $0 >= today } ?? false),
+                  try eligibilityRefusal(facts, run: run, calendar: calendar) == nil
+            else { return .nothingDue(why) }
+            throw UserSkip("the run reached the user at \(calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
         }
-        if let refusal = PushEligibility.refusal(frequency: frequency, lastPushAt: facts.lastPushAt,
-                                                 conversations: facts.conversations, messageTimes: facts.messages.map(\.createdAt),
-                                                 now: run.now, calendar: calendar) {
+        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
+        if let decided = facts.lastDecidedDay, decided >= today { return .nothingDue("already decided today") }
+        if let refusal = try eligibilityRefusal(facts, run: run, calendar: calendar) {
             return settle(user, today, outcome: refusal.outcome, detail: refusal.description)
         }
 
@@ -210,6 +213,15 @@ public struct PushTriggerJob: Job {
             pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
             userWords: facts.messages.map(\.content) + facts.lastConversationMessages, dueUntil: dueUntil(dueAt), copy: nil)
         return .act(PlannedChange(userID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
+    }
+
+    /// Why the frequency or a session today rules the push out, or nil when neither does.
+    private func eligibilityRefusal(_ facts: Facts, run: RunContext, calendar: LocalCalendar) throws -> PushEligibility.Refusal? {
+        guard let frequencyName = facts.frequency, let frequency = CheckInFrequency(rawValue: frequencyName) else {
+            throw MalformedData("notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
+        }
+        return PushEligibility.refusal(frequency: frequency, lastPushAt: facts.lastPushAt, conversations: facts.conversations,
+                                       messageTimes: facts.messages.map(\.createdAt), now: run.now, calendar: calendar)
     }
 
     private func settle(_ user: UserInTime, _ day: LocalDate, outcome: String, detail: String) -> Decision<Change> {
