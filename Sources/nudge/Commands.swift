@@ -143,7 +143,7 @@ struct Runs: AsyncParsableCommand {
         }
         var rows = [["USER", "REASON"]]
         let result = try await connection.query(
-            "select user_id, reason from job_run_failures where run_id = \(runID) order by user_id", logger: logger)
+            "select item_id, reason from job_run_failures where run_id = \(runID) order by item_id", logger: logger)
         for try await (userID, reason) in result.decode((UUID, String).self) {
             rows.append([userID.uuidString.lowercased(), reason])
         }

@@ -47,7 +47,7 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         #expect(message.type == "streak_at_risk")
         #expect(message.deliverAfter == instant("2026-03-12T22:00:00Z"))   // 09:00 on the 13th, AEDT
         #expect(message.title == "🔥 Your 21-day streak is at risk")
-        #expect(message.dedupeKey(job: "validate-streaks", userID: change.userID).hasSuffix(":2026-03-12:streak_at_risk"))
+        #expect(message.dedupeKey(job: "validate-streaks", userID: change.itemID).hasSuffix(":2026-03-12:streak_at_risk"))
     }
 
     @Test func writesInFrenchForFrenchUsers() throws {

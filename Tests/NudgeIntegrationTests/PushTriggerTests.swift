@@ -126,7 +126,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             """) == 3)
         #expect(try database.count("select count(*) from notification_outbox") == 3)
         let failures = try database.psql("""
-            select c.title || ': ' || f.reason from job_run_failures f join conversations c on c.user_id = f.user_id order by 1
+            select c.title || ': ' || f.reason from job_run_failures f join conversations c on c.user_id = f.item_id order by 1
             """).split(separator: "\n")
         #expect(failures.count == 5, "\(failures)")
         #expect(failures.contains { $0.hasPrefix("Talk prep bad frequency: notification_preferences.frequency is 'hourly'") })

@@ -93,7 +93,7 @@ import Testing
         let result = try await database.nudge(["run", "validate-streaks", "--now", now])
         #expect(result.status == 3)
         #expect(result.stdout.contains("4 failed"))
-        let reasons = try database.psql("select user_id || ' ' || reason from job_run_failures order by user_id")
+        let reasons = try database.psql("select item_id || ' ' || reason from job_run_failures order by item_id")
         #expect(reasons.contains("\(mars) unknown time zone 'Mars/Olympus'"))
         #expect(reasons.contains("\(corrupt) user_streaks row is inconsistent: longest_streak 4 is below current_streak 12"))
         #expect(reasons.contains("\(impossible) daily_tracking 2026-03-14: steps -200 is outside 0-150000"))
@@ -131,7 +131,7 @@ import Testing
             #expect(result.status == 3, "\(result.stderr)")
             #expect(result.stdout.contains("3 failed"), "\(result.stdout)")
             let reasons = try database.psql("""
-                select user_id || ' ' || reason from job_run_failures where run_id = (select max(id) from job_runs) order by 1
+                select item_id || ' ' || reason from job_run_failures where run_id = (select max(id) from job_runs) order by 1
                 """)
             #expect(reasons.contains("\(infinite) cannot read the user's rows: unreadable row: column last_checkin_date holds a DATE value"),
                     "\(reasons)")

@@ -19,13 +19,16 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     /// How many local days back a job that folds over days (validate-streaks) starts when it
     /// meets a user for the first time; older days are taken as they stand.
     public let catchUpDays: Int?
+    /// For a job that drains a queue (dispatch): how long a run keeps taking what falls due, so
+    /// that cron's start every minute and the drain together leave no gap.
+    public let drainSeconds: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, killSwitch: String,
+                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, killSwitch: String,
                 enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
@@ -34,6 +37,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.dueForMinutes = dueForMinutes
         self.pauseBetweenBatchesMilliseconds = pauseBetweenBatchesMilliseconds
         self.catchUpDays = catchUpDays
+        self.drainSeconds = drainSeconds
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -60,6 +64,9 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         }
         if let days = catchUpDays, !(1...3_660).contains(days) {
             throw fail("catchUpDays must be between 1 and 3660")
+        }
+        if let seconds = drainSeconds, !(0...3_600).contains(seconds) {
+            throw fail("drainSeconds must be between 0 and 3600")
         }
         return self
     }

@@ -11,23 +11,28 @@ public struct UserRow: Sendable, Equatable {
 }
 
 /// A named batch job. The runner owns paging, isolation, locks, the ledger and kill switches; a
-/// job owns only its rules: what to read for a batch, what to decide for one user (a pure
-/// function), and the set-based writes that carry out a batch's decisions.
+/// job owns only its rules: what kind of work it pages (its `source`: users unless it says
+/// otherwise), what to read for a batch, what to decide for one item (a pure function), and the
+/// set-based writes that carry out a batch's decisions.
 public protocol Job: Sendable {
-    /// Everything the job reads about one user, loaded for the whole batch at once.
+    /// What the job pages: users (`UserSource`), a user's due notifications, circles…
+    associatedtype Source: WorkSource = UserSource
+    /// Everything the job reads about one item, loaded for the whole batch at once.
     associatedtype Facts: Sendable
-    /// What the job decided to change for one user.
+    /// What the job decided to change for one item.
     associatedtype Change: Sendable
 
     var definition: JobDefinition { get }
 
-    /// Reads what the batch's users need in a constant number of set-based queries
-    /// (`= any($ids)`), never one per user.
-    func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts]
+    var source: Source { get }
 
-    /// Decides for one user from their facts and the run's clock, touching nothing else. A thrown
-    /// error fails this user alone, with the error's description as the recorded reason.
-    func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change>
+    /// Reads what the batch's items need in a constant number of set-based queries
+    /// (`= any($ids)`), never one per item.
+    func loadFacts(for items: [Source.Item], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts]
+
+    /// Decides for one item from its facts and the run's clock, touching nothing else. A thrown
+    /// error fails this item alone, with the error's description as the recorded reason.
+    func decide(for item: Source.Item, facts: Facts?, run: RunContext) throws -> Decision<Change>
 
     /// The set-based writes that carry out the batch's changes (`unnest` of the batch's arrays, never
     /// a statement per user). The runner sends them with the work marks, the outbox and the
@@ -54,6 +59,10 @@ public protocol Job: Sendable {
     /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
     /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
     func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
+}
+
+extension Job where Source == UserSource {
+    public var source: UserSource { UserSource() }
 }
 
 extension Job {
@@ -106,9 +115,10 @@ public enum Decision<Change: Sendable>: Sendable {
     case act(PlannedChange<Change>)
 }
 
-/// One user's decided change, with the work marks and notifications it implies.
+/// One item's decided change, with the work marks and notifications it implies.
 public struct PlannedChange<Change: Sendable>: Sendable {
-    public let userID: UUID
+    /// The item's id: the user's, for the jobs that page users.
+    public let itemID: UUID
     public let change: Change
     /// The logical local days this change completes, each with its outcome ("kept", "reset").
     public let work: [WorkMark]
@@ -116,8 +126,8 @@ public struct PlannedChange<Change: Sendable>: Sendable {
     /// What to count in the run's report: outcome names and how often they occur.
     public let tally: [String: Int]
 
-    public init(userID: UUID, change: Change, work: [WorkMark], notifications: [OutboxMessage], tally: [String: Int]) {
-        self.userID = userID
+    public init(itemID: UUID, change: Change, work: [WorkMark], notifications: [OutboxMessage], tally: [String: Int]) {
+        self.itemID = itemID
         self.change = change
         self.work = work
         self.notifications = notifications
@@ -138,8 +148,8 @@ public struct WorkMark: Sendable, Equatable {
     }
 }
 
-/// A notification a job decided on, for `dispatch` to deliver. Its deduplication key (job, user,
-/// logical day, type) makes replaying a decision insert nothing new.
+/// A notification a job decided on, for `dispatch` to deliver. Its deduplication key (job,
+/// recipient, logical day, type) makes replaying a decision insert nothing new.
 public struct OutboxMessage: Sendable, Equatable {
     public let type: String
     public let localDay: LocalDate
@@ -148,18 +158,26 @@ public struct OutboxMessage: Sendable, Equatable {
     public let body: String
     /// A JSON object, as text.
     public let payload: String
+    /// Whom it is for: nil for the user the change is about (the item of a job that pages
+    /// users); a member, for a job that pages circles.
+    public let recipient: UUID?
+    /// `push`, `email` or `sms`.
+    public let channel: String
 
-    public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String) {
+    public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
+                recipient: UUID? = nil, channel: String = "push") {
         self.type = type
         self.localDay = localDay
         self.deliverAfter = deliverAfter
         self.title = title
         self.body = body
         self.payload = payload
+        self.recipient = recipient
+        self.channel = channel
     }
 
     public func dedupeKey(job: String, userID: UUID) -> String {
-        "\(job):\(userID.uuidString.lowercased()):\(localDay):\(type)"
+        "\(job):\(userID.uuidString.lowercased()):\(localDay):\(type)" + (channel == "push" ? "" : ":\(channel)")
     }
 }
 
@@ -179,6 +197,10 @@ public struct RunContext: Sendable {
     public let window: DayWindow?
     public let dryRun: Bool
     public internal(set) var logger: Logger
-    /// How many users of a batch `complete` may work on at once (`--concurrency`).
+    /// How many items of a batch `complete` may work on at once (`--concurrency`).
     public let concurrency: Int
+    /// The run's database, for a job's outside step that keeps state of its own there (dispatch's
+    /// provider tokens); the batch's reads and writes go through the runner. Nil for decisions
+    /// made outside a run (tests of the rules).
+    public internal(set) var database: Database? = nil
 }

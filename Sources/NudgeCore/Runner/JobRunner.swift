@@ -3,9 +3,12 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// Runs one job over the users in scope: keyset pages of `batchSize` users, one set-based read, a
-/// pure decision per user, one transaction of set-based writes per batch with the checkpoint,
-/// and, only when that write fails, a retry user by user so that only the guilty user fails.
+/// Runs one job over the items its source pages (users, a user's due notifications, circles…):
+/// pages of `batchSize` items, one set-based read, a pure decision per item, one transaction of
+/// set-based writes per batch with the checkpoint, and, only when that write fails, a retry item
+/// by item so that only the guilty item fails. A keyset source's run holds the job's lock and
+/// resumes from its checkpoint; a queue source's runs claim their pages instead, side by side,
+/// and drain the queue in passes until their deadline.
 public struct JobRunner<J: Job>: Sendable {
     public let job: J
     public let options: RunOptions
@@ -24,8 +27,7 @@ public struct JobRunner<J: Job>: Sendable {
 
     private var name: String { job.definition.name }
 
-    /// The keyset starts below every id.
-    private static var beforeEveryID: UUID { UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) }
+    private var source: J.Source { job.source }
 
     public func run() async throws -> RunSummary {
         let started = ContinuousClock.now
@@ -44,6 +46,10 @@ public struct JobRunner<J: Job>: Sendable {
                 return RunSummary.disabled(job: name, reason: pause)
             }
             try await db({ try await checkUsersExist(on: connection, logger: logger) })
+            // A queue's runs share the work through their claims; a keyset run holds the lock.
+            guard !source.isQueue else {
+                return try await runLocked(ledger: ledger, started: started, logger: logger, on: db)
+            }
             let conflict: RunLocks.Conflict? = try await db({ try await locks.acquire(on: connection, logger: logger) })
             if let conflict {
                 let held: NudgeError = try await db({ try await lockHeld(conflict, on: connection, logger: logger) })
@@ -69,9 +75,10 @@ public struct JobRunner<J: Job>: Sendable {
                            on db: BoundedConnection) async throws -> RunSummary {
         let connection = db.connection
         let scopeKey = options.scopeKey(job: name)
+        let isQueue = source.isQueue
         let resume = try await db(statements: 2) {
             try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, dryRun: options.dryRun,
-                                             on: connection)
+                                             shared: isQueue, on: connection)
         }
         let runID = try await db {
             try await ledger.begin(job: name, options: options, scopeKey: scopeKey, resumedFrom: resume?.runID, on: connection)
@@ -81,14 +88,19 @@ public struct JobRunner<J: Job>: Sendable {
         let logger = runLogger
         var context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
                                  clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
-                                 concurrency: options.concurrency)
+                                 concurrency: options.concurrency, database: database)
         logger.info("run started", metadata: [
             LogKey.now: "\(Self.timestamp(options.now))",
             LogKey.dryRun: "\(options.dryRun)",
             LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
         ])
-        let usersInScope = observer is SilentObserver ? nil : try await db { try await countUsersInScope(on: connection, logger: logger) }
-        observer.runStarted(runID: runID, job: name, usersInScope: usersInScope, resumedFrom: resume?.runID)
+        let inScope: Int? = observer is SilentObserver ? nil : try await db {
+            try await source.count(pageRequest(after: nil, runID: runID, now: options.now, logger: logger), on: connection)
+        }
+        observer.runStarted(runID: runID, job: name, usersInScope: inScope, resumedFrom: resume?.runID)
+        // A queue is drained in passes until this instant; a run at an explicit --now drains what
+        // is due at that instant and ends.
+        let drainUntil = ContinuousClock.now + (options.nowIsExplicit || options.dryRun ? .zero : options.drainFor)
 
         var state = BatchLoopState(after: resume?.checkpoint)
         var status = RunStatus.succeeded
@@ -101,21 +113,29 @@ public struct JobRunner<J: Job>: Sendable {
                     logger.notice("stopping on a signal after the last batch")
                     break batches
                 }
-                let after = state.after
-                let page: [UserRow]
-                switch try await db({ try await nextPage(after: after, on: connection, logger: logger) }) {
-                case .paused(let pause):
-                    status = .paused
-                    errorMessage = "paused: \(pause)"
-                    logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
-                    break batches
-                case .users(let users):
-                    page = users
-                }
-                guard let last = page.last else { break batches }
-                state.batch += 1
                 // A cron run decides each batch at the time it really is; a run at --now at that instant.
                 context.now = max(context.now, options.clock.now())
+                let request = pageRequest(after: state.after, runID: runID, now: context.now, logger: logger)
+                let calendars = state.calendars
+                let page: [Paged<J.Source.Item>] = try await db {
+                    try await source.page(request, calendars: calendars, on: connection)
+                }
+                if page.isEmpty {
+                    // An empty page: the end of the items, of this pass over a queue, or a pause.
+                    if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
+                        status = .paused
+                        errorMessage = "paused: \(pause)"
+                        logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
+                        break batches
+                    }
+                    guard isQueue, try await waitForNextPass(state: &state, until: drainUntil, runID: runID,
+                                                             logger: logger, on: db)
+                    else { break batches }
+                    continue batches
+                }
+                let last = page[page.count - 1].id
+                state.batch += 1
+                state.passFoundWork = true
                 var batchLogger = logger
                 batchLogger[metadataKey: LogKey.batch] = "\(state.batch)"
                 var batchContext = context
@@ -134,7 +154,7 @@ public struct JobRunner<J: Job>: Sendable {
                     logger.notice("stopping on a signal after the batch")
                     break batches
                 }
-                state.after = last.id
+                state.after = isQueue && !options.dryRun ? nil : last
             }
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
         } catch {
@@ -186,38 +206,37 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: One batch
 
-    private func runBatch(_ page: [UserRow], state: inout BatchLoopState, context: RunContext, ledger: RunLedger,
-                          on db: BoundedConnection) async throws {
+    private func runBatch(_ page: [Paged<J.Source.Item>], state: inout BatchLoopState, context: RunContext,
+                          ledger: RunLedger, on db: BoundedConnection) async throws {
         let logger = context.logger
         var failures: [(UUID, String)] = []
-        // Users the job skipped with a reason (a window passed, a rejected reply, a spent budget):
+        // Items the job skipped with a reason (a window passed, a rejected reply, a spent budget):
         // counted as skipped, their reasons recorded with the failures'.
         var skipped: [(UUID, String)] = []
-        var placed: [UserInTime] = []
-        for user in page {
-            do {
-                placed.append(try state.calendars.place(user))
-            } catch {
-                failures.append((user.id, error.description))
+        var placed: [(id: UUID, item: J.Source.Item)] = []
+        for entry in page {
+            switch entry {
+            case .item(let id, let item): placed.append((id, item))
+            case .unusable(let id, let reason): failures.append((id, reason))
             }
         }
         let facts = try await readFacts(for: &placed, failures: &failures, fullBatch: page.count == options.batchSize,
                                         context: context, on: db)
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
-        for user in placed {
+        for (id, item) in placed {
             do {
-                switch try job.decide(for: user, facts: facts[user.user.id], run: context) {
+                switch try job.decide(for: item, facts: facts[id], run: context) {
                 case .nothingDue(let why):
                     nothingDue += 1
-                    report(user.user.id, .nothingDue, detail: why)
+                    report(id, .nothingDue, detail: why)
                 case .act(let change):
                     planned.append(change)
                 }
             } catch let skip as UserSkip {
-                skipped.append((user.user.id, skip.reason))
+                skipped.append((id, skip.reason))
             } catch {
-                failures.append((user.user.id, describe(error)))
+                failures.append((id, describe(error)))
             }
         }
 
@@ -235,13 +254,17 @@ public struct JobRunner<J: Job>: Sendable {
             state.interrupted = state.interrupted || outside.interrupted
             state.outsideCallsEnded = .now
         }
-        // The checkpoint stops short of the first user left undone (a spent budget, a signal).
+        // The checkpoint stops short of the first item left undone (a spent budget, a signal); a
+        // queue keeps none: what is not done stays in it.
         let checkpoint: UUID?
-        if let firstUndone = page.firstIndex(where: { undone.contains($0.id) }) {
+        if source.isQueue {
+            checkpoint = nil
+        } else if let firstUndone = page.firstIndex(where: { undone.contains($0.id) }) {
             checkpoint = firstUndone > 0 ? page[firstUndone - 1].id : state.after
         } else {
             checkpoint = page.last!.id
         }
+        let pageIDs = page.map(\.id)
 
         // One statement: the job's writes, the work marks, the outbox and the checkpoint.
         var committed = planned
@@ -251,12 +274,14 @@ public struct JobRunner<J: Job>: Sendable {
         do {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
+                writes.append(source.release(page: pageIDs, changed: Set(planned.map(\.itemID)), failed: failures, run: context))
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
             }
             try await send(writes, context: context, on: db)
         } catch where FailureScope.of(error) == .users {
-            logger.warning("batch write failed; retrying user by user", metadata: [LogKey.reason: "\(describe(error))"])
+            logger.warning("batch write failed; retrying \(source.noun) by \(source.noun)",
+                           metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
             var errors: [any Error] = []
             for change in planned {
@@ -264,17 +289,18 @@ public struct JobRunner<J: Job>: Sendable {
                     try await send(writes(for: [change], context: context), context: context, on: db)
                     committed.append(change)
                 } catch where FailureScope.of(error) == .users {
-                    failures.append((change.userID, describe(error)))
+                    failures.append((change.itemID, describe(error)))
                     errors.append(error)
                 }
             }
             if FailureScope.isSystemic(failed: errors, of: planned.count, fullBatch: page.count == options.batchSize) {
-                systemic = NudgeError(.database, "every user of the batch failed to write the same way: \(failures.last!.1)")
+                systemic = NudgeError(.database, "every \(source.noun) of the batch failed to write the same way: \(failures.last!.1)")
             }
             if !context.dryRun, systemic == nil {
-                try await send(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                           nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context),
-                               context: context, on: db)
+                var record = source.release(page: pageIDs, changed: Set(committed.map(\.itemID)), failed: failures, run: context)
+                record.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
+                try await send(record, context: context, on: db)
             }
         }
         if context.dryRun, systemic == nil {
@@ -305,7 +331,7 @@ public struct JobRunner<J: Job>: Sendable {
             state.tally.merge(change.tally, uniquingKeysWith: +)
             for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
             if observer.wantsUserReports {
-                report(change.userID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
+                report(change.itemID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
                        notifications: change.notifications.map { "\($0.type) after \(Self.timestamp($0.deliverAfter))" })
             }
         }
@@ -323,32 +349,34 @@ public struct JobRunner<J: Job>: Sendable {
     /// The job's facts about the batch's users, in its few set-based reads. When a read fails on
     /// a row (a value that cannot be read, an `'infinity'` date), the batch is read again user by
     /// user: only the owners of such rows fail, with the reason, and drop out of the batch.
-    private func readFacts(for placed: inout [UserInTime], failures: inout [(UUID, String)], fullBatch: Bool,
-                           context: RunContext, on db: BoundedConnection) async throws -> [UUID: J.Facts] {
-        let users = placed
+    private func readFacts(for placed: inout [(id: UUID, item: J.Source.Item)], failures: inout [(UUID, String)],
+                           fullBatch: Bool, context: RunContext, on db: BoundedConnection) async throws -> [UUID: J.Facts] {
+        let items = placed
         do {
-            return try await db(statements: job.readStatements) { try await job.loadFacts(for: users, run: context, on: db.connection) }
+            return try await db(statements: job.readStatements) {
+                try await job.loadFacts(for: items.map(\.item), run: context, on: db.connection)
+            }
         } catch where FailureScope.of(error) == .users {
-            context.logger.warning("reading the batch failed on a row; reading it user by user",
+            context.logger.warning("reading the batch failed on a row; reading it \(source.noun) by \(source.noun)",
                                    metadata: [LogKey.reason: "\(describe(error))"])
         }
         var facts: [UUID: J.Facts] = [:]
-        var readable: [UserInTime] = []
+        var readable: [(id: UUID, item: J.Source.Item)] = []
         var unreadable: [(UUID, String)] = []
         var errors: [any Error] = []
-        for user in users {
+        for entry in items {
             do {
                 let own = try await db(statements: job.readStatements) {
-                    try await job.loadFacts(for: [user], run: context, on: db.connection)
+                    try await job.loadFacts(for: [entry.item], run: context, on: db.connection)
                 }
                 facts.merge(own) { _, new in new }
-                readable.append(user)
+                readable.append(entry)
             } catch where FailureScope.of(error) == .users {
-                unreadable.append((user.user.id, "cannot read the user's rows: \(describe(error))"))
+                unreadable.append((entry.id, "cannot read the \(source.noun)'s rows: \(describe(error))"))
                 errors.append(error)
             }
         }
-        if FailureScope.isSystemic(failed: errors, of: users.count, fullBatch: fullBatch) {
+        if FailureScope.isSystemic(failed: errors, of: items.count, fullBatch: fullBatch) {
             throw NudgeError(.database, "every user of the batch failed to read the same way: \(unreadable[0].1)")
         }
         failures += unreadable
@@ -356,7 +384,7 @@ public struct JobRunner<J: Job>: Sendable {
         return facts
     }
 
-    private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [UserRow], committed: Int, nothingDue: Int,
+    private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [Paged<J.Source.Item>], committed: Int, nothingDue: Int,
                              skipped: [(UUID, String)], failures: [(UUID, String)], state: BatchLoopState,
                              context: RunContext) -> BatchWrites {
         var counts = state.counts
@@ -438,15 +466,15 @@ public struct JobRunner<J: Job>: Sendable {
         for (change, outcome) in zip(planned, outcomes) {
             switch outcome {
             case .done(let change)?: result.completed.append(change)
-            case .failed(let reason)?: result.failed.append((change.userID, reason))
-            case .skipped(let reason)?: result.skipped.append((change.userID, reason))
+            case .failed(let reason)?: result.failed.append((change.itemID, reason))
+            case .skipped(let reason)?: result.skipped.append((change.itemID, reason))
             case .stopped(let stop)?:
-                result.skipped.append((change.userID, "not done: \(stop)"))
-                result.undone.insert(change.userID)
+                result.skipped.append((change.itemID, "not done: \(stop)"))
+                result.undone.insert(change.itemID)
                 result.stop = result.stop ?? stop
             case .interrupted?, nil:
-                result.skipped.append((change.userID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))
-                result.undone.insert(change.userID)
+                result.skipped.append((change.itemID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))
+                result.undone.insert(change.itemID)
                 result.interrupted = true
             }
         }
@@ -458,7 +486,7 @@ public struct JobRunner<J: Job>: Sendable {
         guard !changes.isEmpty else { return BatchWrites() }
         var writes = job.writes(for: changes, run: context)
 
-        let marks = changes.flatMap { change in change.work.map { (change.userID, $0) } }
+        let marks = changes.flatMap { change in change.work.map { (change.itemID, $0) } }
         if !marks.isEmpty {
             writes.step("nudge_work", """
                 insert into job_work (job, user_id, local_day, outcome, detail, run_id)
@@ -469,17 +497,19 @@ public struct JobRunner<J: Job>: Sendable {
                 on conflict (job, user_id, local_day) do nothing
                 """)
         }
-        let messages = changes.flatMap { change in change.notifications.map { (change.userID, $0) } }
+        let messages = changes.flatMap { change in change.notifications.map { ($0.recipient ?? change.itemID, $0) } }
         if !messages.isEmpty {
             writes.step("nudge_outbox", """
                 insert into notification_outbox
-                       (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload, run_id)
-                select dedupe_key, \(name), user_id, local_day, notification_type, deliver_after, title, body,
+                       (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
+                        payload, run_id)
+                select dedupe_key, \(name), user_id, local_day, notification_type, channel, deliver_after, title, body,
                        payload::jsonb, \(context.runID)
                   from unnest(\(messages.map { $0.1.dedupeKey(job: name, userID: $0.0) }), \(messages.map(\.0)),
-                              \(messages.map(\.1.localDay)), \(messages.map(\.1.type)), \(messages.map(\.1.deliverAfter)),
-                              \(messages.map(\.1.title)), \(messages.map(\.1.body)), \(messages.map(\.1.payload)))
-                       as m(dedupe_key, user_id, local_day, notification_type, deliver_after, title, body, payload)
+                              \(messages.map(\.1.localDay)), \(messages.map(\.1.type)), \(messages.map(\.1.channel)),
+                              \(messages.map(\.1.deliverAfter)), \(messages.map(\.1.title)), \(messages.map(\.1.body)),
+                              \(messages.map(\.1.payload)))
+                       as m(dedupe_key, user_id, local_day, notification_type, channel, deliver_after, title, body, payload)
                 on conflict (dedupe_key) do nothing
                 """)
         }
@@ -520,52 +550,33 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: Paging, locks, kill switch
 
-    private enum Page {
-        case users([UserRow])
-        case paused(String)
+    private func pageRequest(after: UUID?, runID: Int64, now: Date, logger: Logger) -> PageRequest {
+        PageRequest(job: name, runID: runID, now: now, after: after, limit: options.batchSize, shard: options.shard,
+                    users: options.users, dryRun: options.dryRun, logger: logger)
     }
 
-    /// The next keyset page of users, unless the job has been paused: the kill switch costs no
-    /// round trip of its own.
-    private func nextPage(after: UUID?, on connection: PostgresConnection, logger: Logger) async throws -> Page {
-        let rows = try await connection.query("""
-            select p.job, p.paused_by, p.paused_at, p.reason, u.id, u.timezone, u.locale, u.created_at
-              from (values (1)) as one(x)
-              left join lateral (select job, paused_by, paused_at, reason from job_pauses
-                                  where job in (\(name), '*') order by job = '*' desc limit 1) p on true
-              left join lateral (
-                select id, timezone, locale, created_at from users
-                 where p.job is null
-                   and id > \(after ?? Self.beforeEveryID)
-                   and (\(options.shard.count) = 1
-                        or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
-                   and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
-                 order by id
-                 limit \(options.batchSize)) u on true
-            """, logger: logger)
-        var page: [UserRow] = []
-        page.reserveCapacity(options.batchSize)
-        for try await (job, pausedBy, pausedAt, reason, id, timezone, locale, createdAt)
-            in rows.decode((String?, String?, Date?, String?, UUID?, String?, String?, Date?).self) {
-            if let job, let pausedBy, let pausedAt {
-                return .paused(Self.pauseMessage(job: job, pausedBy: pausedBy, pausedAt: pausedAt, reason: reason))
-            }
-            if let id, let locale, let createdAt {
-                page.append(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))
-            }
+    /// After a pass over a queue: whether to start another one, once something is due. Another
+    /// pass starts at once when this one found work and the clock stands still (a run at --now
+    /// takes all that is due at that instant); a draining run sleeps until the next item is due
+    /// (looking again every second, for items queued meanwhile) and ends when nothing falls due
+    /// before its deadline, on a signal or when the job is paused.
+    private func waitForNextPass(state: inout BatchLoopState, until deadline: ContinuousClock.Instant, runID: Int64,
+                                 logger: Logger, on db: BoundedConnection) async throws -> Bool {
+        defer { state.passFoundWork = false }
+        if options.nowIsExplicit || options.dryRun { return state.passFoundWork && !options.dryRun }
+        while ContinuousClock.now < deadline {
+            if Task.isShuttingDownGracefully || Task.isCancelled { return false }
+            let now = options.clock.now()
+            let request = pageRequest(after: nil, runID: runID, now: now, logger: logger)
+            let next: Date? = try await db { try await source.nextDue(after: now, request: request, on: db.connection) }
+            guard let next else { return false }
+            let wait = next.timeIntervalSince(options.clock.now())
+            if wait <= 0 { return true }
+            let left = deadline - ContinuousClock.now
+            guard Duration.seconds(wait) < left else { return false }
+            try? await Task.sleep(for: min(.seconds(wait), .seconds(1), left))
         }
-        return .users(page)
-    }
-
-    private func countUsersInScope(on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let rows = try await connection.query("""
-            select count(*) from users
-             where (\(options.shard.count) = 1
-                    or ('x' || left(id::text, 8))::bit(32)::bigint % \(options.shard.count) = \(options.shard.index))
-               and (cardinality(\(options.users)::uuid[]) = 0 or id = any(\(options.users)::uuid[]))
-            """, logger: logger)
-        for try await count in rows.decode(Int.self) { return count }
-        return 0
+        return false
     }
 
     private func checkUsersExist(on connection: PostgresConnection, logger: Logger) async throws {
@@ -648,11 +659,13 @@ struct BoundedConnection: Sendable {
 
 struct BatchLoopState {
     var after: UUID?
+    /// Whether the current pass over a queue has met an item yet.
+    var passFoundWork = false
     var batch = 0
     var counts = RunCounts()
     var tally: [String: Int] = [:]
     var failureSample: [RunSummary.Failure] = []
-    var calendars = CalendarCache()
+    let calendars = CalendarCache()
     /// When the last batch's outside calls ended, for the pause before the next batch's.
     var outsideCallsEnded: ContinuousClock.Instant?
     /// Set when a job ended the run (a budget spent): the run stops after the batch in flight.

@@ -55,15 +55,18 @@ struct RunLedger: Sendable {
     }
 
     /// Closes the books on this job and shard's last run when it died (its lock is free, since we
-    /// hold it now), and says whether this run can pick up from its checkpoint.
-    func recoverPrevious(job: String, shard: Shard, scopeKey: String, dryRun: Bool,
+    /// hold it now), and says whether this run can pick up from its checkpoint. The runs of a
+    /// queue (`shared`) hold no lock and keep no checkpoint: one of them closes the others that
+    /// have given no sign of life for `silentRunIsDead`, and none resumes.
+    func recoverPrevious(job: String, shard: Shard, scopeKey: String, dryRun: Bool, shared: Bool = false,
                          on connection: PostgresConnection) async throws -> Resumable? {
-        let dead = try await connection.query(Self.closeDeadRuns(job: job, shard: shard), logger: logger)
+        let dead = try await connection.query(
+            shared ? Self.closeSilentRuns(job: job) : Self.closeDeadRuns(job: job, shard: shard), logger: logger)
         for try await id in dead.decode(Int64.self) {
             logger.warning("previous run did not finish", metadata: ["nudge.previous_run_id": "\(id)"])
         }
-        // A dry run changes nothing, so it has nothing to resume.
-        guard !dryRun else { return nil }
+        // A dry run changes nothing, so it has nothing to resume; a queue's run leaves its work in the queue.
+        guard !dryRun, !shared else { return nil }
         let rows = try await connection.query(Self.lastRealRun(job: job, shard: shard), logger: logger)
         for try await (id, status, previousScope, checkpoint, alreadyResumed) in rows.decode((Int64, String, String, UUID?, Bool).self) {
             let resumable = [RunStatus.interrupted, .paused, .stopped, .aborted].map(\.rawValue).contains(status)
@@ -81,6 +84,22 @@ struct RunLedger: Sendable {
                error = 'the process ended without finishing (crash, kill -9 or lost connection)'
          where job = \(job) and status = 'running'
            and (shard_count <> \(shard.count) or shard_index = \(shard.index))
+        returning id
+        """
+    }
+
+    /// How long a run of a queue may go without a heartbeat (one per batch, one per pass) before
+    /// another run takes it for dead: far longer than a run lasts.
+    static let silentRunIsDead = 15 * 60
+
+    /// Marks interrupted the runs of a queue still marked running that have been silent for
+    /// `silentRunIsDead` seconds: their process died. Runs alive beside this one are left alone.
+    static func closeSilentRuns(job: String) -> PostgresQuery {
+        """
+        update job_runs set status = 'interrupted', ended_at = now(),
+               error = 'the process ended without finishing (crash, kill -9 or lost connection)'
+         where job = \(job) and status = 'running'
+           and heartbeat_at < now() - make_interval(secs => \(silentRunIsDead))
         returning id
         """
     }
@@ -125,9 +144,9 @@ struct RunLedger: Sendable {
         var writes = BatchWrites()
         if !failures.isEmpty {
             writes.step("nudge_failures", """
-                insert into job_run_failures (run_id, user_id, reason)
-                select \(runID), user_id, reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
-                on conflict (run_id, user_id) do update set reason = excluded.reason
+                insert into job_run_failures (run_id, item_id, reason)
+                select \(runID), item_id, reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(item_id, reason)
+                on conflict (run_id, item_id) do update set reason = excluded.reason
                 """)
         }
         writes.step("nudge_checkpoint", """

@@ -67,6 +67,10 @@ public struct RunOptions: Sendable {
     /// After SIGTERM, how long the outside calls in flight (the LLM's) may take before they are
     /// cancelled and their users left undone for the next run.
     public var shutdownGrace: Duration = .seconds(20)
+    /// How long a run of a queue job (dispatch) keeps draining: passes over what is due until
+    /// then, so that items leave within seconds of their time. Zero: one pass. A run at an
+    /// explicit `--now` always makes its passes at that instant and ends.
+    public var drainFor: Duration = .zero
 
     /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
     public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
@@ -122,6 +126,7 @@ public struct RunOptions: Sendable {
         if let maxCalls = llmBudget.maxCalls { fields["max_llm_calls"] = String(maxCalls) }
         if let maxTokens = llmBudget.maxTokens { fields["max_llm_tokens"] = String(maxTokens) }
         if dryRunCallsLLM { fields["dry_run_llm"] = "true" }
+        if drainFor > .zero { fields["drain_seconds"] = String(Int(drainFor.seconds)) }
         if let window { fields["from"] = window.from.description; fields["to"] = window.to.description }
         if !users.isEmpty { fields["users"] = users.map { $0.uuidString.lowercased() }.joined(separator: ",") }
         let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])

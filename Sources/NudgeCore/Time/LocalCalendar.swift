@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The one place that turns instants into a user's local days and back. Every "today",
 /// "midnight", "Monday" or "Sunday 20:00" in Nudge is answered here, with the IANA time zone
@@ -122,26 +123,27 @@ public struct LocalCalendar: Sendable {
 }
 
 /// Calendars by zone name, built once per run: a run meets a few hundred zones and a million users.
-public struct CalendarCache: Sendable {
+/// Shared by the run's batches (a source places its items with it), so it locks.
+public final class CalendarCache: Sendable {
     /// The sign-up instants a user can have: `users.created_at` outside them (`'infinity'`, a year
     /// 20000) is a row no job can place in time.
     static let plausibleInstants = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 7_258_118_400)   // 1970 to 2200
 
     /// The user with the calendar of their zone; fails for an unknown zone or an impossible sign-up.
-    mutating func place(_ user: UserRow) throws(LocalCalendar.Failure) -> UserInTime {
+    public func place(_ user: UserRow) throws(LocalCalendar.Failure) -> UserInTime {
         guard Self.plausibleInstants.contains(user.createdAt) else { throw .implausibleSignUp }
         return UserInTime(user: user, calendar: try calendar(for: user.timezone))
     }
 
-    private var calendars: [String: Result<LocalCalendar, LocalCalendar.Failure>] = [:]
+    private let calendars = Mutex<[String: Result<LocalCalendar, LocalCalendar.Failure>]>([:])
 
     public init() {}
 
-    public mutating func calendar(for identifier: String?) throws(LocalCalendar.Failure) -> LocalCalendar {
+    public func calendar(for identifier: String?) throws(LocalCalendar.Failure) -> LocalCalendar {
         let key = identifier ?? ""
-        if let cached = calendars[key] { return try cached.get() }
+        if let cached = calendars.withLock({ $0[key] }) { return try cached.get() }
         let result = Result { () throws(LocalCalendar.Failure) in try LocalCalendar(identifier: identifier) }
-        calendars[key] = result
+        calendars.withLock { $0[key] = result }
         return try result.get()
     }
 }

@@ -240,13 +240,13 @@ public struct GenerateDailyGoalsJob: Job {
         guard !daily.isEmpty || !weekly.isEmpty else {
             return .nothingDue("goals of \(days.handled.lowerBound)...\(days.handled.upperBound) are up to date")
         }
-        return .act(PlannedChange(userID: user.user.id, change: Change(daily: daily, weekly: weekly),
+        return .act(PlannedChange(itemID: user.user.id, change: Change(daily: daily, weekly: weekly),
                                   work: work, notifications: [], tally: tally))
     }
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
-        let daily = changes.flatMap { change in change.change.daily.map { (change.userID, $0) } }
+        let daily = changes.flatMap { change in change.change.daily.map { (change.itemID, $0) } }
         let newDaily = daily.filter(\.1.isNew), closedDaily = daily.filter { !$0.1.isNew }
         if !newDaily.isEmpty {
             writes.step("new_daily_goals", """
@@ -268,7 +268,7 @@ public struct GenerateDailyGoalsJob: Job {
                  where g.user_id = c.user_id and g.date = c.date and g.goal_type = c.goal_type
                 """)
         }
-        let weekly = changes.flatMap { change in change.change.weekly.map { (change.userID, $0) } }
+        let weekly = changes.flatMap { change in change.change.weekly.map { (change.itemID, $0) } }
         let newWeekly = weekly.filter(\.1.isNew), changedWeekly = weekly.filter { !$0.1.isNew }
         if !newWeekly.isEmpty {
             writes.step("new_weekly_goals", """

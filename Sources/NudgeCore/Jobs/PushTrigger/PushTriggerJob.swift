@@ -212,7 +212,7 @@ public struct PushTriggerJob: Job {
         let push = ProactivePush(
             pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
             userWords: facts.messages.map(\.content) + facts.lastConversationMessages, dueUntil: dueUntil(dueAt), copy: nil)
-        return .act(PlannedChange(userID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
+        return .act(PlannedChange(itemID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
     }
 
     /// Why the frequency or a session today rules the push out, or nil when neither does.
@@ -225,7 +225,7 @@ public struct PushTriggerJob: Job {
     }
 
     private func settle(_ user: UserInTime, _ day: LocalDate, outcome: String, detail: String) -> Decision<Change> {
-        .act(PlannedChange(userID: user.user.id, change: nil, work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
+        .act(PlannedChange(itemID: user.user.id, change: nil, work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
                            notifications: [], tally: ["skipped:\(outcome)": 1]))
     }
 
@@ -270,7 +270,7 @@ public struct PushTriggerJob: Job {
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
         guard var push = change.change else { return change }
         var logger = run.logger
-        logger[metadataKey: LogKey.userID] = "\(change.userID.uuidString.lowercased())"
+        logger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
         // The prompt carries the user's own words: its size is logged, never its text.
         logger.debug("push prompt built", metadata: [
             "nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt_characters": "\(push.prompt.count)",
@@ -288,14 +288,14 @@ public struct PushTriggerJob: Job {
         // The rate limit, retries and the call itself take time: the push must still be due.
         if let dueUntil = push.dueUntil, run.clock.now() >= dueUntil {
             let reason = "the user's window closed at \(JobRunner<Self>.timestamp(dueUntil)) while the LLM was writing; not pushed"
-            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "unused: \(reason)"))
+            await meter.record(.init(userID: change.itemID, model: reply.model, usage: reply.usage, outcome: "unused: \(reason)"))
             throw UserSkip(reason)
         }
         do {
             push.copy = try PushCopy.parse(reply.text, userMessages: push.userWords)
-            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "used"))
+            await meter.record(.init(userID: change.itemID, model: reply.model, usage: reply.usage, outcome: "used"))
         } catch {
-            await meter.record(.init(userID: change.userID, model: reply.model, usage: reply.usage, outcome: "rejected: \(error)"))
+            await meter.record(.init(userID: change.itemID, model: reply.model, usage: reply.usage, outcome: "rejected: \(error)"))
             throw UserSkip("\(error); not pushed")
         }
         return finished(change, push, run: run)
@@ -314,7 +314,7 @@ public struct PushTriggerJob: Job {
         ]
         let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: queuedAt, title: copy.title,
                                     body: copy.body, payload: Self.json(payload))
-        return PlannedChange(userID: change.userID, change: push,
+        return PlannedChange(itemID: change.itemID, change: push,
                              work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
                              notifications: [message], tally: ["pushed:\(push.decision.pushType.rawValue)": 1])
     }
@@ -323,14 +323,14 @@ public struct PushTriggerJob: Job {
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
-        let marks = changes.flatMap { change in change.work.map { (change.userID, $0.localDay) } }
+        let marks = changes.flatMap { change in change.work.map { (change.itemID, $0.localDay) } }
         // A day already decided (by a run that raced this one's read) is never pushed twice.
         writes.expect("""
             not exists (select 1 from job_work w join unnest(\(marks.map(\.0)), \(marks.map(\.1))) as d(user_id, local_day)
                           on w.user_id = d.user_id and w.local_day = d.local_day
                          where w.job = \(definition.name))
             """, else: "push-trigger has already decided this local day for the user")
-        let pushes = changes.compactMap { change in change.change.flatMap { $0 }.map { (change.userID, $0) } }
+        let pushes = changes.compactMap { change in change.change.flatMap { $0 }.map { (change.itemID, $0) } }
         guard !pushes.isEmpty else { return writes }
         // The unique (user_id, local_day) of push_log refuses a second push the same local day,
         // whatever two runs race: the batch then falls back user by user and that user fails.

@@ -170,11 +170,11 @@ public struct ValidateStreaksJob: Job {
         }
         let change = Change(expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
                             streakDays: streakDays, badges: badges)
-        return .act(PlannedChange(userID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
+        return .act(PlannedChange(itemID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
     }
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        let ids = changes.map(\.userID)
+        let ids = changes.map(\.itemID)
         let states = changes.map(\.change.state)
         func text(_ date: LocalDate?) -> String { date?.description ?? "" }
         var writes = BatchWrites()
@@ -210,7 +210,7 @@ public struct ValidateStreaksJob: Job {
         writes.expect("(select count(*) from updated_streaks) + (select count(*) from inserted_streaks) = \(changes.count)",
                       else: "user_streaks changed while the batch was deciding; the user will be settled on the next run")
 
-        let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.userID, $0.key, $0.value) } }
+        let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.itemID, $0.key, $0.value) } }
         if !streakDays.isEmpty {
             writes.step("streak_days", """
                 update daily_tracking t set streak_day = v.streak_day
@@ -218,7 +218,7 @@ public struct ValidateStreaksJob: Job {
                  where t.user_id = v.user_id and t.date = v.day
                 """)
         }
-        let badges = changes.flatMap { change in change.change.badges.map { (change.userID, $0.key.rawValue, $0.value) } }
+        let badges = changes.flatMap { change in change.change.badges.map { (change.itemID, $0.key.rawValue, $0.value) } }
         if !badges.isEmpty {
             writes.step("badges", """
                 insert into user_badges (user_id, badge, earned_at)

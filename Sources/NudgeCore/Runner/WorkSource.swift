@@ -1,0 +1,139 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The kind of work a job pages: users for most jobs, a user's due notifications for dispatch,
+/// circles or scheduled calls for others. The runner asks its source for pages; everything else
+/// (isolation, the batch's one write, the ledger, kill switches, dry runs, shards, the summary)
+/// is the runner's, whatever the items are.
+///
+/// Two ways of paging exist:
+/// - **keyset** (`isQueue == false`): the items in id order, a page after the last id; a run
+///   takes the job's lock and keeps a checkpoint, so that an interrupted run resumes after it.
+/// - **queue** (`isQueue == true`): each page claims the items due now, with a lease, so that any
+///   number of runs work side by side without a lock; a run drains the queue in passes until its
+///   deadline (`RunOptions.drainFor`), and a claim whose holder died is taken again when its lease
+///   ends. Nothing to resume: what is not done stays in the queue.
+public protocol WorkSource: Sendable {
+    associatedtype Item: Sendable
+
+    /// What one item is called in reports and the ledger ("user").
+    var noun: String { get }
+
+    /// Whether pages are claims on a shared queue (no lock, no checkpoint, passes until the
+    /// deadline) rather than keyset pages of a table.
+    var isQueue: Bool { get }
+
+    /// The next page: at most `request.limit` items after `request.after` (keyset) or not
+    /// claimed by anyone (queue), none when `request.notPaused` does not hold. An item that cannot
+    /// be used (an unknown time zone) comes back as `.unusable` with the reason: it fails alone.
+    func page(_ request: PageRequest, calendars: CalendarCache, on connection: PostgresConnection) async throws -> [Paged<Item>]
+
+    /// How many items the run will meet, for a progress bar; nil when a count means nothing (a queue).
+    func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int?
+
+    /// What the batch's write must also carry for the page's items (a queue: its claims
+    /// released, those the job did not change put back as they were, and those of the items
+    /// that failed put back for a later attempt). `changed` are the items whose change the same
+    /// statement writes: no step may touch their rows.
+    func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites
+
+    /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
+    /// draining run sleeps); nil when none is.
+    func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date?
+}
+
+extension WorkSource {
+    public var isQueue: Bool { false }
+
+    public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
+        BatchWrites()
+    }
+
+    public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? { nil }
+}
+
+/// One item of a page, or why it cannot be worked on.
+public enum Paged<Item: Sendable>: Sendable {
+    case item(UUID, Item)
+    case unusable(UUID, String)
+
+    public var id: UUID {
+        switch self {
+        case .item(let id, _), .unusable(let id, _): id
+        }
+    }
+}
+
+/// What a source needs to read its next page.
+public struct PageRequest: Sendable {
+    public let job: String
+    public let runID: Int64
+    /// The instant the page is read at: what is due is due by then.
+    public let now: Date
+    /// Keyset pages: the last id of the page before; nil for the first.
+    public let after: UUID?
+    public let limit: Int
+    public let shard: Shard
+    /// `--user`: only these users (or only their items); empty for all.
+    public let users: [UUID]
+    public let dryRun: Bool
+    public let logger: Logger
+    /// The kill switch as a condition to put in the page's query: when the job is paused the page
+    /// is empty, and the runner asks why. It costs no round trip of its own.
+    public var notPaused: SQLFragment {
+        "not exists (select 1 from job_pauses where job in (\(job), '*'))"
+    }
+
+    /// The condition that keeps the rows whose `column` (a user id) belongs to this run's shard.
+    public func inShard(_ column: String) -> SQLFragment {
+        guard shard.count > 1 else { return "true" }
+        return "('x' || left(\(unescaped: column)::text, 8))::bit(32)::bigint % \(shard.count) = \(shard.index)"
+    }
+
+    /// The condition that keeps the rows whose `column` is one of the `--user` ids, if any.
+    public func forUsers(_ column: String) -> SQLFragment {
+        guard !users.isEmpty else { return "true" }
+        return "\(unescaped: column) = any(\(users)::uuid[])"
+    }
+}
+
+/// The users in id order: what validate-streaks, generate-daily-goals and push-trigger page, each
+/// placed in their time zone.
+public struct UserSource: WorkSource {
+    public typealias Item = UserInTime
+
+    public init() {}
+
+    public var noun: String { "user" }
+
+    public func page(_ request: PageRequest, calendars: CalendarCache,
+                     on connection: PostgresConnection) async throws -> [Paged<UserInTime>] {
+        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        let query: SQLFragment = """
+            select id, timezone, locale, created_at from users
+             where \(request.notPaused) and id > \(after) and \(request.inShard("id")) and \(request.forUsers("id"))
+             order by id
+             limit \(request.limit)
+            """
+        let rows = try await connection.query(try query.query(), logger: request.logger)
+        var page: [Paged<UserInTime>] = []
+        page.reserveCapacity(request.limit)
+        for try await (id, timezone, locale, createdAt) in rows.decode((UUID, String?, String, Date).self) {
+            do {
+                page.append(.item(id, try calendars.place(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))))
+            } catch {
+                page.append(.unusable(id, error.description))
+            }
+        }
+        return page
+    }
+
+    public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
+        let query: SQLFragment = "select count(*) from users where \(request.inShard("id")) and \(request.forUsers("id"))"
+        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
+            return count
+        }
+        return 0
+    }
+}

@@ -1,0 +1,63 @@
+-- Nudge 0005: delivery. dispatch drains the outbox to every device of each user, within their
+-- preferences, quiet hours and caps; the runner pages more than users.
+
+-- A run's failures name the item that failed: a user, or a circle, a call, for the jobs that
+-- page those.
+alter table job_run_failures rename column user_id to item_id;
+
+-- The outbox as dispatch drains it. A row is 'pending' until it is due
+-- (coalesce(next_attempt_at, deliver_after): deferred by quiet hours, or retried after a
+-- provider's error), 'sending' while a dispatcher holds it (until lease_until; a row whose holder
+-- died is taken again after that), then 'sent', 'suppressed' or 'failed' with the reason in
+-- last_error. delivered_to names the devices that have it, so that a retry goes to the others
+-- only; delivery_id is the row whose delivery it went out in (grouped within five minutes), and
+-- fixes the collapse id a retry carries.
+alter table notification_outbox
+    add column channel          text not null default 'push' check (channel in ('push', 'email', 'sms')),
+    add column next_attempt_at  timestamptz,
+    add column lease_until      timestamptz,
+    add column claimed_by       bigint,
+    add column delivered_to     text[] not null default '{}',
+    add column delivery_id      bigint,
+    add column sent_at          timestamptz,
+    add column last_error       text;
+
+drop index idx_outbox_pending;
+create index idx_outbox_due on notification_outbox ((coalesce(next_attempt_at, deliver_after)), id) where status = 'pending';
+create index idx_outbox_leased on notification_outbox (lease_until) where status = 'sending';
+create index idx_outbox_user_open on notification_outbox (user_id) where status in ('pending', 'sending');
+-- The caps: a user's deliveries of the last days.
+create index idx_outbox_user_sent on notification_outbox (user_id, sent_at) where status = 'sent';
+
+-- Which dispatcher decides a user's notifications now: one at a time, so that caps and grouping
+-- hold whatever number of dispatchers run. A lease ends at leased_until; a dispatcher that died
+-- leaves it to expire.
+create table dispatch_leases (
+    user_id       uuid primary key references users(id) on delete cascade,
+    run_id        bigint not null,
+    leased_until  timestamptz not null
+);
+
+-- Provider tokens (the APNs JWT, the FCM OAuth2 access token) outlive the process that made
+-- them: cron starts a dispatcher every minute, and APNs refuses a new token more than every 20
+-- minutes. Sealed with AES-GCM under a key derived from the provider's private key, so a reader
+-- of this table without that key holds nothing usable. credential names which key (APNs team and
+-- key id, the FCM service account and key id), never the key.
+create table provider_tokens (
+    provider      text not null,
+    credential    text not null,
+    sealed_token  bytea not null,
+    issued_at     timestamptz not null,
+    expires_at    timestamptz not null,
+    primary key (provider, credential)
+);
+
+-- Every delivery attempt (seeds 000 and 003): which outbox row, which provider and device, which
+-- attempt, which run.
+alter table notification_logs
+    add column outbox_id        bigint references notification_outbox(id) on delete set null,
+    add column provider         text,
+    add column device_token_id  uuid,
+    add column attempt          integer,
+    add column run_id           bigint;
+create index idx_notif_outbox on notification_logs(outbox_id);
