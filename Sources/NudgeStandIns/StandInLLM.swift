@@ -1,7 +1,4 @@
 import Foundation
-import NIOCore
-import NIOHTTP1
-import NIOPosix
 import Synchronization
 
 /// A local server that speaks the LLM wire formats Nudge uses: the Anthropic Messages API
@@ -42,9 +39,10 @@ public final class StandInLLM: Sendable {
 
     public typealias Script = @Sendable (Request) -> (answer: Answer, latency: Duration)
 
-    public let port: Int
+    private let server: StandInHTTPServer
     private let log: RequestLog
-    private let serverTask: Task<Void, Never>
+
+    public var port: Int { server.port }
 
     /// The URL to give as `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL` is this with `/v1`.
     public var baseURL: String { "http://127.0.0.1:\(port)" }
@@ -52,96 +50,37 @@ public final class StandInLLM: Sendable {
     /// Every request received so far, in order of arrival.
     public var requests: [Request] { log.requests.withLock { $0 } }
 
-    private init(port: Int, log: RequestLog, task: Task<Void, Never>) {
-        self.port = port
+    private init(server: StandInHTTPServer, log: RequestLog) {
+        self.server = server
         self.log = log
-        self.serverTask = task
     }
 
     public static func start(port: Int = 0, script: @escaping Script) async throws -> StandInLLM {
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
-                }
-            }
-        let boundPort = server.channel.localAddress?.port ?? port
         let log = RequestLog()
-        let task = Task {
-            await withDiscardingTaskGroup { group in
-                do {
-                    try await server.executeThenClose { connections in
-                        for try await connection in connections {
-                            group.addTask { await serve(connection, script: script, log: log) }
-                        }
-                    }
-                } catch {
-                    // The server channel closes when the stand-in is shut down.
-                }
-            }
+        let server = try await StandInHTTPServer.start(port: port) { http in
+            let request = Request(path: http.path, headers: http.headers, body: String(decoding: http.body, as: UTF8.self),
+                                  receivedAt: http.receivedAt)
+            log.requests.withLock { $0.append(request) }
+            let (answer, latency) = script(request)
+            return (reply(to: request, answer: answer), latency)
         }
-        return StandInLLM(port: boundPort, log: log, task: task)
+        return StandInLLM(server: server, log: log)
     }
 
     /// Stops listening and drops open connections.
     public func shutdown() async {
-        serverTask.cancel()
-        await serverTask.value
+        await server.shutdown()
     }
 
-    private static func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>,
-                              script: Script, log: RequestLog) async {
-        try? await connection.executeThenClose { inbound, outbound in
-            var head: HTTPRequestHead?
-            var body = ByteBuffer()
-            for try await part in inbound {
-                switch part {
-                case .head(let requestHead):
-                    head = requestHead
-                    body.clear()
-                case .body(var chunk):
-                    body.writeBuffer(&chunk)
-                case .end:
-                    guard let requestHead = head else { continue }
-                    var headers: [String: String] = [:]
-                    for (name, value) in requestHead.headers { headers[name.lowercased()] = value }
-                    let request = Request(path: requestHead.uri, headers: headers, body: String(buffer: body),
-                                          receivedAt: .now)
-                    log.requests.withLock { $0.append(request) }
-                    let (answer, latency) = script(request)
-                    if latency > .zero { try await Task.sleep(for: latency) }
-                    if case .stallAfterHead = answer {
-                        var stalled = HTTPResponseHead(version: requestHead.version, status: .ok)
-                        stalled.headers.add(name: "content-type", value: "application/json")
-                        stalled.headers.add(name: "content-length", value: "4096")
-                        try await outbound.write(.head(stalled))
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "{\"id\": \"msg_"))))
-                        try await Task.sleep(for: .seconds(3600))
-                        return
-                    }
-                    guard let response = Self.response(to: request, answer: answer) else { return }
-                    var responseHead = HTTPResponseHead(version: requestHead.version, status: response.status)
-                    responseHead.headers.add(name: "content-type", value: "application/json")
-                    responseHead.headers.add(name: "content-length", value: String(response.body.utf8.count))
-                    if let retryAfter = response.retryAfter { responseHead.headers.add(name: "retry-after", value: retryAfter) }
-                    try await outbound.write(.head(responseHead))
-                    try await outbound.write(.body(.byteBuffer(ByteBuffer(string: response.body))))
-                    try await outbound.write(.end(nil))
-                }
-            }
-        }
-    }
-
-    private static func response(to request: Request, answer: Answer) -> (status: HTTPResponseStatus, body: String, retryAfter: String?)? {
+    private static func reply(to request: Request, answer: Answer) -> StandInHTTPServer.Reply {
         let anthropic = request.path.hasSuffix("/messages")
         switch answer {
-        case .hangUp, .stallAfterHead:
-            return nil
+        case .hangUp:
+            return .hangUp
+        case .stallAfterHead:
+            return .stallAfterHead
         case .malformedBody:
-            return (.ok, "<html>upstream proxy error</html>", nil)
+            return .respond(status: 200, headers: [], body: Data("<html>upstream proxy error</html>".utf8))
         case .status(let code, let retryAfter):
             let kind = switch code {
             case 429: "rate_limit_error"
@@ -151,23 +90,19 @@ public final class StandInLLM: Sendable {
             default: "api_error"
             }
             let body = anthropic
-                ? json(["type": "error", "error": ["type": kind, "message": "stand-in answered \(code)"]])
-                : json(["error": ["type": kind, "message": "stand-in answered \(code)", "code": String(code)]])
-            return (HTTPResponseStatus(statusCode: code), body, retryAfter)
+                ? standInJSON(["type": "error", "error": ["type": kind, "message": "stand-in answered \(code)"]])
+                : standInJSON(["error": ["type": kind, "message": "stand-in answered \(code)", "code": String(code)]])
+            return .respond(status: code, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: body)
         case .reply(let text, let input, let output):
             let body = anthropic
-                ? json(["id": "msg_standin", "type": "message", "role": "assistant", "model": "claude-haiku-4-5-20251001",
-                        "content": [["type": "text", "text": text]], "stop_reason": "end_turn", "stop_sequence": NSNull(),
-                        "usage": ["input_tokens": input, "output_tokens": output]])
-                : json(["id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": "stand-in",
-                        "choices": [["index": 0, "message": ["role": "assistant", "content": text], "finish_reason": "stop"]],
-                        "usage": ["prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output]])
-            return (.ok, body, nil)
+                ? standInJSON(["id": "msg_standin", "type": "message", "role": "assistant", "model": "claude-haiku-4-5-20251001",
+                               "content": [["type": "text", "text": text]], "stop_reason": "end_turn", "stop_sequence": NSNull(),
+                               "usage": ["input_tokens": input, "output_tokens": output]])
+                : standInJSON(["id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": "stand-in",
+                               "choices": [["index": 0, "message": ["role": "assistant", "content": text], "finish_reason": "stop"]],
+                               "usage": ["prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output]])
+            return .respond(status: 200, headers: [], body: body)
         }
-    }
-
-    private static func json(_ object: Any) -> String {
-        String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
 }
 

@@ -40,8 +40,11 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Users per batch (default: the job's, usually 50).")
     var batchSize: Int?
 
-    @Option(help: "How many users of a batch are worked on at once, for jobs that call outside services (push-trigger's LLM).")
-    var concurrency: Int = 1
+    @Option(help: "How many users of a batch are worked on at once, for jobs that call outside services (push-trigger's LLM, dispatch's pushes; default: the job's, else 1).")
+    var concurrency: Int?
+
+    @Option(help: "How long a run of a queue job (dispatch) keeps draining what falls due, in seconds (default: the job's; 0: one pass). A run at --now drains what is due at that instant and ends.")
+    var drainSeconds: Int?
 
     @Flag(help: "Decide and write inside each batch's transaction, then roll back: nothing is written or queued.")
     var dryRun = false
@@ -79,7 +82,8 @@ struct Run: AsyncParsableCommand {
         if date != nil && (from != nil || to != nil) { throw ValidationError("--date cannot be combined with --from/--to") }
         if (from == nil) != (to == nil) { throw ValidationError("--from and --to go together") }
         if let batchSize, !(1...10_000).contains(batchSize) { throw ValidationError("--batch-size must be between 1 and 10000") }
-        if !(1...1_000).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 1000") }
+        if let concurrency, !(1...1_000).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 1000") }
+        if let drainSeconds, !(0...3_600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 3600") }
         if dryRunLlm && !dryRun { throw ValidationError("--dry-run-llm goes with --dry-run") }
         if let maxLlmCalls, maxLlmCalls < 1 { throw ValidationError("--max-llm-calls must be at least 1") }
         if let maxLlmTokens, maxLlmTokens < 1 { throw ValidationError("--max-llm-tokens must be at least 1") }
@@ -194,11 +198,13 @@ struct Run: AsyncParsableCommand {
         if let shard {
             do { parsedShard = try Shard(shard) } catch { throw ValidationError(error.message) }
         }
-        return RunOptions(
+        var options = RunOptions(
             now: try now.map { try parseInstant($0, option: "--now") } ?? Date(),
             nowIsExplicit: now != nil, window: window, users: userIDs, shard: parsedShard,
-            batchSize: batchSize ?? definition.batchSize, concurrency: concurrency, dryRun: dryRun, dryRunCallsLLM: dryRunLlm,
-            llmBudget: LLMBudget(maxCalls: maxLlmCalls, maxTokens: maxLlmTokens))
+            batchSize: batchSize ?? definition.batchSize, concurrency: concurrency ?? definition.concurrency ?? 1,
+            dryRun: dryRun, dryRunCallsLLM: dryRunLlm, llmBudget: LLMBudget(maxCalls: maxLlmCalls, maxTokens: maxLlmTokens))
+        options.drainFor = .seconds(drainSeconds ?? definition.drainSeconds ?? 0)
+        return options
     }
 
     /// NUDGE_ENABLED=false stops every job; <JOB>_ENABLED=false stops this one. Both are read

@@ -22,13 +22,16 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     /// For a job that drains a queue (dispatch): how long a run keeps taking what falls due, so
     /// that cron's start every minute and the drain together leave no gap.
     public let drainSeconds: Int?
+    /// The job's default `--concurrency`: how many items of a batch its outside step works on at
+    /// once (dispatch: every user of the batch).
+    public let concurrency: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, killSwitch: String,
+                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, killSwitch: String,
                 enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
@@ -38,6 +41,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.pauseBetweenBatchesMilliseconds = pauseBetweenBatchesMilliseconds
         self.catchUpDays = catchUpDays
         self.drainSeconds = drainSeconds
+        self.concurrency = concurrency
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -67,6 +71,9 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         }
         if let seconds = drainSeconds, !(0...3_600).contains(seconds) {
             throw fail("drainSeconds must be between 0 and 3600")
+        }
+        if let concurrency, !(1...1_000).contains(concurrency) {
+            throw fail("concurrency must be between 1 and 1000")
         }
         return self
     }

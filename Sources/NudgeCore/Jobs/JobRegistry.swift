@@ -1,3 +1,5 @@
+import Foundation
+
 /// What building a job for one run needs: its definition, the environment (provider keys) and
 /// the run's options (a dry run calls no LLM, the LLM budget, the concurrency).
 public struct JobSetup: Sendable {
@@ -14,7 +16,7 @@ public struct JobSetup: Sendable {
 
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
-    public static let names: Set<String> = ["generate-daily-goals", "push-trigger", "validate-streaks"]
+    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "push-trigger", "validate-streaks"]
 
     /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
     /// clients are shut down on every path out. A bad configuration (a missing API key) throws
@@ -34,6 +36,12 @@ public enum JobRegistry {
             let configuration = try LLMConfiguration(environment: setup.environment)
             return try await LLMClient.with(configuration, concurrency: setup.options.concurrency) { client in
                 try await body(PushTriggerJob(definition: definition, llm: client, budget: setup.options.llmBudget))
+            }
+        case "dispatch":
+            let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: 120, in: 5...3_600)
+            return try await PushServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
+                try await body(DispatchJob(definition: definition, push: push, lease: TimeInterval(lease),
+                                           dryRun: setup.options.dryRun))
             }
         default:
             throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")

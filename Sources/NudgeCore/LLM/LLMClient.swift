@@ -42,20 +42,17 @@ public final class LLMClient: Sendable {
     /// A `retry-after` longer than this fails the call instead of stalling the run.
     static let longestRetryAfter: Duration = .seconds(60)
 
-    private init(configuration: LLMConfiguration, concurrency: Int) {
+    private init(configuration: LLMConfiguration, concurrency: Int) throws(NudgeError) {
         self.configuration = configuration
-        var pool = HTTPClient.Configuration.ConnectionPool()
-        pool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, concurrency)
-        let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(10))
-        httpClient = HTTPClient(eventLoopGroupProvider: .singleton,
-                                configuration: HTTPClient.Configuration(timeout: timeout, connectionPool: pool))
+        httpClient = try ProviderHTTP(extraTrustedRoots: configuration.extraTrustedRoots, timeout: configuration.timeout)
+            .makeClient(http2: false, connectionsPerHost: max(8, concurrency))
         limiter = RateLimiter(limit: configuration.requestsPerMinute)
     }
 
     /// A client for the length of `body`, shut down on every path out of it.
     public static func with<Result: Sendable>(_ configuration: LLMConfiguration, concurrency: Int,
                                               _ body: (LLMClient) async throws -> Result) async throws -> Result {
-        let client = LLMClient(configuration: configuration, concurrency: concurrency)
+        let client = try LLMClient(configuration: configuration, concurrency: concurrency)
         let result: Result
         do {
             result = try await body(client)
@@ -149,14 +146,7 @@ public final class LLMClient: Sendable {
 
     /// `retry-after` in seconds (an integer or a decimal) or as an HTTP date.
     static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
-        guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
-        if let seconds = Double(value), seconds >= 0, seconds.isFinite { return .milliseconds(Int64(seconds * 1000)) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+        ProviderHTTP.retryAfter(headers, now: now)
     }
 
     private static func code(of error: LLMError) -> Int {
@@ -165,16 +155,7 @@ public final class LLMClient: Sendable {
     }
 
     private static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout: return "no answer within the time-out"
-            case .connectTimeout: return "the connection timed out"
-            case .remoteConnectionClosed: return "the server closed the connection"
-            default: return "\(error)"
-            }
-        }
-        if error is TimedOut { return "no answer within the time-out" }
-        return "\(error)"
+        ProviderHTTP.describe(error)
     }
 }
 

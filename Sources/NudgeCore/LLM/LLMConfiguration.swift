@@ -29,6 +29,8 @@ public struct LLMConfiguration: Sendable, Equatable {
     /// The first backoff; each retry doubles it, up to `maxBackoff`, with jitter.
     public var initialBackoff: Duration
     public var maxBackoff: Duration
+    /// `NUDGE_CA_FILE`: roots trusted besides the system's.
+    public var extraTrustedRoots: String?
 
     public init(provider: Provider, baseURL: String, apiKey: String?, model: String, maxTokens: Int = 150,
                 timeout: Duration = .seconds(30), requestsPerMinute: Int = 50, maxRetries: Int = 4,
@@ -72,6 +74,7 @@ public struct LLMConfiguration: Sendable, Equatable {
         requestsPerMinute = try environment.integer("NUDGE_LLM_REQUESTS_PER_MINUTE", default: 50, in: 1...100_000)
         timeout = .seconds(try environment.integer("NUDGE_LLM_TIMEOUT_SECONDS", default: 30, in: 1...600))
         maxRetries = try environment.integer("NUDGE_LLM_MAX_RETRIES", default: 4, in: 0...10)
+        extraTrustedRoots = environment["NUDGE_CA_FILE"]
     }
 
     private static func url(_ environment: Environment, _ name: String, default value: String) throws(NudgeError) -> String {

@@ -59,6 +59,10 @@ public protocol Job: Sendable {
     /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
     /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
     func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
+
+    /// A configuration error the job met on its way without stopping (dispatch: a provider
+    /// paused for the rest of the run): the run goes to its end, then reports it and exits 1.
+    var runProblem: String? { get }
 }
 
 extension Job where Source == UserSource {
@@ -77,6 +81,8 @@ extension Job {
     public var pauseBetweenBatches: Duration { .zero }
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
+
+    public var runProblem: String? { nil }
 }
 
 /// Thrown by a job's outside step to skip one user with a reason the ledger records (push-trigger:

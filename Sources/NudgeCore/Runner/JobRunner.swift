@@ -105,6 +105,9 @@ public struct JobRunner<J: Job>: Sendable {
         var state = BatchLoopState(after: resume?.checkpoint)
         var status = RunStatus.succeeded
         var errorMessage: String?
+        // Set when the job went to its end but met a configuration error: the run reports as
+        // usual and exits 1.
+        var configurationProblem = false
         do {
             batches: while true {
                 if Task.isShuttingDownGracefully || Task.isCancelled {
@@ -157,6 +160,12 @@ public struct JobRunner<J: Job>: Sendable {
                 state.after = isQueue && !options.dryRun ? nil : last
             }
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
+            if let problem = job.runProblem, [.succeeded, .partial].contains(status) {
+                status = .aborted
+                configurationProblem = true
+                errorMessage = "bad configuration found at run time: \(problem)"
+                logger.error("run ended with a configuration error", metadata: [LogKey.reason: "\(problem)"])
+            }
         } catch {
             status = .aborted
             errorMessage = describe(error)
@@ -168,7 +177,7 @@ public struct JobRunner<J: Job>: Sendable {
             logger.error("could not record the end of the run", metadata: [LogKey.reason: "\(describe(error))"])
             if status != .aborted { throw NudgeError(.database, "lost the database while recording the run: \(describe(error))") }
         }
-        if status == .aborted {
+        if status == .aborted && !configurationProblem {
             throw NudgeError(.database, "run \(runID) of \(name) aborted: \(errorMessage ?? "unknown error"); \(options.resumeHint)")
         }
         observer.runFinished(counts: state.counts)

@@ -1,0 +1,115 @@
+import Foundation
+
+/// One outbox row as dispatch holds it.
+public struct QueuedNotification: Sendable, Equatable {
+    public let id: Int64
+    public let type: String
+    /// `push`, `email` or `sms`.
+    public let channel: String
+    public let localDay: LocalDate
+    public let deliverAfter: Date
+    /// When it is due: `deliverAfter`, or the end of the quiet hours it was deferred to, or the
+    /// time of its next attempt.
+    public let dueAt: Date
+    public let title: String
+    public let body: String
+    /// A JSON object, as text.
+    public let payload: String
+    /// How many attempts it has had, this one included.
+    public let attempts: Int
+    /// The devices that have it already (`Device.key`).
+    public let deliveredTo: Set<String>
+    /// The lead row of the delivery it went out in, once it has been attempted.
+    public let deliveryID: Int64?
+    /// When it first reached a device.
+    public let sentAt: Date?
+
+    public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
+                title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
+                deliveryID: Int64? = nil, sentAt: Date? = nil) {
+        self.id = id
+        self.type = type
+        self.channel = channel
+        self.localDay = localDay
+        self.deliverAfter = deliverAfter
+        self.dueAt = dueAt ?? deliverAfter
+        self.title = title
+        self.body = body
+        self.payload = payload
+        self.attempts = attempts
+        self.deliveredTo = deliveredTo
+        self.deliveryID = deliveryID
+        self.sentAt = sentAt
+    }
+
+    public var kind: NotificationKind { NotificationKind.of(type) }
+}
+
+/// Which push service reaches a device.
+public enum PushProvider: String, Sendable, CaseIterable, Codable {
+    case apns, fcm
+
+    public var displayName: String {
+        switch self {
+        case .apns: "APNs"
+        case .fcm: "FCM"
+        }
+    }
+}
+
+/// One of a user's devices: a row of `user_push_tokens`, or seed 000's `users.fcm_token`.
+public struct Device: Sendable, Equatable, Hashable {
+    /// How the outbox remembers that this device has a notification: the token's row id, or for
+    /// `users.fcm_token` a digest of the token (never the token itself).
+    public let key: String
+    /// The `user_push_tokens` row; nil for `users.fcm_token`.
+    public let tokenID: UUID?
+    public let token: String
+    /// `ios` (APNs) or `android` (FCM); `users.fcm_token` is an FCM token.
+    public let platform: String
+
+    public init(tokenID: UUID?, token: String, platform: String) {
+        self.tokenID = tokenID
+        self.token = token
+        self.platform = platform
+        self.key = tokenID.map { $0.uuidString.lowercased() } ?? "fcm_token:" + Digest.sha256Hex(token).prefix(16)
+    }
+
+    public var provider: PushProvider { platform == "ios" ? .apns : .fcm }
+
+    /// The token's beginning, for logs and errors: enough to find it, never the whole token.
+    public var shortToken: String { String(token.prefix(8)) + "…" }
+}
+
+/// Whether a push service can be used now.
+public enum ProviderState: Sendable, Equatable {
+    case ready
+    /// Not configured, or paused for the rest of the run after a configuration error: its
+    /// notifications wait, nothing is dropped.
+    case unavailable(String)
+}
+
+/// What one request to a provider ended in, for one device.
+public enum SendResult: Sendable, Equatable {
+    /// The provider took it: `apns-id`, the FCM message name, the Resend id.
+    case delivered(providerID: String)
+    /// A time-out, a 429 or a 5xx: worth another attempt, after `after` at the least.
+    case retry(String, after: TimeInterval?)
+    /// The provider says this device's token is no longer valid (APNs 410 / BadDeviceToken, FCM
+    /// UNREGISTERED): the token is deactivated.
+    case invalidToken(String)
+    /// The provider refuses this notification for good (too large): no retry.
+    case rejected(String)
+    /// The provider refuses Nudge's configuration (key, topic, project): the channel is paused,
+    /// the notification waits.
+    case configuration(String)
+    /// Not sent: the channel was paused or not configured when its turn came.
+    case notSent(String)
+
+    public var reason: String? {
+        switch self {
+        case .delivered: nil
+        case .retry(let why, _), .invalidToken(let why), .rejected(let why), .configuration(let why), .notSent(let why): why
+        }
+    }
+}

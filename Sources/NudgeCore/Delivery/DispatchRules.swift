@@ -1,0 +1,249 @@
+import Foundation
+
+/// What dispatch does with one user's due notifications, in the order seed 003 F6–F8 and seed 004
+/// give: (1) the user's preferences, (2) quiet hours and the weekend pause, (3) grouping of one
+/// group's notifications due within five minutes into one delivery, (4) the frequency caps, each
+/// delivery counted once, (5) every active device. Pure: the same rows, facts and clock give the
+/// same plan.
+public enum DispatchRules {
+    /// Seed 004: "Batch notifications within 5 min window".
+    public static let groupWindow: TimeInterval = 5 * 60
+    /// Seed 003 F6: "Retry failed sends 3x with exponential backoff".
+    public static let maxAttempts = 3
+    /// The first retry's delay; each further one doubles it (with jitter, see `retryDelay`).
+    public static let firstRetryDelay: TimeInterval = 30
+    /// How long a notification whose devices' provider cannot be used now (not configured,
+    /// paused) waits before dispatch looks at it again.
+    public static let providerWait: TimeInterval = 10 * 60
+
+    public struct UserFacts: Sendable {
+        public let preferences: DeliveryPreferences
+        public let devices: [Device]
+        public let past: [PastDelivery]
+
+        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = []) {
+            self.preferences = preferences
+            self.devices = devices
+            self.past = past
+        }
+    }
+
+    /// What happens to one row.
+    public enum RowOutcome: Sendable, Equatable {
+        /// It goes out in `deliveries[index]`.
+        case deliver(Int)
+        /// Refused for good at `step` (`preferences`, `caps`, `devices`), with the reason.
+        case suppressed(step: String, reason: String)
+        /// Held by quiet hours or the weekend pause until `until`.
+        case deferred(until: Date, reason: String)
+        /// Its devices' providers cannot be used now; it is looked at again at `until`.
+        case waiting(until: Date, reason: String)
+        /// Claimed ahead of its time to join a delivery, it joined none: back as it was.
+        case released
+        case failed(String)
+    }
+
+    public struct Plan: Sendable {
+        public var outcomes: [Int64: RowOutcome] = [:]
+        public var deliveries: [PlannedDelivery] = []
+    }
+
+    /// The plan for one user's claimed rows at `now`. Rows due after `now` (claimed within the
+    /// grouping window) go out only with a delivery of their group that is due.
+    public static func plan(rows: [QueuedNotification], facts: UserFacts, providers: [PushProvider: ProviderState],
+                            locale: String, calendar: LocalCalendar, now: Date) -> Plan {
+        var plan = Plan()
+        var deliverable: [QueuedNotification] = []
+        var early: [QueuedNotification] = []
+        for row in rows.sorted(by: { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }) {
+            if row.attempts > maxAttempts {
+                plan.outcomes[row.id] = .failed("gave up: its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
+                continue
+            }
+            guard row.channel == "push" else {
+                plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait),
+                                                 reason: "dispatch has no \(row.channel) channel configured")
+                continue
+            }
+            guard PushContent.payloadObject(row.payload) != nil else {
+                plan.outcomes[row.id] = .failed("its payload is not a JSON object")
+                continue
+            }
+            if row.dueAt > now {
+                early.append(row)
+                continue
+            }
+            let kind = row.kind
+            // 1. Preferences.
+            if let refusal = facts.preferences.pushRefusal(for: kind) {
+                plan.outcomes[row.id] = .suppressed(step: "preferences", reason: refusal)
+                continue
+            }
+            // 2. Quiet hours and the weekend pause: held until they end, never dropped.
+            if !kind.passesQuietHours, let quiet = facts.preferences.quietHours.release(at: now, calendar: calendar) {
+                plan.outcomes[row.id] = .deferred(until: quiet.until, reason: quiet.reason)
+                continue
+            }
+            deliverable.append(row)
+        }
+
+        // 3. Grouping: a retry keeps the delivery it was part of; new rows of one group due within
+        // five minutes of the group's first go out together, those claimed early included.
+        var groups: [[QueuedNotification]] = []
+        var retries: [Int64: [QueuedNotification]] = [:]
+        for row in deliverable {
+            if let delivery = row.deliveryID { retries[delivery, default: []].append(row) }
+        }
+        groups += retries.keys.sorted().map { retries[$0]! }
+        var open = deliverable.filter { $0.deliveryID == nil }
+        var waitingEarly = early.filter { $0.deliveryID == nil && facts.preferences.pushRefusal(for: $0.kind) == nil }
+        while let first = open.first {
+            let joins: (QueuedNotification) -> Bool = {
+                $0.kind.group == first.kind.group && $0.dueAt.timeIntervalSince(first.dueAt) < groupWindow
+            }
+            groups.append(open.filter(joins) + waitingEarly.filter(joins))
+            open.removeAll(where: joins)
+            waitingEarly.removeAll(where: joins)
+        }
+        for row in early where !groups.contains(where: { $0.contains(row) }) {
+            plan.outcomes[row.id] = .released
+        }
+
+        // 4. Caps, each delivery counted once; 5. every device.
+        var past = facts.past
+        for group in groups {
+            let lead = group.min { $0.id < $1.id }!
+            let newest = group.max { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }!
+            let kind = lead.kind
+            let challenge = PushContent.payloadObject(lead.payload)?["fitcircle_id"]?.text
+            let isRetry = lead.deliveryID != nil
+            if !isRetry, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, at: now, calendar: calendar, past: past) {
+                for row in group { plan.outcomes[row.id] = .suppressed(step: "caps", reason: refusal) }
+                continue
+            }
+            if facts.devices.isEmpty && lead.deliveredTo.isEmpty {
+                for row in group {
+                    plan.outcomes[row.id] = .suppressed(step: "devices", reason: "no active device (user_push_tokens, users.fcm_token)")
+                }
+                continue
+            }
+            let targets = facts.devices.filter { !lead.deliveredTo.contains($0.key) }
+            let ready = targets.filter { providers[$0.provider] == .ready }
+            if ready.isEmpty && !targets.isEmpty {
+                let reasons = Set(targets.map { device -> String in
+                    if case .unavailable(let why)? = providers[device.provider] { return why }
+                    return "\(device.provider.displayName) is not configured"
+                })
+                for row in group {
+                    plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait),
+                                                     reason: reasons.sorted().joined(separator: "; "))
+                }
+                continue
+            }
+            let content = PushContent(lead: lead, newest: newest, count: group.count, kind: kind, locale: locale)
+            if let tooLarge = content.sizeProblem(for: Set(ready.map(\.provider))) {
+                for row in group { plan.outcomes[row.id] = .failed(tooLarge) }
+                continue
+            }
+            if !isRetry { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge)) }
+            let index = plan.deliveries.count
+            plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
+                                                   content: content, targets: ready,
+                                                   waiting: targets.filter { providers[$0.provider] != .ready },
+                                                   expiresAt: now.addingTimeInterval(kind.keepFor)))
+            for row in group { plan.outcomes[row.id] = .deliver(index) }
+        }
+        return plan
+    }
+
+    /// The delay before attempt `attempts + 1`: 30 s, then 60 s…, each between half and all of
+    /// that (`jitter` in 0...1 picks where), and never less than the provider's `retry-after`.
+    public static func retryDelay(afterAttempt attempts: Int, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
+        let ceiling = firstRetryDelay * Double(1 << max(0, min(attempts - 1, 10)))
+        return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), retryAfter ?? 0)
+    }
+
+    /// How one row stands after its delivery's attempt.
+    public struct Settlement: Sendable, Equatable {
+        public enum Status: String, Sendable { case pending, sent, failed }
+        public let status: Status
+        /// When a `pending` row is due again.
+        public let nextAttemptAt: Date?
+        public let deliveredTo: Set<String>
+        public let sentAt: Date?
+        public let lastError: String?
+        /// Whether this attempt counts towards `maxAttempts`: not when no provider was asked.
+        public let countsAsAttempt: Bool
+    }
+
+    /// Settles a row of `delivery` from the results of its attempt, device by device: delivered
+    /// devices are remembered; a retryable failure leaves it pending for a later attempt while
+    /// attempts remain; an unusable provider leaves it waiting without spending one; otherwise it
+    /// is sent (some device has it) or failed (none has), with the last reason.
+    public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
+                              now: Date, jitter: Double) -> Settlement {
+        var delivered = row.deliveredTo
+        var retryAfter: TimeInterval?
+        var retryable = false
+        var blocked = !delivery.waiting.isEmpty
+        var askedAProvider = false
+        var lastError: String?
+        for device in delivery.targets {
+            switch results[device.key] {
+            case .delivered?:
+                delivered.insert(device.key)
+                askedAProvider = true
+            case .retry(let why, let after)?:
+                retryable = true
+                retryAfter = max(retryAfter ?? 0, after ?? 0)
+                lastError = "\(device.provider.displayName) \(device.shortToken): \(why)"
+                askedAProvider = true
+            case .invalidToken(let why)?, .rejected(let why)?:
+                lastError = "\(device.provider.displayName) \(device.shortToken): \(why)"
+                askedAProvider = true
+            case .configuration(let why)?, .notSent(let why)?:
+                blocked = true
+                lastError = "\(device.provider.displayName): \(why)"
+            case nil:
+                blocked = true
+                lastError = "\(device.provider.displayName): no result (the run stopped before this device's turn)"
+            }
+        }
+        if delivery.targets.isEmpty, !delivery.waiting.isEmpty {
+            lastError = "waiting for \(Set(delivery.waiting.map(\.provider.displayName)).sorted().joined(separator: ", "))"
+        }
+        let sentAt = row.sentAt ?? (delivered.count > row.deliveredTo.count ? now : nil)
+        if retryable && row.attempts < maxAttempts {
+            let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(blocked ? min(delay, providerWait) : delay),
+                              deliveredTo: delivered, sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
+        }
+        if blocked {
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: delivered,
+                              sentAt: sentAt, lastError: lastError, countsAsAttempt: askedAProvider)
+        }
+        if !delivered.isEmpty {
+            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
+                              countsAsAttempt: true)
+        }
+        return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: delivered, sentAt: nil,
+                          lastError: lastError ?? "no device took it", countsAsAttempt: true)
+    }
+}
+
+/// One delivery: one or more notifications of a group, to the devices that do not have it yet.
+public struct PlannedDelivery: Sendable, Equatable {
+    /// The lead row's id: the collapse id every device and every retry of it carries, so that a
+    /// re-sent push replaces the first one instead of showing twice.
+    public let id: Int64
+    public let rows: [Int64]
+    public let content: PushContent
+    /// The devices to send to now.
+    public let targets: [Device]
+    /// The devices whose provider cannot be used now: the rows wait for them.
+    public let waiting: [Device]
+    /// Until when APNs and FCM keep it for an offline device.
+    public let expiresAt: Date
+
+    public var collapseID: String { "nudge-\(id)" }
+}

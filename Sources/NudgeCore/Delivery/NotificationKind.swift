@@ -1,0 +1,100 @@
+import Foundation
+
+/// What dispatch knows about each type of notification: seed 003 Feature 6's table (timing,
+/// frequency cap, user control) and Feature 8's critical types, seed 002's proactive push and
+/// seed 000's call preview, and the types Nudge's own jobs add (the streak freeze).
+public struct NotificationKind: Sendable, Equatable {
+    public let type: String
+    /// Seed 003 F8's critical types ("cannot disable": the daily check-in reminder, challenge
+    /// milestones, FitCircle invitations): no per-type switch holds them, quiet hours and the
+    /// weekend pause do not defer them, and the daily total does not suppress them (they count
+    /// towards it).
+    public let isCritical: Bool
+    /// A call preview (SPEC §4.6): the user asked for the call, so neither quiet hours nor any cap
+    /// applies, and a late one is worthless.
+    public let isTimeCritical: Bool
+    /// The `notification_preferences` column that switches this type's push off, if it has one.
+    public let pushSwitch: String?
+    public let caps: [FrequencyCap]
+    /// Notifications of one group due within five minutes of each other go out as one delivery
+    /// (seed 004), in one thread on the device (APNs `thread-id`, FCM's notification tag).
+    public let group: String
+    /// Where the notification opens the app when its payload names no `deep_link`.
+    public let deepLink: String
+    /// How long APNs and FCM keep it for a device that is offline.
+    public let keepFor: TimeInterval
+
+    init(_ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
+         group: String? = nil, deepLink: String, keepFor: TimeInterval = 24 * 3600) {
+        self.type = type
+        self.isCritical = critical
+        self.isTimeCritical = timeCritical
+        self.pushSwitch = pushSwitch
+        self.caps = caps
+        self.group = group ?? type
+        self.deepLink = deepLink
+        self.keepFor = keepFor
+    }
+
+    /// Whether quiet hours and the weekend pause let it through.
+    public var passesQuietHours: Bool { isCritical || isTimeCritical }
+
+    /// Whether the daily total (3 a day) may suppress it.
+    public var heldByDailyTotal: Bool { !isCritical && !isTimeCritical }
+
+    /// Seed 003 F6: at most this many notifications a user's local day.
+    public static let dailyTotal = 3
+
+    public static let catalog: [String: NotificationKind] = Dictionary(uniqueKeysWithValues: [
+        NotificationKind("daily_checkin", critical: true, pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://checkin"),
+        NotificationKind("streak_at_risk", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
+                         deepLink: "fitcircle://checkin"),
+        NotificationKind("streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
+                         deepLink: "fitcircle://checkin"),
+        NotificationKind("weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
+                         deepLink: "fitcircle://goals"),
+        NotificationKind("data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],
+                         deepLink: "fitcircle://submit"),
+        NotificationKind("leaderboard_change", pushSwitch: "push_leaderboard_change", caps: [.perLocalDay(3), .perHour(1)],
+                         deepLink: "fitcircle://leaderboard", keepFor: 3600),
+        NotificationKind("social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],
+                         deepLink: "fitcircle://social", keepFor: 6 * 3600),
+        NotificationKind("weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)],
+                         deepLink: "fitcircle://digest"),
+        NotificationKind("challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
+                         deepLink: "fitcircle://challenge"),
+        NotificationKind("fitcircle_invite", critical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://invites"),
+        // Seed 002: push-trigger decided it against the user's own frequency; one a day at most.
+        NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
+        // Seed 000: five minutes before a call the user asked for.
+        NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
+                         keepFor: 600),
+    ].map { ($0.type, $0) })
+
+    /// The kind of `type`; a type this catalogue does not know is optional, has no switch of its
+    /// own and only the daily total as cap.
+    public static func of(_ type: String) -> NotificationKind {
+        catalog[type] ?? NotificationKind(type, pushSwitch: nil, caps: [], deepLink: "fitcircle://home")
+    }
+}
+
+/// Seed 003 F6's "Frequency Cap" column.
+public enum FrequencyCap: Sendable, Equatable, CustomStringConvertible {
+    /// At most n on the user's local day.
+    case perLocalDay(Int)
+    /// At most n in any 60 minutes ("throttled to 1/hour").
+    case perHour(Int)
+    /// At most n in the user's local week (Monday to Sunday).
+    case perLocalWeek(Int)
+    /// At most n for one challenge (the payload's `fitcircle_id`), ever.
+    case perChallenge(Int)
+
+    public var description: String {
+        switch self {
+        case .perLocalDay(let n): "\(n) a day"
+        case .perHour(let n): "\(n) an hour"
+        case .perLocalWeek(let n): "\(n) a week"
+        case .perChallenge(let n): "\(n) per challenge"
+        }
+    }
+}

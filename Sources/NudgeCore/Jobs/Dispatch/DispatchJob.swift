@@ -1,0 +1,378 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// dispatch (SPEC §4.8): delivers what the other jobs queued. It drains the outbox (the runner's
+/// `OutboxQueue`: claims with leases, any number of dispatchers side by side) and, per user,
+/// follows `DispatchRules`: preferences, quiet hours and the weekend pause, grouping, caps, every
+/// device. The pushes go out to APNs and FCM; each row then stands sent, pending a retry (up to
+/// three attempts, backing off), deferred, suppressed or failed, with every attempt in
+/// `notification_logs` and invalid tokens deactivated, in the batch's one write.
+public struct DispatchJob: Job {
+    public let definition: JobDefinition
+    public let source: OutboxQueue
+    let push: PushServices
+    let health: ChannelHealth
+    let dryRun: Bool
+
+    /// How far back the caps look (a week, and a day for the local day's edges).
+    static let capsLookBack: TimeInterval = 8 * 24 * 3600
+
+    public init(definition: JobDefinition, push: PushServices, lease: TimeInterval, dryRun: Bool) {
+        self.definition = definition
+        self.source = OutboxQueue(lease: lease)
+        self.push = push
+        self.health = ChannelHealth(configured: push.states)
+        self.dryRun = dryRun
+    }
+
+    public typealias Facts = DispatchRules.UserFacts
+
+    public struct Change: Sendable {
+        public let rows: [QueuedNotification]
+        public let plan: DispatchRules.Plan
+        /// Per delivery of the plan, each target device's result (by `Device.key`).
+        public var results: [[String: SendResult]]
+    }
+
+    public var completesOutside: Bool { !dryRun }
+
+    public var runProblem: String? {
+        let problems = health.problems
+        return problems.isEmpty ? nil : problems.joined(separator: "; ")
+    }
+
+    // MARK: Reading
+
+    public func loadFacts(for items: [UserNotifications], run: RunContext,
+                          on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let ids = items.map(\.user.user.id)
+        let rows = try await connection.query("""
+            select u.id, np.user_id is not null, coalesce(np.push_enabled, true), coalesce(np.email_enabled, true),
+                   array_remove(array[
+                       case when not np.push_daily_checkin then 'push_daily_checkin' end,
+                       case when not np.push_streak_risk then 'push_streak_risk' end,
+                       case when not np.push_weekly_goal then 'push_weekly_goal' end,
+                       case when not np.push_data_submission then 'push_data_submission' end,
+                       case when not np.push_leaderboard_change then 'push_leaderboard_change' end,
+                       case when not np.push_social_engagement then 'push_social_engagement' end,
+                       case when not np.push_weekly_digest then 'push_weekly_digest' end,
+                       case when not np.push_challenge_milestone then 'push_challenge_milestone' end], null),
+                   coalesce(to_char(np.dnd_start, 'HH24:MI'), ''), coalesce(to_char(np.dnd_end, 'HH24:MI'), ''),
+                   coalesce(np.pause_weekends, false),
+                   coalesce((select json_agg(json_build_object('id', t.id, 'token', t.device_token, 'platform', t.platform)
+                                             order by t.created_at, t.id)
+                               from user_push_tokens t where t.user_id = u.id and t.active), '[]')::text,
+                   case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
+                             and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
+                        then u.fcm_token end,
+                   coalesce((select json_agg(json_build_object('type', d.notification_type, 'at', extract(epoch from d.sent_at),
+                                                               'challenge', d.challenge))
+                               from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
+                                            o.payload->>'fitcircle_id' as challenge
+                                       from notification_outbox o
+                                      where o.user_id = u.id and o.sent_at is not null
+                                        and (o.sent_at >= \(run.now.addingTimeInterval(-Self.capsLookBack))
+                                             or o.notification_type = 'challenge_milestone')
+                                      order by coalesce(o.delivery_id, o.id), o.sent_at) d), '[]')::text
+              from unnest(\(ids)) as i(id)
+              join users u on u.id = i.id
+              left join notification_preferences np on np.user_id = u.id
+            """, logger: run.logger)
+        var facts: [UUID: Facts] = [:]
+        for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokens, legacy, past)
+            in rows.decode((UUID, Bool, Bool, Bool, [String], String, String, Bool, String, String?, String).self) {
+            var preferences = DeliveryPreferences()
+            if hasRow {
+                preferences.pushEnabled = pushEnabled
+                preferences.emailEnabled = emailEnabled
+                preferences.pushSwitchedOff = Set(switchedOff)
+                guard let start = LocalTime(dndStart), let end = LocalTime(dndEnd) else {
+                    throw MalformedData("notification_preferences holds quiet hours Nudge cannot read")
+                }
+                preferences.quietHours = QuietHours(start: start, end: end, pauseWeekends: pauseWeekends)
+            }
+            struct Token: Decodable { let id: UUID; let token: String; let platform: String }
+            struct Sent: Decodable { let type: String; let at: Double; let challenge: String? }
+            var devices = try JSONDecoder().decode([Token].self, from: Data(tokens.utf8))
+                .map { Device(tokenID: $0.id, token: $0.token, platform: $0.platform) }
+            if let legacy { devices.append(Device(tokenID: nil, token: legacy, platform: "android")) }
+            let sent = try JSONDecoder().decode([Sent].self, from: Data(past.utf8))
+                .map { PastDelivery(type: $0.type, sentAt: Date(timeIntervalSince1970: $0.at), challenge: $0.challenge) }
+            facts[id] = Facts(preferences: preferences, devices: devices, past: sent)
+        }
+        return facts
+    }
+
+    // MARK: Deciding
+
+    public func decide(for item: UserNotifications, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
+        let plan = DispatchRules.plan(rows: item.rows, facts: facts, providers: health.states, locale: item.user.user.locale,
+                                      calendar: item.user.calendar, now: run.now)
+        var tally: [String: Int] = [:]
+        for outcome in plan.outcomes.values {
+            switch outcome {
+            case .deliver: break
+            case .suppressed(let step, _): tally["suppressed:\(step)", default: 0] += 1
+            case .deferred: tally["deferred", default: 0] += 1
+            case .waiting: tally["waiting", default: 0] += 1
+            case .released: break
+            case .failed: tally["failed", default: 0] += 1
+            }
+        }
+        for delivery in plan.deliveries {
+            tally[dryRun ? "would_deliver" : "deliveries", default: 0] += 1
+            if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
+        }
+        let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] })
+        return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
+    }
+
+    // MARK: Sending
+
+    /// Sends the user's deliveries to their devices, all at once; a provider paused meanwhile is
+    /// not asked.
+    public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
+        var userLogger = run.logger
+        userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
+        let context = SendContext(database: run.database, logger: userLogger)
+        let deliveries = change.change.plan.deliveries
+        let kindOf = Dictionary(uniqueKeysWithValues: change.change.rows.map { ($0.id, $0.kind) })
+        var results = change.change.results
+        await withTaskGroup(of: (Int, String, SendResult).self) { group in
+            for (index, delivery) in deliveries.enumerated() {
+                let timeCritical = delivery.rows.contains { kindOf[$0]?.isTimeCritical ?? false }
+                for device in delivery.targets {
+                    group.addTask {
+                        let provider = device.provider
+                        if let paused = health.pauseReason(provider) {
+                            return (index, device.key, .notSent("\(provider.displayName) is paused for this run: \(paused)"))
+                        }
+                        guard let service = push.services[provider] else {
+                            return (index, device.key, .notSent("\(provider.displayName) is not configured"))
+                        }
+                        let result = await service.send(PushRequest(delivery: delivery, device: device, timeCritical: timeCritical),
+                                                        context: context)
+                        health.record(result, from: provider)
+                        return (index, device.key, result)
+                    }
+                }
+            }
+            for await (index, key, result) in group { results[index][key] = result }
+        }
+        var done = change.change
+        done.results = results
+        var tally = change.tally
+        for (index, delivery) in deliveries.enumerated() {
+            for device in delivery.targets {
+                switch results[index][device.key] {
+                case .delivered?: tally["pushes_sent:\(device.provider.rawValue)", default: 0] += 1
+                case .retry?: tally["pushes_to_retry", default: 0] += 1
+                default: break
+                }
+            }
+        }
+        return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: tally)
+    }
+
+    // MARK: Writing
+
+    /// Per row, what became of it; per attempt (and per suppression or deferral), a log row; the
+    /// tokens providers called invalid, deactivated.
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var updates = RowUpdates()
+        var logs = LogRows()
+        var invalid: [(userID: UUID, device: Device)] = []
+        let never = Date(timeIntervalSince1970: 0)
+        for planned in changes {
+            let userID = planned.itemID
+            let change = planned.change
+            for row in change.rows {
+                guard let outcome = change.plan.outcomes[row.id] else { continue }
+                switch outcome {
+                case .deliver(let index):
+                    let delivery = change.plan.deliveries[index]
+                    var results: [String: SendResult] = [:]
+                    for device in delivery.targets {
+                        guard let result = change.results[index][device.key] else { continue }
+                        results[device.key] = health.interpret(result, from: device.provider)
+                    }
+                    let settled = DispatchRules.settle(row, delivery: delivery, results: results, now: run.now,
+                                                       jitter: Self.jitter(row))
+                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                                deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
+                                attemptUndone: !settled.countsAsAttempt)
+                    for device in delivery.targets {
+                        guard let result = results[device.key] else { continue }
+                        switch result {
+                        case .delivered(let providerID):
+                            logs.add(userID, row, status: "sent", provider: device.provider.rawValue, providerID: providerID,
+                                     error: nil, sentAt: run.now, device: device, content: delivery.content, runID: run.runID)
+                        case .notSent:
+                            continue
+                        default:
+                            logs.add(userID, row, status: "failed", provider: device.provider.rawValue, providerID: nil,
+                                     error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
+                            if case .invalidToken = result { invalid.append((userID, device)) }
+                        }
+                    }
+                case .suppressed(let step, let reason):
+                    updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
+                    logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
+                             sentAt: nil, device: nil, content: nil, runID: run.runID)
+                case .deferred(let until, let reason):
+                    updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: "deferred: \(reason)", attemptUndone: true)
+                    logs.add(userID, row, status: "deferred", provider: nil, providerID: nil,
+                             error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
+                             runID: run.runID)
+                case .waiting(let until, let reason):
+                    updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true)
+                case .released:
+                    updates.add(row, status: "pending", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true)
+                case .failed(let reason):
+                    updates.add(row, status: "failed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: reason, attemptUndone: false)
+                    logs.add(userID, row, status: "failed", provider: nil, providerID: nil, error: reason, sentAt: nil,
+                             device: nil, content: nil, runID: run.runID)
+                }
+            }
+        }
+        var writes = BatchWrites()
+        guard !updates.ids.isEmpty else { return writes }
+        // Compare-and-set on the claim: a row whose lease ran out and was taken by another
+        // dispatcher is that dispatcher's now.
+        writes.step("outbox_rows", """
+            update notification_outbox o
+               set status = v.status,
+                   next_attempt_at = case when v.keep_next then o.next_attempt_at else nullif(v.next_attempt_at, \(never)) end,
+                   delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
+                   delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
+                   last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
+                   lease_until = null, claimed_by = null
+              from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
+                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone))
+                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone)
+             where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.runID)
+            """)
+        if !logs.outboxIDs.isEmpty {
+            writes.step("attempt_logs", """
+                insert into notification_logs (user_id, notification_type, channel, status, title, body, payload, provider,
+                                               provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
+                select l.user_id, l.notification_type, 'push', l.status, l.title, l.body, l.payload::jsonb,
+                       nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
+                       l.outbox_id, nullif(l.device_token_id, \(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))),
+                       l.attempt, \(run.runID)
+                  from unnest(\(logs.userIDs), \(logs.types), \(logs.statuses), \(logs.titles), \(logs.bodies), \(logs.payloads),
+                              \(logs.providers), \(logs.providerIDs), \(logs.errors), \(logs.sentAts), \(logs.outboxIDs),
+                              \(logs.deviceIDs), \(logs.attempts))
+                       as l(user_id, notification_type, status, title, body, payload, provider, provider_id, error_msg, sent_at,
+                            outbox_id, device_token_id, attempt)
+                """)
+        }
+        let registered = invalid.compactMap { $0.device.tokenID }
+        if !registered.isEmpty {
+            writes.step("deactivated_tokens", """
+                update user_push_tokens set active = false where id = any(\(registered)) and active
+                """)
+        }
+        // users.fcm_token belongs to the apps: its token is recorded, inactive, in the one token
+        // store instead (which push_tokens and dispatch then skip), and kept for audit.
+        let legacy = invalid.filter { $0.device.tokenID == nil }
+        if !legacy.isEmpty {
+            writes.step("deactivated_fcm_tokens", """
+                insert into user_push_tokens (user_id, device_token, platform, active, last_used)
+                select user_id, token, 'android', false, \(run.now)
+                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
+                on conflict (user_id, device_token) do update set active = false
+                """)
+        }
+        let used = changes.flatMap { planned in
+            planned.change.plan.deliveries.enumerated().flatMap { index, delivery in
+                delivery.targets.compactMap { device -> UUID? in
+                    guard case .delivered? = planned.change.results[index][device.key] else { return nil }
+                    return device.tokenID
+                }
+            }
+        }
+        if !used.isEmpty {
+            writes.step("used_tokens", """
+                update user_push_tokens set last_used = \(run.now)
+                 where id = any(\(used)) and not (id = any(\(registered)))
+                """)
+        }
+        return writes
+    }
+
+    /// Where between half and all of its backoff a row's retry falls: spread, and the same for
+    /// the same row and attempt.
+    static func jitter(_ row: QueuedNotification) -> Double {
+        let mixed = (UInt64(bitPattern: row.id) &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(row.attempts)
+        return Double(mixed % 1000) / 1000
+    }
+}
+
+/// The outbox rows' new values, as the columns of one `unnest`.
+private struct RowUpdates {
+    var ids: [Int64] = []
+    var statuses: [String] = []
+    var nexts: [Date] = []
+    var keepNext: [Bool] = []
+    var deliveredTo: [String] = []
+    var deliveryIDs: [Int64] = []
+    var sentAts: [Date] = []
+    var errors: [String] = []
+    var undone: [Int] = []
+
+    mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
+                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false) {
+        let never = Date(timeIntervalSince1970: 0)
+        ids.append(row.id)
+        statuses.append(status)
+        nexts.append(next ?? never)
+        self.keepNext.append(keepNext)
+        self.deliveredTo.append(deliveredTo.sorted().joined(separator: ","))
+        deliveryIDs.append(deliveryID ?? 0)
+        sentAts.append(sentAt ?? never)
+        errors.append(error ?? "")
+        undone.append(attemptUndone ? 1 : 0)
+    }
+}
+
+/// `notification_logs` rows, as the columns of one `unnest`.
+private struct LogRows {
+    var userIDs: [UUID] = []
+    var types: [String] = []
+    var statuses: [String] = []
+    var titles: [String] = []
+    var bodies: [String] = []
+    var payloads: [String] = []
+    var providers: [String] = []
+    var providerIDs: [String] = []
+    var errors: [String] = []
+    var sentAts: [Date] = []
+    var outboxIDs: [Int64] = []
+    var deviceIDs: [UUID] = []
+    var attempts: [Int] = []
+
+    mutating func add(_ userID: UUID, _ row: QueuedNotification, status: String, provider: String?, providerID: String?,
+                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64) {
+        userIDs.append(userID)
+        types.append(row.type)
+        statuses.append(status)
+        titles.append(content?.title ?? row.title)
+        bodies.append(content?.body ?? row.body)
+        payloads.append(content.map { JSONValue.object($0.data.mapValues { .string($0) }).description } ?? row.payload)
+        providers.append(provider ?? "")
+        providerIDs.append(providerID ?? "")
+        errors.append(error ?? "")
+        sentAts.append(sentAt ?? Date(timeIntervalSince1970: 0))
+        outboxIDs.append(row.id)
+        deviceIDs.append(device?.tokenID ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        attempts.append(row.attempts)
+    }
+}

@@ -1,0 +1,226 @@
+import AsyncHTTPClient
+import CryptoExtras
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Firebase Cloud Messaging, HTTP v1 API.
+///
+/// Wire format: `POST /v1/projects/<project>/messages:send` on `fcm.googleapis.com`,
+/// `authorization: Bearer <OAuth2 access token>`, body `{"message": {"token", "notification",
+/// "data", "android": {…}}}`; 200 `{"name": "projects/…/messages/…"}`; an error is
+/// `{"error": {"code", "message", "status", "details": [{"@type": "…FcmError", "errorCode"}, …]}}`.
+/// The access token comes from the service account's `token_uri` (OAuth2 JWT-bearer grant: an
+/// RS256 JWT `{iss: client_email, scope: …/firebase.messaging, aud: token_uri, iat, exp}`),
+/// answered `{"access_token", "expires_in", "token_type": "Bearer"}`; it is reused until
+/// shortly before it expires.
+public struct FCMConfiguration: Sendable {
+    public let projectID: String
+    public let clientEmail: String
+    public let privateKeyID: String
+    public let tokenURI: String
+    public let baseURL: String
+    let privateKey: _RSA.Signing.PrivateKey
+    let keyBytes: Data
+
+    static let scope = "https://www.googleapis.com/auth/firebase.messaging"
+
+    /// Reads the service-account JSON `GOOGLE_APPLICATION_CREDENTIALS` names (as Google's own
+    /// tools do), `FCM_PROJECT_ID` (default: the account's project) and `FCM_BASE_URL` (tests).
+    /// Nil when `GOOGLE_APPLICATION_CREDENTIALS` is not set.
+    public init?(environment: Environment) throws(NudgeError) {
+        guard let path = environment["GOOGLE_APPLICATION_CREDENTIALS"] else { return nil }
+        struct ServiceAccount: Decodable {
+            let type: String?
+            let project_id: String?
+            let private_key_id: String?
+            let private_key: String?
+            let client_email: String?
+            let token_uri: String?
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw NudgeError(.configuration, "GOOGLE_APPLICATION_CREDENTIALS names \(path), which cannot be read")
+        }
+        guard let account = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
+            throw NudgeError(.configuration, "\(path) (GOOGLE_APPLICATION_CREDENTIALS) is not a service-account JSON file")
+        }
+        guard account.type == nil || account.type == "service_account" else {
+            throw NudgeError(.configuration, "\(path) (GOOGLE_APPLICATION_CREDENTIALS) is a '\(account.type!)' credential; FCM needs a service account")
+        }
+        let missing = [("private_key", account.private_key), ("client_email", account.client_email)]
+            .filter { $0.1?.isEmpty ?? true }.map(\.0)
+        guard missing.isEmpty, let pem = account.private_key, let email = account.client_email else {
+            throw NudgeError(.configuration, "\(path) (GOOGLE_APPLICATION_CREDENTIALS) lacks \(missing.joined(separator: " and "))")
+        }
+        guard let project = environment["FCM_PROJECT_ID"] ?? account.project_id else {
+            throw NudgeError(.configuration, "no FCM project: set FCM_PROJECT_ID (the service account names none)")
+        }
+        do {
+            privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: pem)
+        } catch {
+            throw NudgeError(.configuration, "\(path) (GOOGLE_APPLICATION_CREDENTIALS): its private_key is not an RSA key in PEM")
+        }
+        projectID = project
+        clientEmail = email
+        privateKeyID = account.private_key_id ?? ""
+        tokenURI = account.token_uri ?? "https://oauth2.googleapis.com/token"
+        baseURL = environment["FCM_BASE_URL"] ?? "https://fcm.googleapis.com"
+        keyBytes = Data(pem.utf8)
+    }
+
+    /// The signed grant Google's token endpoint exchanges for an access token.
+    func grant(at instant: Date) throws -> String {
+        let issuedAt = Int(instant.timeIntervalSince1970)
+        return try JWT.sign(header: [("typ", JWT.string("JWT")), ("kid", JWT.string(privateKeyID))],
+                            claims: [("iss", JWT.string(clientEmail)), ("scope", JWT.string(Self.scope)),
+                                     ("aud", JWT.string(tokenURI)), ("iat", String(issuedAt)), ("exp", String(issuedAt + 3600))],
+                            key: .rs256(privateKey))
+    }
+}
+
+public final class FCMClient: PushService {
+    public var provider: PushProvider { .fcm }
+    let configuration: FCMConfiguration
+    private let http: ProviderHTTP
+    private let client: HTTPClient
+    public let tokens: ProviderTokenStore
+
+    /// An access token is renewed five minutes before it expires.
+    static let renewBeforeExpiry: TimeInterval = 5 * 60
+    /// FCM asks for at least a minute's pause after QUOTA_EXCEEDED.
+    static let quotaPause: TimeInterval = 60
+
+    public init(configuration: FCMConfiguration, http: ProviderHTTP, clock: any RunClock = SystemClock()) throws(NudgeError) {
+        self.configuration = configuration
+        self.http = http
+        let client = try http.makeClient(http2: true, connectionsPerHost: 8)
+        self.client = client
+        tokens = ProviderTokenStore(provider: "fcm", credential: "\(configuration.clientEmail).\(configuration.privateKeyID)",
+                                    secret: configuration.keyBytes, renewAfter: 3600 - Self.renewBeforeExpiry,
+                                    clock: clock) { instant in
+            try await Self.fetchAccessToken(configuration: configuration, http: http, client: client, at: instant)
+        }
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// The OAuth2 JWT-bearer grant at the service account's `token_uri`.
+    static func fetchAccessToken(configuration: FCMConfiguration, http: ProviderHTTP, client: HTTPClient,
+                                 at instant: Date) async throws -> ProviderToken {
+        var request = HTTPClientRequest(url: configuration.tokenURI)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
+        let form = "grant_type=" + formEncode("urn:ietf:params:oauth:grant-type:jwt-bearer")
+            + "&assertion=" + formEncode(try configuration.grant(at: instant))
+        request.body = .bytes(ByteBuffer(string: form))
+        let (head, body) = try await http.exchange(request, on: client)
+        struct Answer: Decodable {
+            let access_token: String?
+            let expires_in: Int?
+            let error: String?
+            let error_description: String?
+        }
+        let answer = try? JSONDecoder().decode(Answer.self, from: body)
+        guard head.status.code == 200, let token = answer?.access_token else {
+            let why = [answer?.error, answer?.error_description].compactMap { $0 }.joined(separator: ": ")
+            throw NudgeError(.configuration, "the FCM token endpoint answered HTTP \(head.status.code)" + (why.isEmpty ? "" : " (\(why))"))
+        }
+        let lifetime = TimeInterval(max(60, answer?.expires_in ?? 3600))
+        return ProviderToken(value: token, issuedAt: instant, expiresAt: instant.addingTimeInterval(lifetime - renewBeforeExpiry))
+    }
+
+    static func formEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    public func send(_ push: PushRequest, context: SendContext) async -> SendResult {
+        for attempt in 1...2 {
+            let token: String
+            do {
+                token = try await tokens.token(database: context.database, logger: context.logger)
+            } catch {
+                return .configuration("could not get an FCM access token: \(describe(error))")
+            }
+            let result = await post(push, token: token)
+            // An access token the server no longer takes is replaced once.
+            if case .configuration(let why) = result, why.hasPrefix("FCM 401 UNAUTHENTICATED"), attempt == 1,
+               await tokens.refuse(token) {
+                continue
+            }
+            return result
+        }
+        return .configuration("FCM refused two access tokens in a row")
+    }
+
+    private func post(_ push: PushRequest, token: String) async -> SendResult {
+        var request = HTTPClientRequest(url: "\(configuration.baseURL)/v1/projects/\(configuration.projectID)/messages:send")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "Bearer \(token)")
+        request.headers.add(name: "content-type", value: "application/json")
+        let ttl = push.expiresAt.timeIntervalSinceNow
+        request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: push.collapseID,
+                                                                       timeToLive: ttl)))
+        let head: HTTPResponseHead
+        let body: Data
+        do {
+            (head, body) = try await http.exchange(request, on: client)
+        } catch {
+            return .retry(ProviderHTTP.describe(error), after: nil)
+        }
+        if head.status.code == 200 {
+            struct Sent: Decodable { let name: String }
+            guard let sent = try? JSONDecoder().decode(Sent.self, from: body) else {
+                return .retry("FCM answered 200 without a message name", after: nil)
+            }
+            return .delivered(providerID: sent.name)
+        }
+        return Self.classify(status: Int(head.status.code), body: body,
+                             retryAfter: ProviderHTTP.retryAfter(head.headers).map { $0.seconds })
+    }
+
+    /// What an FCM error means for Nudge (Firebase's "FCM error codes").
+    static func classify(status: Int, body: Data, retryAfter: TimeInterval?) -> SendResult {
+        struct Answer: Decodable {
+            struct Error: Decodable {
+                struct Detail: Decodable {
+                    struct Violation: Decodable { let field: String? }
+                    let type: String?
+                    let errorCode: String?
+                    let fieldViolations: [Violation]?
+                    enum CodingKeys: String, CodingKey { case type = "@type", errorCode, fieldViolations }
+                }
+                let message: String?
+                let status: String?
+                let details: [Detail]?
+            }
+            let error: Error?
+        }
+        let error = (try? JSONDecoder().decode(Answer.self, from: body))?.error
+        let code = error?.details?.compactMap(\.errorCode).first ?? error?.status ?? "HTTP \(status)"
+        let message = error?.message ?? ""
+        let text = "FCM \(status) \(code)" + (message.isEmpty ? "" : ": \(message)")
+        switch code {
+        case "UNREGISTERED", "SENDER_ID_MISMATCH":
+            return .invalidToken(text)
+        case "INVALID_ARGUMENT":
+            let aboutToken = message.lowercased().contains("registration token")
+                || (error?.details ?? []).contains { ($0.fieldViolations ?? []).contains { $0.field == "message.token" } }
+            if aboutToken { return .invalidToken(text) }
+            if message.lowercased().contains("too big") || message.lowercased().contains("too large") { return .rejected(text) }
+            return .configuration(text)
+        case "QUOTA_EXCEEDED":
+            return .retry(text, after: max(retryAfter ?? 0, quotaPause))
+        case "UNAVAILABLE", "INTERNAL":
+            return .retry(text, after: retryAfter)
+        default:
+            // THIRD_PARTY_AUTH_ERROR (the APNs key in Firebase), UNAUTHENTICATED, PERMISSION_DENIED,
+            // a project that does not exist: configuration, never a reason to prune a token.
+            return status >= 500 ? .retry(text, after: retryAfter) : .configuration(text)
+        }
+    }
+}

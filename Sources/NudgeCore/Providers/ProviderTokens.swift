@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A short-lived credential a provider wants on every request: the APNs provider token (a JWT),
+/// the FCM OAuth2 access token.
+public struct ProviderToken: Sendable, Equatable {
+    public let value: String
+    public let issuedAt: Date
+    public let expiresAt: Date
+
+    public init(value: String, issuedAt: Date, expiresAt: Date) {
+        self.value = value
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Keeps one provider's current token for every dispatcher: in memory while it is fresh, and in
+/// `provider_tokens` (sealed) so that the next process, which cron starts a minute later, reuses
+/// it instead of minting its own. A token is minted under the row's lock, so two dispatchers
+/// starting together mint one between them; within a process, concurrent requests wait for the
+/// same mint.
+public actor ProviderTokenStore {
+    public let provider: String
+    /// Which key the token belongs to (never the key itself).
+    public let credential: String
+    /// A token older than this is renewed (APNs: between 20 and 60 minutes).
+    let renewAfter: TimeInterval
+    /// A token is never renewed before it is this old, even when the provider calls it expired:
+    /// APNs answers `TooManyProviderTokenUpdates` to more than one new token in 20 minutes.
+    let keepAtLeast: TimeInterval
+    private let seal: TokenSeal
+    private let clock: any RunClock
+    private let mint: @Sendable (Date) async throws -> ProviderToken
+    private var current: ProviderToken?
+    private var minting: Task<ProviderToken, any Error>?
+    /// Tokens the provider refused: never reused, from memory or from the database.
+    private var refused: Set<String> = []
+
+    /// `mint` makes a new token at the instant it is given.
+    public init(provider: String, credential: String, secret: Data, renewAfter: TimeInterval, keepAtLeast: TimeInterval = 0,
+                clock: any RunClock = SystemClock(), mint: @escaping @Sendable (Date) async throws -> ProviderToken) {
+        self.provider = provider
+        self.credential = credential
+        self.renewAfter = renewAfter
+        self.keepAtLeast = keepAtLeast
+        self.seal = TokenSeal(secret: secret, label: "\(provider):\(credential)")
+        self.clock = clock
+        self.mint = mint
+    }
+
+    /// How many tokens this store has minted (for a run's summary and the tests).
+    public private(set) var minted = 0
+
+    /// The token to send now.
+    public func token(database: Database?, logger: Logger) async throws -> String {
+        let now = clock.now()
+        if let current, isFresh(current, at: now) { return current.value }
+        if let minting { return try await minting.value.value }
+        let task = Task { try await self.obtain(database: database, logger: logger) }
+        minting = task
+        defer { minting = nil }
+        let token = try await task.value
+        current = token
+        return token.value
+    }
+
+    /// The provider refused `token` as expired: whether a new one may be made now (false: it is
+    /// too young to replace, and the refusal says the clock or the key is wrong).
+    public func refuse(_ token: String) -> Bool {
+        guard let current, current.value == token else { return true }
+        guard clock.now().timeIntervalSince(current.issuedAt) >= keepAtLeast else { return false }
+        refused.insert(token)
+        self.current = nil
+        return true
+    }
+
+    private func isFresh(_ token: ProviderToken, at now: Date) -> Bool {
+        !refused.contains(token.value) && now.timeIntervalSince(token.issuedAt) < renewAfter
+            && token.issuedAt <= now.addingTimeInterval(300) && token.expiresAt > now
+    }
+
+    private func obtain(database: Database?, logger: Logger) async throws -> ProviderToken {
+        guard let database else {
+            minted += 1
+            return try await mint(clock.now())
+        }
+        let provider = self.provider, credential = self.credential, seal = self.seal
+        return try await database.withConnection { connection in
+            try await database.bounded(connection, statements: 5) {
+                try await connection.query("begin", logger: logger)
+                do {
+                    let token = try await self.obtainLocked(on: connection, provider: provider, credential: credential,
+                                                            seal: seal, logger: logger)
+                    try await connection.query("commit", logger: logger)
+                    return token
+                } catch {
+                    _ = try? await connection.query("rollback", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    private func obtainLocked(on connection: PostgresConnection, provider: String, credential: String, seal: TokenSeal,
+                              logger: Logger) async throws -> ProviderToken {
+        try await connection.query("""
+            insert into provider_tokens (provider, credential, sealed_token, issued_at, expires_at)
+            values (\(provider), \(credential), ''::bytea, 'epoch', 'epoch')
+            on conflict (provider, credential) do nothing
+            """, logger: logger)
+        let rows = try await connection.query("""
+            select sealed_token, issued_at, expires_at from provider_tokens
+             where provider = \(provider) and credential = \(credential) for update
+            """, logger: logger)
+        var stored: ProviderToken?
+        for try await (sealed, issuedAt, expiresAt) in rows.decode((ByteBuffer, Date, Date).self) {
+            if let value = seal.open(Data(sealed.readableBytesView)) {
+                stored = ProviderToken(value: value, issuedAt: issuedAt, expiresAt: expiresAt)
+            }
+        }
+        let now = clock.now()
+        if let stored, isFresh(stored, at: now) { return stored }
+        let token = try await mint(now)
+        minted += 1
+        try await connection.query("""
+            update provider_tokens set sealed_token = \(ByteBuffer(bytes: try seal.seal(token.value))),
+                   issued_at = \(token.issuedAt), expires_at = \(token.expiresAt)
+             where provider = \(provider) and credential = \(credential)
+            """, logger: logger)
+        logger.info("minted a provider token", metadata: ["nudge.provider": "\(provider)"])
+        return token
+    }
+}

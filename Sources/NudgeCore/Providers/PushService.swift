@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+
+/// The seam every way out of Nudge plugs into: one provider of one channel, asked to take one
+/// notification for one address, answering with what became of it. APNs and FCM carry the push
+/// channel; email (Resend) and SMS (Twilio) plug in beside them.
+public protocol PushService: Sendable {
+    var provider: PushProvider { get }
+
+    /// Sends one delivery to one device; never throws: every failure is a `SendResult`.
+    func send(_ push: PushRequest, context: SendContext) async -> SendResult
+
+    /// Ends the service's connections.
+    func shutdown() async
+}
+
+/// One push for one device.
+public struct PushRequest: Sendable {
+    public let content: PushContent
+    public let device: Device
+    /// The same for every device and every retry of one delivery: the device shows it once.
+    public let collapseID: String
+    /// APNs' `apns-id`: the same for a retry to the same device.
+    public let requestID: UUID
+    public let expiresAt: Date
+    /// A call preview: sent at once (APNs priority 10, FCM high); others too, at priority 10,
+    /// since each is an alert the user sees.
+    public let timeCritical: Bool
+
+    public init(delivery: PlannedDelivery, device: Device, timeCritical: Bool) {
+        content = delivery.content
+        self.device = device
+        collapseID = delivery.collapseID
+        requestID = Digest.uuid("\(delivery.collapseID):\(device.key)")
+        expiresAt = delivery.expiresAt
+        self.timeCritical = timeCritical
+    }
+}
+
+/// What a send may use besides the request: the run's database (where provider tokens are kept)
+/// and its logger.
+public struct SendContext: Sendable {
+    public let database: Database?
+    public let logger: Logger
+
+    public init(database: Database?, logger: Logger) {
+        self.database = database
+        self.logger = logger
+    }
+}
+
+/// The push services configured in the environment: each provider ready, or the reason it is
+/// not ("not configured": its notifications wait in the outbox, nothing is dropped).
+public struct PushServices: Sendable {
+    /// The clients to send with (none on a dry run).
+    public let services: [PushProvider: any PushService]
+    /// Each provider: ready when configured (on a dry run too, which decides as a real run
+    /// would and sends nothing), else why not.
+    public let states: [PushProvider: ProviderState]
+
+    public init(services: [PushProvider: any PushService], states: [PushProvider: ProviderState]) {
+        self.services = services
+        self.states = states
+    }
+
+    /// Builds the services the environment configures, runs `body` with them, and shuts them
+    /// down on every path out. A half-done configuration (a key without its team id) is an error
+    /// that names what is missing, before anything is sent.
+    public static func with<Result: Sendable>(_ environment: Environment, dryRun: Bool,
+                                              _ body: (PushServices) async throws -> Result) async throws -> Result {
+        var services: [PushProvider: any PushService] = [:]
+        var states: [PushProvider: ProviderState] = [:]
+        let http = ProviderHTTP(extraTrustedRoots: environment["NUDGE_CA_FILE"],
+                                timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
+        do {
+            if let configuration = try APNsConfiguration(environment: environment) {
+                if !dryRun { services[.apns] = try APNsClient(configuration: configuration, http: http) }
+                states[.apns] = .ready
+            } else {
+                states[.apns] = .unavailable("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)")
+            }
+            if let configuration = try FCMConfiguration(environment: environment) {
+                if !dryRun { services[.fcm] = try FCMClient(configuration: configuration, http: http) }
+                states[.fcm] = .ready
+            } else {
+                states[.fcm] = .unavailable("FCM is not configured (GOOGLE_APPLICATION_CREDENTIALS)")
+            }
+        } catch {
+            for service in services.values { await service.shutdown() }
+            throw error
+        }
+        let all = PushServices(services: services, states: states)
+        do {
+            let result = try await body(all)
+            for service in services.values { await service.shutdown() }
+            return result
+        } catch {
+            for service in services.values { await service.shutdown() }
+            throw error
+        }
+    }
+
+    /// What `nudge list` says of each provider.
+    public static func describe(_ environment: Environment) -> [(PushProvider, String)] {
+        PushProvider.allCases.map { provider in
+            do {
+                switch provider {
+                case .apns:
+                    guard let configuration = try APNsConfiguration(environment: environment) else {
+                        return (provider, "not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)")
+                    }
+                    return (provider, "configured: \(configuration.environmentName), topic \(configuration.bundleID)")
+                case .fcm:
+                    guard let configuration = try FCMConfiguration(environment: environment) else {
+                        return (provider, "not configured (GOOGLE_APPLICATION_CREDENTIALS)")
+                    }
+                    return (provider, "configured: project \(configuration.projectID)")
+                }
+            } catch {
+                return (provider, "misconfigured: \(error)")
+            }
+        }
+    }
+}

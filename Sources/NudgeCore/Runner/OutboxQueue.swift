@@ -1,0 +1,204 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A user's notifications that dispatch holds: the rows due now (and those of the next five
+/// minutes, which may join a delivery of their group), with the user placed in their time zone.
+public struct UserNotifications: Sendable {
+    public let user: UserInTime
+    public let rows: [QueuedNotification]
+}
+
+/// The notification outbox as a queue: each page claims the due rows of up to `limit` users.
+///
+/// A claim is a user's lease (`dispatch_leases`: one dispatcher decides a user's notifications
+/// at a time, so that caps and grouping hold) and their rows (`status = 'sending'` until
+/// `lease_until`), taken in one statement: candidate rows `FOR UPDATE SKIP LOCKED`, so that
+/// dispatchers claiming at once pass each other by; leases upserted in user order, only where
+/// none is held, so that no two dispatchers hold one user; then the leased users' rows, again
+/// skipping any another claim has locked. Rows whose holder died are taken again when their lease
+/// ends. Each claim counts as an attempt (a row that kills its dispatcher three times is given
+/// up); the batch's write puts back what it did not change. A dry run claims nothing: it reads
+/// the users with due rows in id order.
+public struct OutboxQueue: WorkSource {
+    public typealias Item = UserNotifications
+
+    /// How long a claim holds: longer than a batch's sends and write take.
+    public let lease: TimeInterval
+    /// Rows due this much after the claim are claimed too, to join a delivery of their group.
+    public let lookAhead: TimeInterval
+
+    public init(lease: TimeInterval = 120, lookAhead: TimeInterval = DispatchRules.groupWindow) {
+        self.lease = lease
+        self.lookAhead = lookAhead
+    }
+
+    public var noun: String { "user" }
+    public var isQueue: Bool { true }
+
+    /// How many due rows a claim looks at to find its users.
+    private func scan(_ request: PageRequest) -> Int { request.limit * 4 }
+
+    public func page(_ request: PageRequest, calendars: CalendarCache,
+                     on connection: PostgresConnection) async throws -> [Paged<UserNotifications>] {
+        let rows = try await connection.query(try (request.dryRun ? peek(request) : claim(request)).query(), logger: request.logger)
+        var byUser: [(UUID, UserRow, [QueuedNotification])] = []
+        for try await (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
+                       attempts, deliveredTo, deliveryID, sentAt, timezone, locale, createdAt)
+            in rows.decode((Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
+                            Int, [String], Int64?, Date?, String?, String, Date).self) {
+            let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
+                                         dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
+                                         deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt)
+            if byUser.last?.0 == userID {
+                byUser[byUser.count - 1].2.append(row)
+            } else {
+                byUser.append((userID, UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt), [row]))
+            }
+        }
+        return byUser.map { id, user, rows in
+            do {
+                return .item(id, UserNotifications(user: try calendars.place(user), rows: rows))
+            } catch {
+                return .unusable(id, "\(error)")
+            }
+        }
+    }
+
+    private func columns(_ o: String) -> SQLFragment {
+        """
+        \(unescaped: o).id, \(unescaped: o).user_id, \(unescaped: o).notification_type, \(unescaped: o).channel,
+        \(unescaped: o).local_day, \(unescaped: o).deliver_after,
+        coalesce(\(unescaped: o).next_attempt_at, \(unescaped: o).deliver_after) as due_at,
+        coalesce(\(unescaped: o).title, '') as title, coalesce(\(unescaped: o).body, '') as body,
+        \(unescaped: o).payload::text as payload, \(unescaped: o).attempts, \(unescaped: o).delivered_to,
+        \(unescaped: o).delivery_id, \(unescaped: o).sent_at
+        """
+    }
+
+    /// Rows whose user no dispatcher holds now.
+    private func unleased(_ request: PageRequest) -> SQLFragment {
+        "not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > \(request.now))"
+    }
+
+    private func claim(_ request: PageRequest) -> SQLFragment {
+        let until = request.now.addingTimeInterval(lease)
+        let filters: SQLFragment = "\(request.notPaused) and \(request.inShard("o.user_id")) and \(request.forUsers("o.user_id")) and \(unleased(request))"
+        return """
+            with due as (
+                select o.id, o.user_id, coalesce(o.next_attempt_at, o.deliver_after) as due_at
+                  from notification_outbox o
+                 where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now) and \(filters)
+                 order by coalesce(o.next_attempt_at, o.deliver_after), o.id
+                 limit \(scan(request))
+                   for update of o skip locked
+            ), lapsed as (
+                select o.id, o.user_id, o.lease_until as due_at
+                  from notification_outbox o
+                 where o.status = 'sending' and o.lease_until <= \(request.now) and \(filters)
+                 order by o.lease_until, o.id
+                 limit \(scan(request))
+                   for update of o skip locked
+            ), picked as (
+                select user_id from (select user_id, min(due_at) as first_due
+                                       from (select * from due union all select * from lapsed) d
+                                      group by user_id order by first_due, user_id limit \(request.limit)) p
+                 order by user_id
+            ), leased as (
+                insert into dispatch_leases (user_id, run_id, leased_until)
+                select user_id, \(request.runID), \(until) from picked order by user_id
+                on conflict (user_id) do update set run_id = excluded.run_id, leased_until = excluded.leased_until
+                 where dispatch_leases.leased_until <= \(request.now)
+                returning user_id
+            ), claimable as (
+                select o.id from notification_outbox o join leased l on l.user_id = o.user_id
+                 where (o.status = 'pending'
+                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now.addingTimeInterval(lookAhead)))
+                    or (o.status = 'sending' and o.lease_until <= \(request.now))
+                   for update of o skip locked
+            ), claimed as (
+                update notification_outbox o
+                   set status = 'sending', lease_until = \(until), claimed_by = \(request.runID), attempts = o.attempts + 1
+                  from claimable c
+                 where o.id = c.id
+                returning \(columns("o"))
+            )
+            select c.*, u.timezone, u.locale, u.created_at
+              from claimed c join users u on u.id = c.user_id
+             order by c.user_id, c.due_at, c.id
+            """
+    }
+
+    /// A dry run's page: the next users with due rows, in id order, claimed by nobody.
+    private func peek(_ request: PageRequest) -> SQLFragment {
+        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        return """
+            select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
+                   coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
+                   o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at,
+                   u.timezone, u.locale, u.created_at
+              from (select distinct o.user_id from notification_outbox o
+                     where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
+                       and o.user_id > \(after) and \(request.notPaused) and \(request.inShard("o.user_id"))
+                       and \(request.forUsers("o.user_id")) and \(unleased(request))
+                     order by o.user_id limit \(request.limit)) p
+              join notification_outbox o on o.user_id = p.user_id and o.status = 'pending'
+                   and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now.addingTimeInterval(lookAhead))
+              join users u on u.id = p.user_id
+             order by o.user_id, due_at, o.id
+            """
+    }
+
+    public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? { nil }
+
+    public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? {
+        let filters: SQLFragment = "\(request.inShard("o.user_id")) and \(request.forUsers("o.user_id")) and \(unleased(request))"
+        let query: SQLFragment = """
+            select min(at) from (
+                (select coalesce(o.next_attempt_at, o.deliver_after) as at from notification_outbox o
+                  where o.status = 'pending' and \(filters)
+                  order by coalesce(o.next_attempt_at, o.deliver_after) limit 1)
+                union all
+                (select o.lease_until from notification_outbox o
+                  where o.status = 'sending' and \(filters)
+                  order by o.lease_until limit 1)) n
+            """
+        for try await next in try await connection.query(try query.query(), logger: request.logger).decode(Date?.self) {
+            return next
+        }
+        return nil
+    }
+
+    /// Releases the page's leases; puts the rows the job left alone back as they were (the claim's
+    /// attempt undone), and those of the users that failed back for a later attempt (after
+    /// `retryDelay`, or for good after the last attempt), with the reason.
+    public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
+        var writes = BatchWrites()
+        writes.step("released_leases", """
+            update dispatch_leases set leased_until = \(run.now)
+             where user_id = any(\(ids)) and run_id = \(run.runID)
+            """)
+        let failedIDs = Set(failed.map(\.0))
+        let untouched = ids.filter { !changed.contains($0) && !failedIDs.contains($0) }
+        if !untouched.isEmpty {
+            writes.step("released_rows", """
+                update notification_outbox
+                   set status = 'pending', lease_until = null, claimed_by = null, attempts = greatest(0, attempts - 1)
+                 where user_id = any(\(untouched)) and status = 'sending' and claimed_by = \(run.runID)
+                """)
+        }
+        let failures = failed.filter { !changed.contains($0.0) }
+        if !failures.isEmpty {
+            writes.step("failed_rows", """
+                update notification_outbox o
+                   set status = case when o.attempts >= \(DispatchRules.maxAttempts) then 'failed' else 'pending' end,
+                       next_attempt_at = case when o.attempts >= \(DispatchRules.maxAttempts) then o.next_attempt_at
+                                              else \(run.now) + make_interval(secs => \(DispatchRules.firstRetryDelay) * 2 ^ (o.attempts - 1)) end,
+                       last_error = f.reason, lease_until = null, claimed_by = null
+                  from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
+                 where o.user_id = f.user_id and o.status = 'sending' and o.claimed_by = \(run.runID)
+                """)
+        }
+        return writes
+    }
+}
