@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "nudge", targets: ["nudge"]),
         .library(name: "NudgeCore", targets: ["NudgeCore"]),
         .executable(name: "nudge-llm-stand-in", targets: ["nudge-llm-stand-in"]),
+        .executable(name: "nudge-push-stand-in", targets: ["nudge-push-stand-in"]),
     ],
     dependencies: [
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
@@ -70,6 +71,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "nudge-llm-stand-in",
+            dependencies: ["NudgeStandIns"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "nudge-push-stand-in",
             dependencies: ["NudgeStandIns"],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,103 @@
+import Foundation
+import NudgeStandIns
+import Synchronization
+
+/// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N]`:
+/// a local APNs (HTTP/2 over TLS, with a private CA it makes) and a local FCM with its OAuth2
+/// token endpoint, for the demo and the benchmarks. It writes into DIR the CA's certificate
+/// (`ca.pem`), the APNs provider key (`apns-key.p8`), the FCM service account
+/// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
+/// then it serves until stopped. Device tokens listed in `--unregistered` (one per line) are
+/// answered as uninstalled apps are (APNs 410 Unregistered, FCM 404 UNREGISTERED); every other
+/// one is accepted. `--log` appends one line per push received (provider, token's start,
+/// collapse id, title).
+@main
+struct PushStandInCommand {
+    static func main() async throws {
+        var folder: String?
+        var unregisteredPath: String?
+        var logPath: String?
+        var apnsPort = 0
+        var fcmPort = 0
+        var arguments = CommandLine.arguments.dropFirst().makeIterator()
+        while let argument = arguments.next() {
+            switch argument {
+            case "--dir": folder = arguments.next()
+            case "--unregistered": unregisteredPath = arguments.next()
+            case "--log": logPath = arguments.next()
+            case "--apns-port": apnsPort = Int(arguments.next() ?? "") ?? -1
+            case "--fcm-port": fcmPort = Int(arguments.next() ?? "") ?? -1
+            default: fail(usage)
+            }
+        }
+        guard let folder else { fail(usage) }
+        guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort) else { fail("ports must be between 0 and 65535") }
+        var unregistered: Set<String> = []
+        if let unregisteredPath {
+            guard let text = try? String(contentsOfFile: unregisteredPath, encoding: .utf8) else { fail("cannot read \(unregisteredPath)") }
+            unregistered = Set(text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
+        var log: DeliveryLog?
+        if let logPath {
+            guard FileManager.default.createFile(atPath: logPath, contents: nil), let handle = FileHandle(forWritingAtPath: logPath)
+            else { fail("cannot write \(logPath)") }
+            log = DeliveryLog(handle)
+        }
+        let gone = unregistered, deliveries = log
+        let ca = try StandInCA(validFor: 30 * 24 * 3600)
+        let apns = try await StandInAPNs.start(ca: ca, port: apnsPort, record: false, script: { request in
+            if gone.contains(request.deviceToken) { return .reject(status: 410, reason: "Unregistered") }
+            deliveries?.append("apns", token: request.deviceToken, collapse: request.collapseID, title: request.alert?.title)
+            return .accept
+        })
+        let fcm = try await StandInFCM.start(port: fcmPort, record: false) { request in
+            if gone.contains(request.deviceToken) {
+                return .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.")
+            }
+            deliveries?.append("fcm", token: request.deviceToken, collapse: request.collapseKey, title: request.message["title"])
+            return .accept
+        }
+        let directory = URL(fileURLWithPath: folder, isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let ca_pem = directory.appendingPathComponent("ca.pem").path
+        let key = directory.appendingPathComponent("apns-key.p8").path
+        let account = directory.appendingPathComponent("service-account.json").path
+        try ca.writeCertificate(to: ca_pem)
+        try Data(apns.privateKeyPEM.utf8).write(to: URL(fileURLWithPath: key))
+        try fcm.writeServiceAccount(to: account)
+        chmod(key, 0o600)
+        chmod(account, 0o600)
+        let env = """
+            export NUDGE_CA_FILE='\(ca_pem)'
+            export APNS_KEY_ID='\(apns.keyID)' APNS_TEAM_ID='\(apns.teamID)' APNS_BUNDLE_ID='\(apns.bundleID)'
+            export APNS_PRIVATE_KEY='\(key)' APNS_ENVIRONMENT=sandbox APNS_BASE_URL='\(apns.baseURL)'
+            export GOOGLE_APPLICATION_CREDENTIALS='\(account)' FCM_BASE_URL='\(fcm.baseURL)'
+
+            """
+        try Data(env.utf8).write(to: directory.appendingPathComponent("env"))
+        // Written straight to the file descriptor: whoever started the stand-ins waits for this line.
+        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL)\n".utf8))
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    static let usage = "usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N]"
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        exit(64)
+    }
+}
+
+/// One line per push received, appended as it comes.
+private final class DeliveryLog: Sendable {
+    private let handle: Mutex<FileHandle>
+
+    init(_ handle: FileHandle) {
+        self.handle = Mutex(handle)
+    }
+
+    func append(_ provider: String, token: String, collapse: String?, title: String?) {
+        let line = "\(provider)\t\(token.prefix(12))…\t\(collapse ?? "-")\t\(title ?? "")\n"
+        handle.withLock { $0.write(Data(line.utf8)) }
+    }
+}

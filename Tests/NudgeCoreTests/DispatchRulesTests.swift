@@ -1,0 +1,206 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+private let iphone = Device(tokenID: UUID(), token: String(repeating: "ab", count: 32), platform: "ios")
+private let pixel = Device(tokenID: UUID(), token: "pixel-token:APA91b", platform: "android")
+private let ready: [PushProvider: ProviderState] = [.apns: .ready, .fcm: .ready]
+private let utc = try! LocalCalendar(identifier: "UTC")
+
+private func row(_ id: Int64, _ type: String, due: String, title: String = "t", body: String = "b", payload: String = "{}",
+                 attempts: Int = 1, deliveredTo: Set<String> = [], deliveryID: Int64? = nil) -> QueuedNotification {
+    QueuedNotification(id: id, type: type, localDay: LocalDate(iso8601: String(due.prefix(10)))!, deliverAfter: at(due),
+                       title: title, body: body, payload: payload, attempts: attempts, deliveredTo: deliveredTo,
+                       deliveryID: deliveryID)
+}
+
+private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences = .standard, devices: [Device] = [iphone, pixel],
+                  past: [PastDelivery] = [], providers: [PushProvider: ProviderState] = ready, locale: String = "en",
+                  now: String = "2026-03-10T12:00:00Z") -> DispatchRules.Plan {
+    DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: devices, past: past), providers: providers,
+                       locale: locale, calendar: utc, now: at(now))
+}
+
+@Suite struct DispatchRulesTests {
+    @Test func theMasterSwitchHoldsEveryTypeAndATypesSwitchOnlyOptionalOnes() {
+        var off = DeliveryPreferences()
+        off.pushEnabled = false
+        #expect(plan([row(1, "daily_checkin", due: "2026-03-10T12:00:00Z")], preferences: off).outcomes[1]
+                == .suppressed(step: "preferences", reason: "push notifications are off (notification_preferences.push_enabled)"))
+        var picky = DeliveryPreferences()
+        picky.pushSwitchedOff = ["push_leaderboard_change", "push_challenge_milestone"]
+        let result = plan([row(1, "leaderboard_change", due: "2026-03-10T12:00:00Z"),
+                           row(2, "challenge_milestone", due: "2026-03-10T12:00:00Z")], preferences: picky)
+        #expect(result.outcomes[1] == .suppressed(step: "preferences",
+                                                  reason: "leaderboard_change pushes are off (notification_preferences.push_leaderboard_change)"))
+        #expect(result.outcomes[2] == .deliver(0))
+    }
+
+    @Test func quietHoursDeferOptionalTypesAndLetCriticalOnesThrough() {
+        let result = plan([row(1, "streak_at_risk", due: "2026-03-10T23:00:00Z"), row(2, "daily_checkin", due: "2026-03-10T23:00:00Z")],
+                          now: "2026-03-10T23:00:30Z")
+        #expect(result.outcomes[1] == .deferred(until: at("2026-03-11T08:00:00Z"), reason: "quiet hours 22:00–08:00"))
+        #expect(result.outcomes[2] == .deliver(0))
+    }
+
+    @Test func oneGroupsNotificationsWithinFiveMinutesGoOutAsOneDeliveryCountedOnce() {
+        let result = plan([
+            row(1, "leaderboard_change", due: "2026-03-10T11:57:00Z", title: "📈 #5", body: "You moved up to #5"),
+            row(2, "leaderboard_change", due: "2026-03-10T11:59:00Z", title: "📈 #3", body: "You moved up to #3"),
+            row(3, "leaderboard_change", due: "2026-03-10T12:01:30Z", title: "📈 #2", body: "You moved up to #2"),
+            row(4, "streak_at_risk", due: "2026-03-10T11:58:00Z"),
+            row(5, "social_engagement", due: "2026-03-10T12:04:00Z"),
+        ])
+        #expect(result.deliveries.count == 2)
+        let board = result.deliveries.first { $0.content.group == "leaderboard_change" }!
+        #expect(board.rows == [1, 2, 3])
+        #expect(board.id == 1)
+        #expect(board.collapseID == "nudge-1")
+        #expect(board.content.title == "📈 #2")
+        #expect(board.content.body == "You moved up to #2\n(+2 more)")
+        #expect(board.content.data["grouped"] == "3")
+        #expect(result.outcomes[5] == .released)   // due later, and no delivery of its group now
+        // One delivery against "3 a day, 1 an hour": the next one in the hour is refused.
+        let later = plan([row(6, "leaderboard_change", due: "2026-03-10T12:30:00Z")],
+                         past: [PastDelivery(type: "leaderboard_change", sentAt: at("2026-03-10T12:00:00Z"))], now: "2026-03-10T12:30:00Z")
+        #expect(later.outcomes[6] == .suppressed(step: "caps", reason: "leaderboard_change cap: 1 already sent (at most 1 an hour)"))
+    }
+
+    @Test func theDailyTotalSuppressesTheFourthWithItsReason() {
+        let past = ["social_engagement", "proactive_push", "leaderboard_change"].enumerated().map {
+            PastDelivery(type: $0.element, sentAt: at("2026-03-10T0\($0.offset + 7):00:00Z"))
+        }
+        let result = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), row(2, "daily_checkin", due: "2026-03-10T12:00:00Z")],
+                          past: past)
+        #expect(result.outcomes[1] == .suppressed(step: "caps",
+                                                  reason: "daily cap: 3 notifications already sent on 2026-03-10 (at most 3 a day)"))
+        #expect(result.outcomes[2] == .deliver(0))
+    }
+
+    @Test func aRetryGoesToTheDevicesThatLackItUnderItsOwnCollapseIDWithoutCountingAgain() {
+        let past = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-10T0\($0 + 6):00:00Z")) }
+        let result = plan([row(7, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [iphone.key], deliveryID: 5)],
+                          past: past)
+        #expect(result.outcomes[7] == .deliver(0))
+        #expect(result.deliveries[0].targets == [pixel])
+        #expect(result.deliveries[0].collapseID == "nudge-5")
+    }
+
+    @Test func withoutADeviceItIsSuppressedAndWithoutAProviderItWaits() {
+        #expect(plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], devices: []).outcomes[1]
+                == .suppressed(step: "devices", reason: "no active device (user_push_tokens, users.fcm_token)"))
+        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured (…)"), .fcm: .ready]
+        let onlyIPhone = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], devices: [iphone], providers: apnsMissing)
+        #expect(onlyIPhone.outcomes[1] == .waiting(until: at("2026-03-10T12:10:00Z"), reason: "APNs is not configured (…)"))
+        let both = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], providers: apnsMissing)
+        #expect(both.deliveries[0].targets == [pixel])
+        #expect(both.deliveries[0].waiting == [iphone])
+    }
+
+    @Test func aPayloadOverFourKilobytesAndARowThatKeptKillingItsDispatcherFail() {
+        let huge = #"{"note":"\#(String(repeating: "x", count: 5000))"}"#
+        let result = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", payload: huge),
+                           row(2, "social_engagement", due: "2026-03-10T12:00:00Z", attempts: 4),
+                           row(3, "social_engagement", due: "2026-03-10T12:00:00Z", payload: "[1, 2]")])
+        guard case .failed(let reason)? = result.outcomes[1] else { Issue.record("not failed"); return }
+        #expect(reason.contains("over APNs' limit of 4096"))
+        #expect(result.outcomes[2] == .failed("gave up: its last 3 attempts ended without a result (the dispatcher stopped while sending)"))
+        #expect(result.outcomes[3] == .failed("its payload is not a JSON object"))
+    }
+
+    @Test func frenchGroupsSayHowManyMoreInFrench() {
+        let result = plan([row(1, "social_engagement", due: "2026-03-10T12:00:00Z", body: "Bravo"),
+                           row(2, "social_engagement", due: "2026-03-10T12:00:00Z", body: "Super"),
+                           row(3, "social_engagement", due: "2026-03-10T12:00:00Z", body: "Génial")], locale: "fr")
+        #expect(result.deliveries[0].content.body == "Génial\n(+2 autres)")
+    }
+}
+
+@Suite struct SettlementTests {
+    let delivery = DispatchRules.plan(rows: [row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")],
+                                      facts: .init(devices: [iphone, pixel]), providers: ready, locale: "en", calendar: utc,
+                                      now: at("2026-03-10T12:00:00Z")).deliveries[0]
+    let now = at("2026-03-10T12:00:00Z")
+
+    @Test func deliveredEverywhereIsSent() {
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
+                                           results: [iphone.key: .delivered(providerID: "a"), pixel.key: .delivered(providerID: "b")],
+                                           now: now, jitter: 0)
+        #expect(settled.status == .sent)
+        #expect(settled.deliveredTo == [iphone.key, pixel.key])
+        #expect(settled.sentAt == now)
+    }
+
+    @Test func aRetryableFailureBacksOffAndKeepsWhatWasDelivered() {
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
+                                           results: [iphone.key: .delivered(providerID: "a"), pixel.key: .retry("FCM 503 UNAVAILABLE", after: 90)],
+                                           now: now, jitter: 0)
+        #expect(settled.status == .pending)
+        #expect(settled.nextAttemptAt == now.addingTimeInterval(90))   // retry-after beats the 15-30 s backoff
+        #expect(settled.deliveredTo == [iphone.key])
+        #expect(settled.sentAt == now)
+        #expect(settled.countsAsAttempt)
+    }
+
+    @Test func theThirdFailedAttemptEndsIt() {
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 3), delivery: delivery,
+                                           results: [iphone.key: .retry("APNs 500 InternalServerError", after: nil),
+                                                     pixel.key: .invalidToken("FCM 404 UNREGISTERED")],
+                                           now: now, jitter: 0.5)
+        #expect(settled.status == .failed)
+        #expect(settled.lastError != nil)
+    }
+
+    @Test func aConfigurationErrorWaitsWithoutSpendingAnAttempt() {
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
+                                           results: [iphone.key: .configuration("APNs 403 InvalidProviderToken"),
+                                                     pixel.key: .notSent("FCM is paused")],
+                                           now: now, jitter: 0)
+        #expect(settled.status == .pending)
+        #expect(settled.nextAttemptAt == now.addingTimeInterval(DispatchRules.providerWait))
+        #expect(!settled.countsAsAttempt)
+    }
+
+    @Test(arguments: [(1, 0.0, 15.0), (1, 1.0, 30.0), (2, 0.0, 30.0), (2, 1.0, 60.0)])
+    func backoffDoublesWithJitter(_ attempts: Int, _ jitter: Double, _ delay: Double) {
+        #expect(DispatchRules.retryDelay(afterAttempt: attempts, retryAfter: nil, jitter: jitter) == delay)
+    }
+}
+
+@Suite struct PushPayloadTests {
+    let content = DispatchRules.plan(
+        rows: [row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", title: "🔥 Streak", body: "Check in",
+                   payload: #"{"deep_link":"fitcircle://checkin","streak":12,"bonus":true,"meta":{"a":1}}"#)],
+        facts: .init(devices: [iphone]), providers: ready, locale: "en", calendar: utc, now: at("2026-03-10T12:00:00Z")).deliveries[0].content
+
+    @Test func apnsCarriesTheAlertInApsAndTheDeepLinkInData() throws {
+        let object = try #require(JSONSerialization.jsonObject(with: content.apnsPayload()) as? [String: Any])
+        let aps = try #require(object["aps"] as? [String: Any])
+        #expect((aps["alert"] as? [String: String]) == ["title": "🔥 Streak", "body": "Check in"])
+        #expect(aps["sound"] as? String == "default")
+        #expect(aps["thread-id"] as? String == "streak")
+        let data = try #require(object["data"] as? [String: String])
+        #expect(data["deep_link"] == "fitcircle://checkin")
+        #expect(data["type"] == "streak_at_risk")
+        #expect(data["streak"] == "12")
+        #expect(data["bonus"] == "true")
+        #expect(data["meta"] == #"{"a":1}"#)
+        #expect(data["notification_id"] == "1")
+    }
+
+    @Test func fcmTakesStringsOnlyWithAnAndroidBlock() throws {
+        let body = content.fcmRequest(token: "tok", collapseKey: "nudge-1", timeToLive: 3600)
+        let object = try #require(JSONSerialization.jsonObject(with: body) as? [String: Any])
+        let message = try #require(object["message"] as? [String: Any])
+        #expect(message["token"] as? String == "tok")
+        #expect((message["notification"] as? [String: String]) == ["title": "🔥 Streak", "body": "Check in"])
+        #expect((message["data"] as? [String: Any])?.values.allSatisfy { $0 is String } == true)
+        let android = try #require(message["android"] as? [String: Any])
+        #expect(android["priority"] as? String == "high")
+        #expect(android["collapse_key"] as? String == "nudge-1")
+        #expect(android["ttl"] as? String == "3600s")
+        #expect((android["notification"] as? [String: String])?["tag"] == "streak")
+    }
+}
