@@ -44,6 +44,8 @@ public final class StandInAPNs: Sendable {
 
     public enum Answer: Sendable {
         case accept
+        /// Accept, after a while (a slow network, a busy APNs).
+        case acceptAfter(Duration)
         /// An error status with Apple's reason (`BadDeviceToken`, `Unregistered`…).
         case reject(status: Int, reason: String, retryAfter: String? = nil)
         /// Never answer (the client's time-out ends the wait).
@@ -260,13 +262,22 @@ private final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     private func respond(_ answer: StandInAPNs.Answer, apnsID: String?, context: ChannelHandlerContext) {
+        if case .acceptAfter(let delay) = answer {
+            let later = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000
+                                                            + delay.components.attoseconds / 1_000_000_000)) {
+                let (handler, context) = later.value
+                handler.respond(.accept, apnsID: apnsID, context: context)
+            }
+            return
+        }
         var responseHead = HTTPResponseHead(version: .http2, status: .ok)
         responseHead.headers.add(name: "apns-id", value: apnsID ?? UUID().uuidString)
         var body = ByteBuffer()
         switch answer {
         case .hang:
             return
-        case .accept:
+        case .accept, .acceptAfter:
             break
         case .reject(let status, let reason, let retryAfter):
             responseHead.status = HTTPResponseStatus(statusCode: status)

@@ -20,6 +20,10 @@ struct ListJobs: AsyncParsableCommand {
                              definition.killSwitch, enabled, String(definition.batchSize)])
             }
             print(table(rows))
+            print("\nDelivery (dispatch):")
+            for (provider, state) in PushServices.describe(bootstrap.environment) {
+                print("  \(provider.displayName): \(state)")
+            }
             for definition in bootstrap.catalog.definitions {
                 print("\n\(definition.name): \(definition.summary)")
             }

@@ -46,3 +46,158 @@ import Testing
                 == request.headers["apns-id"])
     }
 }
+
+@Suite(.serialized) struct DispatchProviderAnswerTests {
+    /// Each provider answer ends as it should: an invalid token is deactivated (kept for
+    /// audit), a 429, a 5xx and a time-out are retried and delivered on a later attempt.
+    @Test func eachAnswerEndsAsItShould() async throws {
+        let database = try await TestDatabase.fresh()
+        let apnsAnswers: [String: StandInAPNs.Answer] = [
+            Outbox.iosToken(1): .reject(status: 410, reason: "Unregistered"),
+            Outbox.iosToken(2): .reject(status: 400, reason: "BadDeviceToken"),
+            Outbox.iosToken(3): .reject(status: 429, reason: "TooManyRequests"),
+            Outbox.iosToken(4): .reject(status: 500, reason: "InternalServerError"),
+            Outbox.iosToken(5): .hang,
+        ]
+        let fcmAnswers: [String: StandInFCM.Answer] = [
+            Outbox.androidToken(7): .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found."),
+            Outbox.androidToken(8): .reject(status: 400, code: "INVALID_ARGUMENT",
+                                            message: "The registration token is not a valid FCM registration token"),
+            Outbox.androidToken(9): .reject(status: 503, code: "UNAVAILABLE", message: "The service is unavailable.", retryAfter: "45"),
+            Outbox.androidToken(10): .reject(status: 429, code: "QUOTA_EXCEEDED", message: "Quota exceeded."),
+        ]
+        let push = try await PushStandIns.start(
+            apns: { request in request.attempt == 1 ? apnsAnswers[request.deviceToken] ?? .accept : .accept },
+            fcm: { request in request.attempt == 1 ? fcmAnswers[request.deviceToken] ?? .accept : .accept })
+        defer { Task { await push.shutdown() } }
+        for n in 1...6 { try Outbox.user(database, n, ios: 1) }
+        for n in 7...11 { try Outbox.user(database, n, ios: 0, android: 1) }
+        for n in 1...11 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+
+        let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
+        #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
+        #expect(try database.psql("select device_token from user_push_tokens where not active order by 1")
+                == [Outbox.iosToken(1), Outbox.iosToken(2), Outbox.androidToken(7), Outbox.androidToken(8)].sorted().joined(separator: "\n"))
+        let pending = try database.psql("""
+            select u.n || ' ' || o.attempts from notification_outbox o
+              join (select id, row_number() over (order by created_at) n from users) u on u.id = o.user_id
+             where o.status = 'pending' order by 1
+            """)
+        #expect(pending.split(separator: "\n").count == 5, "\(pending)")
+        // QUOTA_EXCEEDED waits a minute at least; UNAVAILABLE its retry-after.
+        #expect(try database.value("""
+            select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
+             where user_id = '\(Fixture.userID(10))'
+            """) == "60")
+        #expect(try database.value("""
+            select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
+             where user_id = '\(Fixture.userID(9))'
+            """) == "45")
+
+        let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: push.environment)
+        #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|4\nsent|7")
+        #expect(try database.value("select last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
+                .contains("410 Unregistered"))
+        // Every attempt is a row: 11 first attempts and 5 retries.
+        #expect(try database.count("select count(*) from notification_logs") == 16)
+        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 7)
+        // The retry carried the first attempt's collapse id and apns-id.
+        let retried = push.apns.requests.filter { $0.deviceToken == Outbox.iosToken(4) }
+        #expect(retried.count == 2)
+        #expect(Set(retried.compactMap(\.collapseID)).count == 1)
+        #expect(Set(retried.compactMap { $0.headers["apns-id"] }).count == 1)
+        // Provider keys are in no table, no log and no output.
+        let key = push.apns.privateKeyPEM.split(separator: "\n")[1]
+        #expect(!(try database.dump()).contains(key))
+        #expect(!(first.stdout + first.stderr + second.stdout + second.stderr).contains(key))
+    }
+
+    /// One provider token serves every push of a run and the runs after it; a new one is made
+    /// only when the stored one is 50 minutes old: over an hour of cron runs, two.
+    @Test func providerTokensOutliveTheProcess() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        for n in 1...3 { try Outbox.user(database, n, ios: 1, android: 1) }
+        for minute in 0..<60 {
+            // Each cron run is a new process a minute after the last: the stored token ages a minute.
+            try database.psql("update provider_tokens set issued_at = issued_at - interval '1 minute', expires_at = expires_at - interval '1 minute'")
+            let now = String(format: "2026-03-10T12:%02d:00Z", minute)
+            if minute % 6 == 0 {
+                for n in 1...3 {
+                    try Outbox.queue(database, n, type: "fitcircle_invite", at: now)
+                }
+            }
+            let result = try await database.nudge(["run", "dispatch", "--now", now], environment: push.environment)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        #expect(push.apns.requestCount == 30)
+        #expect(push.apns.providerTokens.count == 2)
+        // FCM's access token lasts an hour: renewed five minutes before it expires.
+        #expect((1...2).contains(push.fcm.issuedTokens.count))
+        #expect(try database.count("select count(*) from provider_tokens") == 2)
+        #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 30)
+    }
+
+    /// A burst of BadDeviceToken across many devices is the configuration's fault (sandbox tokens
+    /// against production): the channel pauses, no token is deactivated, nothing is dropped, and
+    /// the run says so and exits 1.
+    @Test func aBurstOfInvalidTokensPausesTheChannelInsteadOfPruning() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(apns: { _ in .reject(status: 400, reason: "BadDeviceToken") })
+        defer { Task { await push.shutdown() } }
+        for n in 1...12 { try Outbox.user(database, n, ios: 1) }
+        for n in 1...12 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
+        #expect(result.status == 1, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("APNs paused"))
+        #expect(try database.count("select count(*) from user_push_tokens where not active") == 0)
+        #expect(try database.psql("select distinct status from notification_outbox") == "pending")
+        #expect(try database.count("select count(*) from notification_outbox where attempts > 0") == 0)
+    }
+
+    /// A key Apple does not know (a wrong APNS_KEY_ID) and FCM's THIRD_PARTY_AUTH_ERROR are
+    /// configuration errors: never a reason to prune.
+    @Test func configurationErrorsPauseAndNeverPrune() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(fcm: { _ in .reject(status: 401, code: "THIRD_PARTY_AUTH_ERROR", message: "Auth error") })
+        defer { Task { await push.shutdown() } }
+        try Outbox.user(database, 1, ios: 1, android: 1)
+        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        var environment = push.environment
+        environment["APNS_KEY_ID"] = "WRONGKEY1"
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("APNs paused: APNs 403 InvalidProviderToken"))
+        #expect(result.stdout.contains("FCM paused: FCM 401 THIRD_PARTY_AUTH_ERROR"))
+        #expect(try database.count("select count(*) from user_push_tokens where active") == 2)
+        #expect(try database.value("select status || ' ' || attempts from notification_outbox") == "pending 0")
+    }
+
+    /// Without credentials a provider is "not configured": its notifications stay queued, the
+    /// others go, and `nudge list` and the summary say so.
+    @Test func anUnconfiguredProviderLeavesItsNotificationsQueued() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try Outbox.user(database, 1, ios: 1)
+        try Outbox.user(database, 2, ios: 0, android: 1)
+        for n in 1...2 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        var environment = push.environment
+        for name in ["APNS_KEY_ID", "APNS_TEAM_ID", "APNS_PRIVATE_KEY", "APNS_BUNDLE_ID"] { environment[name] = "" }
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("waiting 1"))
+        #expect(try database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
+                == "pending waiting: APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)\nsent ")
+        let list = try await database.nudge(["list"], environment: environment)
+        #expect(list.stdout.contains("APNs: not configured"))
+        #expect(list.stdout.contains("FCM: configured"))
+        // Half a configuration is an error that names what is missing.
+        environment["APNS_KEY_ID"] = "K"
+        let half = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
+        #expect(half.status == 1)
+        #expect(half.stderr.contains("APNs is half configured: APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID not set"))
+    }
+}
