@@ -30,10 +30,13 @@ struct Bootstrap {
 
     /// Runs `body` against the database of `DATABASE_URL`, in sessions the server knows as
     /// `nudge <command>` (`application_name`).
+    /// `connections`: the most the command holds at once (a dispatch run: one per lane, one for
+    /// provider tokens, one to spare).
     func withDatabase<Result: Sendable>(_ command: String, limits: DatabaseLimits = .forOperators, stopOnSignals: Bool = false,
+                                        connections: Int = 4,
                                         _ body: @escaping @Sendable (Database) async throws -> Result) async throws -> Result {
         try await Database.with(try databaseURL(), logger: logger, applicationName: "nudge \(command)", limits: limits,
-                                stopOnSignals: stopOnSignals, body)
+                                stopOnSignals: stopOnSignals, connections: connections, body)
     }
 
     func definition(_ name: String) throws -> JobDefinition {

@@ -46,6 +46,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "How long a run of a queue job (dispatch) keeps draining what falls due, in seconds (default: the job's; 0: one pass). A run at --now drains what is due at that instant and ends.")
     var drainSeconds: Int?
 
+    @Option(help: "How many batches a run of a queue job (dispatch) works on at once, each claimed on its own database connection (default: the job's).")
+    var lanes: Int?
+
     @Flag(help: "Decide and write inside each batch's transaction, then roll back: nothing is written or queued.")
     var dryRun = false
 
@@ -84,6 +87,7 @@ struct Run: AsyncParsableCommand {
         if let batchSize, !(1...10_000).contains(batchSize) { throw ValidationError("--batch-size must be between 1 and 10000") }
         if let concurrency, !(1...1_000).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 1000") }
         if let drainSeconds, !(0...3_600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 3600") }
+        if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64") }
         if dryRunLlm && !dryRun { throw ValidationError("--dry-run-llm goes with --dry-run") }
         if let maxLlmCalls, maxLlmCalls < 1 { throw ValidationError("--max-llm-calls must be at least 1") }
         if let maxLlmTokens, maxLlmTokens < 1 { throw ValidationError("--max-llm-tokens must be at least 1") }
@@ -156,7 +160,8 @@ struct Run: AsyncParsableCommand {
         do {
             let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
             let summary = try await JobRegistry.withJob(setup) { implementation in
-                try await bootstrap.withDatabase("run \(name)", limits: limits, stopOnSignals: true) { database in
+                try await bootstrap.withDatabase("run \(name)", limits: limits, stopOnSignals: true,
+                                                  connections: max(4, options.lanes + 2)) { database in
                     let pending = try await migrator.pending(database)
                     guard pending.isEmpty else {
                         throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
@@ -204,6 +209,7 @@ struct Run: AsyncParsableCommand {
             batchSize: batchSize ?? definition.batchSize, concurrency: concurrency ?? definition.concurrency ?? 1,
             dryRun: dryRun, dryRunCallsLLM: dryRunLlm, llmBudget: LLMBudget(maxCalls: maxLlmCalls, maxTokens: maxLlmTokens))
         options.drainFor = .seconds(drainSeconds ?? definition.drainSeconds ?? 0)
+        options.lanes = lanes ?? definition.lanes ?? 1
         return options
     }
 

@@ -31,9 +31,10 @@ create index idx_outbox_user_sent on notification_outbox (user_id, sent_at) wher
 
 -- Which dispatcher decides a user's notifications now: one at a time, so that caps and grouping
 -- hold whatever number of dispatchers run. A lease ends at leased_until; a dispatcher that died
--- leaves it to expire.
+-- leaves it to expire. No foreign key: a claim must not check users row by row, and a lease left
+-- by a deleted user is harmless.
 create table dispatch_leases (
-    user_id       uuid primary key references users(id) on delete cascade,
+    user_id       uuid primary key,
     run_id        bigint not null,
     leased_until  timestamptz not null
 );

@@ -23,6 +23,8 @@ public struct QueuedNotification: Sendable, Equatable {
     public let deliveryID: Int64?
     /// When it first reached a device.
     public let sentAt: Date?
+    /// The payload read, once: nil when it is not a JSON object.
+    public let payloadObject: [String: JSONValue]?
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
@@ -40,6 +42,7 @@ public struct QueuedNotification: Sendable, Equatable {
         self.deliveredTo = deliveredTo
         self.deliveryID = deliveryID
         self.sentAt = sentAt
+        self.payloadObject = PushContent.payloadObject(payload)
     }
 
     public var kind: NotificationKind { NotificationKind.of(type) }

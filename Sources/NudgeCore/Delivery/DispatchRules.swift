@@ -65,7 +65,7 @@ public enum DispatchRules {
                                                  reason: "dispatch has no \(row.channel) channel configured")
                 continue
             }
-            guard PushContent.payloadObject(row.payload) != nil else {
+            guard row.payloadObject != nil else {
                 plan.outcomes[row.id] = .failed("its payload is not a JSON object")
                 continue
             }
@@ -115,7 +115,7 @@ public enum DispatchRules {
             let lead = group.min { $0.id < $1.id }!
             let newest = group.max { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }!
             let kind = lead.kind
-            let challenge = PushContent.payloadObject(lead.payload)?["fitcircle_id"]?.text
+            let challenge = lead.payloadObject?["fitcircle_id"]?.text
             let isRetry = lead.deliveryID != nil
             if !isRetry, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, at: now, calendar: calendar, past: past) {
                 for row in group { plan.outcomes[row.id] = .suppressed(step: "caps", reason: refusal) }

@@ -25,13 +25,16 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     /// The job's default `--concurrency`: how many items of a batch its outside step works on at
     /// once (dispatch: every user of the batch).
     public let concurrency: Int?
+    /// For a queue job: how many batches a run works on at once (`--lanes`), each claimed on its
+    /// own connection.
+    public let lanes: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, killSwitch: String,
+                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, killSwitch: String,
                 enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
@@ -42,6 +45,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.catchUpDays = catchUpDays
         self.drainSeconds = drainSeconds
         self.concurrency = concurrency
+        self.lanes = lanes
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -74,6 +78,9 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         }
         if let concurrency, !(1...1_000).contains(concurrency) {
             throw fail("concurrency must be between 1 and 1000")
+        }
+        if let lanes, !(1...64).contains(lanes) {
+            throw fail("lanes must be between 1 and 64")
         }
         return self
     }

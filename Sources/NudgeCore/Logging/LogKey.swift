@@ -4,6 +4,7 @@ enum LogKey {
     static let job = "nudge.job"
     static let shard = "nudge.shard"
     static let batch = "nudge.batch"
+    static let lane = "nudge.lane"
     static let userID = "nudge.user_id"
     static let reason = "nudge.reason"
     static let status = "nudge.status"

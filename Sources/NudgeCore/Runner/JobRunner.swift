@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Runs one job over the items its source pages (users, a user's due notifications, circles…):
 /// pages of `batchSize` items, one set-based read, a pure decision per item, one transaction of
@@ -86,7 +87,7 @@ public struct JobRunner<J: Job>: Sendable {
         var runLogger = logger
         runLogger[metadataKey: LogKey.runID] = "\(runID)"
         let logger = runLogger
-        var context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
+        let context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
                                  clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
                                  concurrency: options.concurrency, database: database)
         logger.info("run started", metadata: [
@@ -108,57 +109,15 @@ public struct JobRunner<J: Job>: Sendable {
         // Set when the job went to its end but met a configuration error: the run reports as
         // usual and exits 1.
         var configurationProblem = false
+        let loop = LoopSettings(runID: runID, ledger: ledger, logger: logger, drainUntil: drainUntil, totals: RunTotals())
         do {
-            batches: while true {
-                if Task.isShuttingDownGracefully || Task.isCancelled {
-                    status = .interrupted
-                    errorMessage = "stopped by a signal; \(options.resumeHint)"
-                    logger.notice("stopping on a signal after the last batch")
-                    break batches
-                }
-                // A cron run decides each batch at the time it really is; a run at --now at that instant.
-                context.now = max(context.now, options.clock.now())
-                let request = pageRequest(after: state.after, runID: runID, now: context.now, logger: logger)
-                let calendars = state.calendars
-                let page: [Paged<J.Source.Item>] = try await db {
-                    try await source.page(request, calendars: calendars, on: connection)
-                }
-                if page.isEmpty {
-                    // An empty page: the end of the items, of this pass over a queue, or a pause.
-                    if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
-                        status = .paused
-                        errorMessage = "paused: \(pause)"
-                        logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
-                        break batches
-                    }
-                    guard isQueue, try await waitForNextPass(state: &state, until: drainUntil, runID: runID,
-                                                             logger: logger, on: db)
-                    else { break batches }
-                    continue batches
-                }
-                let last = page[page.count - 1].id
-                state.batch += 1
-                state.passFoundWork = true
-                var batchLogger = logger
-                batchLogger[metadataKey: LogKey.batch] = "\(state.batch)"
-                var batchContext = context
-                batchContext.logger = batchLogger
-                try await runBatch(page, state: &state, context: batchContext, ledger: ledger, on: db)
-                observer.batchFinished(counts: state.counts)
-                if let stop = state.stop {
-                    status = .stopped
-                    errorMessage = "\(stop); the users it did not reach are left to a later run"
-                    logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
-                    break batches
-                }
-                if state.interrupted {
-                    status = .interrupted
-                    errorMessage = "stopped by a signal; the users whose outside calls were cut short are left to the next run"
-                    logger.notice("stopping on a signal after the batch")
-                    break batches
-                }
-                state.after = isQueue && !options.dryRun ? nil : last
+            // A dry run claims nothing, so its pages are keyset pages: one loop.
+            if isQueue && options.lanes > 1 && !options.dryRun {
+                (status, errorMessage, state) = try await runLanes(context: context, loop: loop, first: db)
+            } else {
+                (status, errorMessage) = try await batchLoop(state: &state, context: context, loop: loop, on: db)
             }
+            state.counts = loop.totals.counts
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
             if let problem = job.runProblem, [.succeeded, .partial].contains(status) {
                 status = .aborted
@@ -171,6 +130,7 @@ public struct JobRunner<J: Job>: Sendable {
             errorMessage = describe(error)
             logger.error("run aborted", metadata: [LogKey.reason: "\(errorMessage!)"])
         }
+        state.counts = loop.totals.counts
         do {
             try await finish(ledger, runID: runID, status: status, state: state, error: errorMessage, on: db)
         } catch {
@@ -191,6 +151,104 @@ public struct JobRunner<J: Job>: Sendable {
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
                           failures: state.failureSample, message: errorMessage,
                           exitCode: status.exitCode(failures: state.counts.failed))
+    }
+
+    /// What every batch loop of a run shares.
+    private struct LoopSettings: Sendable {
+        let runID: Int64
+        let ledger: RunLedger
+        let logger: Logger
+        let drainUntil: ContinuousClock.Instant
+        /// The run's counts, across lanes.
+        let totals: RunTotals
+    }
+
+    /// Pages and batches until the items (or the queue's passes) end, the job is paused, a
+    /// signal comes or the job stops itself: how the loop ended, and why.
+    private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
+                           on db: BoundedConnection) async throws -> (RunStatus, String?) {
+        let connection = db.connection, logger = loop.logger
+        var context = initial
+        while true {
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                logger.notice("stopping on a signal after the last batch")
+                return (.interrupted, "stopped by a signal; \(options.resumeHint)")
+            }
+            // A cron run decides each batch at the time it really is; a run at --now at that instant.
+            context.now = max(context.now, options.clock.now())
+            let request = pageRequest(after: state.after, runID: loop.runID, now: context.now, logger: logger)
+            let calendars = state.calendars
+            let page: [Paged<J.Source.Item>] = try await db {
+                try await source.page(request, calendars: calendars, on: connection)
+            }
+            if page.isEmpty {
+                // An empty page: the end of the items, of this pass over a queue, or a pause.
+                if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
+                    logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
+                    return (.paused, "paused: \(pause)")
+                }
+                guard source.isQueue, try await waitForNextPass(state: &state, until: loop.drainUntil, runID: loop.runID,
+                                                                logger: logger, on: db)
+                else { return (.succeeded, nil) }
+                continue
+            }
+            let last = page[page.count - 1].id
+            state.batch += 1
+            state.passFoundWork = true
+            var batchContext = context
+            batchContext.logger[metadataKey: LogKey.batch] = "\(loop.totals.nextBatch())"
+            try await runBatch(page, state: &state, context: batchContext, ledger: loop.ledger, totals: loop.totals, on: db)
+            observer.batchFinished(counts: loop.totals.counts)
+            if let stop = state.stop {
+                logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
+                return (.stopped, "\(stop); the \(source.noun)s it did not reach are left to a later run")
+            }
+            if state.interrupted {
+                logger.notice("stopping on a signal after the batch")
+                return (.interrupted, "stopped by a signal; the \(source.noun)s whose outside calls were cut short are left to the next run")
+            }
+            state.after = source.isQueue && !options.dryRun ? nil : last
+        }
+    }
+
+    /// A queue drained by `options.lanes` batch loops at once, each on its own connection (the
+    /// first on the run's): as many dispatchers in one process, sharing the run's counts. The
+    /// run ends as the most serious of its lanes' ends.
+    private func runLanes(context: RunContext, loop: LoopSettings,
+                          first: BoundedConnection) async throws -> (RunStatus, String?, BatchLoopState) {
+        let ends = try await withThrowingTaskGroup(of: (RunStatus, String?, BatchLoopState).self) { group in
+            for lane in 0..<options.lanes {
+                group.addTask {
+                    var laneContext = context
+                    laneContext.logger[metadataKey: LogKey.lane] = "\(lane)"
+                    let ownContext = laneContext
+                    if lane == 0 {
+                        var state = BatchLoopState(after: nil)
+                        let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: first)
+                        return (status, message, state)
+                    }
+                    return try await database.withConnection { connection in
+                        var state = BatchLoopState(after: nil)
+                        let db = BoundedConnection(connection: connection, database: database)
+                        let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: db)
+                        return (status, message, state)
+                    }
+                }
+            }
+            var ends: [(RunStatus, String?, BatchLoopState)] = []
+            for try await end in group { ends.append(end) }
+            return ends
+        }
+        var merged = BatchLoopState(after: nil)
+        for (_, _, state) in ends {
+            merged.tally.merge(state.tally, uniquingKeysWith: +)
+            merged.failureSample += state.failureSample.prefix(Self.failuresInSummary - merged.failureSample.count)
+            merged.stop = merged.stop ?? state.stop
+            merged.interrupted = merged.interrupted || state.interrupted
+        }
+        let order: [RunStatus] = [.interrupted, .paused, .stopped, .succeeded]
+        let worst = ends.min { order.firstIndex(of: $0.0) ?? 0 < order.firstIndex(of: $1.0) ?? 0 }!
+        return (worst.0, worst.1, merged)
     }
 
     /// Records how the run ended: on its own connection, or, when that one was lost, on a new one
@@ -216,7 +274,7 @@ public struct JobRunner<J: Job>: Sendable {
     // MARK: One batch
 
     private func runBatch(_ page: [Paged<J.Source.Item>], state: inout BatchLoopState, context: RunContext,
-                          ledger: RunLedger, on db: BoundedConnection) async throws {
+                          ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
         let logger = context.logger
         var failures: [(UUID, String)] = []
         // Items the job skipped with a reason (a window passed, a rejected reply, a spent budget):
@@ -285,7 +343,7 @@ public struct JobRunner<J: Job>: Sendable {
             if !context.dryRun {
                 writes.append(source.release(page: pageIDs, changed: Set(planned.map(\.itemID)), failed: failures, run: context))
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
-                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
+                                          nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
             }
             try await send(writes, context: context, on: db)
         } catch where FailureScope.of(error) == .users {
@@ -308,14 +366,14 @@ public struct JobRunner<J: Job>: Sendable {
             if !context.dryRun, systemic == nil {
                 var record = source.release(page: pageIDs, changed: Set(committed.map(\.itemID)), failed: failures, run: context)
                 record.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                          nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context))
+                                          nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
                 try await send(record, context: context, on: db)
             }
         }
         if context.dryRun, systemic == nil {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
             let record = batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
-                                     nothingDue: nothingDue, skipped: skipped, failures: failures, state: state, context: context)
+                                     nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context)
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
@@ -332,10 +390,13 @@ public struct JobRunner<J: Job>: Sendable {
             report(userID, .nothingDue, detail: reason)
         }
 
-        state.counts.processed += page.count
-        state.counts.succeeded += committed.count
-        state.counts.skipped += nothingDue + skipped.count
-        state.counts.failed += failures.count
+        var batchCounts = RunCounts()
+        batchCounts.processed = page.count
+        batchCounts.succeeded = committed.count
+        batchCounts.skipped = nothingDue + skipped.count
+        batchCounts.failed = failures.count
+        state.counts.add(batchCounts)
+        totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
             for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
@@ -394,9 +455,9 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [Paged<J.Source.Item>], committed: Int, nothingDue: Int,
-                             skipped: [(UUID, String)], failures: [(UUID, String)], state: BatchLoopState,
+                             skipped: [(UUID, String)], failures: [(UUID, String)], totals: RunTotals,
                              context: RunContext) -> BatchWrites {
-        var counts = state.counts
+        var counts = totals.counts
         counts.processed += page.count
         counts.succeeded += committed
         counts.skipped += nothingDue + skipped.count
@@ -663,6 +724,25 @@ struct BoundedConnection: Sendable {
     @discardableResult
     func callAsFunction<T: Sendable>(statements: Int = 1, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         try await database.bounded(connection, statements: statements, operation)
+    }
+}
+
+/// A run's counts, shared by its lanes.
+final class RunTotals: Sendable {
+    private let state = Mutex((counts: RunCounts(), batches: 0))
+
+    var counts: RunCounts { state.withLock { $0.counts } }
+
+    func add(_ batch: RunCounts) {
+        state.withLock { $0.counts.add(batch) }
+    }
+
+    /// The number of the run's next batch, across lanes.
+    func nextBatch() -> Int {
+        state.withLock { state in
+            state.batches += 1
+            return state.batches
+        }
     }
 }
 

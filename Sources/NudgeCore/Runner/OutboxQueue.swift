@@ -36,8 +36,9 @@ public struct OutboxQueue: WorkSource {
     public var noun: String { "user" }
     public var isQueue: Bool { true }
 
-    /// How many due rows a claim looks at to find its users.
-    private func scan(_ request: PageRequest) -> Int { request.limit * 4 }
+    /// How many due rows a claim looks at (and locks) to find its users: most users have one or
+    /// two due at once.
+    private func scan(_ request: PageRequest) -> Int { request.limit * 2 }
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<UserNotifications>] {

@@ -42,6 +42,13 @@ public struct RunCounts: Sendable, Equatable, Codable {
     public var failed = 0
 
     public init() {}
+
+    public mutating func add(_ other: RunCounts) {
+        processed += other.processed
+        succeeded += other.succeeded
+        skipped += other.skipped
+        failed += other.failed
+    }
 }
 
 /// The run ledger (`job_runs`, `job_run_failures`). Operators read it; a resumed run starts from

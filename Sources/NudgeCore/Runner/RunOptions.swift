@@ -71,6 +71,9 @@ public struct RunOptions: Sendable {
     /// then, so that items leave within seconds of their time. Zero: one pass. A run at an
     /// explicit `--now` always makes its passes at that instant and ends.
     public var drainFor: Duration = .zero
+    /// How many batch loops a queue job runs at once in this process (each on its own
+    /// connection): as many dispatchers sharing one run.
+    public var lanes = 1
 
     /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
     public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
@@ -127,6 +130,7 @@ public struct RunOptions: Sendable {
         if let maxTokens = llmBudget.maxTokens { fields["max_llm_tokens"] = String(maxTokens) }
         if dryRunCallsLLM { fields["dry_run_llm"] = "true" }
         if drainFor > .zero { fields["drain_seconds"] = String(Int(drainFor.seconds)) }
+        if lanes > 1 { fields["lanes"] = String(lanes) }
         if let window { fields["from"] = window.from.description; fields["to"] = window.to.description }
         if !users.isEmpty { fields["users"] = users.map { $0.uuidString.lowercased() }.joined(separator: ",") }
         let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])

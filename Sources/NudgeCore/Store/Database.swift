@@ -58,13 +58,15 @@ public struct Database: Sendable {
         applicationName: String = "nudge",
         limits: DatabaseLimits = .forOperators,
         stopOnSignals: Bool = false,
+        connections: Int = 4,
         _ body: @escaping @Sendable (Database) async throws -> Result
     ) async throws -> Result {
         // The pool narrates connection churn at info; only its warnings matter to an operator.
         var poolLogger = logger
         poolLogger.logLevel = max(logger.logLevel, .warning)
         let client = PostgresClient(
-            configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout),
+            configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout,
+                                                   connections: connections),
             backgroundLogger: poolLogger)
         let database = Database(client: client, url: url, limits: limits, logger: logger)
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)

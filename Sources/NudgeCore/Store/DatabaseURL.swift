@@ -112,7 +112,8 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     /// (`application_name`), bounds each statement (`statement_timeout`, also for a transaction
     /// left idle) and has the server probe a silent client (TCP keepalive), so that a run cut off
     /// from its client frees its locks within a minute.
-    public func clientConfiguration(applicationName: String, statementTimeout: Duration?) -> PostgresClient.Configuration {
+    public func clientConfiguration(applicationName: String, statementTimeout: Duration?,
+                                    connections: Int = 4) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -127,7 +128,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
         }
         configuration.options.connectTimeout = .seconds(5)
-        configuration.options.maximumConnections = 4
+        configuration.options.maximumConnections = max(1, connections)
         configuration.options.additionalStartupParameters = Self.sessionParameters(
             applicationName: applicationName, statementTimeout: statementTimeout)
         return configuration

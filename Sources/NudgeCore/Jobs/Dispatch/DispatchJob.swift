@@ -60,28 +60,33 @@ public struct DispatchJob: Job {
                        case when not np.push_challenge_milestone then 'push_challenge_milestone' end], null),
                    coalesce(to_char(np.dnd_start, 'HH24:MI'), ''), coalesce(to_char(np.dnd_end, 'HH24:MI'), ''),
                    coalesce(np.pause_weekends, false),
-                   coalesce((select json_agg(json_build_object('id', t.id, 'token', t.device_token, 'platform', t.platform)
-                                             order by t.created_at, t.id)
-                               from user_push_tokens t where t.user_id = u.id and t.active), '[]')::text,
+                   array(select t.id from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
+                   array(select t.device_token from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
+                   array(select t.platform from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
                    case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
                              and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
                         then u.fcm_token end,
-                   coalesce((select json_agg(json_build_object('type', d.notification_type, 'at', extract(epoch from d.sent_at),
-                                                               'challenge', d.challenge))
-                               from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
-                                            o.payload->>'fitcircle_id' as challenge
-                                       from notification_outbox o
-                                      where o.user_id = u.id and o.sent_at is not null
-                                        and (o.sent_at >= \(run.now.addingTimeInterval(-Self.capsLookBack))
-                                             or o.notification_type = 'challenge_milestone')
-                                      order by coalesce(o.delivery_id, o.id), o.sent_at) d), '[]')::text
+                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}')
               from unnest(\(ids)) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id
+              left join lateral (
+                  -- Each delivery once (a grouped one is several rows): what the caps count.
+                  select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
+                         array_agg(coalesce(p.challenge, '')) as challenges
+                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
+                                 o.payload->>'fitcircle_id' as challenge
+                            from notification_outbox o
+                           where o.user_id = u.id and o.sent_at is not null
+                             and (o.sent_at >= \(run.now.addingTimeInterval(-Self.capsLookBack))
+                                  or o.notification_type = 'challenge_milestone')
+                           order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
-        for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokens, legacy, past)
-            in rows.decode((UUID, Bool, Bool, Bool, [String], String, String, Bool, String, String?, String).self) {
+        for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges)
+            in rows.decode((UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
+                            [String], [Date], [String]).self) {
             var preferences = DeliveryPreferences()
             if hasRow {
                 preferences.pushEnabled = pushEnabled
@@ -92,13 +97,14 @@ public struct DispatchJob: Job {
                 }
                 preferences.quietHours = QuietHours(start: start, end: end, pauseWeekends: pauseWeekends)
             }
-            struct Token: Decodable { let id: UUID; let token: String; let platform: String }
-            struct Sent: Decodable { let type: String; let at: Double; let challenge: String? }
-            var devices = try JSONDecoder().decode([Token].self, from: Data(tokens.utf8))
-                .map { Device(tokenID: $0.id, token: $0.token, platform: $0.platform) }
+            guard tokenIDs.count == tokens.count, tokens.count == platforms.count,
+                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count
+            else { throw MalformedData("the user's devices or deliveries changed while they were read") }
+            var devices = tokenIDs.indices.map { Device(tokenID: tokenIDs[$0], token: tokens[$0], platform: platforms[$0]) }
             if let legacy { devices.append(Device(tokenID: nil, token: legacy, platform: "android")) }
-            let sent = try JSONDecoder().decode([Sent].self, from: Data(past.utf8))
-                .map { PastDelivery(type: $0.type, sentAt: Date(timeIntervalSince1970: $0.at), challenge: $0.challenge) }
+            let sent = pastTypes.indices.map {
+                PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0])
+            }
             facts[id] = Facts(preferences: preferences, devices: devices, past: sent)
         }
         return facts
@@ -300,9 +306,11 @@ public struct DispatchJob: Job {
             }
         }
         if !used.isEmpty {
+            // When a token last took a push, to the hour: a write per token and hour at most.
             writes.step("used_tokens", """
                 update user_push_tokens set last_used = \(run.now)
                  where id = any(\(used)) and not (id = any(\(registered)))
+                   and (last_used is null or last_used < \(run.now.addingTimeInterval(-3600)))
                 """)
         }
         return writes
