@@ -100,7 +100,8 @@ private struct Installation {
             let definition = try String(contentsOf: packageRoot.appendingPathComponent("jobs/\(job).json"), encoding: .utf8)
             let schedule = try #require(definition.range(of: #""schedule": "([^"]+)""#, options: .regularExpression))
             let cron = definition[schedule].dropFirst(#""schedule": ""#.count).dropLast()
-            let cronMinutes = cron.split(separator: " ")[0].split(separator: ",").compactMap { Int($0) }
+            let minuteField = cron.split(separator: " ")[0]
+            let cronMinutes = minuteField == "*" ? Array(0..<60) : minuteField.split(separator: ",").compactMap { Int($0) }
             #expect(!minutes.isEmpty)
             #expect(Set(minutes.map { $0 % 60 }) == Set(cronMinutes), "\(job): \(calendar)")
         }
