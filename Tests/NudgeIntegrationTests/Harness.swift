@@ -239,6 +239,14 @@ final class RunningProcess: @unchecked Sendable {
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
+    /// `wait()`, off Swift's cooperative threads: a stand-in in this process may be answering the
+    /// process meanwhile.
+    func finished() async -> ProcessResult {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.wait()) }
+        }
+    }
+
     func wait() -> ProcessResult {
         process.waitUntilExit()
         defer {

@@ -1,0 +1,128 @@
+import Foundation
+import NudgeStandIns
+import Testing
+@testable import NudgeCore
+
+/// `count` users, each with one iPhone and `perUser` notifications of different types due at `at`.
+private func queueForMany(_ database: TestDatabase, users count: Int, perUser: Int, at: String) throws {
+    let types = ["streak_at_risk", "social_engagement", "weekly_goal_progress", "data_submission", "leaderboard_change"]
+    try database.psql("""
+        begin;
+        insert into users (id, timezone, locale, created_at)
+        select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01' from generate_series(1, \(count)) n;
+        insert into user_push_tokens (user_id, device_token, platform)
+        select id, md5(id::text) || md5(id::text || 'device'), 'ios' from users;
+        insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
+        select 'test:' || u.id || ':' || t.type, 'test', u.id, '\(at.prefix(10))', t.type, '\(at)', 'Title ' || t.type, 'Body'
+          from users u, unnest((array[\(types.prefix(perUser).map { "'\($0)'" }.joined(separator: ","))])::text[]) as t(type);
+        commit;
+        """)
+}
+
+@Suite(.serialized) struct DispatchConcurrencyTests {
+    /// Two dispatchers started together over 10,000 notifications, on different shards and then
+    /// on the same one: every device gets each notification it is owed exactly once, and each
+    /// user's daily cap holds (their notifications are decided by one dispatcher at a time).
+    @Test(arguments: [["0/2", "1/2"], ["0/1", "0/1"]])
+    func twoDispatchersDeliverEachNotificationOnceAndKeepTheCaps(_ shards: [String]) async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try queueForMany(database, users: 2_000, perUser: 5, at: "2026-03-10T12:00:00Z")
+        let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
+        let runs = try shards.map { shard in
+            try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--shard", shard], environment: environment)
+        }
+        for run in runs {
+            let result = await run.finished()
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        }
+
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "sent|6000\nsuppressed|4000")
+        let requests = push.apns.requests
+        #expect(requests.count == 6_000)
+        // One request per device and notification, and three notifications a device: the cap.
+        let perDevice = Dictionary(grouping: requests, by: \.deviceToken)
+        #expect(perDevice.count == 2_000)
+        #expect(perDevice.values.allSatisfy { $0.count == 3 && Set($0.compactMap(\.collapseID)).count == 3 })
+        // Both dispatchers did a share of the work.
+        #expect(try database.count("select count(distinct run_id) from notification_logs") == 2)
+    }
+
+    /// A dispatcher killed mid-way leaves its claims to their lease; the next run takes them and
+    /// no device is shown a notification twice: a push re-sent carries the first one's collapse id.
+    @Test func aDispatcherKilledMidWayLosesNothingAndShowsNothingTwice() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(apns: { _ in .acceptAfter(.milliseconds(40)) })
+        defer { Task { await push.shutdown() } }
+        try queueForMany(database, users: 1_500, perUser: 1, at: "2026-03-10T12:00:00Z")
+        let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "30"]) { _, new in new }
+        let first = try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
+                                            environment: environment)
+        #expect(try eventually(seconds: 60) { push.apns.requestCount >= 300 })
+        first.signal(SIGKILL)
+        _ = await first.finished()
+        let claimed = try database.count("select count(*) from notification_outbox where status = 'sending'")
+        #expect(claimed > 0)
+        #expect(try database.value("select status from job_runs") == "running")
+
+        // Within the lease nothing of it is taken again; after it, everything is.
+        let early = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:40Z"], environment: environment)
+        #expect(early.status == 0, "\(early.stderr)")
+        #expect(try database.count("select count(*) from notification_outbox where status = 'sending'") == claimed)
+        let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: environment)
+        #expect(late.status == 0, "\(late.stderr)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")
+
+        let perDevice = Dictionary(grouping: push.apns.requests, by: \.deviceToken)
+        #expect(perDevice.count == 1_500)
+        // A device may have been sent one notification twice (killed between sending and
+        // recording), never two different collapse ids: it shows one.
+        #expect(perDevice.values.allSatisfy { Set($0.compactMap(\.collapseID)).count == 1 })
+        let twice = perDevice.values.filter { $0.count > 1 }.count
+        #expect(twice <= claimed)
+    }
+
+    /// A dry run decides and reports, calls no provider and changes no row.
+    @Test func aDryRunSendsNothingAndChangesNoRow() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try queueForMany(database, users: 120, perUser: 4, at: "2026-03-10T12:00:00Z")
+        let before = try database.dump(excluding: ["job_runs", "job_run_failures"])
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--dry-run", "--json"],
+                                              environment: push.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
+        #expect(push.apns.requestCount == 0)
+        #expect(push.fcm.requestCount == 0)
+        #expect(push.fcm.issuedTokens.isEmpty)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let decisions = try #require(report["decisions"] as? [[String: Any]])
+        #expect(decisions.count == 120)
+        let summary = try #require(report["summary"] as? [String: Any])
+        let tally = try #require(summary["tally"] as? [String: Int])
+        #expect(tally["would_deliver"] == 360)
+        #expect(tally["suppressed:caps"] == 120)
+    }
+
+    /// Without --now a run drains: a notification that falls due while it runs leaves within a
+    /// second or two of its time; with nothing more due before its deadline, it ends.
+    @Test func aRunDrainsWhatFallsDueAndEndsWhenNothingIs() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try Outbox.user(database, 1)
+        let due = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 4).rounded(.up))
+        try Outbox.queue(database, 1, type: "fitcircle_invite", at: ISO8601DateFormatter().string(from: due))
+        let started = Date()
+        let result = try await database.nudge(["run", "dispatch", "--drain-seconds", "30"], environment: push.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        let request = try #require(push.apns.requests.first)
+        #expect(request.receivedAt >= due.addingTimeInterval(-0.05))
+        #expect(request.receivedAt.timeIntervalSince(due) < 2.5)
+        // It did not wait out its 30 seconds once nothing was due.
+        #expect(Date().timeIntervalSince(started) < 15)
+        #expect(try database.value("select status from notification_outbox") == "sent")
+    }
+}
