@@ -25,9 +25,8 @@ alter table notification_outbox
 drop index idx_outbox_pending;
 create index idx_outbox_due on notification_outbox ((coalesce(next_attempt_at, deliver_after)), id) where status = 'pending';
 create index idx_outbox_leased on notification_outbox (lease_until) where status = 'sending';
-create index idx_outbox_user_open on notification_outbox (user_id) where status in ('pending', 'sending');
--- The caps: a user's deliveries of the last days.
-create index idx_outbox_user_sent on notification_outbox (user_id, sent_at) where status = 'sent';
+-- A leased user's rows and the deliveries the caps count are found through idx_outbox_user: a
+-- user has few rows, and every index more is one more write for each of a row's two updates.
 
 -- Which dispatcher decides a user's notifications now: one at a time, so that caps and grouping
 -- hold whatever number of dispatchers run. A lease ends at leased_until; a dispatcher that died
@@ -54,9 +53,10 @@ create table provider_tokens (
 );
 
 -- Every delivery attempt (seeds 000 and 003): which outbox row, which provider and device, which
--- attempt, which run.
+-- attempt, which run. History: no foreign keys of Nudge's own to check on every attempt, nor to
+-- hold back a clean-up of the outbox.
 alter table notification_logs
-    add column outbox_id        bigint references notification_outbox(id) on delete set null,
+    add column outbox_id        bigint,
     add column provider         text,
     add column device_token_id  uuid,
     add column attempt          integer,

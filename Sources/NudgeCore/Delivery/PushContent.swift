@@ -12,6 +12,8 @@ public struct PushContent: Sendable, Equatable {
     public let group: String
     /// String values only: FCM's `data` takes nothing else, and both platforms get the same.
     public let data: [String: String]
+    /// The APNs payload, written once for every device and retry.
+    public private(set) var apnsBody = Data()
 
     /// The platforms' limit on a payload (APNs: 4096 bytes; FCM: 4096 for `notification` and `data`).
     public static let payloadLimit = 4096
@@ -34,6 +36,7 @@ public struct PushContent: Sendable, Equatable {
         data["notification_id"] = String(lead.deliveryID ?? lead.id)
         if count > 1 { data["grouped"] = String(count) }
         self.data = data
+        apnsBody = apnsPayload()
     }
 
     public init(title: String, body: String, group: String, data: [String: String]) {
@@ -41,6 +44,7 @@ public struct PushContent: Sendable, Equatable {
         self.body = body
         self.group = group
         self.data = data
+        apnsBody = apnsPayload()
     }
 
     /// A payload's JSON object, or nil when the text is not one.
@@ -101,7 +105,7 @@ public struct PushContent: Sendable, Equatable {
 
     /// Why this content cannot go to `providers`: a payload over its limit.
     func sizeProblem(for providers: Set<PushProvider>) -> String? {
-        if providers.contains(.apns), case let size = apnsPayload().count, size > Self.payloadLimit {
+        if providers.contains(.apns), case let size = apnsBody.count, size > Self.payloadLimit {
             return "its APNs payload is \(size) bytes, over APNs' limit of \(Self.payloadLimit)"
         }
         if providers.contains(.fcm), case let size = fcmPayloadSize(), size > Self.payloadLimit {

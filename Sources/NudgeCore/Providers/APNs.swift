@@ -148,12 +148,12 @@ public final class APNsClient: PushService {
         request.headers.add(name: "apns-collapse-id", value: push.collapseID)
         request.headers.add(name: "apns-id", value: push.requestID.uuidString.lowercased())
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: push.content.apnsPayload()))
+        request.body = .bytes(ByteBuffer(bytes: push.content.apnsBody))
         let client = clients[next.increment() % clients.count]
         let head: HTTPResponseHead
         let body: Data
         do {
-            (head, body) = try await http.exchange(request, on: client)
+            (head, body) = try await http.exchangeUntilHead(request, on: client)
         } catch {
             return .result(.retry(ProviderHTTP.describe(error), after: nil))
         }

@@ -168,7 +168,7 @@ public final class FCMClient: PushService {
         let head: HTTPResponseHead
         let body: Data
         do {
-            (head, body) = try await http.exchange(request, on: client)
+            (head, body) = try await http.exchangeUntilHead(request, on: client)
         } catch {
             return .retry(ProviderHTTP.describe(error), after: nil)
         }

@@ -48,11 +48,20 @@ public struct ProviderHTTP: Sendable {
     public func exchange(_ request: HTTPClientRequest, on client: HTTPClient) async throws -> (HTTPResponseHead, Data) {
         let timeout = self.timeout
         return try await withTimeout(timeout) {
-            let response = try await client.execute(request, timeout: TimeAmount(timeout))
-            let body = try await response.body.collect(upTo: Self.largestAnswer)
-            return (HTTPResponseHead(version: response.version, status: response.status, headers: response.headers),
-                    Data(body.readableBytesView))
+            try await exchangeUntilHead(request, on: client, largest: Self.largestAnswer)
         }
+    }
+
+    /// One exchange whose wait for the response head is bounded by `timeout` (AsyncHTTPClient's
+    /// deadline, an event-loop timer), and whose body, of at most `largest` bytes, by the caller:
+    /// a push is sent tens of thousands of times a minute, and a timer task of its own for each
+    /// would cost more than the push. dispatch bounds each batch's sends as a whole.
+    public func exchangeUntilHead(_ request: HTTPClientRequest, on client: HTTPClient,
+                                  largest: Int = 64 * 1024) async throws -> (HTTPResponseHead, Data) {
+        let response = try await client.execute(request, timeout: TimeAmount(timeout))
+        let body = try await response.body.collect(upTo: largest)
+        return (HTTPResponseHead(version: response.version, status: response.status, headers: response.headers),
+                Data(body.readableBytesView))
     }
 
     /// `retry-after` in seconds (an integer or a decimal) or as an HTTP date.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// A short-lived credential a provider wants on every request: the APNs provider token (a JWT),
 /// the FCM OAuth2 access token.
@@ -33,10 +34,15 @@ public actor ProviderTokenStore {
     private let seal: TokenSeal
     private let clock: any RunClock
     private let mint: @Sendable (Date) async throws -> ProviderToken
-    private var current: ProviderToken?
     private var minting: Task<ProviderToken, any Error>?
-    /// Tokens the provider refused: never reused, from memory or from the database.
-    private var refused: Set<String> = []
+
+    /// The token in use and those the provider refused (never reused, from memory or from the
+    /// database): read by every send without a hop to the actor.
+    private struct Held {
+        var current: ProviderToken?
+        var refused: Set<String> = []
+    }
+    private nonisolated let held = Mutex(Held())
 
     /// `mint` makes a new token at the instant it is given.
     public init(provider: String, credential: String, secret: Data, renewAfter: TimeInterval, keepAtLeast: TimeInterval = 0,
@@ -53,31 +59,40 @@ public actor ProviderTokenStore {
     /// How many tokens this store has minted (for a run's summary and the tests).
     public private(set) var minted = 0
 
-    /// The token to send now.
-    public func token(database: Database?, logger: Logger) async throws -> String {
+    /// The token to send now: the one in memory while it is fresh, without waiting on anything.
+    public nonisolated func token(database: Database?, logger: Logger) async throws -> String {
         let now = clock.now()
-        if let current, isFresh(current, at: now) { return current.value }
+        if let current = held.withLock({ $0.current }), isFresh(current, at: now) { return current.value }
+        return try await renewed(database: database, logger: logger)
+    }
+
+    /// A fresh token, one mint at a time for the process.
+    private func renewed(database: Database?, logger: Logger) async throws -> String {
+        if let current = held.withLock({ $0.current }), isFresh(current, at: clock.now()) { return current.value }
         if let minting { return try await minting.value.value }
         let task = Task { try await self.obtain(database: database, logger: logger) }
         minting = task
         defer { minting = nil }
         let token = try await task.value
-        current = token
+        held.withLock { $0.current = token }
         return token.value
     }
 
     /// The provider refused `token` as expired: whether a new one may be made now (false: it is
     /// too young to replace, and the refusal says the clock or the key is wrong).
     public func refuse(_ token: String) -> Bool {
-        guard let current, current.value == token else { return true }
-        guard clock.now().timeIntervalSince(current.issuedAt) >= keepAtLeast else { return false }
-        refused.insert(token)
-        self.current = nil
-        return true
+        let now = clock.now()
+        return held.withLock { held in
+            guard let current = held.current, current.value == token else { return true }
+            guard now.timeIntervalSince(current.issuedAt) >= keepAtLeast else { return false }
+            held.refused.insert(token)
+            held.current = nil
+            return true
+        }
     }
 
-    private func isFresh(_ token: ProviderToken, at now: Date) -> Bool {
-        !refused.contains(token.value) && now.timeIntervalSince(token.issuedAt) < renewAfter
+    private nonisolated func isFresh(_ token: ProviderToken, at now: Date) -> Bool {
+        !held.withLock { $0.refused.contains(token.value) } && now.timeIntervalSince(token.issuedAt) < renewAfter
             && token.issuedAt <= now.addingTimeInterval(300) && token.expiresAt > now
     }
 

@@ -57,10 +57,13 @@ public struct PushServices: Sendable {
     /// Each provider: ready when configured (on a dry run too, which decides as a real run
     /// would and sends nothing), else why not.
     public let states: [PushProvider: ProviderState]
+    /// How long a send waits for the provider's answer (`NUDGE_PUSH_TIMEOUT_SECONDS`).
+    public let timeout: Duration
 
-    public init(services: [PushProvider: any PushService], states: [PushProvider: ProviderState]) {
+    public init(services: [PushProvider: any PushService], states: [PushProvider: ProviderState], timeout: Duration) {
         self.services = services
         self.states = states
+        self.timeout = timeout
     }
 
     /// Builds the services the environment configures, runs `body` with them, and shuts them
@@ -89,7 +92,7 @@ public struct PushServices: Sendable {
             for service in services.values { await service.shutdown() }
             throw error
         }
-        let all = PushServices(services: services, states: states)
+        let all = PushServices(services: services, states: states, timeout: http.timeout)
         do {
             let result = try await body(all)
             for service in services.values { await service.shutdown() }

@@ -56,6 +56,11 @@ public protocol Job: Sendable {
     /// How long the runner leaves between one batch's outside calls and the next batch's.
     var pauseBetweenBatches: Duration { get }
 
+    /// How long a batch's outside calls may take all together, when the job's calls leave part
+    /// of their own bound to the runner (dispatch: a provider that stalls after its answer's
+    /// head); nil when each call bounds itself. The items still at work then fail with the reason.
+    var outsideTimeLimit: Duration? { get }
+
     /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
     /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
     func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
@@ -79,6 +84,8 @@ extension Job {
     }
 
     public var pauseBetweenBatches: Duration { .zero }
+
+    public var outsideTimeLimit: Duration? { nil }
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
 

@@ -188,7 +188,7 @@ public struct JobRunner<J: Job>: Sendable {
                     return (.paused, "paused: \(pause)")
                 }
                 guard source.isQueue, try await waitForNextPass(state: &state, until: loop.drainUntil, runID: loop.runID,
-                                                                logger: logger, on: db)
+                                                                totals: loop.totals, logger: logger, on: db)
                 else { return (.succeeded, nil) }
                 continue
             }
@@ -462,7 +462,9 @@ public struct JobRunner<J: Job>: Sendable {
         counts.succeeded += committed
         counts.skipped += nothingDue + skipped.count
         counts.failed += failures.count
-        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped)
+        // A queue's lanes write the run's progress a few times a second between them, not each batch.
+        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped,
+                                  progress: !source.isQueue || totals.progressDue())
     }
 
     /// What the outside step made of a batch's changes.
@@ -511,9 +513,23 @@ public struct JobRunner<J: Job>: Sendable {
                 do { try await gracefulShutdown() } catch { return (-1, .interrupted) }
                 return nil
             }
+            // The batch's bound, when the job's calls leave part of their waits to it (-2).
+            var timeLimitPassed = false
+            if let limit = job.outsideTimeLimit {
+                group.addTask {
+                    do { try await Task.sleep(for: limit) } catch { return (-1, .interrupted) }
+                    return (-2, .interrupted)
+                }
+            }
             for _ in 0..<max(1, context.concurrency) { startNext() }
             while running > 0, let finished = await group.next() {
                 switch finished {
+                case (-2, _)?:
+                    timeLimitPassed = true
+                    group.cancelAll()
+                case (let index, .interrupted)? where index >= 0 && timeLimitPassed && !shuttingDown:
+                    outcomes[index] = .failed("its outside calls took longer than the batch's \(job.outsideTimeLimit!)")
+                    running -= 1
                 case nil where !shuttingDown:
                     shuttingDown = true
                     group.addTask {
@@ -631,11 +647,15 @@ public struct JobRunner<J: Job>: Sendable {
     /// (looking again every second, for items queued meanwhile) and ends when nothing falls due
     /// before its deadline, on a signal or when the job is paused.
     private func waitForNextPass(state: inout BatchLoopState, until deadline: ContinuousClock.Instant, runID: Int64,
-                                 logger: Logger, on db: BoundedConnection) async throws -> Bool {
+                                 totals: RunTotals, logger: Logger, on db: BoundedConnection) async throws -> Bool {
         defer { state.passFoundWork = false }
         if options.nowIsExplicit || options.dryRun { return state.passFoundWork && !options.dryRun }
         while ContinuousClock.now < deadline {
             if Task.isShuttingDownGracefully || Task.isCancelled { return false }
+            if totals.progressDue() {
+                let counts = totals.counts
+                try await db { try await db.connection.query(RunLedger.heartbeat(runID: runID, counts: counts), logger: logger) }
+            }
             let now = options.clock.now()
             let request = pageRequest(after: nil, runID: runID, now: now, logger: logger)
             let next: Date? = try await db { try await source.nextDue(after: now, request: request, on: db.connection) }
@@ -729,7 +749,17 @@ struct BoundedConnection: Sendable {
 
 /// A run's counts, shared by its lanes.
 final class RunTotals: Sendable {
-    private let state = Mutex((counts: RunCounts(), batches: 0))
+    private let state = Mutex((counts: RunCounts(), batches: 0, lastProgress: ContinuousClock.now))
+
+    /// Whether the run's row is due its progress (counts, heartbeat): every half second at most,
+    /// whichever lane asks first.
+    func progressDue() -> Bool {
+        state.withLock { state in
+            guard ContinuousClock.now - state.lastProgress >= .milliseconds(500) else { return false }
+            state.lastProgress = .now
+            return true
+        }
+    }
 
     var counts: RunCounts { state.withLock { $0.counts } }
 

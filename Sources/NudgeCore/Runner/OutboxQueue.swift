@@ -21,6 +21,10 @@ public struct UserNotifications: Sendable {
 /// up); the batch's write puts back what it did not change. A dry run claims nothing: it reads
 /// the users with due rows in id order.
 public struct OutboxQueue: WorkSource {
+    /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
+    typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
+                            Int, [String], Int64?, Date?, String?, String, Date)
+
     public typealias Item = UserNotifications
 
     /// How long a claim holds: longer than a batch's sends and write take.
@@ -36,18 +40,23 @@ public struct OutboxQueue: WorkSource {
     public var noun: String { "user" }
     public var isQueue: Bool { true }
 
-    /// How many due rows a claim looks at (and locks) to find its users: most users have one or
-    /// two due at once.
-    private func scan(_ request: PageRequest) -> Int { request.limit * 2 }
-
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<UserNotifications>] {
-        let rows = try await connection.query(try (request.dryRun ? peek(request) : claim(request)).query(), logger: request.logger)
+        let rows: [ClaimedRow]
+        if request.dryRun {
+            var read: [ClaimedRow] = []
+            for try await row in try await connection.query(try peek(request).query(), logger: request.logger)
+                .decode(ClaimedRow.self) { read.append(row) }
+            rows = read
+        } else {
+            var claimed: [ClaimedRow] = []
+            for try await row in try await connection.execute(Claim(request: request, lease: lease, lookAhead: lookAhead),
+                                                              logger: request.logger) { claimed.append(row) }
+            rows = claimed
+        }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
-        for try await (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-                       attempts, deliveredTo, deliveryID, sentAt, timezone, locale, createdAt)
-            in rows.decode((Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, String?, String, Date).self) {
+        for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
+             attempts, deliveredTo, deliveryID, sentAt, timezone, locale, createdAt) in rows {
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
                                          deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt)
@@ -66,68 +75,9 @@ public struct OutboxQueue: WorkSource {
         }
     }
 
-    private func columns(_ o: String) -> SQLFragment {
-        """
-        \(unescaped: o).id, \(unescaped: o).user_id, \(unescaped: o).notification_type, \(unescaped: o).channel,
-        \(unescaped: o).local_day, \(unescaped: o).deliver_after,
-        coalesce(\(unescaped: o).next_attempt_at, \(unescaped: o).deliver_after) as due_at,
-        coalesce(\(unescaped: o).title, '') as title, coalesce(\(unescaped: o).body, '') as body,
-        \(unescaped: o).payload::text as payload, \(unescaped: o).attempts, \(unescaped: o).delivered_to,
-        \(unescaped: o).delivery_id, \(unescaped: o).sent_at
-        """
-    }
-
     /// Rows whose user no dispatcher holds now.
     private func unleased(_ request: PageRequest) -> SQLFragment {
         "not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > \(request.now))"
-    }
-
-    private func claim(_ request: PageRequest) -> SQLFragment {
-        let until = request.now.addingTimeInterval(lease)
-        let filters: SQLFragment = "\(request.notPaused) and \(request.inShard("o.user_id")) and \(request.forUsers("o.user_id")) and \(unleased(request))"
-        return """
-            with due as (
-                select o.id, o.user_id, coalesce(o.next_attempt_at, o.deliver_after) as due_at
-                  from notification_outbox o
-                 where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now) and \(filters)
-                 order by coalesce(o.next_attempt_at, o.deliver_after), o.id
-                 limit \(scan(request))
-                   for update of o skip locked
-            ), lapsed as (
-                select o.id, o.user_id, o.lease_until as due_at
-                  from notification_outbox o
-                 where o.status = 'sending' and o.lease_until <= \(request.now) and \(filters)
-                 order by o.lease_until, o.id
-                 limit \(scan(request))
-                   for update of o skip locked
-            ), picked as (
-                select user_id from (select user_id, min(due_at) as first_due
-                                       from (select * from due union all select * from lapsed) d
-                                      group by user_id order by first_due, user_id limit \(request.limit)) p
-                 order by user_id
-            ), leased as (
-                insert into dispatch_leases (user_id, run_id, leased_until)
-                select user_id, \(request.runID), \(until) from picked order by user_id
-                on conflict (user_id) do update set run_id = excluded.run_id, leased_until = excluded.leased_until
-                 where dispatch_leases.leased_until <= \(request.now)
-                returning user_id
-            ), claimable as (
-                select o.id from notification_outbox o join leased l on l.user_id = o.user_id
-                 where (o.status = 'pending'
-                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now.addingTimeInterval(lookAhead)))
-                    or (o.status = 'sending' and o.lease_until <= \(request.now))
-                   for update of o skip locked
-            ), claimed as (
-                update notification_outbox o
-                   set status = 'sending', lease_until = \(until), claimed_by = \(request.runID), attempts = o.attempts + 1
-                  from claimable c
-                 where o.id = c.id
-                returning \(columns("o"))
-            )
-            select c.*, u.timezone, u.locale, u.created_at
-              from claimed c join users u on u.id = c.user_id
-             order by c.user_id, c.due_at, c.id
-            """
     }
 
     /// A dry run's page: the next users with due rows, in id order, claimed by nobody.
@@ -201,5 +151,96 @@ public struct OutboxQueue: WorkSource {
                 """)
         }
         return writes
+    }
+}
+
+/// The claim, prepared once per connection: a dispatcher sends it hundreds of times a minute, and
+/// planning it each time would cost more than running it. Every filter is a parameter (the
+/// shard, the `--user` ids, the job's pause), so that its text never changes.
+private struct Claim: PostgresPreparedStatement {
+    typealias Row = OutboxQueue.ClaimedRow
+
+    let request: PageRequest
+    let lease: TimeInterval
+    let lookAhead: TimeInterval
+
+    static let name = "nudge_outbox_claim_v1"
+
+    static let sql = """
+        with due as (
+            select o.id, o.user_id, coalesce(o.next_attempt_at, o.deliver_after) as due_at
+              from notification_outbox o
+             where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= $1
+               and not exists (select 1 from job_pauses where job in ($10, '*'))
+               and ($7 = 1 or ('x' || left(o.user_id::text, 8))::bit(32)::bigint % $7 = $8)
+               and (cardinality($9::uuid[]) = 0 or o.user_id = any($9::uuid[]))
+               and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > $1)
+             order by coalesce(o.next_attempt_at, o.deliver_after), o.id
+             limit $6
+               for update of o skip locked
+        ), lapsed as (
+            select o.id, o.user_id, o.lease_until as due_at
+              from notification_outbox o
+             where o.status = 'sending' and o.lease_until <= $1
+               and not exists (select 1 from job_pauses where job in ($10, '*'))
+               and ($7 = 1 or ('x' || left(o.user_id::text, 8))::bit(32)::bigint % $7 = $8)
+               and (cardinality($9::uuid[]) = 0 or o.user_id = any($9::uuid[]))
+               and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > $1)
+             order by o.lease_until, o.id
+             limit $6
+               for update of o skip locked
+        ), picked as (
+            select user_id from (select user_id, min(due_at) as first_due
+                                   from (select * from due union all select * from lapsed) d
+                                  group by user_id order by first_due, user_id limit $5) p
+             order by user_id
+        ), leased as (
+            insert into dispatch_leases (user_id, run_id, leased_until)
+            select user_id, $4, $2 from picked order by user_id
+            on conflict (user_id) do update set run_id = excluded.run_id, leased_until = excluded.leased_until
+             where dispatch_leases.leased_until <= $1
+            returning user_id
+        ), claimable as (
+            select o.id from notification_outbox o join leased l on l.user_id = o.user_id
+             where (o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= $3)
+                or (o.status = 'sending' and o.lease_until <= $1)
+               for update of o skip locked
+        ), claimed as (
+            update notification_outbox o
+               set status = 'sending', lease_until = $2, claimed_by = $4, attempts = o.attempts + 1
+              from claimable c
+             where o.id = c.id
+            returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
+                      coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, '') as title,
+                      coalesce(o.body, '') as body, o.payload::text as payload, o.attempts, o.delivered_to,
+                      o.delivery_id, o.sent_at
+        )
+        select c.*, u.timezone, u.locale, u.created_at
+          from claimed c join users u on u.id = c.user_id
+         order by c.user_id, c.due_at, c.id
+        """
+
+    static var bindingDataTypes: [PostgresDataType] {
+        [.timestamptz, .timestamptz, .timestamptz, .int8, .int8, .int8, .int8, .int8, .uuidArray, .text]
+    }
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 10)
+        bindings.append(request.now)
+        bindings.append(request.now.addingTimeInterval(lease))
+        bindings.append(request.now.addingTimeInterval(lookAhead))
+        bindings.append(request.runID)
+        bindings.append(Int64(request.limit))
+        // How many due rows it looks at (and locks) to find its users: most have one or two due.
+        bindings.append(Int64(request.limit * 2))
+        bindings.append(Int64(request.shard.count))
+        bindings.append(Int64(request.shard.index))
+        bindings.append(request.users)
+        bindings.append(request.job)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
     }
 }

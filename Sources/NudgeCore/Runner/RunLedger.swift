@@ -147,7 +147,10 @@ struct RunLedger: Sendable {
     /// Records a batch's progress: its failures and the checkpoint. Inside the batch's transaction
     /// for a real run, so that the checkpoint never runs ahead of the writes.
     /// The batch's failures and the run's checkpoint and counts, as steps of the batch's statement.
-    func batchRecord(runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)]) -> BatchWrites {
+    /// `progress` false leaves the run's row alone (only the failures are written): the lanes of a
+    /// queue's run would otherwise queue up behind that one row's lock, batch after batch.
+    func batchRecord(runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)],
+                     progress: Bool = true) -> BatchWrites {
         var writes = BatchWrites()
         if !failures.isEmpty {
             writes.step("nudge_failures", """
@@ -156,6 +159,7 @@ struct RunLedger: Sendable {
                 on conflict (run_id, item_id) do update set reason = excluded.reason
                 """)
         }
+        guard progress else { return writes }
         writes.step("nudge_checkpoint", """
             update job_runs set checkpoint = \(checkpoint), heartbeat_at = now(),
                    processed = \(counts.processed), succeeded = \(counts.succeeded),
@@ -163,6 +167,15 @@ struct RunLedger: Sendable {
              where id = \(runID)
             """)
         return writes
+    }
+
+    /// A queue's run between two passes: alive, with its counts so far.
+    static func heartbeat(runID: Int64, counts: RunCounts) -> PostgresQuery {
+        """
+        update job_runs set heartbeat_at = now(), processed = \(counts.processed), succeeded = \(counts.succeeded),
+               skipped = \(counts.skipped), failed = \(counts.failed)
+         where id = \(runID)
+        """
     }
 
     func finish(runID: Int64, status: RunStatus, counts: RunCounts, tally: [String: Int], error: String?,

@@ -37,6 +37,10 @@ public struct DispatchJob: Job {
 
     public var completesOutside: Bool { !dryRun }
 
+    /// A batch's sends together: each waits for its answer's head within the push time-out;
+    /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
+    public var outsideTimeLimit: Duration? { push.timeout * 3 + .seconds(5) }
+
     public var runProblem: String? {
         let problems = health.problems
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
@@ -374,7 +378,7 @@ private struct LogRows {
         statuses.append(status)
         titles.append(content?.title ?? row.title)
         bodies.append(content?.body ?? row.body)
-        payloads.append(content.map { JSONValue.object($0.data.mapValues { .string($0) }).description } ?? row.payload)
+        payloads.append(row.payload)
         providers.append(provider ?? "")
         providerIDs.append(providerID ?? "")
         errors.append(error ?? "")
