@@ -68,6 +68,10 @@ public protocol Job: Sendable {
     /// A configuration error the job met on its way without stopping (dispatch: a provider
     /// paused for the rest of the run): the run goes to its end, then reports it and exits 1.
     var runProblem: String? { get }
+
+    /// What the run's summary should say besides its counts, from its tally (dispatch: which
+    /// providers are not configured, and how many notifications wait for them).
+    func summaryNote(tally: [String: Int]) -> String?
 }
 
 extension Job where Source == UserSource {
@@ -90,6 +94,8 @@ extension Job {
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
 
     public var runProblem: String? { nil }
+
+    public func summaryNote(tally: [String: Int]) -> String? { nil }
 }
 
 /// Thrown by a job's outside step to skip one user with a reason the ledger records (push-trigger:

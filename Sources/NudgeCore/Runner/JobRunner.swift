@@ -149,7 +149,7 @@ public struct JobRunner<J: Job>: Sendable {
         ])
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
-                          failures: state.failureSample, message: errorMessage,
+                          failures: state.failureSample, message: errorMessage ?? job.summaryNote(tally: state.tally),
                           exitCode: status.exitCode(failures: state.counts.failed))
     }
 

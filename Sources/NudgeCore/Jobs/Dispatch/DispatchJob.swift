@@ -41,6 +41,15 @@ public struct DispatchJob: Job {
     /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
     public var outsideTimeLimit: Duration? { push.timeout * 3 + .seconds(5) }
 
+    public func summaryNote(tally: [String: Int]) -> String? {
+        let missing = PushProvider.allCases.compactMap { provider -> String? in
+            guard case .unavailable(let why)? = push.states[provider] else { return nil }
+            return why
+        }
+        guard !missing.isEmpty else { return nil }
+        return missing.joined(separator: "; ") + "; notifications waiting for a provider: \(tally["waiting", default: 0]), none dropped"
+    }
+
     public var runProblem: String? {
         let problems = health.problems
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
