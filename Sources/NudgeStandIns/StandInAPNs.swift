@@ -179,7 +179,10 @@ public final class StandInAPNs: Sendable {
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any], object["aps"] is [String: Any]
             else { return (400, "BadPayload") }
         } else {
-            guard body.first == UInt8(ascii: "{"), body.last == UInt8(ascii: "}"), body.range(of: Data(#""aps":{"#.utf8)) != nil
+            let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+            guard body.first(where: { !whitespace.contains($0) }) == UInt8(ascii: "{"),
+                  body.last(where: { !whitespace.contains($0) }) == UInt8(ascii: "}"),
+                  body.range(of: Data(#""aps":{"#.utf8)) != nil
             else { return (400, "BadPayload") }
         }
         return nil

@@ -219,7 +219,7 @@ public final class StandInFCM: Sendable {
             return (error(status, status: statusText, code: fcmCodes.contains(code) ? code : nil,
                           message: text.isEmpty ? "stand-in answered \(code)" : text, retryAfter: retryAfter), .zero)
         case .hang:
-            return (.hangUp, .seconds(3600))
+            return (.silence, .zero)
         }
     }
 }

@@ -4,7 +4,9 @@ import NIOHTTP1
 import NIOPosix
 
 /// A small HTTP/1.1 server on loopback for the stand-ins that speak plain HTTP (the LLM, FCM and
-/// its token endpoint): each request, read whole, goes to `handler`, whose reply is written back.
+/// its token endpoint): each request, read whole, goes to `handler`, whose reply is written back
+/// after its latency. It runs on NIO's event loops alone, never on Swift's cooperative threads:
+/// a test in the same process may block those while it waits for the program it is serving.
 struct StandInHTTPServer: Sendable {
     struct Request: Sendable {
         let method: HTTPMethod
@@ -19,88 +21,95 @@ struct StandInHTTPServer: Sendable {
         case respond(status: Int, headers: [(String, String)], body: Data)
         /// Close the connection without answering.
         case hangUp
+        /// Keep the connection and never answer.
+        case silence
         /// Send a 200's head and the start of a body, then nothing more.
         case stallAfterHead
     }
 
-    let port: Int
-    private let task: Task<Void, Never>
+    typealias Handler = @Sendable (Request) -> (reply: Reply, latency: Duration)
 
-    static func start(port: Int, handler: @escaping @Sendable (Request) async -> (reply: Reply, latency: Duration)) async throws
-        -> StandInHTTPServer {
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    let port: Int
+    private let channel: any Channel
+
+    static func start(port: Int, handler: @escaping Handler) async throws -> StandInHTTPServer {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(StandInHTTPHandler(handler: handler))
                 }
             }
-        let boundPort = server.channel.localAddress?.port ?? port
-        let task = Task {
-            await withDiscardingTaskGroup { group in
-                do {
-                    try await server.executeThenClose { connections in
-                        for try await connection in connections {
-                            group.addTask { await serve(connection, handler: handler) }
-                        }
-                    }
-                } catch {
-                    // The server channel closes when the stand-in is shut down.
-                }
-            }
-        }
-        return StandInHTTPServer(port: boundPort, task: task)
+            .bind(host: "127.0.0.1", port: port).get()
+        return StandInHTTPServer(port: channel.localAddress?.port ?? port, channel: channel)
     }
 
     func shutdown() async {
-        task.cancel()
-        await task.value
+        try? await channel.close()
+    }
+}
+
+private final class StandInHTTPHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let handler: StandInHTTPServer.Handler
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+
+    init(handler: @escaping StandInHTTPServer.Handler) {
+        self.handler = handler
     }
 
-    private static func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>,
-                              handler: @escaping @Sendable (Request) async -> (reply: Reply, latency: Duration)) async {
-        try? await connection.executeThenClose { inbound, outbound in
-            var head: HTTPRequestHead?
-            var body = ByteBuffer()
-            for try await part in inbound {
-                switch part {
-                case .head(let requestHead):
-                    head = requestHead
-                    body.clear()
-                case .body(var chunk):
-                    body.writeBuffer(&chunk)
-                case .end:
-                    guard let requestHead = head else { continue }
-                    var headers: [String: String] = [:]
-                    for (name, value) in requestHead.headers { headers[name.lowercased()] = value }
-                    let request = Request(method: requestHead.method, path: requestHead.uri, headers: headers,
-                                          body: Data(body.readableBytesView), receivedAt: .now)
-                    let (reply, latency) = await handler(request)
-                    if latency > .zero { try await Task.sleep(for: latency) }
-                    switch reply {
-                    case .hangUp:
-                        return
-                    case .stallAfterHead:
-                        var stalled = HTTPResponseHead(version: requestHead.version, status: .ok)
-                        stalled.headers.add(name: "content-type", value: "application/json")
-                        stalled.headers.add(name: "content-length", value: "4096")
-                        try await outbound.write(.head(stalled))
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "{\"id\": \"msg_"))))
-                        try await Task.sleep(for: .seconds(3600))
-                        return
-                    case .respond(let status, let extra, let data):
-                        var responseHead = HTTPResponseHead(version: requestHead.version, status: HTTPResponseStatus(statusCode: status))
-                        responseHead.headers.add(name: "content-type", value: "application/json")
-                        responseHead.headers.add(name: "content-length", value: String(data.count))
-                        for (name, value) in extra { responseHead.headers.add(name: name, value: value) }
-                        try await outbound.write(.head(responseHead))
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: data))))
-                        try await outbound.write(.end(nil))
-                    }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let requestHead):
+            head = requestHead
+            body.clear()
+        case .body(var chunk):
+            body.writeBuffer(&chunk)
+        case .end:
+            guard let requestHead = head else { return }
+            var headers: [String: String] = [:]
+            for (name, value) in requestHead.headers { headers[name.lowercased()] = value }
+            let request = StandInHTTPServer.Request(method: requestHead.method, path: requestHead.uri, headers: headers,
+                                                    body: Data(body.readableBytesView), receivedAt: .now)
+            let (reply, latency) = handler(request)
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let version = requestHead.version
+            if latency > .zero {
+                let (seconds, attoseconds) = latency.components
+                context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+                    let (handler, context) = bound.value
+                    handler.write(reply, version: version, context: context)
                 }
+            } else {
+                write(reply, version: version, context: context)
             }
+        }
+    }
+
+    private func write(_ reply: StandInHTTPServer.Reply, version: HTTPVersion, context: ChannelHandlerContext) {
+        switch reply {
+        case .hangUp:
+            context.close(promise: nil)
+        case .silence:
+            break
+        case .stallAfterHead:
+            var stalled = HTTPResponseHead(version: version, status: .ok)
+            stalled.headers.add(name: "content-type", value: "application/json")
+            stalled.headers.add(name: "content-length", value: "4096")
+            context.write(wrapOutboundOut(.head(stalled)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "{\"id\": \"msg_")))), promise: nil)
+        case .respond(let status, let extra, let data):
+            var responseHead = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: status))
+            responseHead.headers.add(name: "content-type", value: "application/json")
+            responseHead.headers.add(name: "content-length", value: String(data.count))
+            for (name, value) in extra { responseHead.headers.add(name: name, value: value) }
+            context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: data)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
 }

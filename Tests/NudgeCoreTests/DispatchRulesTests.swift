@@ -10,10 +10,10 @@ private let ready: [PushProvider: ProviderState] = [.apns: .ready, .fcm: .ready]
 private let utc = try! LocalCalendar(identifier: "UTC")
 
 private func row(_ id: Int64, _ type: String, due: String, title: String = "t", body: String = "b", payload: String = "{}",
-                 attempts: Int = 1, deliveredTo: Set<String> = [], deliveryID: Int64? = nil) -> QueuedNotification {
+                 attempts: Int = 1, deliveredTo: Set<String> = [], deliveryID: Int64? = nil, sentAt: Date? = nil) -> QueuedNotification {
     QueuedNotification(id: id, type: type, localDay: LocalDate(iso8601: String(due.prefix(10)))!, deliverAfter: at(due),
                        title: title, body: body, payload: payload, attempts: attempts, deliveredTo: deliveredTo,
-                       deliveryID: deliveryID)
+                       deliveryID: deliveryID, sentAt: sentAt)
 }
 
 private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences = .standard, devices: [Device] = [iphone, pixel],
@@ -81,11 +81,31 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
 
     @Test func aRetryGoesToTheDevicesThatLackItUnderItsOwnCollapseIDWithoutCountingAgain() {
         let past = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-10T0\($0 + 6):00:00Z")) }
-        let result = plan([row(7, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [iphone.key], deliveryID: 5)],
+        let result = plan([row(7, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [iphone.key], deliveryID: 5,
+                               sentAt: at("2026-03-10T11:59:00Z"))],
                           past: past)
         #expect(result.outcomes[7] == .deliver(0))
         #expect(result.deliveries[0].targets == [pixel])
         #expect(result.deliveries[0].collapseID == "nudge-5")
+        // A retry that reached no device yet was never counted: the caps hold it like a new one.
+        let unsent = plan([row(8, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveryID: 8)], past: past)
+        guard case .suppressed(step: "caps", _)? = unsent.outcomes[8] else { Issue.record("not held by the cap"); return }
+    }
+
+    @Test func aCallPreviewTooLateToMatterIsNotSent() {
+        let result = plan([row(1, "preview_push", due: "2026-03-10T11:45:00Z"), row(2, "preview_push", due: "2026-03-10T11:58:00Z")])
+        guard case .suppressed(step: "expired", _)? = result.outcomes[1] else { Issue.record("sent late"); return }
+        #expect(result.outcomes[2] == .deliver(0))
+    }
+
+    @Test func aDeliveryReachingOneDeviceIsSentThoughAnotherProviderIsMissing() {
+        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
+        let planned = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], providers: apnsMissing)
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: planned.deliveries[0],
+                                           results: [pixel.key: .delivered(providerID: "projects/x/messages/1")],
+                                           now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(settled.status == .sent)
+        #expect(settled.deliveredTo == [pixel.key])
     }
 
     @Test func withoutADeviceItIsSuppressedAndWithoutAProviderItWaits() {
@@ -147,7 +167,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     @Test func theThirdFailedAttemptEndsIt() {
         let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 3), delivery: delivery,
                                            results: [iphone.key: .retry("APNs 500 InternalServerError", after: nil),
-                                                     pixel.key: .invalidToken("FCM 404 UNREGISTERED")],
+                                                     pixel.key: .invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false)],
                                            now: now, jitter: 0.5)
         #expect(settled.status == .failed)
         #expect(settled.lastError != nil)
@@ -156,7 +176,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     @Test func aConfigurationErrorWaitsWithoutSpendingAnAttempt() {
         let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
                                            results: [iphone.key: .configuration("APNs 403 InvalidProviderToken"),
-                                                     pixel.key: .notSent("FCM is paused")],
+                                                     pixel.key: .notSent("FCM is paused", after: nil)],
                                            now: now, jitter: 0)
         #expect(settled.status == .pending)
         #expect(settled.nextAttemptAt == now.addingTimeInterval(DispatchRules.providerWait))

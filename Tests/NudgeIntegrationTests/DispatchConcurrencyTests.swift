@@ -56,7 +56,8 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let push = try await PushStandIns.start(apns: { _ in .acceptAfter(.milliseconds(40)) })
         defer { Task { await push.shutdown() } }
         try queueForMany(database, users: 1_500, perUser: 1, at: "2026-03-10T12:00:00Z")
-        let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "30"]) { _, new in new }
+        // The shortest lease a 3-second push time-out allows: 3 × 3 + 10 + 20 seconds.
+        let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "39", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]) { _, new in new }
         let first = try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
                                             environment: environment)
         #expect(try eventually(seconds: 60) { push.apns.requestCount >= 300 })
@@ -67,10 +68,14 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         #expect(try database.value("select status from job_runs") == "running")
 
         // Within the lease nothing of it is taken again; after it, everything is.
-        let early = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:40Z"], environment: environment)
+        let gentle = ["--lanes", "1", "--batch-size", "50", "--concurrency", "50"]
+        let early = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:40Z"] + gentle, environment: environment)
         #expect(early.status == 0, "\(early.stderr)")
         #expect(try database.count("select count(*) from notification_outbox where status = 'sending'") == claimed)
-        let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: environment)
+        #expect(try eventually(seconds: 60) {
+            try database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
+        })
+        let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"] + gentle, environment: environment)
         #expect(late.status == 0, "\(late.stderr)")
         #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")
 

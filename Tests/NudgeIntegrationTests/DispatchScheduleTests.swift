@@ -97,8 +97,11 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
         #expect(try database.value("select last_error from notification_outbox where id = \(goal)")
                 .hasPrefix("caps: daily cap: 3 notifications already sent on"))
+        // Deferred to the instant the window ends, not to the next run after it.
         #expect(try database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
-                .hasPrefix("deferred|quiet hours 22:00–08:00: until"))
+                .hasPrefix("deferred|quiet hours 22:00–08:00: until \(t["sun 08:00"]!)"))
+        #expect(try database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
+                .hasSuffix("until \(t["mon 07:00"]!)"))
         #expect(try database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasPrefix("weekend pause and quiet hours 23:00–07:00"))
         #expect(try database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 2)

@@ -9,9 +9,9 @@ alter table job_run_failures rename column user_id to item_id;
 -- (coalesce(next_attempt_at, deliver_after): deferred by quiet hours, or retried after a
 -- provider's error), 'sending' while a dispatcher holds it (until lease_until; a row whose holder
 -- died is taken again after that), then 'sent', 'suppressed' or 'failed' with the reason in
--- last_error. delivered_to names the devices that have it, so that a retry goes to the others
--- only; delivery_id is the row whose delivery it went out in (grouped within five minutes), and
--- fixes the collapse id a retry carries.
+-- last_error, and next_attempt_at 'infinity': nothing more is due. delivered_to names the devices
+-- that have it, so that a retry goes to the others only; delivery_id is the row whose delivery it
+-- went out in (grouped within five minutes), and fixes the collapse id a retry carries.
 alter table notification_outbox
     add column channel          text not null default 'push' check (channel in ('push', 'email', 'sms')),
     add column next_attempt_at  timestamptz,
@@ -21,12 +21,19 @@ alter table notification_outbox
     add column delivery_id      bigint,
     add column sent_at          timestamptz,
     add column last_error       text;
+update notification_outbox set next_attempt_at = 'infinity' where status not in ('pending', 'sending');
+alter table notification_outbox add constraint notification_outbox_open_check
+    check ((status in ('pending', 'sending')) = (next_attempt_at is null or next_attempt_at < 'infinity'));
 
+-- What is due, in the order it falls due: the rows with something still to do. A claim changes no
+-- column this index (or any other) reads, so PostgreSQL updates the row in place (a HOT update,
+-- with room left on each page for it), without a new entry in every index; only a row's end (or a
+-- new due time) moves it. A user's rows and the deliveries the caps count are found through
+-- idx_outbox_user.
+alter table notification_outbox set (fillfactor = 80);
 drop index idx_outbox_pending;
-create index idx_outbox_due on notification_outbox ((coalesce(next_attempt_at, deliver_after)), id) where status = 'pending';
-create index idx_outbox_leased on notification_outbox (lease_until) where status = 'sending';
--- A leased user's rows and the deliveries the caps count are found through idx_outbox_user: a
--- user has few rows, and every index more is one more write for each of a row's two updates.
+create index idx_outbox_due on notification_outbox ((coalesce(next_attempt_at, deliver_after)), id)
+    where next_attempt_at is null or next_attempt_at < 'infinity';
 
 -- Which dispatcher decides a user's notifications now: one at a time, so that caps and grouping
 -- hold whatever number of dispatchers run. A lease ends at leased_until; a dispatcher that died

@@ -96,23 +96,30 @@ public enum ProviderState: Sendable, Equatable {
 public enum SendResult: Sendable, Equatable {
     /// The provider took it: `apns-id`, the FCM message name, the Resend id.
     case delivered(providerID: String)
-    /// A time-out, a 429 or a 5xx: worth another attempt, after `after` at the least.
+    /// A time-out, a 429 for this device or a 5xx: worth another attempt, after `after` at the least.
     case retry(String, after: TimeInterval?)
-    /// The provider says this device's token is no longer valid (APNs 410 / BadDeviceToken, FCM
-    /// UNREGISTERED): the token is deactivated.
-    case invalidToken(String)
-    /// The provider refuses this notification for good (too large): no retry.
+    /// The provider says this device's token is no longer valid: the token is deactivated.
+    /// `unknownToProvider` marks the answers that a wrong configuration also gives for every
+    /// token (APNs 400 `BadDeviceToken`, FCM `SENDER_ID_MISMATCH`): many of them at once pause the
+    /// provider instead. An uninstalled app's answer (APNs 410, FCM `UNREGISTERED`) is never that.
+    case invalidToken(String, unknownToProvider: Bool)
+    /// The provider refuses this notification for good (too large, malformed): no retry.
     case rejected(String)
-    /// The provider refuses Nudge's configuration (key, topic, project): the channel is paused,
-    /// the notification waits.
+    /// The provider refuses Nudge's configuration (key, topic, project): the provider is paused
+    /// for the run, the notification waits.
     case configuration(String)
-    /// Not sent: the channel was paused or not configured when its turn came.
-    case notSent(String)
+    /// The provider is over its quota for the whole project: paused for `after`, the
+    /// notification waits without spending an attempt.
+    case throttled(String, after: TimeInterval)
+    /// Not sent: the provider was paused or not configured when its turn came; look again after
+    /// `after` (nil: the usual wait for a provider).
+    case notSent(String, after: TimeInterval?)
 
     public var reason: String? {
         switch self {
         case .delivered: nil
-        case .retry(let why, _), .invalidToken(let why), .rejected(let why), .configuration(let why), .notSent(let why): why
+        case .retry(let why, _), .invalidToken(let why, _), .rejected(let why), .configuration(let why), .throttled(let why, _),
+             .notSent(let why, _): why
         }
     }
 }

@@ -74,6 +74,11 @@ public enum DispatchRules {
                 continue
             }
             let kind = row.kind
+            // A call preview after its call began is worthless (seed 000): it is not sent late.
+            if kind.isTimeCritical, now.timeIntervalSince(row.deliverAfter) > kind.keepFor {
+                plan.outcomes[row.id] = .suppressed(step: "expired", reason: "\(kind.type) due \(row.deliverAfter.formatted(.iso8601)) is too late to send")
+                continue
+            }
             // 1. Preferences.
             if let refusal = facts.preferences.pushRefusal(for: kind) {
                 plan.outcomes[row.id] = .suppressed(step: "preferences", reason: refusal)
@@ -93,6 +98,10 @@ public enum DispatchRules {
         var retries: [Int64: [QueuedNotification]] = [:]
         for row in deliverable {
             if let delivery = row.deliveryID { retries[delivery, default: []].append(row) }
+        }
+        // A retry's rows claimed ahead of their time (its deferred part) go with it.
+        for row in early {
+            if let delivery = row.deliveryID, retries[delivery] != nil { retries[delivery]!.append(row) }
         }
         groups += retries.keys.sorted().map { retries[$0]! }
         var open = deliverable.filter { $0.deliveryID == nil }
@@ -116,8 +125,10 @@ public enum DispatchRules {
             let newest = group.max { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }!
             let kind = lead.kind
             let challenge = lead.payloadObject?["fitcircle_id"]?.text
-            let isRetry = lead.deliveryID != nil
-            if !isRetry, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, at: now, calendar: calendar, past: past) {
+            // A retry of a delivery some device already has was counted then; one that reached no
+            // device yet is held to the caps like a new one.
+            let counted = lead.deliveryID != nil && group.contains { $0.sentAt != nil }
+            if !counted, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, at: now, calendar: calendar, past: past) {
                 for row in group { plan.outcomes[row.id] = .suppressed(step: "caps", reason: refusal) }
                 continue
             }
@@ -145,12 +156,12 @@ public enum DispatchRules {
                 for row in group { plan.outcomes[row.id] = .failed(tooLarge) }
                 continue
             }
-            if !isRetry { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge)) }
+            if !counted { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge)) }
             let index = plan.deliveries.count
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   expiresAt: now.addingTimeInterval(kind.keepFor)))
+                                                   keepFor: kind.keepFor))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
         return plan
@@ -178,17 +189,20 @@ public enum DispatchRules {
 
     /// Settles a row of `delivery` from the results of its attempt, device by device: delivered
     /// devices are remembered; a retryable failure leaves it pending for a later attempt while
-    /// attempts remain; an unusable provider leaves it waiting without spending one; otherwise it
-    /// is sent (some device has it) or failed (none has), with the last reason.
+    /// attempts remain; a provider that cannot be used now (not configured, paused, over its
+    /// quota) leaves it waiting without spending one, unless some device already has it;
+    /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
     public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
                               now: Date, jitter: Double) -> Settlement {
         var delivered = row.deliveredTo
         var retryAfter: TimeInterval?
         var retryable = false
         var blocked = !delivery.waiting.isEmpty
+        var blockedFor: TimeInterval?
         var askedAProvider = false
         var lastError: String?
         for device in delivery.targets {
+            let name = device.provider.displayName
             switch results[device.key] {
             case .delivered?:
                 delivered.insert(device.key)
@@ -196,31 +210,39 @@ public enum DispatchRules {
             case .retry(let why, let after)?:
                 retryable = true
                 retryAfter = max(retryAfter ?? 0, after ?? 0)
-                lastError = "\(device.provider.displayName) \(device.shortToken): \(why)"
+                lastError = "\(name) \(device.shortToken): \(why)"
                 askedAProvider = true
-            case .invalidToken(let why)?, .rejected(let why)?:
-                lastError = "\(device.provider.displayName) \(device.shortToken): \(why)"
+            case .invalidToken(let why, _)?, .rejected(let why)?:
+                lastError = "\(name) \(device.shortToken): \(why)"
                 askedAProvider = true
-            case .configuration(let why)?, .notSent(let why)?:
+            case .throttled(let why, let after)?, .notSent(let why, let after?)?:
                 blocked = true
-                lastError = "\(device.provider.displayName): \(why)"
+                blockedFor = min(blockedFor ?? .infinity, after)
+                lastError = "\(name): \(why)"
+            case .configuration(let why)?, .notSent(let why, nil)?:
+                blocked = true
+                lastError = "\(name): \(why)"
             case nil:
                 blocked = true
-                lastError = "\(device.provider.displayName): no result (the run stopped before this device's turn)"
+                lastError = "\(name): no result (the run stopped before this device's turn)"
             }
         }
-        if delivery.targets.isEmpty, !delivery.waiting.isEmpty {
+        if !delivery.waiting.isEmpty, lastError == nil {
             lastError = "waiting for \(Set(delivery.waiting.map(\.provider.displayName)).sorted().joined(separator: ", "))"
         }
         let sentAt = row.sentAt ?? (delivered.count > row.deliveredTo.count ? now : nil)
+        let wait = now.addingTimeInterval(min(blockedFor ?? providerWait, providerWait))
         if retryable && row.attempts < maxAttempts {
             let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(blocked ? min(delay, providerWait) : delay),
-                              deliveredTo: delivered, sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
+            let next = now.addingTimeInterval(delay)
+            return Settlement(status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
+                              sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
         }
-        if blocked {
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: delivered,
-                              sentAt: sentAt, lastError: lastError, countsAsAttempt: askedAProvider)
+        // Nothing is dropped for a provider that cannot be used now, unless a device has it: then
+        // the user has it.
+        if blocked && !retryable && delivered.isEmpty {
+            return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
+                              lastError: lastError, countsAsAttempt: askedAProvider)
         }
         if !delivered.isEmpty {
             return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
@@ -240,10 +262,11 @@ public struct PlannedDelivery: Sendable, Equatable {
     public let content: PushContent
     /// The devices to send to now.
     public let targets: [Device]
-    /// The devices whose provider cannot be used now: the rows wait for them.
+    /// The devices whose provider cannot be used now: the rows wait for them, unless another
+    /// device has it.
     public let waiting: [Device]
-    /// Until when APNs and FCM keep it for an offline device.
-    public let expiresAt: Date
+    /// How long APNs and FCM keep it for an offline device.
+    public let keepFor: TimeInterval
 
     public var collapseID: String { "nudge-\(id)" }
 }

@@ -42,6 +42,8 @@ public enum FrequencyCaps {
                 limit = n
                 count = own.count { calendar.localDate(at: $0.sentAt).monday == today.monday }
             case .perChallenge(let n):
+                // A milestone that names no challenge cannot be counted against one.
+                guard let challenge else { continue }
                 limit = n
                 count = own.count { $0.challenge == challenge }
             }

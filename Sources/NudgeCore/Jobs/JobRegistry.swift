@@ -38,10 +38,12 @@ public enum JobRegistry {
                 try await body(PushTriggerJob(definition: definition, llm: client, budget: setup.options.llmBudget))
             }
         case "dispatch":
-            let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: 120, in: 5...3_600)
             return try await PushServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
-                try await body(DispatchJob(definition: definition, push: push, lease: TimeInterval(lease),
-                                           dryRun: setup.options.dryRun))
+                let shortest = DispatchJob.shortestLease(pushTimeout: push.timeout)
+                let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
+                                                           in: shortest...3_600)
+                return try await body(DispatchJob(definition: definition, push: push, lease: TimeInterval(lease),
+                                                  dryRun: setup.options.dryRun))
             }
         default:
             throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")

@@ -83,6 +83,7 @@ public final class APNsClient: PushService {
     /// A few clients, each with its HTTP/2 connection, taken in turn.
     private let clients: [HTTPClient]
     private let next = Counter()
+    private let clock: any RunClock
     public let tokens: ProviderTokenStore
 
     /// Renewed after 50 minutes, never before 20 (Apple's window is 20 to 60).
@@ -92,6 +93,7 @@ public final class APNsClient: PushService {
     public init(configuration: APNsConfiguration, http: ProviderHTTP, clock: any RunClock = SystemClock()) throws(NudgeError) {
         self.configuration = configuration
         self.http = http
+        self.clock = clock
         var clients: [HTTPClient] = []
         for _ in 0..<configuration.connections { clients.append(try http.makeClient(http2: true, connectionsPerHost: 1)) }
         self.clients = clients
@@ -107,6 +109,10 @@ public final class APNsClient: PushService {
     }
 
     public func send(_ push: PushRequest, context: SendContext) async -> SendResult {
+        // A token APNs cannot take (not hex: it would not even make a path) is the token's fault.
+        guard !push.device.token.isEmpty, push.device.token.allSatisfy(\.isHexDigit) else {
+            return .invalidToken("not an APNs device token (hexadecimal digits)", unknownToProvider: false)
+        }
         for attempt in 1...2 {
             let token: String
             do {
@@ -144,7 +150,7 @@ public final class APNsClient: PushService {
         request.headers.add(name: "apns-topic", value: configuration.bundleID)
         request.headers.add(name: "apns-push-type", value: "alert")
         request.headers.add(name: "apns-priority", value: "10")
-        request.headers.add(name: "apns-expiration", value: String(Int(push.expiresAt.timeIntervalSince1970)))
+        request.headers.add(name: "apns-expiration", value: String(Int(clock.now().timeIntervalSince1970 + push.keepFor)))
         request.headers.add(name: "apns-collapse-id", value: push.collapseID)
         request.headers.add(name: "apns-id", value: push.requestID.uuidString.lowercased())
         request.headers.add(name: "content-type", value: "application/json")
@@ -175,17 +181,25 @@ public final class APNsClient: PushService {
     private static func classify(status: Int, reason: String, retryAfter: Duration?) -> Answer {
         let text = "APNs \(status) \(reason)"
         switch (status, reason) {
-        case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
-            return .result(.invalidToken(text))
+        case (410, _):
+            // Unregistered, ExpiredToken: the app is gone from the device.
+            return .result(.invalidToken(text, unknownToProvider: false))
+        case (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"), (400, "MissingDeviceToken"):
+            // Also what every token gets with the wrong APNS_ENVIRONMENT or bundle id.
+            return .result(.invalidToken(text, unknownToProvider: true))
         case (403, "ExpiredProviderToken"):
             return .expiredProviderToken
-        case (413, _):
-            return .result(.rejected(text))
-        case (429, _), (500...599, _):
+        case (429, "TooManyProviderTokenUpdates"):
+            return .result(.throttled(text, after: max(retryAfter?.seconds ?? 0, 60)))
+        case (429, _), (500...599, _), (400, "IdleTimeout"):
             return .result(.retry(text, after: retryAfter.map { $0.seconds }))
-        default:
-            // A key, team, topic or request Apple refuses: Nudge's configuration, not the device.
+        case (403, _), (400, "BadTopic"), (400, "TopicDisallowed"), (400, "MissingTopic"), (400, "BadCertificate"),
+             (400, "BadCertificateEnvironment"), (404, _), (405, _):
+            // A key, team, topic or endpoint Apple refuses: Nudge's configuration, not the device.
             return .result(.configuration(text))
+        default:
+            // The request itself (its payload, a header): this notification fails, the others go.
+            return .result(.rejected(text))
         }
     }
 }

@@ -162,7 +162,7 @@ public final class FCMClient: PushService {
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(token)")
         request.headers.add(name: "content-type", value: "application/json")
-        let ttl = push.expiresAt.timeIntervalSinceNow
+        let ttl = push.keepFor
         request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: push.collapseID,
                                                                        timeToLive: ttl)))
         let head: HTTPResponseHead
@@ -205,22 +205,31 @@ public final class FCMClient: PushService {
         let message = error?.message ?? ""
         let text = "FCM \(status) \(code)" + (message.isEmpty ? "" : ": \(message)")
         switch code {
-        case "UNREGISTERED", "SENDER_ID_MISMATCH":
-            return .invalidToken(text)
+        case "UNREGISTERED":
+            return .invalidToken(text, unknownToProvider: false)
+        case "SENDER_ID_MISMATCH":
+            // Also what every token gets with the wrong project.
+            return .invalidToken(text, unknownToProvider: true)
         case "INVALID_ARGUMENT":
             let aboutToken = message.lowercased().contains("registration token")
                 || (error?.details ?? []).contains { ($0.fieldViolations ?? []).contains { $0.field == "message.token" } }
-            if aboutToken { return .invalidToken(text) }
-            if message.lowercased().contains("too big") || message.lowercased().contains("too large") { return .rejected(text) }
-            return .configuration(text)
-        case "QUOTA_EXCEEDED":
-            return .retry(text, after: max(retryAfter ?? 0, quotaPause))
+            if aboutToken { return .invalidToken(text, unknownToProvider: true) }
+            // The message itself (too big, a reserved data key): this notification fails.
+            return .rejected(text)
+        case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED":
+            // The project's quota: every send waits, none spends an attempt.
+            return .throttled(text, after: max(retryAfter ?? 0, quotaPause))
         case "UNAVAILABLE", "INTERNAL":
             return .retry(text, after: retryAfter)
+        case "THIRD_PARTY_AUTH_ERROR", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND":
+            // The APNs key in Firebase, the service account, a project that does not exist:
+            // configuration, never a reason to prune a token.
+            return .configuration(text)
         default:
-            // THIRD_PARTY_AUTH_ERROR (the APNs key in Firebase), UNAUTHENTICATED, PERMISSION_DENIED,
-            // a project that does not exist: configuration, never a reason to prune a token.
-            return status >= 500 ? .retry(text, after: retryAfter) : .configuration(text)
+            if status >= 500 || status == 408 { return .retry(text, after: retryAfter) }
+            if status == 429 { return .throttled(text, after: max(retryAfter ?? 0, quotaPause)) }
+            if status == 401 || status == 403 { return .configuration(text) }
+            return .rejected(text)
         }
     }
 }

@@ -40,6 +40,8 @@ public struct ProviderHTTP: Sendable {
                                                      timeout: .init(connect: .seconds(10)),
                                                      connectionPool: pool)
         configuration.httpVersion = http2 ? .automatic : .http1Only
+        // Nudge bootstraps no tracer: skip building a span for every request.
+        configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

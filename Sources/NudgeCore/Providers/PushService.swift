@@ -22,7 +22,9 @@ public struct PushRequest: Sendable {
     public let collapseID: String
     /// APNs' `apns-id`: the same for a retry to the same device.
     public let requestID: UUID
-    public let expiresAt: Date
+    /// How long the provider keeps it for an offline device (APNs' `apns-expiration` from now,
+    /// FCM's `ttl`).
+    public let keepFor: TimeInterval
     /// A call preview: sent at once (APNs priority 10, FCM high); others too, at priority 10,
     /// since each is an alert the user sees.
     public let timeCritical: Bool
@@ -32,7 +34,7 @@ public struct PushRequest: Sendable {
         self.device = device
         collapseID = delivery.collapseID
         requestID = Digest.uuid("\(delivery.collapseID):\(device.key)")
-        expiresAt = delivery.expiresAt
+        keepFor = delivery.keepFor
         self.timeCritical = timeCritical
     }
 }

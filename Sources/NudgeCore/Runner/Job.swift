@@ -222,4 +222,9 @@ public struct RunContext: Sendable {
     /// provider tokens); the batch's reads and writes go through the runner. Nil for decisions
     /// made outside a run (tests of the rules).
     public internal(set) var database: Database? = nil
+    /// The batch's page number in the run, across lanes.
+    public internal(set) var pageID: Int64 = 0
+
+    /// What names the batch's claims, for a queue (`PageRequest.claim`).
+    public var claim: Int64 { PageRequest.claim(runID: runID, pageID: pageID) }
 }

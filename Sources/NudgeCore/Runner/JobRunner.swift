@@ -176,16 +176,18 @@ public struct JobRunner<J: Job>: Sendable {
             }
             // A cron run decides each batch at the time it really is; a run at --now at that instant.
             context.now = max(context.now, options.clock.now())
-            let request = pageRequest(after: state.after, runID: loop.runID, now: context.now, logger: logger)
-            let calendars = state.calendars
-            let page: [Paged<J.Source.Item>] = try await db {
-                try await source.page(request, calendars: calendars, on: connection)
-            }
+            let pageID = loop.totals.nextPage()
+            let request = pageRequest(after: state.after, runID: loop.runID, pageID: pageID, now: context.now, logger: logger)
+            let page = try await readPage(request, calendars: state.calendars, logger: logger, on: db)
             if page.isEmpty {
                 // An empty page: the end of the items, of this pass over a queue, or a pause.
                 if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
                     logger.notice("job paused; stopping between batches", metadata: [LogKey.reason: "\(pause)"])
                     return (.paused, "paused: \(pause)")
+                }
+                // The pause may have been lifted between the page and the question: look once more.
+                if !source.isQueue, try await !readPage(request, calendars: state.calendars, logger: logger, on: db).isEmpty {
+                    continue
                 }
                 guard source.isQueue, try await waitForNextPass(state: &state, until: loop.drainUntil, runID: loop.runID,
                                                                 totals: loop.totals, logger: logger, on: db)
@@ -196,7 +198,8 @@ public struct JobRunner<J: Job>: Sendable {
             state.batch += 1
             state.passFoundWork = true
             var batchContext = context
-            batchContext.logger[metadataKey: LogKey.batch] = "\(loop.totals.nextBatch())"
+            batchContext.pageID = pageID
+            batchContext.logger[metadataKey: LogKey.batch] = "\(pageID)"
             try await runBatch(page, state: &state, context: batchContext, ledger: loop.ledger, totals: loop.totals, on: db)
             observer.batchFinished(counts: loop.totals.counts)
             if let stop = state.stop {
@@ -636,9 +639,27 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: Paging, locks, kill switch
 
-    private func pageRequest(after: UUID?, runID: Int64, now: Date, logger: Logger) -> PageRequest {
-        PageRequest(job: name, runID: runID, now: now, after: after, limit: options.batchSize, shard: options.shard,
+    private func pageRequest(after: UUID?, runID: Int64, pageID: Int64 = 0, now: Date, logger: Logger) -> PageRequest {
+        PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, limit: options.batchSize, shard: options.shard,
                     users: options.users, dryRun: options.dryRun, logger: logger)
+    }
+
+    /// The next page. A claim that loses a deadlock or a serialization race against another
+    /// dispatcher (it claims nothing) is made again, up to three times.
+    private func readPage(_ request: PageRequest, calendars: CalendarCache, logger: Logger,
+                          on db: BoundedConnection) async throws -> [Paged<J.Source.Item>] {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await db { try await source.page(request, calendars: calendars, on: db.connection) }
+            } catch let error as PSQLError where source.isQueue && attempt < 3
+                && ["40001", "40P01", "55P03"].contains(error.serverInfo?[.sqlState] ?? "") {
+                logger.notice("claim lost a race with another dispatcher; claiming again",
+                              metadata: [LogKey.reason: "\(describe(error))"])
+                try await Task.sleep(for: .milliseconds(20 * attempt))
+            }
+        }
     }
 
     /// After a pass over a queue: whether to start another one, once something is due. Another
@@ -749,7 +770,7 @@ struct BoundedConnection: Sendable {
 
 /// A run's counts, shared by its lanes.
 final class RunTotals: Sendable {
-    private let state = Mutex((counts: RunCounts(), batches: 0, lastProgress: ContinuousClock.now))
+    private let state = Mutex((counts: RunCounts(), pages: Int64(0), lastProgress: ContinuousClock.now))
 
     /// Whether the run's row is due its progress (counts, heartbeat): every half second at most,
     /// whichever lane asks first.
@@ -767,11 +788,11 @@ final class RunTotals: Sendable {
         state.withLock { $0.counts.add(batch) }
     }
 
-    /// The number of the run's next batch, across lanes.
-    func nextBatch() -> Int {
+    /// The number of the run's next page, across lanes.
+    func nextPage() -> Int64 {
         state.withLock { state in
-            state.batches += 1
-            return state.batches
+            state.pages += 1
+            return state.pages
         }
     }
 }

@@ -17,7 +17,7 @@ public struct UserNotifications: Sendable {
 /// dispatchers claiming at once pass each other by; leases upserted in user order, only where
 /// none is held, so that no two dispatchers hold one user; then the leased users' rows, again
 /// skipping any another claim has locked. Rows whose holder died are taken again when their lease
-/// ends. Each claim counts as an attempt (a row that kills its dispatcher three times is given
+/// ends. A claim touches no indexed column of the outbox, so it is an update in place. Each claim counts as an attempt (a row that kills its dispatcher three times is given
 /// up); the batch's write puts back what it did not change. A dry run claims nothing: it reads
 /// the users with due rows in id order.
 public struct OutboxQueue: WorkSource {
@@ -77,7 +77,7 @@ public struct OutboxQueue: WorkSource {
 
     /// Rows whose user no dispatcher holds now.
     private func unleased(_ request: PageRequest) -> SQLFragment {
-        "not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > \(request.now))"
+        "not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > now())"
     }
 
     /// A dry run's page: the next users with due rows, in id order, claimed by nobody.
@@ -89,11 +89,12 @@ public struct OutboxQueue: WorkSource {
                    o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at,
                    u.timezone, u.locale, u.created_at
               from (select distinct o.user_id from notification_outbox o
-                     where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
+                     where \(unescaped: Self.open) and o.status = 'pending'
+                       and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
                        and o.user_id > \(after) and \(request.notPaused) and \(request.inShard("o.user_id"))
                        and \(request.forUsers("o.user_id")) and \(unleased(request))
                      order by o.user_id limit \(request.limit)) p
-              join notification_outbox o on o.user_id = p.user_id and o.status = 'pending'
+              join notification_outbox o on o.user_id = p.user_id and \(unescaped: Self.open) and o.status = 'pending'
                    and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now.addingTimeInterval(lookAhead))
               join users u on u.id = p.user_id
              order by o.user_id, due_at, o.id
@@ -103,16 +104,16 @@ public struct OutboxQueue: WorkSource {
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? { nil }
 
     public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? {
-        let filters: SQLFragment = "\(request.inShard("o.user_id")) and \(request.forUsers("o.user_id")) and \(unleased(request))"
+        let filters: SQLFragment = "\(request.inShard("o.user_id")) and \(request.forUsers("o.user_id"))"
+        // The first pending row no one holds, and the first claim to lapse.
         let query: SQLFragment = """
-            select min(at) from (
-                (select coalesce(o.next_attempt_at, o.deliver_after) as at from notification_outbox o
-                  where o.status = 'pending' and \(filters)
-                  order by coalesce(o.next_attempt_at, o.deliver_after) limit 1)
-                union all
-                (select o.lease_until from notification_outbox o
-                  where o.status = 'sending' and \(filters)
-                  order by o.lease_until limit 1)) n
+            select least(
+                (select coalesce(o.next_attempt_at, o.deliver_after) from notification_outbox o
+                  where \(unescaped: Self.open) and o.status = 'pending' and \(filters) and \(unleased(request))
+                  order by coalesce(o.next_attempt_at, o.deliver_after), o.id limit 1),
+                (select min(o.lease_until) - (now() - \(request.now)) from notification_outbox o
+                  where \(unescaped: Self.open) and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
+                    and o.status = 'sending' and \(filters)))
             """
         for try await next in try await connection.query(try query.query(), logger: request.logger).decode(Date?.self) {
             return next
@@ -120,14 +121,20 @@ public struct OutboxQueue: WorkSource {
         return nil
     }
 
+    /// The rows with something still to do: `idx_outbox_due`'s condition, which a query must
+    /// repeat to use it.
+    static let open = "(o.next_attempt_at is null or o.next_attempt_at < 'infinity')"
+
     /// Releases the page's leases; puts the rows the job left alone back as they were (the claim's
     /// attempt undone), and those of the users that failed back for a later attempt (after
-    /// `retryDelay`, or for good after the last attempt), with the reason.
+    /// `retryDelay`, never before they are due; for good after the last attempt, logged), with
+    /// the reason. Only this page's claims: a claim that ran out and was taken over is the
+    /// other dispatcher's.
     public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
         writes.step("released_leases", """
-            update dispatch_leases set leased_until = \(run.now)
-             where user_id = any(\(ids)) and run_id = \(run.runID)
+            update dispatch_leases set leased_until = '-infinity'
+             where user_id = any(\(ids)) and run_id = \(run.claim)
             """)
         let failedIDs = Set(failed.map(\.0))
         let untouched = ids.filter { !changed.contains($0) && !failedIDs.contains($0) }
@@ -135,19 +142,29 @@ public struct OutboxQueue: WorkSource {
             writes.step("released_rows", """
                 update notification_outbox
                    set status = 'pending', lease_until = null, claimed_by = null, attempts = greatest(0, attempts - 1)
-                 where user_id = any(\(untouched)) and status = 'sending' and claimed_by = \(run.runID)
+                 where user_id = any(\(untouched)) and status = 'sending' and claimed_by = \(run.claim)
                 """)
         }
         let failures = failed.filter { !changed.contains($0.0) }
         if !failures.isEmpty {
+            let backoff: SQLFragment = "make_interval(secs => \(DispatchRules.firstRetryDelay) * 2 ^ greatest(0, o.attempts - 1))"
             writes.step("failed_rows", """
                 update notification_outbox o
                    set status = case when o.attempts >= \(DispatchRules.maxAttempts) then 'failed' else 'pending' end,
-                       next_attempt_at = case when o.attempts >= \(DispatchRules.maxAttempts) then o.next_attempt_at
-                                              else \(run.now) + make_interval(secs => \(DispatchRules.firstRetryDelay) * 2 ^ (o.attempts - 1)) end,
+                       next_attempt_at = case when o.attempts >= \(DispatchRules.maxAttempts) then 'infinity'
+                                              else greatest(coalesce(o.next_attempt_at, o.deliver_after), \(run.now) + \(backoff)) end,
+                       attempts = o.attempts - case when coalesce(o.next_attempt_at, o.deliver_after) > \(run.now) then 1 else 0 end,
                        last_error = f.reason, lease_until = null, claimed_by = null
                   from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
-                 where o.user_id = f.user_id and o.status = 'sending' and o.claimed_by = \(run.runID)
+                 where o.user_id = f.user_id and o.status = 'sending' and o.claimed_by = \(run.claim)
+                returning o.id, o.user_id, o.notification_type, o.status, o.title, o.body, o.payload, o.last_error, o.attempts
+                """)
+            writes.step("failed_rows_logs", """
+                insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload,
+                                               error_msg, outbox_id, attempt, run_id)
+                select user_id, notification_type, notification_type, 'push', 'failed', title, body, payload, last_error, id,
+                       attempts, \(run.runID)
+                  from failed_rows where status = 'failed'
                 """)
         }
         return writes
@@ -164,50 +181,42 @@ private struct Claim: PostgresPreparedStatement {
     let lease: TimeInterval
     let lookAhead: TimeInterval
 
-    static let name = "nudge_outbox_claim_v1"
+    static let name = "nudge_outbox_claim_v3"
 
     static let sql = """
         with due as (
             select o.id, o.user_id, coalesce(o.next_attempt_at, o.deliver_after) as due_at
               from notification_outbox o
-             where o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= $1
+             where (o.next_attempt_at is null or o.next_attempt_at < 'infinity')
+               and coalesce(o.next_attempt_at, o.deliver_after) <= $1
+               and (o.status = 'pending' or (o.status = 'sending' and o.lease_until <= now()))
                and not exists (select 1 from job_pauses where job in ($10, '*'))
                and ($7 = 1 or ('x' || left(o.user_id::text, 8))::bit(32)::bigint % $7 = $8)
                and (cardinality($9::uuid[]) = 0 or o.user_id = any($9::uuid[]))
-               and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > $1)
+               and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > now())
              order by coalesce(o.next_attempt_at, o.deliver_after), o.id
              limit $6
                for update of o skip locked
-        ), lapsed as (
-            select o.id, o.user_id, o.lease_until as due_at
-              from notification_outbox o
-             where o.status = 'sending' and o.lease_until <= $1
-               and not exists (select 1 from job_pauses where job in ($10, '*'))
-               and ($7 = 1 or ('x' || left(o.user_id::text, 8))::bit(32)::bigint % $7 = $8)
-               and (cardinality($9::uuid[]) = 0 or o.user_id = any($9::uuid[]))
-               and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > $1)
-             order by o.lease_until, o.id
-             limit $6
-               for update of o skip locked
         ), picked as (
-            select user_id from (select user_id, min(due_at) as first_due
-                                   from (select * from due union all select * from lapsed) d
+            select user_id from (select user_id, min(due_at) as first_due from due
                                   group by user_id order by first_due, user_id limit $5) p
              order by user_id
         ), leased as (
             insert into dispatch_leases (user_id, run_id, leased_until)
-            select user_id, $4, $2 from picked order by user_id
+            select user_id, $4, now() + make_interval(secs => $2) from picked order by user_id
             on conflict (user_id) do update set run_id = excluded.run_id, leased_until = excluded.leased_until
-             where dispatch_leases.leased_until <= $1
+             where dispatch_leases.leased_until <= now()
             returning user_id
         ), claimable as (
             select o.id from notification_outbox o join leased l on l.user_id = o.user_id
-             where (o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= $3)
-                or (o.status = 'sending' and o.lease_until <= $1)
+             where (o.next_attempt_at is null or o.next_attempt_at < 'infinity')
+               and ((o.status = 'pending' and coalesce(o.next_attempt_at, o.deliver_after) <= $3)
+                    or (o.status = 'sending' and o.lease_until <= now()))
                for update of o skip locked
         ), claimed as (
             update notification_outbox o
-               set status = 'sending', lease_until = $2, claimed_by = $4, attempts = o.attempts + 1
+               set status = 'sending', lease_until = now() + make_interval(secs => $2), claimed_by = $4,
+                   attempts = o.attempts + 1
               from claimable c
              where o.id = c.id
             returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
@@ -221,18 +230,19 @@ private struct Claim: PostgresPreparedStatement {
         """
 
     static var bindingDataTypes: [PostgresDataType] {
-        [.timestamptz, .timestamptz, .timestamptz, .int8, .int8, .int8, .int8, .int8, .uuidArray, .text]
+        [.timestamptz, .float8, .timestamptz, .int8, .int8, .int8, .int8, .int8, .uuidArray, .text]
     }
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 10)
         bindings.append(request.now)
-        bindings.append(request.now.addingTimeInterval(lease))
+        bindings.append(lease)
         bindings.append(request.now.addingTimeInterval(lookAhead))
-        bindings.append(request.runID)
+        bindings.append(request.claim)
         bindings.append(Int64(request.limit))
-        // How many due rows it looks at (and locks) to find its users: most have one or two due.
-        bindings.append(Int64(request.limit * 2))
+        // How many due rows it looks at (and locks) to find its users: as many as the page's users,
+        // since locking a row writes it; a user with several due rows makes the page smaller.
+        bindings.append(Int64(request.limit))
         bindings.append(Int64(request.shard.count))
         bindings.append(Int64(request.shard.index))
         bindings.append(request.users)

@@ -69,6 +69,8 @@ public enum Paged<Item: Sendable>: Sendable {
 public struct PageRequest: Sendable {
     public let job: String
     public let runID: Int64
+    /// The page's number in its run, across lanes.
+    public let pageID: Int64
     /// The instant the page is read at: what is due is due by then.
     public let now: Date
     /// Keyset pages: the last id of the page before; nil for the first.
@@ -79,6 +81,12 @@ public struct PageRequest: Sendable {
     public let users: [UUID]
     public let dryRun: Bool
     public let logger: Logger
+    /// What names this page's claims (a queue): its run and number, so that a lane whose claim
+    /// ran out can never write over, or release, the claim that replaced it.
+    public var claim: Int64 { Self.claim(runID: runID, pageID: pageID) }
+
+    static func claim(runID: Int64, pageID: Int64) -> Int64 { (runID << 24) | (pageID & 0xFF_FFFF) }
+
     /// The kill switch as a condition to put in the page's query: when the job is paused the page
     /// is empty, and the runner asks why. It costs no round trip of its own.
     public var notPaused: SQLFragment {

@@ -1,21 +1,24 @@
 import Foundation
 import Synchronization
 
-/// What a run has learnt about each push provider: whether it is paused, and why. A provider is
-/// paused for the rest of the run when it refuses Nudge's configuration (a key, a topic, a
-/// project), or when it calls many tokens invalid at once: a burst of BadDeviceToken or
-/// UNREGISTERED answers across many devices is the signature of a wrong environment (sandbox
-/// tokens sent to production), a wrong bundle id or project, not of that many uninstalled apps,
-/// so those tokens are kept and their notifications wait.
+/// What a run has learnt about each push provider. A provider is paused for the rest of the run
+/// when it refuses Nudge's configuration (a key, a topic, a project), or when it calls many
+/// tokens unknown at once: a burst of `BadDeviceToken` or `SENDER_ID_MISMATCH` answers across
+/// many devices is the signature of a wrong environment (sandbox tokens sent to production), a
+/// wrong bundle id or project, not of that many broken tokens, so those tokens are kept and their
+/// notifications wait. Uninstalled apps (APNs 410, FCM `UNREGISTERED`) never count towards it. A
+/// provider over its project's quota is held for the time it asks. A pause is a configuration
+/// error the run reports (exit 1); a quota is not.
 public final class ChannelHealth: Sendable {
-    /// A burst: at least this many invalid-token answers…
+    /// A burst: at least this many unknown-token answers…
     static let burstMinimum = 5
     /// …making up at least half of the provider's last `window` answers.
     static let window = 100
 
     private struct State {
-        var paused: [PushProvider: String] = [:]
-        /// The provider's last answers, oldest first: whether each called the token invalid.
+        var paused: [PushProvider: (reason: String, burst: Bool)] = [:]
+        var throttledUntil: [PushProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
+        /// The provider's last answers, oldest first: whether each called the token unknown.
         var recent: [PushProvider: [Bool]] = [:]
     }
 
@@ -26,56 +29,78 @@ public final class ChannelHealth: Sendable {
         self.configured = configured
     }
 
-    /// Each provider's state now: not configured, paused, or ready.
+    /// Each provider's state now: not configured, paused, held by its quota, or ready.
     public var states: [PushProvider: ProviderState] {
-        let paused = state.withLock { $0.paused }
         var states = configured
-        for (provider, why) in paused { states[provider] = .unavailable("\(provider.displayName) is paused for this run: \(why)") }
+        for provider in PushProvider.allCases {
+            if let (why, _) = hold(provider) { states[provider] = .unavailable(why) }
+        }
         return states
     }
 
-    public func pauseReason(_ provider: PushProvider) -> String? {
-        state.withLock { $0.paused[provider] }
+    /// Why `provider` may not be asked now, and for how long (nil: for the rest of the run).
+    public func hold(_ provider: PushProvider) -> (reason: String, after: TimeInterval?)? {
+        state.withLock { state in
+            if let paused = state.paused[provider] {
+                return ("\(provider.displayName) is paused for this run: \(paused.reason)", nil)
+            }
+            if let throttled = state.throttledUntil[provider] {
+                let left = ContinuousClock.now.duration(to: throttled.until)
+                if left > .zero {
+                    return ("\(provider.displayName) is over its quota: \(throttled.reason)", left.seconds)
+                }
+                state.throttledUntil[provider] = nil
+            }
+            return nil
+        }
     }
 
     /// Why the run must report a configuration error: the providers paused, each with its reason.
     public var problems: [String] {
         state.withLock { state in
-            state.paused.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.displayName) paused: \($0.value)" }
+            state.paused.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.displayName) paused: \($0.value.reason)" }
         }
     }
 
-    /// Takes one answer into account; pauses the provider on a configuration error or a burst.
+    /// Takes one answer into account; pauses the provider on a configuration error or a burst,
+    /// holds it on a quota.
     public func record(_ result: SendResult, from provider: PushProvider) {
         state.withLock { state in
             switch result {
             case .configuration(let why):
-                if state.paused[provider] == nil { state.paused[provider] = why }
+                if state.paused[provider] == nil { state.paused[provider] = (why, false) }
+                return
+            case .throttled(let why, let after):
+                let until = ContinuousClock.now + .milliseconds(Int64(after * 1000))
+                if (state.throttledUntil[provider]?.until).map({ $0 < until }) ?? true {
+                    state.throttledUntil[provider] = (until, why)
+                }
                 return
             case .notSent:
                 return
-            case .invalidToken:
-                state.recent[provider, default: []].append(true)
+            case .invalidToken(_, let unknownToProvider):
+                state.recent[provider, default: []].append(unknownToProvider)
             default:
                 state.recent[provider, default: []].append(false)
             }
             if state.recent[provider]!.count > Self.window { state.recent[provider]!.removeFirst() }
             let answers = state.recent[provider]!
-            let invalid = answers.count { $0 }
-            if state.paused[provider] == nil, invalid >= Self.burstMinimum, invalid * 2 >= answers.count {
-                state.paused[provider] = """
-                    \(invalid) of its last \(answers.count) answers called the device token invalid: a configuration error \
+            let unknown = answers.count { $0 }
+            if state.paused[provider] == nil, unknown >= Self.burstMinimum, unknown * 2 >= answers.count {
+                state.paused[provider] = ("""
+                    \(unknown) of its last \(answers.count) answers called the device token unknown: a configuration error \
                     (APNS_ENVIRONMENT sandbox against production tokens, the wrong APNS_BUNDLE_ID or FCM project?), \
                     so no token was deactivated
-                    """
+                    """, true)
             }
         }
     }
 
-    /// What an answer means once the run's view of the provider is known: an invalid token from
-    /// a provider paused for a burst is the configuration's fault, not the token's.
+    /// What an answer means once the run's view of the provider is known: an unknown token from a
+    /// provider paused for a burst is the configuration's fault, not the token's.
     public func interpret(_ result: SendResult, from provider: PushProvider) -> SendResult {
-        guard case .invalidToken(let why) = result, let paused = pauseReason(provider) else { return result }
-        return .configuration("\(why), taken as a configuration error: \(paused)")
+        guard case .invalidToken(let why, true) = result,
+              let paused = state.withLock({ $0.paused[provider] }), paused.burst else { return result }
+        return .configuration("\(why), taken as a configuration error: \(paused.reason)")
     }
 }

@@ -39,7 +39,15 @@ public struct DispatchJob: Job {
 
     /// A batch's sends together: each waits for its answer's head within the push time-out;
     /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
-    public var outsideTimeLimit: Duration? { push.timeout * 3 + .seconds(5) }
+    public var outsideTimeLimit: Duration? { Self.outsideTimeLimit(pushTimeout: push.timeout) }
+
+    static func outsideTimeLimit(pushTimeout: Duration) -> Duration { pushTimeout * 3 + .seconds(10) }
+
+    /// The shortest lease a claim may have: the batch's sends, and time for its write, must end
+    /// before another dispatcher may take its rows.
+    static func shortestLease(pushTimeout: Duration) -> Int {
+        Int(outsideTimeLimit(pushTimeout: pushTimeout).seconds.rounded(.up)) + 20
+    }
 
     public func summaryNote(tally: [String: Int]) -> String? {
         let missing = PushProvider.allCases.compactMap { provider -> String? in
@@ -73,9 +81,7 @@ public struct DispatchJob: Job {
                        case when not np.push_challenge_milestone then 'push_challenge_milestone' end], null),
                    coalesce(to_char(np.dnd_start, 'HH24:MI'), ''), coalesce(to_char(np.dnd_end, 'HH24:MI'), ''),
                    coalesce(np.pause_weekends, false),
-                   array(select t.id from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
-                   array(select t.device_token from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
-                   array(select t.platform from user_push_tokens t where t.user_id = u.id and t.active order by t.created_at, t.id),
+                   coalesce(k.ids, '{}'), coalesce(k.tokens, '{}'), coalesce(k.platforms, '{}'),
                    case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
                              and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
                         then u.fcm_token end,
@@ -83,6 +89,11 @@ public struct DispatchJob: Job {
               from unnest(\(ids)) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id
+              left join lateral (
+                  select array_agg(t.id order by t.created_at, t.id) as ids,
+                         array_agg(t.device_token order by t.created_at, t.id) as tokens,
+                         array_agg(t.platform order by t.created_at, t.id) as platforms
+                    from user_push_tokens t where t.user_id = u.id and t.active) k on true
               left join lateral (
                   -- Each delivery once (a grouped one is several rows): what the caps count.
                   select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
@@ -153,32 +164,27 @@ public struct DispatchJob: Job {
     /// Sends the user's deliveries to their devices, all at once; a provider paused meanwhile is
     /// not asked.
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
-        var userLogger = run.logger
-        userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
-        let context = SendContext(database: run.database, logger: userLogger)
+        let context = SendContext(database: run.database, logger: run.logger)
         let deliveries = change.change.plan.deliveries
         let kindOf = Dictionary(uniqueKeysWithValues: change.change.rows.map { ($0.id, $0.kind) })
-        var results = change.change.results
-        await withTaskGroup(of: (Int, String, SendResult).self) { group in
-            for (index, delivery) in deliveries.enumerated() {
-                let timeCritical = delivery.rows.contains { kindOf[$0]?.isTimeCritical ?? false }
-                for device in delivery.targets {
-                    group.addTask {
-                        let provider = device.provider
-                        if let paused = health.pauseReason(provider) {
-                            return (index, device.key, .notSent("\(provider.displayName) is paused for this run: \(paused)"))
-                        }
-                        guard let service = push.services[provider] else {
-                            return (index, device.key, .notSent("\(provider.displayName) is not configured"))
-                        }
-                        let result = await service.send(PushRequest(delivery: delivery, device: device, timeCritical: timeCritical),
-                                                        context: context)
-                        health.record(result, from: provider)
-                        return (index, device.key, result)
-                    }
-                }
+        var sends: [(index: Int, device: Device, push: PushRequest)] = []
+        for (index, delivery) in deliveries.enumerated() {
+            let timeCritical = delivery.rows.contains { kindOf[$0]?.isTimeCritical ?? false }
+            for device in delivery.targets {
+                sends.append((index, device, PushRequest(delivery: delivery, device: device, timeCritical: timeCritical)))
             }
-            for await (index, key, result) in group { results[index][key] = result }
+        }
+        var results = change.change.results
+        if sends.count == 1 {
+            // Most users have one device and one delivery: no task of its own.
+            results[sends[0].index][sends[0].device.key] = await send(sends[0].push, context: context)
+        } else {
+            await withTaskGroup(of: (Int, String, SendResult).self) { group in
+                for send in sends {
+                    group.addTask { (send.index, send.device.key, await self.send(send.push, context: context)) }
+                }
+                for await (index, key, result) in group { results[index][key] = result }
+            }
         }
         var done = change.change
         done.results = results
@@ -193,6 +199,18 @@ public struct DispatchJob: Job {
             }
         }
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: tally)
+    }
+
+    /// One push through its provider, unless the provider is paused or not configured.
+    private func send(_ push: PushRequest, context: SendContext) async -> SendResult {
+        let provider = push.device.provider
+        if let hold = health.hold(provider) { return .notSent(hold.reason, after: hold.after) }
+        guard let service = self.push.services[provider] else {
+            return .notSent("\(provider.displayName) is not configured", after: nil)
+        }
+        let result = await service.send(push, context: context)
+        health.record(result, from: provider)
+        return result
     }
 
     // MARK: Writing
@@ -217,8 +235,9 @@ public struct DispatchJob: Job {
                         guard let result = change.results[index][device.key] else { continue }
                         results[device.key] = health.interpret(result, from: device.provider)
                     }
+                    // One jitter for the delivery: its rows stay together for their retry.
                     let settled = DispatchRules.settle(row, delivery: delivery, results: results, now: run.now,
-                                                       jitter: Self.jitter(row))
+                                                       jitter: Self.jitter(delivery: delivery.id, attempt: row.attempts))
                     updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                                 deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
                                 attemptUndone: !settled.countsAsAttempt)
@@ -268,7 +287,9 @@ public struct DispatchJob: Job {
         writes.step("outbox_rows", """
             update notification_outbox o
                set status = v.status,
-                   next_attempt_at = case when v.keep_next then o.next_attempt_at else nullif(v.next_attempt_at, \(never)) end,
+                   next_attempt_at = case when v.status in ('sent', 'failed', 'suppressed') then 'infinity'
+                                          when v.keep_next then o.next_attempt_at
+                                          else nullif(v.next_attempt_at, \(never)) end,
                    delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
                    delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
@@ -276,13 +297,13 @@ public struct DispatchJob: Job {
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone)
-             where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.runID)
+             where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {
             writes.step("attempt_logs", """
-                insert into notification_logs (user_id, notification_type, channel, status, title, body, payload, provider,
+                insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload, provider,
                                                provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
-                select l.user_id, l.notification_type, 'push', l.status, l.title, l.body, l.payload::jsonb,
+                select l.user_id, l.notification_type, l.notification_type, 'push', l.status, l.title, l.body, l.payload::jsonb,
                        nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
                        l.outbox_id, nullif(l.device_token_id, \(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))),
                        l.attempt, \(run.runID)
@@ -293,6 +314,9 @@ public struct DispatchJob: Job {
                             outbox_id, device_token_id, attempt)
                 """)
         }
+        // A device is named once, however many of the user's rows it failed for.
+        var seen = Set<String>()
+        invalid = invalid.filter { seen.insert("\($0.userID):\($0.device.key)").inserted }
         let registered = invalid.compactMap { $0.device.tokenID }
         if !registered.isEmpty {
             writes.step("deactivated_tokens", """
@@ -329,10 +353,10 @@ public struct DispatchJob: Job {
         return writes
     }
 
-    /// Where between half and all of its backoff a row's retry falls: spread, and the same for
-    /// the same row and attempt.
-    static func jitter(_ row: QueuedNotification) -> Double {
-        let mixed = (UInt64(bitPattern: row.id) &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(row.attempts)
+    /// Where between half and all of its backoff a delivery's retry falls: spread, and the same
+    /// for the same delivery and attempt.
+    static func jitter(delivery: Int64, attempt: Int) -> Double {
+        let mixed = (UInt64(bitPattern: delivery) &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(attempt)
         return Double(mixed % 1000) / 1000
     }
 }
