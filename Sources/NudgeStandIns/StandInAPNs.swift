@@ -22,7 +22,8 @@ public final class StandInAPNs: Sendable {
         public let body: Data
         /// The provider token (the JWT) the request carried.
         public let providerToken: String
-        /// How many requests for this device token arrived so far, this one included.
+        /// How many requests for this device token arrived so far, this one included (0 on a
+        /// stand-in that does not record).
         public let attempt: Int
         public let receivedAt: Date
 
@@ -256,8 +257,14 @@ private final class APNsStreamHandler: ChannelInboundHandler {
                 answer = .reject(status: status, reason: reason)
             } else {
                 let jwt = String(headers["authorization"]!.dropFirst("bearer ".count))
+                let record = state.record
                 let request: StandInAPNs.Request = state.log.withLock { log in
                     log.count += 1
+                    // A counting stand-in (benchmarks) keeps no per-device history.
+                    guard record else {
+                        return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
+                                                   attempt: 0, receivedAt: Date())
+                    }
                     log.attempts[token, default: 0] += 1
                     return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
                                                attempt: log.attempts[token]!, receivedAt: Date())

@@ -25,6 +25,8 @@ public struct QueuedNotification: Sendable, Equatable {
     public let sentAt: Date?
     /// The payload read, once: nil when it is not a JSON object.
     public let payloadObject: [String: JSONValue]?
+    /// What dispatch knows of its type, looked up once.
+    public let kind: NotificationKind
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
@@ -43,9 +45,8 @@ public struct QueuedNotification: Sendable, Equatable {
         self.deliveryID = deliveryID
         self.sentAt = sentAt
         self.payloadObject = PushContent.payloadObject(payload)
+        self.kind = NotificationKind.of(type)
     }
-
-    public var kind: NotificationKind { NotificationKind.of(type) }
 }
 
 /// Which push service reaches a device.

@@ -67,50 +67,12 @@ public struct DispatchJob: Job {
 
     public func loadFacts(for items: [UserNotifications], run: RunContext,
                           on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        let ids = items.map(\.user.user.id)
-        let rows = try await connection.query("""
-            select u.id, np.user_id is not null, coalesce(np.push_enabled, true), coalesce(np.email_enabled, true),
-                   array_remove(array[
-                       case when not np.push_daily_checkin then 'push_daily_checkin' end,
-                       case when not np.push_streak_risk then 'push_streak_risk' end,
-                       case when not np.push_weekly_goal then 'push_weekly_goal' end,
-                       case when not np.push_data_submission then 'push_data_submission' end,
-                       case when not np.push_leaderboard_change then 'push_leaderboard_change' end,
-                       case when not np.push_social_engagement then 'push_social_engagement' end,
-                       case when not np.push_weekly_digest then 'push_weekly_digest' end,
-                       case when not np.push_challenge_milestone then 'push_challenge_milestone' end], null),
-                   coalesce(to_char(np.dnd_start, 'HH24:MI'), ''), coalesce(to_char(np.dnd_end, 'HH24:MI'), ''),
-                   coalesce(np.pause_weekends, false),
-                   coalesce(k.ids, '{}'), coalesce(k.tokens, '{}'), coalesce(k.platforms, '{}'),
-                   case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
-                             and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
-                        then u.fcm_token end,
-                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}')
-              from unnest(\(ids)) as i(id)
-              join users u on u.id = i.id
-              left join notification_preferences np on np.user_id = u.id
-              left join lateral (
-                  select array_agg(t.id order by t.created_at, t.id) as ids,
-                         array_agg(t.device_token order by t.created_at, t.id) as tokens,
-                         array_agg(t.platform order by t.created_at, t.id) as platforms
-                    from user_push_tokens t where t.user_id = u.id and t.active) k on true
-              left join lateral (
-                  -- Each delivery once (a grouped one is several rows): what the caps count.
-                  select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
-                         array_agg(coalesce(p.challenge, '')) as challenges
-                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
-                                 o.payload->>'fitcircle_id' as challenge
-                            from notification_outbox o
-                           where o.user_id = u.id and o.sent_at is not null
-                             and (o.sent_at >= \(run.now.addingTimeInterval(-Self.capsLookBack))
-                                  or o.notification_type = 'challenge_milestone')
-                           order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true
-            """, logger: run.logger)
+        let rows = try await connection.execute(
+            FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack)),
+            logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges)
-            in rows.decode((UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                            [String], [Date], [String]).self) {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges) in rows {
             var preferences = DeliveryPreferences()
             if hasRow {
                 preferences.pushEnabled = pushEnabled
@@ -419,5 +381,71 @@ private struct LogRows {
         outboxIDs.append(row.id)
         deviceIDs.append(device?.tokenID ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
         attempts.append(row.attempts)
+    }
+}
+
+/// What dispatch reads about a batch's users, prepared once per connection (its text never
+/// changes, and planning it each batch cost as much as running it): preferences, active devices
+/// and the deliveries the caps count.
+private struct FactsStatement: PostgresPreparedStatement {
+    typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
+                     [String], [Date], [String])
+
+    let users: [UUID]
+    let since: Date
+
+    static let name = "nudge_dispatch_facts_v1"
+
+    static let sql = """
+
+            select u.id, np.user_id is not null, coalesce(np.push_enabled, true), coalesce(np.email_enabled, true),
+                   array_remove(array[
+                       case when not np.push_daily_checkin then 'push_daily_checkin' end,
+                       case when not np.push_streak_risk then 'push_streak_risk' end,
+                       case when not np.push_weekly_goal then 'push_weekly_goal' end,
+                       case when not np.push_data_submission then 'push_data_submission' end,
+                       case when not np.push_leaderboard_change then 'push_leaderboard_change' end,
+                       case when not np.push_social_engagement then 'push_social_engagement' end,
+                       case when not np.push_weekly_digest then 'push_weekly_digest' end,
+                       case when not np.push_challenge_milestone then 'push_challenge_milestone' end], null),
+                   coalesce(to_char(np.dnd_start, 'HH24:MI'), ''), coalesce(to_char(np.dnd_end, 'HH24:MI'), ''),
+                   coalesce(np.pause_weekends, false),
+                   coalesce(k.ids, '{}'), coalesce(k.tokens, '{}'), coalesce(k.platforms, '{}'),
+                   case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
+                             and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
+                        then u.fcm_token end,
+                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}')
+              from unnest($1::uuid[]) as i(id)
+              join users u on u.id = i.id
+              left join notification_preferences np on np.user_id = u.id
+              left join lateral (
+                  select array_agg(t.id order by t.created_at, t.id) as ids,
+                         array_agg(t.device_token order by t.created_at, t.id) as tokens,
+                         array_agg(t.platform order by t.created_at, t.id) as platforms
+                    from user_push_tokens t where t.user_id = u.id and t.active) k on true
+              left join lateral (
+                  -- Each delivery once (a grouped one is several rows): what the caps count.
+                  select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
+                         array_agg(coalesce(p.challenge, '')) as challenges
+                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
+                                 o.payload->>'fitcircle_id' as challenge
+                            from notification_outbox o
+                           where o.user_id = u.id and o.sent_at is not null
+                             and (o.sent_at >= $2
+                                  or o.notification_type = 'challenge_milestone')
+                           order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true
+        """
+
+    static var bindingDataTypes: [PostgresDataType] { [.uuidArray, .timestamptz] }
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(users)
+        bindings.append(since)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
     }
 }
