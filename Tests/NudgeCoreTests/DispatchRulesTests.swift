@@ -92,6 +92,29 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         guard case .suppressed(step: "caps", _)? = unsent.outcomes[8] else { Issue.record("not held by the cap"); return }
     }
 
+    @Test func aRowOneDeviceHasEndsSentWhenTheOtherDevicesProviderIsGone() {
+        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
+        let retry = row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [pixel.key], deliveryID: 1,
+                        sentAt: at("2026-03-10T11:59:00Z"))
+        let planned = plan([retry], providers: apnsMissing)
+        #expect(planned.outcomes[1] == .deliver(0))
+        #expect(planned.deliveries[0].targets.isEmpty)
+        let settled = DispatchRules.settle(retry, delivery: planned.deliveries[0], results: [:], now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(settled.status == .sent)
+    }
+
+    @Test func aProviderHeldByItsQuotaMakesItsNotificationsWaitThatLong() {
+        let held: [PushProvider: ProviderState] = [.apns: .ready, .fcm: .held("FCM is over its quota", for: 75)]
+        let result = plan([row(1, "preview_push", due: "2026-03-10T12:00:00Z")], devices: [pixel], providers: held)
+        #expect(result.outcomes[1] == .waiting(until: at("2026-03-10T12:01:15Z"), reason: "FCM is over its quota"))
+    }
+
+    @Test func aDeliveryStampedInTheFutureDoesNotHoldTheHourlyCap() {
+        let future = [PastDelivery(type: "leaderboard_change", sentAt: at("2026-03-10T12:30:00Z"))]
+        #expect(FrequencyCaps.refusal(for: .of("leaderboard_change"), challenge: nil, at: at("2026-03-10T12:00:00Z"),
+                                      calendar: utc, past: future) == nil)
+    }
+
     @Test func aCallPreviewTooLateToMatterIsNotSent() {
         let result = plan([row(1, "preview_push", due: "2026-03-10T11:45:00Z"), row(2, "preview_push", due: "2026-03-10T11:58:00Z")])
         guard case .suppressed(step: "expired", _)? = result.outcomes[1] else { Issue.record("sent late"); return }

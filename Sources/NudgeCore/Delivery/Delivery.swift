@@ -91,6 +91,8 @@ public enum ProviderState: Sendable, Equatable {
     /// Not configured, or paused for the rest of the run after a configuration error: its
     /// notifications wait, nothing is dropped.
     case unavailable(String)
+    /// Held for a while (a project's quota): its notifications wait that long.
+    case held(String, for: TimeInterval)
 }
 
 /// What one request to a provider ended in, for one device.

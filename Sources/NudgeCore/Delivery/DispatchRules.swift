@@ -69,7 +69,8 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .failed("its payload is not a JSON object")
                 continue
             }
-            if row.dueAt > now {
+            // (A millisecond's grace: the instant went to the database and came back in microseconds.)
+            if row.dueAt.timeIntervalSince(now) > 0.001 {
                 early.append(row)
                 continue
             }
@@ -140,14 +141,21 @@ public enum DispatchRules {
             }
             let targets = facts.devices.filter { !lead.deliveredTo.contains($0.key) }
             let ready = targets.filter { providers[$0.provider] == .ready }
-            if ready.isEmpty && !targets.isEmpty {
-                let reasons = Set(targets.map { device -> String in
-                    if case .unavailable(let why)? = providers[device.provider] { return why }
-                    return "\(device.provider.displayName) is not configured"
-                })
+            // Waiting for a provider only while no device has it: once one has, the user has it.
+            if ready.isEmpty && !targets.isEmpty && lead.deliveredTo.isEmpty {
+                var reasons: Set<String> = []
+                var wait = providerWait
+                for device in targets {
+                    switch providers[device.provider] {
+                    case .unavailable(let why)?: reasons.insert(why)
+                    case .held(let why, let seconds)?:
+                        reasons.insert(why)
+                        wait = min(wait, max(1, seconds))
+                    default: reasons.insert("\(device.provider.displayName) is not configured")
+                    }
+                }
                 for row in group {
-                    plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait),
-                                                     reason: reasons.sorted().joined(separator: "; "))
+                    plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(wait), reason: reasons.sorted().joined(separator: "; "))
                 }
                 continue
             }
@@ -240,7 +248,8 @@ public enum DispatchRules {
         }
         // Nothing is dropped for a provider that cannot be used now, unless a device has it: then
         // the user has it.
-        if blocked && !retryable && delivered.isEmpty {
+        // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
+        if blocked && !retryable && delivered.isEmpty && !(askedAProvider && row.attempts >= maxAttempts) {
             return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
                               lastError: lastError, countsAsAttempt: askedAProvider)
         }

@@ -37,7 +37,7 @@ public enum FrequencyCaps {
                 count = own.count { calendar.localDate(at: $0.sentAt) == today }
             case .perHour(let n):
                 limit = n
-                count = own.count { now.timeIntervalSince($0.sentAt) < 3600 }
+                count = own.count { (0..<3600).contains(now.timeIntervalSince($0.sentAt)) }
             case .perLocalWeek(let n):
                 limit = n
                 count = own.count { calendar.localDate(at: $0.sentAt).monday == today.monday }

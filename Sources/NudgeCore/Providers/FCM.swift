@@ -216,6 +216,9 @@ public final class FCMClient: PushService {
             if aboutToken { return .invalidToken(text, unknownToProvider: true) }
             // The message itself (too big, a reserved data key): this notification fails.
             return .rejected(text)
+        case "QUOTA_EXCEEDED" where message.lowercased().contains("device"):
+            // One device's message rate: that device waits.
+            return .retry(text, after: max(retryAfter ?? 0, quotaPause))
         case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED":
             // The project's quota: every send waits, none spends an attempt.
             return .throttled(text, after: max(retryAfter ?? 0, quotaPause))

@@ -148,10 +148,14 @@ public struct OutboxQueue: WorkSource {
         let failures = failed.filter { !changed.contains($0.0) }
         if !failures.isEmpty {
             let backoff: SQLFragment = "make_interval(secs => \(DispatchRules.firstRetryDelay) * 2 ^ greatest(0, o.attempts - 1))"
+            // Only a row that was due spent an attempt (one claimed ahead of its time did not).
+            let lastAttempt: SQLFragment = """
+                (o.attempts >= \(DispatchRules.maxAttempts) and coalesce(o.next_attempt_at, o.deliver_after) <= \(run.now))
+                """
             writes.step("failed_rows", """
                 update notification_outbox o
-                   set status = case when o.attempts >= \(DispatchRules.maxAttempts) then 'failed' else 'pending' end,
-                       next_attempt_at = case when o.attempts >= \(DispatchRules.maxAttempts) then 'infinity'
+                   set status = case when \(lastAttempt) then 'failed' else 'pending' end,
+                       next_attempt_at = case when \(lastAttempt) then 'infinity'
                                               else greatest(coalesce(o.next_attempt_at, o.deliver_after), \(run.now) + \(backoff)) end,
                        attempts = o.attempts - case when coalesce(o.next_attempt_at, o.deliver_after) > \(run.now) then 1 else 0 end,
                        last_error = f.reason, lease_until = null, claimed_by = null

@@ -33,7 +33,7 @@ public final class ChannelHealth: Sendable {
     public var states: [PushProvider: ProviderState] {
         var states = configured
         for provider in PushProvider.allCases {
-            if let (why, _) = hold(provider) { states[provider] = .unavailable(why) }
+            if let (why, after) = hold(provider) { states[provider] = after.map { .held(why, for: $0) } ?? .unavailable(why) }
         }
         return states
     }
