@@ -37,8 +37,9 @@ struct StandInHTTPServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(StandInHTTPHandler(handler: handler))
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(StandInHTTPHandler(handler: handler))
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()

@@ -9,8 +9,8 @@ import Synchronization
 /// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
 /// then it serves until stopped. Device tokens listed in `--unregistered` (one per line) are
 /// answered as uninstalled apps are (APNs 410 Unregistered, FCM 404 UNREGISTERED); every other
-/// one is accepted. `--log` appends one line per push received (provider, token's start,
-/// collapse id, title).
+/// one is accepted. `--log` appends one line per push received (provider, the status answered,
+/// token's start, collapse id, title).
 @main
 struct PushStandInCommand {
     static func main() async throws {
@@ -46,16 +46,16 @@ struct PushStandInCommand {
         let gone = unregistered, deliveries = log
         let ca = try StandInCA(validFor: 30 * 24 * 3600)
         let apns = try await StandInAPNs.start(ca: ca, port: apnsPort, record: false, script: { request in
-            if gone.contains(request.deviceToken) { return .reject(status: 410, reason: "Unregistered") }
-            deliveries?.append("apns", token: request.deviceToken, collapse: request.collapseID, title: request.alert?.title)
-            return .accept
+            let uninstalled = gone.contains(request.deviceToken)
+            deliveries?.append("apns", answer: uninstalled ? "410" : "200", token: request.deviceToken, collapse: request.collapseID,
+                               title: request.alert?.title)
+            return uninstalled ? .reject(status: 410, reason: "Unregistered") : .accept
         })
         let fcm = try await StandInFCM.start(port: fcmPort, record: false) { request in
-            if gone.contains(request.deviceToken) {
-                return .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.")
-            }
-            deliveries?.append("fcm", token: request.deviceToken, collapse: request.collapseKey, title: request.message["title"])
-            return .accept
+            let uninstalled = gone.contains(request.deviceToken)
+            deliveries?.append("fcm", answer: uninstalled ? "404" : "200", token: request.deviceToken, collapse: request.collapseKey,
+                               title: request.message["title"])
+            return uninstalled ? .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.") : .accept
         }
         let directory = URL(fileURLWithPath: folder, isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -96,8 +96,8 @@ private final class DeliveryLog: Sendable {
         self.handle = Mutex(handle)
     }
 
-    func append(_ provider: String, token: String, collapse: String?, title: String?) {
-        let line = "\(provider)\t\(token.prefix(12))…\t\(collapse ?? "-")\t\(title ?? "")\n"
+    func append(_ provider: String, answer: String, token: String, collapse: String?, title: String?) {
+        let line = "\(provider)\t\(answer)\t\(token.prefix(12))…\t\(collapse ?? "-")\t\(title ?? "")\n"
         handle.withLock { $0.write(Data(line.utf8)) }
     }
 }

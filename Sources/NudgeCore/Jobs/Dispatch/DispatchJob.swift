@@ -114,7 +114,7 @@ public struct DispatchJob: Job {
             }
         }
         for delivery in plan.deliveries {
-            tally[dryRun ? "would_deliver" : "deliveries", default: 0] += 1
+            if dryRun { tally["would_deliver", default: 0] += 1 }
             if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
         }
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] })
@@ -150,13 +150,27 @@ public struct DispatchJob: Job {
         }
         var done = change.change
         done.results = results
+        // What the summary counts: pushes per provider, tokens found gone, and what became of each
+        // row, as the batch's write will settle it (a burst found later in the batch may still
+        // turn a "failed" into a wait).
         var tally = change.tally
         for (index, delivery) in deliveries.enumerated() {
             for device in delivery.targets {
                 switch results[index][device.key] {
                 case .delivered?: tally["pushes_sent:\(device.provider.rawValue)", default: 0] += 1
-                case .retry?: tally["pushes_to_retry", default: 0] += 1
+                case .invalidToken?: tally["tokens_deactivated", default: 0] += 1
                 default: break
+                }
+            }
+            let interpreted = Dictionary(uniqueKeysWithValues: delivery.targets.compactMap { device in
+                results[index][device.key].map { (device.key, health.interpret($0, from: device.provider)) }
+            })
+            for row in change.change.rows where delivery.rows.contains(row.id) {
+                let settled = DispatchRules.settle(row, delivery: delivery, results: interpreted, now: run.now, jitter: 0)
+                switch settled.status {
+                case .sent: tally["sent", default: 0] += 1
+                case .failed: tally["failed", default: 0] += 1
+                case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
                 }
             }
         }
