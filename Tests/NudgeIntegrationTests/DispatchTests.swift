@@ -90,6 +90,12 @@ import Testing
             select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
              where user_id = '\(Fixture.userID(9))'
             """) == "45")
+        // The run's summary counts what became of each notification and the tokens it pruned.
+        let summary = try database.psql("""
+            select key || '=' || value from job_runs, jsonb_each_text(summary)
+             where id = (select max(id) from job_runs where job = 'dispatch') order by 1
+            """)
+        #expect(summary == "failed=4\npushes_sent:apns=1\npushes_sent:fcm=2\nretrying=4\nsent=3\ntokens_deactivated=4")
 
         let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: environment)
         #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
