@@ -118,7 +118,7 @@ struct SummaryText {
             "\(summary.job): run \(runID) \(summary.status) in \(String(format: "%.1f", summary.seconds)) s"
                 + (summary.dryRun ? " (dry run: every write was rolled back)" : "")
                 + (summary.resumedFrom.map { ", resumed run \($0)" } ?? ""),
-            "  users: \(counts.processed) processed, \(counts.succeeded) \(summary.dryRun ? "would change" : "changed"), "
+            "  \(summary.noun)s: \(counts.processed) processed, \(counts.succeeded) \(summary.dryRun ? "would change" : "changed"), "
                 + "\(counts.skipped) nothing due, \(counts.failed) failed",
         ]
         let outcomes = summary.tally.filter { !$0.key.hasPrefix("notification:") }.sorted { $0.key < $1.key }
@@ -132,7 +132,7 @@ struct SummaryText {
         }
         if let message = summary.message { lines.append("  \(message)") }
         if !summary.failures.isEmpty {
-            lines.append("  failed users\(counts.failed > summary.failures.count ? " (first \(summary.failures.count); all: nudge runs --failures \(runID))" : ""):")
+            lines.append("  failed \(summary.noun)s\(counts.failed > summary.failures.count ? " (first \(summary.failures.count); all: nudge runs --failures \(runID))" : ""):")
             for failure in summary.failures {
                 lines.append("    \(failure.userID.uuidString.lowercased()): \(failure.reason)")
             }

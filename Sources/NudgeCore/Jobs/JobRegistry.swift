@@ -16,7 +16,7 @@ public struct JobSetup: Sendable {
 
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
-    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "push-trigger", "validate-streaks"]
+    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks"]
 
     /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
     /// clients are shut down on every path out. A bad configuration (a missing API key) throws
@@ -29,6 +29,8 @@ public enum JobRegistry {
             return try await body(GenerateDailyGoalsJob(definition: definition))
         case "validate-streaks":
             return try await body(ValidateStreaksJob(definition: definition))
+        case "leaderboard-refresh":
+            return try await body(LeaderboardRefreshJob(definition: definition))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))

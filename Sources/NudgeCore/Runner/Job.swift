@@ -182,9 +182,12 @@ public struct OutboxMessage: Sendable, Equatable {
     public let recipient: UUID?
     /// `push`, `email` or `sms`.
     public let channel: String
+    /// For a type a user may get more than once a day: what tells this one apart in the
+    /// deduplication key (leaderboard-refresh: the hour it was decided in).
+    public let occasion: String?
 
     public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
-                recipient: UUID? = nil, channel: String = "push") {
+                recipient: UUID? = nil, channel: String = "push", occasion: String? = nil) {
         self.type = type
         self.localDay = localDay
         self.deliverAfter = deliverAfter
@@ -193,10 +196,12 @@ public struct OutboxMessage: Sendable, Equatable {
         self.payload = payload
         self.recipient = recipient
         self.channel = channel
+        self.occasion = occasion
     }
 
     public func dedupeKey(job: String, userID: UUID) -> String {
         "\(job):\(userID.uuidString.lowercased()):\(localDay):\(type)" + (channel == "push" ? "" : ":\(channel)")
+            + (occasion.map { ":\($0)" } ?? "")
     }
 }
 

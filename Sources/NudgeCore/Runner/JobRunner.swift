@@ -150,7 +150,7 @@ public struct JobRunner<J: Job>: Sendable {
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
                           failures: state.failureSample, message: errorMessage ?? job.summaryNote(tally: state.tally),
-                          exitCode: status.exitCode(failures: state.counts.failed))
+                          exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun)
     }
 
     /// What every batch loop of a run shares.
@@ -641,7 +641,7 @@ public struct JobRunner<J: Job>: Sendable {
 
     private func pageRequest(after: UUID?, runID: Int64, pageID: Int64 = 0, now: Date, logger: Logger) -> PageRequest {
         PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, limit: options.batchSize, shard: options.shard,
-                    users: options.users, dryRun: options.dryRun, logger: logger)
+                    users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
     }
 
     /// The next page. A claim that loses a deadlock or a serialization race against another

@@ -42,6 +42,8 @@ public struct RunSummary: Sendable, Codable {
     public let failures: [Failure]
     public let message: String?
     public let exitCode: Int32
+    /// What the run's items are ("user", "circle"): what its counts count.
+    public var noun: String = "user"
 
     public struct Failure: Sendable, Codable {
         public let userID: UUID
@@ -54,7 +56,7 @@ public struct RunSummary: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case runID = "run_id", job, status, dryRun = "dry_run", counts, tally, resumedFrom = "resumed_from",
-             seconds, failures, message, exitCode = "exit_code"
+             seconds, failures, message, exitCode = "exit_code", noun
     }
 
     /// The status of several runs together (`nudge run --all`): 1 when any could not run or was

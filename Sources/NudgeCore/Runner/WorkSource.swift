@@ -79,6 +79,8 @@ public struct PageRequest: Sendable {
     public let shard: Shard
     /// `--user`: only these users (or only their items); empty for all.
     public let users: [UUID]
+    /// A backfill's local days (`--date`, `--from/--to`); nil for a normal run.
+    public let window: DayWindow?
     public let dryRun: Bool
     public let logger: Logger
     /// What names this page's claims (a queue): its run and number, so that a lane whose claim

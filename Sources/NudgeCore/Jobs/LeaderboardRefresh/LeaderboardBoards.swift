@@ -1,0 +1,183 @@
+import Foundation
+
+/// Seed 003 Feature 3's four leaderboards.
+public enum LeaderboardPeriod: String, CaseIterable, Sendable, Comparable {
+    /// Resets at the circle's midnight.
+    case daily
+    /// Resets on Monday.
+    case weekly
+    /// Resets on the 1st.
+    case monthly
+    /// Since the challenge began.
+    case allTime = "all_time"
+
+    public static func < (lhs: LeaderboardPeriod, rhs: LeaderboardPeriod) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// One board: a circle's period, from `start` to the day before `next`, in the circle's local days.
+public struct Board: Hashable, Sendable, CustomStringConvertible {
+    public let period: LeaderboardPeriod
+    public let start: LocalDate
+    /// The first day after the period.
+    public let next: LocalDate
+
+    public init(period: LeaderboardPeriod, start: LocalDate, next: LocalDate) {
+        self.period = period
+        self.start = start
+        self.next = next
+    }
+
+    /// The board of `period` that holds `day` (the all-time board holds the challenge's days).
+    public static func of(_ period: LeaderboardPeriod, containing day: LocalDate, circle: CircleRow) -> Board {
+        switch period {
+        case .daily:
+            return Board(period: .daily, start: day, next: day.adding(days: 1))
+        case .weekly:
+            return Board(period: .weekly, start: day.monday, next: day.monday.adding(days: 7))
+        case .monthly:
+            let (year, month, _) = day.components
+            let first = LocalDate(year: year, month: month, day: 1)!
+            let next = month == 12 ? LocalDate(year: year + 1, month: 1, day: 1)! : LocalDate(year: year, month: month + 1, day: 1)!
+            return Board(period: .monthly, start: first, next: next)
+        case .allTime:
+            return Board(period: .allTime, start: circle.startsOn, next: circle.endsOn.adding(days: 1))
+        }
+    }
+
+    /// The board of the period before this one: what `rank_change` is measured against. The
+    /// all-time board has none.
+    public var previous: Board? {
+        guard period != .allTime else { return nil }
+        let day = start.adding(days: -1)
+        switch period {
+        case .daily: return Board(period: .daily, start: day, next: start)
+        case .weekly: return Board(period: .weekly, start: start.adding(days: -7), next: start)
+        case .monthly:
+            let (year, month, _) = day.components
+            return Board(period: .monthly, start: LocalDate(year: year, month: month, day: 1)!, next: start)
+        case .allTime: return nil
+        }
+    }
+
+    /// The days whose submissions count on this board: the period's days within the challenge's,
+    /// or nil when the challenge has none in it.
+    public func countedDays(in circle: CircleRow) -> ClosedRange<LocalDate>? {
+        let first = max(start, circle.startsOn), last = min(next.adding(days: -1), circle.endsOn)
+        return first <= last ? first...last : nil
+    }
+
+    public var description: String { "\(period.rawValue) \(start)" }
+}
+
+/// What leaderboard-refresh remembers of a board (`leaderboard_boards`).
+public struct BoardState: Sendable, Equatable {
+    /// The digest of everything the board was last computed from.
+    public let inputs: String
+    public let checkedAt: Date
+    public let isFinal: Bool
+
+    public init(inputs: String, checkedAt: Date, isFinal: Bool) {
+        self.inputs = inputs
+        self.checkedAt = checkedAt
+        self.isFinal = isFinal
+    }
+}
+
+/// A board to refresh now, and how.
+public struct DueBoard: Sendable, Equatable {
+    public enum Reason: String, Sendable {
+        /// Its slot of the seed's cadence has come.
+        case cadence
+        /// Its period ended (and the grace for late submissions passed): its final ranks.
+        case final
+        /// `--date`, `--from/--to`: recomputed whatever its state, telling nobody.
+        case backfill
+    }
+
+    public let board: Board
+    public let reason: Reason
+    /// The instant the board stands at: now for a current board, the end of its last counted day
+    /// for one whose period is over. The roster is the members on it then.
+    public let standsAt: Date
+    /// Whether the board holds its final ranks after this refresh.
+    public let isFinal: Bool
+}
+
+/// Seed 003's cadence, in the circle's zone: daily boards every 5 minutes from 06:00 to 23:00
+/// and hourly overnight, weekly boards hourly, monthly and all-time boards daily; and a period's
+/// final refresh once it has ended and the grace for late submissions (seed 003 Feature 5: until
+/// 00:30) has passed. A pure function of the circle's clock and what is remembered of its boards.
+public enum LeaderboardCadence {
+    /// Seed 003 Feature 5: "Allow submission until 12:30 AM".
+    public static let lateSubmissionGrace: TimeInterval = 30 * 60
+
+    /// The boards a refresh at `now` may touch (those to look up the state of): for each period,
+    /// the current board and the one before it; in a backfill, every board holding a day of the
+    /// window. Only boards with counted days that have begun by `now`.
+    public static func candidates(for circle: CircleInTime, now: Date, window: DayWindow?) -> [Board] {
+        let calendar = circle.calendar, row = circle.circle
+        let today = calendar.localDate(at: now)
+        var boards: [Board] = []
+        var seen: Set<Board> = []
+        func add(_ board: Board?) {
+            guard let board, let days = board.countedDays(in: row), days.lowerBound <= today, seen.insert(board).inserted
+            else { return }
+            boards.append(board)
+        }
+        if let window {
+            let first = max(window.from, row.startsOn), last = min(window.to, row.endsOn, today)
+            guard first <= last else { return [] }
+            for number in first.daysSinceEpoch...last.daysSinceEpoch {
+                let day = LocalDate(daysSinceEpoch: number)
+                for period in [LeaderboardPeriod.daily, .weekly, .monthly] { add(.of(period, containing: day, circle: row)) }
+            }
+            add(.of(.allTime, containing: first, circle: row))
+            return boards
+        }
+        for period in LeaderboardPeriod.allCases {
+            let current = Board.of(period, containing: today, circle: row)
+            add(current.previous)
+            add(current)
+        }
+        return boards
+    }
+
+    /// Which of the candidate boards are due at `now`, given what is remembered of them.
+    public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState]) -> [DueBoard] {
+        let calendar = circle.calendar
+        return candidates(for: circle, now: now, window: window).compactMap { board in
+            let lastDay = board.countedDays(in: circle.circle)!.upperBound
+            let ends = calendar.end(of: lastDay)
+            let isOver = now >= ends.addingTimeInterval(lateSubmissionGrace)
+            if window != nil {
+                return DueBoard(board: board, reason: .backfill, standsAt: min(now, ends), isFinal: isOver)
+            }
+            let state = states[board]
+            if state?.isFinal == true { return nil }
+            if isOver { return DueBoard(board: board, reason: .final, standsAt: ends, isFinal: true) }
+            // Between the period's end and the end of the grace, the board waits for its final refresh.
+            guard now < ends else { return nil }
+            if let checked = state?.checkedAt, checked >= slotStart(board.period, at: now, calendar: calendar) { return nil }
+            return DueBoard(board: board, reason: .cadence, standsAt: now, isFinal: false)
+        }
+    }
+
+    /// When the cadence slot holding `now` began, counted from the circle's midnight (so that a
+    /// day of 23 or 25 hours has its slots too): 5 minutes for a daily board from 06:00 to 23:00,
+    /// an hour overnight and for a weekly board, the day for monthly and all-time boards.
+    static func slotStart(_ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar) -> Date {
+        let midnight = calendar.start(of: calendar.localDate(at: now))
+        let slot: TimeInterval
+        switch period {
+        case .daily:
+            let hour = calendar.localTime(at: now).hour
+            slot = (6..<23).contains(hour) ? 300 : 3600
+        case .weekly: slot = 3600
+        case .monthly, .allTime: return midnight
+        }
+        let elapsed = now.timeIntervalSince(midnight)
+        return midnight.addingTimeInterval((elapsed / slot).rounded(.down) * slot)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// Seed 003 Feature 6's "Leaderboard Position Change": a member whose daily or weekly rank moved
+/// by 3 places or more since the board's previous refresh is told, at most once an hour and three
+/// times a local day (dispatch holds the same caps again when it delivers).
+public enum LeaderboardMoves {
+    public static let type = "leaderboard_change"
+    /// "User's rank changes ±3".
+    public static let threshold = 3
+    public static let perDay = 3
+    public static let spacing: TimeInterval = 3600
+
+    /// A member's move on one board.
+    public struct Move: Sendable, Equatable {
+        public let userID: UUID
+        public let period: LeaderboardPeriod
+        public let from: Int
+        public let to: Int
+
+        public var places: Int { from - to }
+    }
+
+    /// The moves worth telling on a refreshed board: members ranked before and after, by 3
+    /// places or more.
+    public static func moves(on period: LeaderboardPeriod, before: [UUID: Int], after: [Standing]) -> [Move] {
+        guard period == .daily || period == .weekly else { return [] }
+        return after.compactMap { standing in
+            guard let from = before[standing.userID], abs(from - standing.rank) >= threshold else { return nil }
+            return Move(userID: standing.userID, period: period, from: from, to: standing.rank)
+        }
+    }
+
+    /// A leaderboard notification already queued for a member.
+    public struct Sent: Sendable, Equatable {
+        public let localDay: LocalDate
+        public let deliverAfter: Date
+
+        public init(localDay: LocalDate, deliverAfter: Date) {
+            self.localDay = localDay
+            self.deliverAfter = deliverAfter
+        }
+    }
+
+    /// Whether a member whose local day is `today` may be told now, given those already queued.
+    public static func allowed(now: Date, today: LocalDate, sent: [Sent]) -> Bool {
+        sent.filter { $0.localDay == today }.count < perDay
+            && !sent.contains { abs($0.deliverAfter.timeIntervalSince(now)) < spacing }
+    }
+
+    /// What makes the notification's deduplication key unique: the hour it was decided in, so
+    /// that two circles telling one member of a move in the same hour queue one notification.
+    public static func occasion(at now: Date) -> String {
+        "h\(Int((now.timeIntervalSince1970 / spacing).rounded(.down)))"
+    }
+
+    public static func title(circle: String) -> String { circle }
+
+    /// The seed's copy: "📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?", and the way down.
+    public static func body(_ move: Move, circle: String, locale: String) -> String {
+        switch (locale, move.places > 0, move.to) {
+        case ("fr", true, 1): "📈 Te voilà #1 dans « \(circle) » ! Garde ta place !"
+        case ("fr", true, let rank): "📈 Te voilà #\(rank) dans « \(circle) » ! Peux-tu décrocher la #\(rank - 1) ?"
+        case ("fr", false, let rank): "📉 Te voilà #\(rank) dans « \(circle) ». À toi de reprendre la #\(rank - 1) !"
+        case (_, true, 1): "📈 You moved up to #1 in '\(circle)'! Can you stay on top?"
+        case (_, true, let rank): "📈 You moved up to #\(rank) in '\(circle)'! Can you reach #\(rank - 1)?"
+        case (_, false, let rank): "📉 You dropped to #\(rank) in '\(circle)'. Time to win back #\(rank - 1)!"
+        }
+    }
+
+    /// The payload the app opens: the circle's board of that period.
+    public static func payload(_ move: Move, circleID: UUID) -> String {
+        let id = circleID.uuidString.lowercased()
+        return #"{"type":"\#(type)","deep_link":"fitcircle://circles/\#(id)/leaderboard?period=\#(move.period.rawValue)","fitcircle_id":"\#(id)","period":"\#(move.period.rawValue)","rank":\#(move.to),"previous_rank":\#(move.from)}"#
+    }
+}

@@ -1,0 +1,417 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// leaderboard-refresh: for each FitCircle, in the circle's zone, the daily, weekly, monthly and
+/// all-time boards of `fitcircle_leaderboard_entries` (seed 003, Feature 3), from what the members
+/// submitted (Feature 5), on the seed's cadence (`LeaderboardCadence`), ranked by
+/// `LeaderboardStandings`. A board whose inputs did not change since it was last computed is
+/// neither read nor written again; one that did is compared with its stored entries and only the
+/// difference is written. Members moved by 3 places or more are told (`LeaderboardMoves`).
+public struct LeaderboardRefreshJob: Job {
+    public let definition: JobDefinition
+    /// The members' zones, for the day their movement notification counts on.
+    let calendars = CalendarCache()
+
+    public init(definition: JobDefinition) {
+        self.definition = definition
+    }
+
+    public var source: CircleSource { CircleSource() }
+
+    /// A board's stored entry for one member.
+    public struct StoredEntry: Sendable, Equatable {
+        public let metricType: String
+        public let value: Decimal?
+        public let rank: Int?
+        public let rankChange: Int?
+    }
+
+    /// A submission no refresh has ranked yet.
+    public struct PendingSubmission: Sendable, Equatable {
+        public let id: UUID
+        public let userID: UUID
+    }
+
+    public struct Facts: Sendable {
+        public let members: [CircleMember]
+        public let due: [DueBoard]
+        public let states: [Board: BoardState]
+        /// The digest of each due board's inputs now.
+        public let inputs: [Board: String]
+        /// For the boards to compute and the boards before them: each member's submitted totals.
+        public let totals: [Board: [UUID: SubmittedTotals]]
+        public let stored: [Board: [UUID: StoredEntry]]
+        /// Daily boards to compute: their day's submissions not ranked yet.
+        public let pending: [Board: [PendingSubmission]]
+        /// The movement notifications already queued for the circle's members, recently.
+        public let sent: [UUID: [LeaderboardMoves.Sent]]
+    }
+
+    /// What a refresh writes for one board.
+    public struct BoardWrite: Sendable, Equatable {
+        public let board: Board
+        public let inputs: String
+        public let isFinal: Bool
+        /// The entries to insert or update, and the members whose entries go (no longer on the roster).
+        public let upserts: [Standing]
+        public let removals: [UUID]
+        /// Submissions ranked: their rank after the submission, and places gained.
+        public let ranked: [(id: UUID, rank: Int, change: Int?)]
+
+        public static func == (lhs: BoardWrite, rhs: BoardWrite) -> Bool {
+            lhs.board == rhs.board && lhs.inputs == rhs.inputs && lhs.isFinal == rhs.isFinal && lhs.upserts == rhs.upserts
+                && lhs.removals == rhs.removals && lhs.ranked.map(\.id) == rhs.ranked.map(\.id)
+        }
+    }
+
+    public struct Change: Sendable, Equatable {
+        public let circleID: UUID
+        public let boards: [BoardWrite]
+    }
+
+    /// Members, board states, input digests, totals, stored entries, pending submissions, and
+    /// the notifications already sent.
+    public var readStatements: Int { 7 }
+
+    // MARK: Reading
+
+    public func loadFacts(for circles: [CircleInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let ids = circles.map(\.circle.id)
+        let logger = run.logger
+
+        var members: [UUID: [CircleMember]] = [:]
+        let memberRows = try await connection.query("""
+            select m.fitcircle_id, m.user_id, m.joined_at, m.left_at, m.starting_weight::text, m.target_weight::text,
+                   u.timezone, u.locale
+              from fitcircle_members m join users u on u.id = m.user_id
+             where m.fitcircle_id = any(\(ids))
+             order by m.fitcircle_id, m.user_id
+            """, logger: logger)
+        for try await (circleID, userID, joinedAt, leftAt, starting, target, timezone, locale)
+            in memberRows.decode((UUID, UUID, Date, Date?, String?, String?, String?, String).self) {
+            members[circleID, default: []].append(CircleMember(
+                userID: userID, joinedAt: joinedAt, leftAt: leftAt, startingWeight: starting.flatMap { Decimal(string: $0) },
+                targetWeight: target.flatMap { Decimal(string: $0) }, timezone: timezone, locale: locale))
+        }
+
+        // What is remembered of the boards that may be due.
+        let candidates = circles.flatMap { circle in
+            LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window).map { (circle.circle.id, $0) }
+        }
+        var states: [UUID: [Board: BoardState]] = [:]
+        if !candidates.isEmpty {
+            let rows = try await connection.query("""
+                select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final
+                  from unnest(\(candidates.map(\.0)), \(candidates.map(\.1.period.rawValue)), \(candidates.map(\.1.start)))
+                       as c(fitcircle_id, period, period_start)
+                  join leaderboard_boards b using (fitcircle_id, period, period_start)
+                """, logger: logger)
+            for try await (circleID, period, start, inputs, checkedAt, isFinal)
+                in rows.decode((UUID, String, LocalDate, String, Date, Bool).self) {
+                guard let board = candidates.first(where: { $0.0 == circleID && $0.1.period.rawValue == period && $0.1.start == start })?.1
+                else { continue }
+                states[circleID, default: [:]][board] = BoardState(inputs: inputs, checkedAt: checkedAt, isFinal: isFinal)
+            }
+        }
+
+        var due: [UUID: [DueBoard]] = [:]
+        for circle in circles {
+            let boards = LeaderboardCadence.due(for: circle, now: run.now, window: run.window, states: states[circle.circle.id] ?? [:])
+            if !boards.isEmpty { due[circle.circle.id] = boards }
+        }
+        let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
+        let dueBoards = due.flatMap { id, boards in boards.map { (byID[id]!, $0) } }
+
+        // The digest of each due board's inputs: the roster as the board and the one before it
+        // stand, the weights, and (from the database) every submission they are computed from.
+        var inputs: [UUID: [Board: String]] = [:]
+        if !dueBoards.isEmpty {
+            let described = dueBoards.map { circle, due in
+                (circle.circle.id, due.board, Self.rosterDigest(circle: circle, due: due, members: members[circle.circle.id] ?? []),
+                 Self.inputDays(of: due.board, in: circle.circle))
+            }
+            let rows = try await connection.query("""
+                select b.i, md5(b.base || coalesce((
+                         select string_agg(concat_ws(',', s.user_id, s.submission_date, s.steps, s.weight,
+                                                     extract(epoch from s.submitted_at)), ';' order by s.user_id, s.submission_date)
+                           from fitcircle_data_submissions s
+                          where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day), ''))
+                  from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
+                              \(described.map(\.3.lowerBound)), \(described.map(\.3.upperBound)))
+                       as b(i, fitcircle_id, base, first_day, last_day)
+                """, logger: logger)
+            for try await (index, digest) in rows.decode((Int, String).self) {
+                inputs[described[index].0, default: [:]][described[index].1] = "v1:" + digest
+            }
+        }
+
+        // The boards to compute: changed since last time, or forced by a backfill.
+        let compute = dueBoards.filter { circle, due in
+            let id = circle.circle.id
+            return due.reason == .backfill || states[id]?[due.board]?.inputs != inputs[id]?[due.board]
+        }
+        var windows: [(UUID, Board, ClosedRange<LocalDate>, LocalDate)] = []
+        var windowKeys: Set<String> = []
+        for (circle, due) in compute {
+            for board in [due.board, due.board.previous].compactMap({ $0 }) {
+                guard let days = board.countedDays(in: circle.circle),
+                      windowKeys.insert("\(circle.circle.id)|\(board)").inserted else { continue }
+                let from = circle.circle.challenge == .weightLoss && board.period == .monthly ? circle.circle.startsOn : days.lowerBound
+                windows.append((circle.circle.id, board, days, from))
+            }
+        }
+        var totals: [UUID: [Board: [UUID: SubmittedTotals]]] = [:]
+        if !windows.isEmpty {
+            let rows = try await connection.query("""
+                select w.i, s.user_id,
+                       coalesce(sum(s.steps) filter (where s.submission_date >= w.first_day), 0)::int8,
+                       max(s.submitted_at) filter (where s.submission_date >= w.first_day and s.steps > 0),
+                       (array_agg(s.weight::text order by s.submission_date desc, s.submitted_at desc)
+                          filter (where s.submission_date >= w.first_day and s.weight is not null))[1],
+                       (array_agg(s.submitted_at order by s.submission_date desc, s.submitted_at desc)
+                          filter (where s.submission_date >= w.first_day and s.weight is not null))[1],
+                       (array_agg(s.weight::text order by s.submission_date desc, s.submitted_at desc)
+                          filter (where s.submission_date < w.first_day and s.weight is not null))[1]
+                  from unnest(\(Array(0..<windows.count)), \(windows.map(\.0)), \(windows.map(\.2.lowerBound)),
+                              \(windows.map(\.2.upperBound)), \(windows.map(\.3)))
+                       as w(i, fitcircle_id, first_day, last_day, read_from)
+                  join fitcircle_data_submissions s on s.fitcircle_id = w.fitcircle_id
+                                                   and s.submission_date between w.read_from and w.last_day
+                 group by w.i, s.user_id
+                """, logger: logger)
+            for try await (index, userID, steps, stepsAt, weight, weightAt, before)
+                in rows.decode((Int, UUID, Int, Date?, String?, Date?, String?).self) {
+                let window = windows[index]
+                totals[window.0, default: [:]][window.1, default: [:]][userID] = SubmittedTotals(
+                    steps: steps, stepsAt: stepsAt, weight: weight.flatMap { Decimal(string: $0) }, weightAt: weightAt,
+                    weightBefore: before.flatMap { Decimal(string: $0) })
+            }
+        }
+
+        var stored: [UUID: [Board: [UUID: StoredEntry]]] = [:]
+        var pending: [UUID: [Board: [PendingSubmission]]] = [:]
+        if !compute.isEmpty {
+            let boards = compute.map { ($0.0.circle.id, $0.1.board) }
+            let rows = try await connection.query("""
+                select b.i, e.user_id, e.metric_type, e.metric_value::text, e.rank, e.rank_change
+                  from unnest(\(Array(0..<boards.count)), \(boards.map(\.0)), \(boards.map(\.1.period.rawValue)),
+                              \(boards.map(\.1.start))) as b(i, fitcircle_id, period, period_start)
+                  join fitcircle_leaderboard_entries e using (fitcircle_id, period, period_start)
+                """, logger: logger)
+            for try await (index, userID, metricType, value, rank, rankChange)
+                in rows.decode((Int, UUID, String, String?, Int?, Int?).self) {
+                stored[boards[index].0, default: [:]][boards[index].1, default: [:]][userID] = StoredEntry(
+                    metricType: metricType, value: value.flatMap { Decimal(string: $0) }, rank: rank, rankChange: rankChange)
+            }
+            let daily = boards.filter { $0.1.period == .daily }
+            if !daily.isEmpty {
+                let rows = try await connection.query("""
+                    select b.i, s.id, s.user_id
+                      from unnest(\(Array(0..<daily.count)), \(daily.map(\.0)), \(daily.map(\.1.start))) as b(i, fitcircle_id, day)
+                      join fitcircle_data_submissions s on s.fitcircle_id = b.fitcircle_id and s.submission_date = b.day
+                     where s.rank_after_submission is null
+                    """, logger: logger)
+                for try await (index, id, userID) in rows.decode((Int, UUID, UUID).self) {
+                    pending[daily[index].0, default: [:]][daily[index].1, default: []].append(PendingSubmission(id: id, userID: userID))
+                }
+            }
+        }
+
+        // The movement notifications already queued for the members of boards that may move.
+        var sent: [UUID: [LeaderboardMoves.Sent]] = [:]
+        let told = Set(compute.filter { circle, due in
+                due.reason == .cadence && [.daily, .weekly].contains(due.board.period) && states[circle.circle.id]?[due.board] != nil
+            }
+            .flatMap { circle, _ in (members[circle.circle.id] ?? []).map(\.userID) })
+        if !told.isEmpty {
+            let rows = try await connection.query("""
+                select user_id, local_day, deliver_after from notification_outbox
+                 where user_id = any(\(Array(told))) and notification_type = \(LeaderboardMoves.type)
+                   and deliver_after > \(run.now.addingTimeInterval(-2 * 86_400))
+                """, logger: logger)
+            for try await (userID, localDay, deliverAfter) in rows.decode((UUID, LocalDate, Date).self) {
+                sent[userID, default: []].append(LeaderboardMoves.Sent(localDay: localDay, deliverAfter: deliverAfter))
+            }
+        }
+
+        return Dictionary(uniqueKeysWithValues: circles.map { circle in
+            let id = circle.circle.id
+            return (id, Facts(members: members[id] ?? [], due: due[id] ?? [], states: states[id] ?? [:], inputs: inputs[id] ?? [:],
+                              totals: totals[id] ?? [:], stored: stored[id] ?? [:], pending: pending[id] ?? [:], sent: sent))
+        })
+    }
+
+    /// What a board is computed from besides its submissions: the circle, and each member with
+    /// their weights and whether they are on the board's roster and on the previous board's.
+    static func rosterDigest(circle: CircleInTime, due: DueBoard, members: [CircleMember]) -> String {
+        let row = circle.circle
+        let previousEnds = due.board.previous.flatMap { $0.countedDays(in: row) }.map { circle.calendar.end(of: $0.upperBound) }
+        var text = "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|"
+        for member in members {
+            text += "\(member.userID),\(member.startingWeight.map { "\($0)" } ?? ""),\(member.targetWeight.map { "\($0)" } ?? ""),"
+            text += member.isOnRoster(at: due.standsAt) ? "1" : "0"
+            text += previousEnds.map { member.isOnRoster(at: $0) ? "1;" : "0;" } ?? ";"
+        }
+        return text
+    }
+
+    /// The days whose submissions a board's values come from: its own, the previous board's
+    /// (for `rank_change`), and, for a monthly weight-loss board, every day of the challenge before
+    /// (the last weight before the month).
+    static func inputDays(of board: Board, in circle: CircleRow) -> ClosedRange<LocalDate> {
+        let days = board.countedDays(in: circle)!
+        if circle.challenge == .weightLoss && board.period == .monthly { return circle.startsOn...days.upperBound }
+        let from = board.previous.flatMap { $0.countedDays(in: circle) }?.lowerBound ?? days.lowerBound
+        return from...days.upperBound
+    }
+
+    // MARK: Deciding
+
+    public func decide(for circle: CircleInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        guard let facts, !facts.due.isEmpty else {
+            return .nothingDue("no board is due at \(circle.calendar.localTime(at: run.now)) circle time")
+        }
+        let row = circle.circle
+        var writes: [BoardWrite] = []
+        var notifications: [OutboxMessage] = []
+        var tally: [String: Int] = [:]
+        var sent = facts.sent
+        for due in facts.due {
+            let board = due.board
+            let inputs = facts.inputs[board] ?? ""
+            if due.isFinal { tally["boards_final", default: 0] += 1 }
+            if due.reason != .backfill, facts.states[board]?.inputs == inputs {
+                tally["boards_unchanged", default: 0] += 1
+                writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: [], removals: [], ranked: []))
+                continue
+            }
+            let roster = facts.members.filter { $0.isOnRoster(at: due.standsAt) }
+            var previousRanks: [UUID: Int]?
+            if let previous = board.previous, let days = previous.countedDays(in: row) {
+                let ends = circle.calendar.end(of: days.upperBound)
+                previousRanks = Dictionary(uniqueKeysWithValues: LeaderboardStandings.rank(
+                    members: facts.members.filter { $0.isOnRoster(at: ends) }, totals: facts.totals[previous] ?? [:],
+                    challenge: row.challenge, period: previous.period, previousRanks: nil).standings.map { ($0.userID, $0.rank) })
+            }
+            let (standings, gaps) = LeaderboardStandings.rank(members: roster, totals: facts.totals[board] ?? [:],
+                                                              challenge: row.challenge, period: board.period,
+                                                              previousRanks: previousRanks)
+            for (userID, gap) in gaps {
+                run.logger.notice("member ranks last on the board", metadata: [
+                    LogKey.userID: "\(userID.uuidString.lowercased())", "nudge.circle": "\(row.id.uuidString.lowercased())",
+                    "nudge.board": "\(board)", LogKey.reason: "\(gap)",
+                ])
+                tally["members_without_goal", default: 0] += 1
+            }
+            let stored = facts.stored[board] ?? [:]
+            let upserts = standings.filter { standing in
+                stored[standing.userID] != StoredEntry(metricType: standing.metricType, value: standing.value, rank: standing.rank,
+                                                       rankChange: standing.rankChange)
+            }
+            let onBoard = Set(standings.map(\.userID))
+            let removals = stored.keys.filter { !onBoard.contains($0) }.sorted(by: LeaderboardStandings.isBefore)
+            let ranks = Dictionary(uniqueKeysWithValues: standings.map { ($0.userID, $0.rank) })
+            let ranked = (facts.pending[board] ?? []).compactMap { submission -> (id: UUID, rank: Int, change: Int?)? in
+                guard let rank = ranks[submission.userID] else { return nil }
+                return (submission.id, rank, stored[submission.userID]?.rank.map { $0 - rank })
+            }
+            writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: upserts, removals: removals,
+                                     ranked: ranked))
+            tally["boards_refreshed", default: 0] += 1
+            tally["entries_written", default: 0] += upserts.count
+            tally["entries_removed", default: 0] += removals.count
+            tally["submissions_ranked", default: 0] += ranked.count
+
+            // Members who moved 3 places or more since the previous refresh of a current board;
+            // ranks Nudge did not compute itself (a board it meets for the first time) are no
+            // previous refresh.
+            guard due.reason == .cadence, facts.states[board] != nil else { continue }
+            let before = stored.compactMapValues(\.rank)
+            let moves = LeaderboardMoves.moves(on: board.period, before: before, after: standings)
+                .sorted { abs($0.places) > abs($1.places) }
+            for move in moves {
+                guard let member = roster.first(where: { $0.userID == move.userID }),
+                      let calendar = try? calendars.calendar(for: member.timezone) else {
+                    tally["moves_not_told", default: 0] += 1
+                    continue
+                }
+                let today = calendar.localDate(at: run.now)
+                guard LeaderboardMoves.allowed(now: run.now, today: today, sent: sent[move.userID] ?? []) else {
+                    tally["moves_throttled", default: 0] += 1
+                    continue
+                }
+                sent[move.userID, default: []].append(LeaderboardMoves.Sent(localDay: today, deliverAfter: run.now))
+                notifications.append(OutboxMessage(
+                    type: LeaderboardMoves.type, localDay: today, deliverAfter: run.now,
+                    title: LeaderboardMoves.title(circle: row.name),
+                    body: LeaderboardMoves.body(move, circle: row.name, locale: member.locale),
+                    payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
+                    occasion: LeaderboardMoves.occasion(at: run.now)))
+            }
+        }
+        return .act(PlannedChange(itemID: row.id, change: Change(circleID: row.id, boards: writes), work: [],
+                                  notifications: notifications, tally: tally))
+    }
+
+    // MARK: Writing
+
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var writes = BatchWrites()
+        let boards = changes.flatMap { change in change.change.boards.map { (change.change.circleID, $0) } }
+        guard !boards.isEmpty else { return writes }
+        writes.step("boards", """
+            insert into leaderboard_boards (fitcircle_id, period, period_start, inputs, checked_at, changed_at, final)
+            select fitcircle_id, period, period_start, inputs, \(run.now), case when changed then \(run.now)::timestamptz end, final
+              from unnest(\(boards.map(\.0)), \(boards.map(\.1.board.period.rawValue)), \(boards.map(\.1.board.start)),
+                          \(boards.map(\.1.inputs)), \(boards.map { !$0.1.upserts.isEmpty || !$0.1.removals.isEmpty }),
+                          \(boards.map(\.1.isFinal)))
+                   as b(fitcircle_id, period, period_start, inputs, changed, final)
+            on conflict (fitcircle_id, period, period_start) do update
+               set inputs = excluded.inputs, checked_at = excluded.checked_at,
+                   changed_at = coalesce(excluded.changed_at, leaderboard_boards.changed_at),
+                   final = leaderboard_boards.final or excluded.final
+            """)
+        let entries = boards.flatMap { circleID, write in write.upserts.map { (circleID, write.board, $0) } }
+        if !entries.isEmpty {
+            writes.step("entries", """
+                insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type,
+                                                           metric_value, rank, rank_change, last_updated)
+                select fitcircle_id, user_id, period, period_start, metric_type, nullif(metric_value, '')::numeric, rank,
+                       nullif(rank_change, -2147483648), \(run.now)
+                  from unnest(\(entries.map(\.0)), \(entries.map(\.2.userID)), \(entries.map(\.1.period.rawValue)),
+                              \(entries.map(\.1.start)), \(entries.map(\.2.metricType)),
+                              \(entries.map { $0.2.value.map { "\($0)" } ?? "" }), \(entries.map(\.2.rank)),
+                              \(entries.map { $0.2.rankChange ?? Self.none }))
+                       as e(fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank, rank_change)
+                on conflict (fitcircle_id, period, period_start, user_id) do update
+                   set metric_type = excluded.metric_type, metric_value = excluded.metric_value, rank = excluded.rank,
+                       rank_change = excluded.rank_change, last_updated = excluded.last_updated
+                """)
+        }
+        let removals = boards.flatMap { circleID, write in write.removals.map { (circleID, write.board, $0) } }
+        if !removals.isEmpty {
+            writes.step("removed_entries", """
+                delete from fitcircle_leaderboard_entries e
+                 using unnest(\(removals.map(\.0)), \(removals.map(\.1.period.rawValue)), \(removals.map(\.1.start)),
+                              \(removals.map(\.2))) as r(fitcircle_id, period, period_start, user_id)
+                 where e.fitcircle_id = r.fitcircle_id and e.period = r.period and e.period_start = r.period_start
+                   and e.user_id = r.user_id
+                """)
+        }
+        let ranked = boards.flatMap(\.1.ranked)
+        if !ranked.isEmpty {
+            writes.step("ranked_submissions", """
+                update fitcircle_data_submissions s
+                   set rank_after_submission = r.rank, rank_change = nullif(r.change, -2147483648)
+                  from unnest(\(ranked.map(\.id)), \(ranked.map(\.rank)), \(ranked.map { $0.change ?? Self.none }))
+                       as r(id, rank, change)
+                 where s.id = r.id and s.rank_after_submission is null
+                """)
+        }
+        return writes
+    }
+
+    /// An absent rank change in the write's integer arrays.
+    private static let none = Int(Int32.min)
+}

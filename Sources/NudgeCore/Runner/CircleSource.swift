@@ -1,0 +1,102 @@
+import Foundation
+import PostgresNIO
+
+/// A FitCircle as leaderboard-refresh pages it: what its boards need of the circle itself.
+public struct CircleRow: Sendable, Equatable {
+    public let id: UUID
+    public let name: String
+    public let challenge: FitCircleMembership.Challenge
+    /// The circle's zone: its leaderboard day (`fitcircles.timezone`).
+    public let timezone: String
+    /// The challenge's days: only submissions dated within them count.
+    public let startsOn: LocalDate
+    public let endsOn: LocalDate
+
+    public init(id: UUID, name: String, challenge: FitCircleMembership.Challenge, timezone: String,
+                startsOn: LocalDate, endsOn: LocalDate) {
+        self.id = id
+        self.name = name
+        self.challenge = challenge
+        self.timezone = timezone
+        self.startsOn = startsOn
+        self.endsOn = endsOn
+    }
+}
+
+/// A circle with the calendar of its zone.
+public struct CircleInTime: Sendable {
+    public let circle: CircleRow
+    public let calendar: LocalCalendar
+
+    public init(circle: CircleRow, calendar: LocalCalendar) {
+        self.circle = circle
+        self.calendar = calendar
+    }
+}
+
+/// The FitCircles in id order, each placed in its zone: what leaderboard-refresh pages. Only the
+/// circles whose boards can be due are read: begun, and not ended more than `settledAfterDays`
+/// ago (the month an ended circle's last day falls in is final a day after it ends); in a
+/// backfill, those whose days meet the window. `--user` keeps the circles the user is a member of;
+/// `--shard` splits circles by their id.
+public struct CircleSource: WorkSource {
+    public typealias Item = CircleInTime
+
+    /// How long after its last day a circle can still have a board due (its month's final refresh).
+    static let settledAfterDays = 33
+
+    public init() {}
+
+    public var noun: String { "circle" }
+
+    private func conditions(_ request: PageRequest) -> SQLFragment {
+        // Dates in UTC, a day wider than any zone on either side.
+        let today = LocalDate(daysSinceEpoch: Int((request.now.timeIntervalSince1970 / 86_400).rounded(.down)))
+        let (from, to) = request.window.map { ($0.from, min($0.to, today)) }
+            ?? (today.adding(days: -Self.settledAfterDays), today)
+        let members: SQLFragment = request.users.isEmpty ? "true" : """
+            exists (select 1 from fitcircle_members m where m.fitcircle_id = c.id and m.user_id = any(\(request.users)::uuid[]))
+            """
+        return """
+            c.starts_on <= \(to.adding(days: 1)) and c.ends_on >= \(from.adding(days: -1))
+            and \(request.inShard("c.id")) and \(members)
+            """
+    }
+
+    public func page(_ request: PageRequest, calendars: CalendarCache,
+                     on connection: PostgresConnection) async throws -> [Paged<CircleInTime>] {
+        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        let query: SQLFragment = """
+            select c.id, c.name, c.challenge_type, c.timezone, c.starts_on, c.ends_on from fitcircles c
+             where \(request.notPaused) and c.id > \(after) and \(conditions(request))
+             order by c.id
+             limit \(request.limit)
+            """
+        let rows = try await connection.query(try query.query(), logger: request.logger)
+        var page: [Paged<CircleInTime>] = []
+        page.reserveCapacity(request.limit)
+        for try await (id, name, challenge, timezone, startsOn, endsOn)
+            in rows.decode((UUID, String, String, String, LocalDate, LocalDate).self) {
+            do {
+                guard let kind = FitCircleMembership.Challenge(rawValue: challenge) else {
+                    throw NudgeError(.configuration, "unknown challenge_type '\(challenge)'")
+                }
+                let calendar = try calendars.calendar(for: timezone)
+                page.append(.item(id, CircleInTime(
+                    circle: CircleRow(id: id, name: name, challenge: kind, timezone: timezone, startsOn: startsOn, endsOn: endsOn),
+                    calendar: calendar)))
+            } catch {
+                page.append(.unusable(id, "the circle's \(error)"))
+            }
+        }
+        return page
+    }
+
+    public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
+        let query: SQLFragment = "select count(*) from fitcircles c where \(conditions(request))"
+        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
+            return count
+        }
+        return 0
+    }
+}
