@@ -1,0 +1,254 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+private func instant(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
+private func id(_ n: Int) -> UUID { UUID(uuidString: String(format: "00000000-0000-0000-0000-%012d", n))! }
+
+private func circle(_ zone: String, challenge: FitCircleMembership.Challenge = .steps, starts: String = "2026-03-02",
+                    ends: String = "2026-04-26") -> CircleInTime {
+    CircleInTime(circle: CircleRow(id: id(900), name: "Work Warriors", challenge: challenge, timezone: zone,
+                                   startsOn: day(starts), endsOn: day(ends)),
+                 calendar: try! LocalCalendar(identifier: zone))
+}
+
+private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joined: String = "2026-03-01T00:00:00Z",
+                    left: String? = nil) -> CircleMember {
+    CircleMember(userID: id(n), joinedAt: instant(joined), leftAt: left.map(instant), startingWeight: start, targetWeight: target,
+                 timezone: "Europe/Paris", locale: "en")
+}
+
+@Suite struct LeaderboardStandingsTests {
+    @Test func tiesGoToWhoeverReachedTheValueFirst() {
+        let members = [member(1), member(2), member(3), member(4)]
+        let totals: [UUID: SubmittedTotals] = [
+            id(1): SubmittedTotals(steps: 9000, stepsAt: instant("2026-03-10T18:00:00Z")),
+            id(2): SubmittedTotals(steps: 9000, stepsAt: instant("2026-03-10T07:30:00Z")),
+            id(3): SubmittedTotals(steps: 12000, stepsAt: instant("2026-03-10T21:00:00Z")),
+        ]
+        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, challenge: .steps, period: .daily,
+                                                          previousRanks: [id(1): 1, id(2): 2, id(4): 3])
+        #expect(standings.map(\.userID) == [id(3), id(2), id(1), id(4)])
+        #expect(standings.map(\.rank) == [1, 2, 3, 4])
+        #expect(standings.map(\.value) == [12000, 9000, 9000, 0])
+        // Places gained since the previous period's final board; none for who had no rank there.
+        #expect(standings.map(\.rankChange) == [nil, 0, -2, -1])
+        #expect(gaps.isEmpty)
+    }
+
+    @Test func equalValuesAndTimesFallBackToTheUserID() {
+        let at = instant("2026-03-10T07:30:00Z")
+        let (standings, _) = LeaderboardStandings.rank(
+            members: [member(7), member(5)], totals: [id(7): .init(steps: 10, stepsAt: at), id(5): .init(steps: 10, stepsAt: at)],
+            challenge: .steps, period: .weekly, previousRanks: nil)
+        #expect(standings.map(\.userID) == [id(5), id(7)])
+        #expect(standings.allSatisfy { $0.rankChange == nil })
+    }
+
+    @Test func aTargetNotBelowTheStartGetsNoPercentageAndRanksLast() {
+        let members = [member(1, start: 80, target: 80), member(2, start: 90, target: 80), member(3, start: 100, target: 90),
+                       member(4, start: 70, target: 75), member(5)]
+        let totals: [UUID: SubmittedTotals] = [
+            id(1): .init(weight: 75, weightAt: instant("2026-03-10T07:00:00Z")),
+            id(2): .init(weight: 87, weightAt: instant("2026-03-10T08:00:00Z")),
+            id(3): .init(weight: 96.25, weightAt: instant("2026-03-10T09:00:00Z")),
+            id(4): .init(weight: 69, weightAt: instant("2026-03-10T09:00:00Z")),
+        ]
+        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss,
+                                                          period: .weekly, previousRanks: nil)
+        // (90 − 87) / (90 − 80) = 30 %, (100 − 96.25) / 10 = 37.5 %.
+        #expect(standings.map(\.userID) == [id(3), id(2), id(1), id(4), id(5)])
+        #expect(standings.map(\.value) == [37.5, 30, nil, nil, nil])
+        #expect(standings.allSatisfy { $0.metricType == "weight_loss_pct" })
+        #expect(gaps.map(\.0) == [id(1), id(4), id(5)])
+        #expect(gaps.map(\.1) == [.targetNotBelowStart, .targetNotBelowStart, .noGoal])
+    }
+
+    @Test func monthlyAndAllTimeWeightBoardsRankByTheWeightLost() {
+        let members = [member(1, start: 80, target: 80), member(2, start: 90, target: 80)]
+        let totals: [UUID: SubmittedTotals] = [
+            id(1): .init(weight: 76.5, weightAt: instant("2026-03-10T07:00:00Z"), weightBefore: 78),
+            id(2): .init(weight: 88, weightAt: instant("2026-03-10T08:00:00Z")),
+        ]
+        let monthly = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss, period: .monthly,
+                                                previousRanks: nil).standings
+        // This month: 78 → 76.5 and (no weight before the month) 90 → 88.
+        #expect(monthly.map(\.value) == [2, 1.5])
+        #expect(monthly.map(\.metricType) == ["weight_lost", "weight_lost"])
+        let allTime = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss, period: .allTime,
+                                                previousRanks: nil).standings
+        #expect(allTime.map(\.userID) == [id(1), id(2)])
+        #expect(allTime.map(\.value) == [3.5, 2])
+    }
+
+    @Test func percentagesRoundHalfAwayFromZeroLikePostgreSQL() {
+        #expect(LeaderboardStandings.rounded(Decimal(string: "12.345")!, scale: 2) == Decimal(string: "12.35")!)
+        #expect(LeaderboardStandings.rounded(Decimal(string: "-12.345")!, scale: 2) == Decimal(string: "-12.35")!)
+        #expect(LeaderboardStandings.rounded(Decimal(100) / Decimal(3), scale: 2) == Decimal(string: "33.33")!)
+    }
+
+    @Test func theRosterIsWhoHadJoinedAndNotLeftAtTheInstant() {
+        let leaver = member(1, joined: "2026-03-11T15:00:00Z", left: "2026-03-13T09:00:00Z")
+        #expect(!leaver.isOnRoster(at: instant("2026-03-11T14:59:59Z")))
+        #expect(leaver.isOnRoster(at: instant("2026-03-11T15:00:00Z")))
+        #expect(leaver.isOnRoster(at: instant("2026-03-13T08:59:59Z")))
+        #expect(!leaver.isOnRoster(at: instant("2026-03-13T09:00:00Z")))
+    }
+}
+
+@Suite struct LeaderboardCadenceTests {
+    private func due(_ circle: CircleInTime, at now: String, checked: [Board: String] = [:], final: Set<Board> = [],
+                     window: DayWindow? = nil) -> [String] {
+        let states = Dictionary(uniqueKeysWithValues: Set(checked.keys).union(final).map { board in
+            (board, BoardState(inputs: "", checkedAt: checked[board].map(instant) ?? .distantPast, isFinal: final.contains(board)))
+        })
+        return LeaderboardCadence.due(for: circle, now: instant(now), window: window, states: states)
+            .map { "\($0.board) \($0.reason.rawValue)" }
+    }
+
+    @Test func periodsResetAtMidnightOnMondayAndOnTheFirst() {
+        let row = circle("UTC").circle
+        #expect(Board.of(.weekly, containing: day("2026-03-08"), circle: row) == Board(period: .weekly, start: day("2026-03-02"), next: day("2026-03-09")))
+        #expect(Board.of(.monthly, containing: day("2026-12-31"), circle: row) == Board(period: .monthly, start: day("2026-12-01"), next: day("2027-01-01")))
+        #expect(Board.of(.monthly, containing: day("2027-01-15"), circle: row).previous == Board(period: .monthly, start: day("2026-12-01"), next: day("2027-01-01")))
+        #expect(Board.of(.allTime, containing: day("2026-03-10"), circle: row) == Board(period: .allTime, start: day("2026-03-02"), next: day("2026-04-27")))
+        #expect(Board.of(.allTime, containing: day("2026-03-10"), circle: row).previous == nil)
+        // Only the challenge's days count: a week that begins before it counts from its start.
+        #expect(Board.of(.weekly, containing: day("2026-03-02"), circle: circle("UTC", starts: "2026-03-04").circle)
+            .countedDays(in: circle("UTC", starts: "2026-03-04").circle) == day("2026-03-04")...day("2026-03-08"))
+    }
+
+    @Test func aFreshCircleHasEveryBoardDueAndThePreviousPeriodsFinal() {
+        // Tuesday 10 March, 12:00 in Paris: last week and yesterday are over.
+        #expect(due(circle("Europe/Paris"), at: "2026-03-10T11:00:00Z") == [
+            "daily 2026-03-09 final", "daily 2026-03-10 cadence", "weekly 2026-03-02 final", "weekly 2026-03-09 cadence",
+            "monthly 2026-03-01 cadence", "all_time 2026-03-02 cadence",
+        ])
+    }
+
+    @Test func dailyBoardsEveryFiveMinutesByDayAndHourlyOvernight() {
+        let paris = circle("Europe/Paris")
+        let today = Board.of(.daily, containing: day("2026-03-10"), circle: paris.circle)
+        let week = Board.of(.weekly, containing: day("2026-03-10"), circle: paris.circle)
+        let yesterday = Board.of(.daily, containing: day("2026-03-09"), circle: paris.circle)
+        let lastWeek = Board.of(.weekly, containing: day("2026-03-02"), circle: paris.circle)
+        let month = Board.of(.monthly, containing: day("2026-03-10"), circle: paris.circle)
+        let allTime = Board.of(.allTime, containing: day("2026-03-10"), circle: paris.circle)
+        let settled: Set<Board> = [yesterday, lastWeek]
+        // 12:02 Paris, everything checked at 12:00: nothing is due until 12:05.
+        var checked = [today: "2026-03-10T11:00:00Z", week: "2026-03-10T11:00:00Z", month: "2026-03-09T23:00:30Z",
+                       allTime: "2026-03-09T23:00:30Z"]
+        #expect(due(paris, at: "2026-03-10T11:02:00Z", checked: checked, final: settled).isEmpty)
+        #expect(due(paris, at: "2026-03-10T11:05:00Z", checked: checked, final: settled) == ["daily 2026-03-10 cadence"])
+        #expect(due(paris, at: "2026-03-10T12:00:00Z", checked: checked, final: settled)
+            == ["daily 2026-03-10 cadence", "weekly 2026-03-09 cadence"])
+        // 23:10 Paris: hourly; checked at 23:00, not due again before midnight.
+        checked[today] = "2026-03-10T22:00:00Z"
+        checked[week] = "2026-03-10T22:00:00Z"
+        #expect(due(paris, at: "2026-03-10T22:10:00Z", checked: checked, final: settled).isEmpty)
+        #expect(due(paris, at: "2026-03-10T22:55:00Z", checked: checked, final: settled).isEmpty)
+        // 05:30 and 06:00 the next morning: one hourly slot, then five-minute ones.
+        let tomorrow = Board.of(.daily, containing: day("2026-03-11"), circle: paris.circle)
+        let morning = [tomorrow: "2026-03-11T04:00:00Z", week: "2026-03-11T04:00:00Z", month: "2026-03-10T23:00:00Z",
+                       allTime: "2026-03-10T23:00:00Z"]
+        #expect(due(paris, at: "2026-03-11T04:55:00Z", checked: morning, final: settled.union([today])).isEmpty)
+        #expect(due(paris, at: "2026-03-11T05:00:00Z", checked: morning, final: settled.union([today]))
+            == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence"])
+    }
+
+    @Test func aPeriodsFinalRefreshWaitsForTheLateSubmissionsGrace() {
+        // Pacific/Kiritimati (UTC+14): 10 March ends at 10:00 UTC.
+        let kiritimati = circle("Pacific/Kiritimati")
+        let tenth = Board.of(.daily, containing: day("2026-03-10"), circle: kiritimati.circle)
+        let eleventh = Board.of(.daily, containing: day("2026-03-11"), circle: kiritimati.circle)
+        let others = [Board.of(.weekly, containing: day("2026-03-10"), circle: kiritimati.circle),
+                      Board.of(.monthly, containing: day("2026-03-10"), circle: kiritimati.circle),
+                      Board.of(.allTime, containing: day("2026-03-10"), circle: kiritimati.circle)]
+        let checked = Dictionary(uniqueKeysWithValues: ([tenth] + others).map { ($0, "2026-03-10T09:55:00Z") })
+        let lastWeek = Board.of(.weekly, containing: day("2026-03-02"), circle: kiritimati.circle)
+        let ninth = Board.of(.daily, containing: day("2026-03-09"), circle: kiritimati.circle)
+        // 23:58 local: the 10th's board is current; 00:10: the 11th's begins, the 10th waits; 00:30: final.
+        #expect(due(kiritimati, at: "2026-03-10T09:58:00Z", checked: checked, final: [lastWeek, ninth]).isEmpty)
+        #expect(due(kiritimati, at: "2026-03-10T10:10:00Z", checked: checked, final: [lastWeek, ninth])
+            == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence", "monthly 2026-03-01 cadence", "all_time 2026-03-02 cadence"])
+        var later = checked
+        for board in [eleventh] + others { later[board] = "2026-03-10T10:10:00Z" }
+        // (Overnight the 11th's board is hourly: checked at 00:10, it is not due at 00:30.)
+        #expect(due(kiritimati, at: "2026-03-10T10:30:00Z", checked: later, final: [lastWeek, ninth])
+            == ["daily 2026-03-10 final"])
+        // Once final, only a backfill recomputes it.
+        #expect(due(kiritimati, at: "2026-03-10T10:35:00Z", checked: later, final: [lastWeek, ninth, tenth]).isEmpty)
+        #expect(due(kiritimati, at: "2026-03-10T11:00:00Z", checked: later, final: [lastWeek, ninth, tenth])
+            == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence"])
+        #expect(due(kiritimati, at: "2026-03-10T10:35:00Z", checked: later, final: [lastWeek, ninth, tenth],
+                    window: try! DayWindow(from: day("2026-03-10"), to: day("2026-03-10")))
+            == ["daily 2026-03-10 backfill", "weekly 2026-03-09 backfill", "monthly 2026-03-01 backfill", "all_time 2026-03-02 backfill"])
+    }
+
+    @Test func newfoundlandsShortDayHasItsSlotsAndItsMidnight() {
+        // America/St_Johns springs forward at 02:00 on 8 March 2026 (−3:30 to −2:30): a 23-hour day.
+        let stJohns = circle("America/St_Johns")
+        let calendar = stJohns.calendar
+        #expect(calendar.length(of: day("2026-03-08")) == 23 * 3600)
+        // 01:50 local (05:20 UTC) is in the 01:00 hourly slot; 03:10 local (05:40 UTC) in the 03:00 one.
+        #expect(LeaderboardCadence.slotStart(.daily, at: instant("2026-03-08T05:20:00Z"), calendar: calendar) == instant("2026-03-08T04:30:00Z"))
+        #expect(LeaderboardCadence.slotStart(.daily, at: instant("2026-03-08T05:40:00Z"), calendar: calendar) == instant("2026-03-08T05:30:00Z"))
+        // The 8th ends at 02:30 UTC on the 9th; its final refresh comes at 00:30 local, 03:00 UTC.
+        let eighth = Board.of(.daily, containing: day("2026-03-08"), circle: stJohns.circle)
+        let finals = { (now: String) in
+            LeaderboardCadence.due(for: stJohns, now: instant(now), window: nil, states: [:])
+                .filter { $0.board == eighth }.map(\.reason)
+        }
+        #expect(finals("2026-03-09T02:20:00Z") == [.cadence])
+        #expect(finals("2026-03-09T02:59:00Z").isEmpty)
+        #expect(finals("2026-03-09T03:00:00Z") == [.final])
+        let final = LeaderboardCadence.due(for: stJohns, now: instant("2026-03-09T03:00:00Z"), window: nil, states: [:])
+            .first { $0.board == eighth }
+        #expect(final?.standsAt == instant("2026-03-09T02:30:00Z"))
+    }
+
+    @Test func anEndedCircleFinishesItsBoardsAndStops() {
+        let ended = circle("UTC", starts: "2026-03-02", ends: "2026-03-11")
+        let week = Board.of(.weekly, containing: day("2026-03-11"), circle: ended.circle)
+        // Thursday the 12th at 01:00: the 11th, the week (counted to the 11th) and all-time are final.
+        #expect(due(ended, at: "2026-03-12T01:00:00Z", final: [Board.of(.daily, containing: day("2026-03-10"), circle: ended.circle),
+                                                             Board.of(.weekly, containing: day("2026-03-02"), circle: ended.circle)])
+            == ["daily 2026-03-11 final", "weekly 2026-03-09 final", "monthly 2026-03-01 final", "all_time 2026-03-02 final"])
+        #expect(week.countedDays(in: ended.circle) == day("2026-03-09")...day("2026-03-11"))
+    }
+}
+
+@Suite struct LeaderboardMovesTests {
+    @Test func movesOfThreePlacesOrMoreOnDailyAndWeeklyBoards() {
+        let after = [1, 2, 3, 4, 5].map { Standing(userID: id($0), metricType: "steps", value: 0, achievedAt: nil, rank: $0, rankChange: nil) }
+        let before = [id(1): 4, id(2): 2, id(3): 1, id(5): 2]
+        #expect(LeaderboardMoves.moves(on: .daily, before: before, after: after).map(\.userID) == [id(1), id(5)])
+        #expect(LeaderboardMoves.moves(on: .weekly, before: before, after: after).map(\.places) == [3, -3])
+        #expect(LeaderboardMoves.moves(on: .monthly, before: before, after: after).isEmpty)
+    }
+
+    @Test func atMostOneAnHourAndThreeALocalDay() {
+        let now = instant("2026-03-10T15:00:00Z")
+        let today = day("2026-03-10")
+        #expect(LeaderboardMoves.allowed(now: now, today: today, sent: []))
+        #expect(!LeaderboardMoves.allowed(now: now, today: today, sent: [.init(localDay: today, deliverAfter: instant("2026-03-10T14:01:00Z"))]))
+        #expect(LeaderboardMoves.allowed(now: now, today: today, sent: [.init(localDay: today, deliverAfter: instant("2026-03-10T14:00:00Z"))]))
+        let three = ["08", "10", "12"].map { LeaderboardMoves.Sent(localDay: today, deliverAfter: instant("2026-03-10T\($0):00:00Z")) }
+        #expect(!LeaderboardMoves.allowed(now: now, today: today, sent: three))
+        #expect(LeaderboardMoves.allowed(now: now, today: today.adding(days: 1), sent: three))
+    }
+
+    @Test func theSeedsCopyInEnglishAndFrench() {
+        let up = LeaderboardMoves.Move(userID: id(1), period: .daily, from: 6, to: 3)
+        let down = LeaderboardMoves.Move(userID: id(1), period: .weekly, from: 2, to: 6)
+        let top = LeaderboardMoves.Move(userID: id(1), period: .daily, from: 4, to: 1)
+        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "en") == "📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?")
+        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "en") == "📉 You dropped to #6 in 'Work Warriors'. Time to win back #5!")
+        #expect(LeaderboardMoves.body(top, circle: "Work Warriors", locale: "en") == "📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?")
+        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "fr") == "📈 Te voilà #3 dans « Work Warriors » ! Peux-tu décrocher la #2 ?")
+        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "fr") == "📉 Te voilà #6 dans « Work Warriors ». À toi de reprendre la #5 !")
+        let payload = LeaderboardMoves.payload(up, circleID: id(900))
+        #expect(payload.contains(#""deep_link":"fitcircle://circles/00000000-0000-0000-0000-000000000900/leaderboard?period=daily""#))
+    }
+}
