@@ -20,8 +20,8 @@ public enum LeaderboardMoves {
         public var places: Int { from - to }
     }
 
-    /// The moves worth telling on a refreshed board: members ranked before and after, by 3
-    /// places or more.
+    /// The moves worth telling on a refreshed board: members ranked before (with a value: a
+    /// place held with nothing submitted is no place to move from) and after, by 3 places or more.
     public static func moves(on period: LeaderboardPeriod, before: [UUID: Int], after: [Standing]) -> [Move] {
         guard period == .daily || period == .weekly else { return [] }
         return after.compactMap { standing in

@@ -327,7 +327,9 @@ public struct LeaderboardRefreshJob: Job {
             // ranks Nudge did not compute itself (a board it meets for the first time) are no
             // previous refresh.
             guard due.reason == .cadence, facts.states[board] != nil else { continue }
-            let before = stored.compactMapValues(\.rank)
+            // A place held with nothing yet (no steps, no weigh-in) is only the order of the ids:
+            // moving from it is no news.
+            let before = stored.filter { $0.value.value.map { $0 != 0 } ?? false }.compactMapValues(\.rank)
             let moves = LeaderboardMoves.moves(on: board.period, before: before, after: standings)
                 .sorted { abs($0.places) > abs($1.places) }
             for move in moves {

@@ -1,0 +1,290 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+/// leaderboard-refresh against a real PostgreSQL, through the built binary.
+extension TestDatabase {
+    /// Runs leaderboard-refresh at `now` and returns its summary's tally.
+    @discardableResult
+    func refreshLeaderboards(_ now: String, _ extra: [String] = []) async throws -> [String: Int] {
+        let result = try await nudge(["run", "leaderboard-refresh", "--now", now, "--json"] + extra)
+        guard result.status == 0 else { throw TestFailure("leaderboard-refresh at \(now) exited \(result.status): \(result.stderr)") }
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        return summary["tally"] as? [String: Int] ?? [:]
+    }
+
+    /// Runs scripts/leaderboard-floor.sql at `now`: its boards in the table leaderboard_floor.
+    func leaderboardFloor(_ now: String) throws {
+        let script = try String(contentsOf: packageRoot.appendingPathComponent("scripts/leaderboard-floor.sql"), encoding: .utf8)
+        try psql(script.replacingOccurrences(of: ":now", with: "'\(now)'"))
+    }
+
+    /// The entries the job and the floor disagree on, on the floor's boards (`periods` of them).
+    func leaderboardDifferences(periods: [String] = ["daily", "weekly", "monthly", "all_time"]) throws -> String {
+        let list = periods.map { "'\($0)'" }.joined(separator: ",")
+        return try psql("""
+            with job as (
+                select e.fitcircle_id, e.user_id, e.period, e.period_start, e.metric_type, e.metric_value, e.rank, e.rank_change
+                  from fitcircle_leaderboard_entries e
+                 where e.period in (\(list))
+                   and exists (select 1 from leaderboard_floor f where f.fitcircle_id = e.fitcircle_id and f.period = e.period
+                                                                  and f.period_start = e.period_start)),
+            floor as (select * from leaderboard_floor where period in (\(list)))
+            (select 'job only', * from (select * from job except select * from floor) a)
+            union all
+            (select 'floor only', * from (select * from floor except select * from job) b)
+            order by 3, 4, 5, 1 limit 20
+            """)
+    }
+}
+
+@Suite struct LeaderboardFloorTests {
+    /// Over the seeded circles (24 zones, steps and weight-loss, members who joined late or left),
+    /// at three instants, a first refresh writes exactly what the SQL floor computes: every
+    /// entry's metric, rank and rank_change, on all four periods.
+    @Test func theJobAgreesWithItsSQLFloorOverSeededData() async throws {
+        let database = try await TestDatabase.fresh()
+        let seed = try await database.nudge(["seed", "--users", "600", "--seed", "11", "--now", "2026-03-18T12:00:00Z"])
+        #expect(seed.status == 0, "\(seed.stderr)")
+        for now in ["2026-03-18T12:00:00Z", "2026-03-16T03:10:00Z", "2026-03-19T00:40:00Z"] {
+            try database.psql("delete from fitcircle_leaderboard_entries; delete from leaderboard_boards")
+            let tally = try await database.refreshLeaderboards(now)
+            try database.leaderboardFloor(now)
+            #expect(try database.leaderboardDifferences() == "", "at \(now)")
+            let entries = try database.count("select count(*) from fitcircle_leaderboard_entries")
+            #expect(entries == (try database.count("select count(*) from leaderboard_floor")), "at \(now)")
+            #expect(entries > 1_000)
+            #expect(tally["entries_written"] == entries)
+            // Every kind of board is there.
+            #expect(try database.value("select string_agg(distinct period || ':' || metric_type, ' ' order by period || ':' || metric_type) from fitcircle_leaderboard_entries")
+                    == "all_time:steps all_time:weight_lost daily:steps daily:weight_loss_pct monthly:steps monthly:weight_lost weekly:steps weekly:weight_loss_pct")
+        }
+    }
+}
+
+@Suite struct LeaderboardRefreshTests {
+    static let steps = "00000000-0000-0000-0000-00000000a001"
+    static let weight = "00000000-0000-0000-0000-00000000b001"
+
+    /// Circle A: 'Work Warriors', steps, America/St_Johns, members 1–8 from the start, member 9
+    /// joining on Wednesday 11 March at 15:00 UTC, when member 8 leaves. Circle B: weight loss,
+    /// Pacific/Kiritimati, members 11–13 (13's target equals their start). Members 3 and 13 read French.
+    static func circles(_ database: TestDatabase) throws {
+        try database.psql("""
+            begin;
+            insert into users (id, timezone, locale, display_name, created_at)
+            select md5('user-' || n)::uuid, case when n < 10 then 'America/St_Johns' else 'Pacific/Kiritimati' end,
+                   case when n in (3, 13) then 'fr' else 'en' end, 'Member ' || n, '2026-02-01T00:00:00Z'
+              from generate_series(1, 13) n where n not in (10);
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on) values
+              ('\(steps)', 'Work Warriors', 'steps', 'America/St_Johns', '2026-03-02', '2026-03-29'),
+              ('\(weight)', 'Lean Team', 'weight_loss', 'Pacific/Kiritimati', '2026-03-02', '2026-03-29');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, left_at, starting_weight, target_weight)
+            select '\(steps)', md5('user-' || n)::uuid,
+                   case when n = 9 then timestamptz '2026-03-11T15:00:00Z' else timestamptz '2026-03-01T00:00:00Z' end,
+                   case when n = 8 then timestamptz '2026-03-11T15:00:00Z' end, null, null
+              from generate_series(1, 9) n;
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight) values
+              ('\(weight)', md5('user-11')::uuid, '2026-03-01T00:00:00Z', 90, 80),
+              ('\(weight)', md5('user-12')::uuid, '2026-03-01T00:00:00Z', 100, 90),
+              ('\(weight)', md5('user-13')::uuid, '2026-03-01T00:00:00Z', 80, 80);
+            -- Circle A: every member's steps from the 2nd to the 9th, submitted at 20:00 local.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            select '\(steps)', md5('user-' || n)::uuid, d::date, 1000 * n + 10 * extract(day from d)::int,
+                   (d::date + time '20:00') at time zone 'America/St_Johns'
+              from generate_series(1, 8) n, generate_series('2026-03-02'::date, '2026-03-09'::date, '1 day') d;
+            -- The 10th: members 1 and 2 tie at 5,000 steps; 2 submitted first.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            select '\(steps)', md5('user-' || n)::uuid, '2026-03-10',
+                   case when n in (1, 2) then 5000 else 1000 * n end,
+                   case n when 1 then timestamptz '2026-03-10T21:30:00Z' when 2 then timestamptz '2026-03-10T10:30:00Z'
+                          else timestamptz '2026-03-10T22:00:00Z' end
+              from generate_series(1, 8) n;
+            -- Circle B: the 10th's weigh-ins at 10:00 local.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at) values
+              ('\(weight)', md5('user-11')::uuid, '2026-03-10', 88, '2026-03-09T20:00:00Z'),
+              ('\(weight)', md5('user-12')::uuid, '2026-03-10', 97, '2026-03-09T20:00:00Z'),
+              ('\(weight)', md5('user-13')::uuid, '2026-03-10', 78, '2026-03-09T20:00:00Z');
+            commit;
+            """)
+    }
+
+    /// A board as the app shows it: member number, rank, value, movement.
+    func board(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String) throws -> String {
+        try database.psql("""
+            select u.n || ' #' || e.rank || ' ' || coalesce(trim_scale(e.metric_value)::text, '-') || ' ' || coalesce(e.rank_change::text, '-')
+              from fitcircle_leaderboard_entries e
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 13) n) u on u.id = e.user_id
+             where e.fitcircle_id = '\(circle)' and e.period = '\(period)' and e.period_start = '\(start)'
+             order by e.rank
+            """).replacingOccurrences(of: "\n", with: ", ")
+    }
+
+    func expectBoard(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String, _ expected: String,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let actual = try board(database, circle, period, start)
+        #expect(actual == expected, "\(period) \(start): \(actual)", sourceLocation: sourceLocation)
+    }
+
+    func isFinal(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String) throws -> String {
+        try database.value("select final from leaderboard_boards where fitcircle_id = '\(circle)' and period = '\(period)' and period_start = '\(start)'")
+    }
+
+    func setSteps(_ database: TestDatabase, member: Int, day: String, steps: Int, at: String) throws {
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            values ('\(Self.steps)', md5('user-\(member)')::uuid, '\(day)', \(steps), '\(at)')
+            on conflict (fitcircle_id, user_id, submission_date) do update set steps = excluded.steps, submitted_at = excluded.submitted_at
+            """)
+    }
+
+    func told(_ database: TestDatabase) throws -> String {
+        try database.psql("""
+            select u.n || ': ' || o.body from notification_outbox o
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 13) n) u on u.id = o.user_id
+             where o.notification_type = 'leaderboard_change' order by o.deliver_after, u.n
+            """)
+    }
+
+    @Test func boardsAcrossMidnightsRostersTiesFinalRanksAndMovement() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.circles(database)
+
+        // Kiritimati, 23:50 on the 10th: percentages of goal; 13's target equals their start, so
+        // 13 has none and ranks last, with the reason logged. Nobody weighed in on the 9th: its
+        // final board ranks everyone by id, and the 10th's changes are against that.
+        let late = try await database.refreshLeaderboards("2026-03-10T09:50:00Z")
+        #expect(late["members_without_goal"] ?? 0 >= 1)
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 2, 11 #2 20 0, 13 #3 - -2")
+        try expectBoard(database, Self.weight, "monthly", "2026-03-01", "12 #1 3 -, 13 #2 2 -, 11 #3 2 -")
+        // 11 weighs in again at 00:20 local for the 10th (within the seed's grace): not counted at
+        // 00:25, while the 10th waits for its final refresh, then counted at 00:31.
+        try database.psql("update fitcircle_data_submissions set weight = 85, submitted_at = '2026-03-10T10:20:00Z' where user_id = md5('user-11')::uuid")
+        try await database.refreshLeaderboards("2026-03-10T10:25:00Z")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 2, 11 #2 20 0, 13 #3 - -2")
+        #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "f")
+        try await database.refreshLeaderboards("2026-03-10T10:31:00Z")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "11 #1 50 1, 12 #2 30 1, 13 #3 - -2")
+        #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "t")
+
+        // St John's, 11:00 on Wednesday the 11th. The 10th is final: 1 and 2 tie at 5,000 and 2
+        // submitted first; member 8 (still a member) is on it, member 9 (not yet) is not.
+        try await database.refreshLeaderboards("2026-03-11T13:30:00Z")
+        #expect(try isFinal(database, Self.steps, "daily", "2026-03-10") == "t")
+        try expectBoard(database, Self.steps, "daily", "2026-03-10", "8 #1 8000 0, 7 #2 7000 0, 6 #3 6000 0, 2 #4 5000 3, 1 #5 5000 3, 5 #6 5000 -2, 4 #7 4000 -2, 3 #8 3000 -2")
+        // Last week's board holds its final ranks; this week's has 8 and not 9.
+        #expect(try isFinal(database, Self.steps, "weekly", "2026-03-02") == "t")
+        #expect(try board(database, Self.steps, "weekly", "2026-03-02").hasPrefix("8 #1 "))
+        #expect(try board(database, Self.steps, "weekly", "2026-03-09").hasPrefix("8 #1 "))
+        #expect(!(try board(database, Self.steps, "weekly", "2026-03-09").contains("9 #")))
+        // Everything computed now is what the SQL floor computes now.
+        try database.leaderboardFloor("2026-03-11T13:30:00Z")
+        #expect(try database.leaderboardDifferences() == "")
+        // The 10th's submissions carry their rank on the 10th's board.
+        #expect(try database.value("""
+            select count(*) from fitcircle_data_submissions where submission_date = '2026-03-10' and fitcircle_id = '\(Self.steps)'
+               and rank_after_submission = (select rank from fitcircle_leaderboard_entries e where e.fitcircle_id = '\(Self.steps)'
+                                             and e.period = 'daily' and e.period_start = '2026-03-10' and e.user_id = fitcircle_data_submissions.user_id)
+            """) == "8")
+
+        // 13:00 local: 8 has left and 9 has joined. 8 drops off this week's board and keeps last
+        // week's; 9 joins this week's with their steps. The day's first submissions move nobody
+        // who had something before: no notification.
+        for member in [1, 2, 3, 4, 5, 6, 7, 9] {
+            try setSteps(database, member: member, day: "2026-03-11", steps: member == 1 ? 500 : 1000 * member, at: "2026-03-11T15:10:00Z")
+        }
+        try await database.refreshLeaderboards("2026-03-11T15:30:00Z")
+        try expectBoard(database, Self.steps, "daily", "2026-03-11", "9 #1 9000 -, 7 #2 7000 0, 6 #3 6000 0, 5 #4 5000 2, 4 #5 4000 2, 3 #6 3000 2, 2 #7 2000 -3, 1 #8 500 -3")
+        #expect(!(try board(database, Self.steps, "weekly", "2026-03-09").contains("8 #")))
+        #expect(try board(database, Self.steps, "weekly", "2026-03-09").contains("9 #"))
+        #expect(try board(database, Self.steps, "weekly", "2026-03-02").hasPrefix("8 #1 "))
+        try database.leaderboardFloor("2026-03-11T15:30:00Z")
+        #expect(try database.leaderboardDifferences(periods: ["daily", "weekly"]) == "")
+        // This week, though, member 3 (French) climbed from #8 to #5 with real steps: told.
+        let weekly = try told(database)
+        #expect(weekly == "3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?")
+        #expect(try database.value("select payload->>'period' from notification_outbox") == "weekly")
+
+        // 13:05: member 1 submits 50,000 steps: from #8 to #1 on the daily board, told at once.
+        try setSteps(database, member: 1, day: "2026-03-11", steps: 50_000, at: "2026-03-11T15:33:00Z")
+        try database.psql("update fitcircle_data_submissions set rank_after_submission = null, rank_change = null where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'")
+        try await database.refreshLeaderboards("2026-03-11T15:35:00Z")
+        let first = try told(database)
+        #expect(first == """
+            3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+            1: 📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?
+            """)
+        // The submission's rank after it, and the places it gained (#8 to #1).
+        #expect(try database.value("select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'") == "1 7")
+
+        // 13:10: 7, 3 and 2 pass member 1, who drops to #4: three places, but within the hour of
+        // their last notification, so 1 is not told, nor is 3 (told at 13:00); 2 and 9 (down
+        // three) are.
+        try setSteps(database, member: 7, day: "2026-03-11", steps: 62_000, at: "2026-03-11T15:38:00Z")
+        try setSteps(database, member: 3, day: "2026-03-11", steps: 61_000, at: "2026-03-11T15:38:00Z")
+        try setSteps(database, member: 2, day: "2026-03-11", steps: 60_000, at: "2026-03-11T15:38:00Z")
+        let throttled = try await database.refreshLeaderboards("2026-03-11T15:40:00Z")
+        #expect(throttled["moves_throttled"] == 2)
+        let second = try told(database)
+        #expect(second == """
+            3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+            1: 📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?
+            2: 📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?
+            9: 📉 You dropped to #5 in 'Work Warriors'. Time to win back #4!
+            """)
+
+        // 14:10, over an hour later: member 1 climbs back to #1 and is told again.
+        try setSteps(database, member: 1, day: "2026-03-11", steps: 100_000, at: "2026-03-11T16:38:00Z")
+        try await database.refreshLeaderboards("2026-03-11T16:40:00Z")
+        #expect(try database.count("select count(*) from notification_outbox where user_id = md5('user-1')::uuid") == 2)
+        #expect(try database.value("select payload->>'deep_link' from notification_outbox where user_id = md5('user-1')::uuid order by deliver_after desc limit 1")
+                == "fitcircle://circles/\(Self.steps)/leaderboard?period=daily")
+
+        // Running it again at the same instant changes no row and queues nothing.
+        let ledger: Set<String> = ["job_runs", "job_run_failures"]
+        let before = try database.dump(excluding: ledger)
+        let again = try await database.refreshLeaderboards("2026-03-11T16:40:00Z")
+        #expect(try database.dump(excluding: ledger) == before)
+        #expect(again["notification:leaderboard_change"] == nil)
+        // Five minutes later, with nothing new, the boards are looked at and nothing is written.
+        let entries = "select e::text from fitcircle_leaderboard_entries e order by 1"
+        let (entriesBefore, submissionsBefore, outboxBefore) = (try database.psql(entries),
+            try database.psql("select s::text from fitcircle_data_submissions s order by 1"), try database.psql("select o::text from notification_outbox o order by 1"))
+        let quiet = try await database.refreshLeaderboards("2026-03-11T16:45:00Z")
+        #expect(quiet["boards_unchanged"] ?? 0 >= 1)
+        #expect(quiet["entries_written"] == nil)
+        #expect(try database.psql(entries) == entriesBefore)
+        #expect(try database.psql("select s::text from fitcircle_data_submissions s order by 1") == submissionsBefore)
+        #expect(try database.psql("select o::text from notification_outbox o order by 1") == outboxBefore)
+
+        // A backfill recomputes a final board whatever its state, and tells nobody.
+        let tenth = try board(database, Self.steps, "daily", "2026-03-10")
+        try database.psql("update fitcircle_leaderboard_entries set rank = 99 where fitcircle_id = '\(Self.steps)' and period = 'daily' and period_start = '2026-03-10'")
+        let outbox = try database.count("select count(*) from notification_outbox")
+        let backfill = try await database.refreshLeaderboards("2026-03-11T16:50:00Z", ["--date", "2026-03-10"])
+        #expect((backfill["boards_refreshed"] ?? 0) >= 2)
+        #expect(try board(database, Self.steps, "daily", "2026-03-10") == tenth)
+        #expect(try database.count("select count(*) from notification_outbox") == outbox)
+    }
+
+    @Test func aDryRunChangesNothingAndABadZoneFailsItsCircleAlone() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.circles(database)
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
+            values ('00000000-0000-0000-0000-00000000c001', 'Nowhere', 'steps', 'Mars/Olympus', '2026-03-02', '2026-03-29')
+            """)
+        let ledger: Set<String> = ["job_runs", "job_run_failures"]
+        let before = try database.dump(excluding: ledger)
+        let dry = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T13:30:00Z", "--dry-run"])
+        #expect(dry.status == 3, "\(dry.stdout)\n\(dry.stderr)")
+        #expect(dry.stdout.contains("circles: 3 processed"))
+        #expect(try database.dump(excluding: ledger) == before)
+        let real = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T13:30:00Z"])
+        #expect(real.status == 3)
+        #expect(real.stdout.contains("unknown time zone 'Mars/Olympus'"), "\(real.stdout)")
+        #expect(try database.count("select count(*) from fitcircle_leaderboard_entries where fitcircle_id = '\(Self.steps)'") > 0)
+        let failed = try database.value("select distinct item_id || ': ' || reason from job_run_failures")
+        #expect(failed == "00000000-0000-0000-0000-00000000c001: the circle's unknown time zone 'Mars/Olympus'")
+    }
+}
