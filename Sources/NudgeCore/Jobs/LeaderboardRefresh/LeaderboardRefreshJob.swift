@@ -77,23 +77,7 @@ public struct LeaderboardRefreshJob: Job {
     // MARK: Reading
 
     public func loadFacts(for circles: [CircleInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        let ids = circles.map(\.circle.id)
         let logger = run.logger
-
-        var members: [UUID: [CircleMember]] = [:]
-        let memberRows = try await connection.query("""
-            select m.fitcircle_id, m.user_id, m.joined_at, m.left_at, m.starting_weight::text, m.target_weight::text,
-                   u.timezone, u.locale
-              from fitcircle_members m join users u on u.id = m.user_id
-             where m.fitcircle_id = any(\(ids))
-             order by m.fitcircle_id, m.user_id
-            """, logger: logger)
-        for try await (circleID, userID, joinedAt, leftAt, starting, target, timezone, locale)
-            in memberRows.decode((UUID, UUID, Date, Date?, String?, String?, String?, String).self) {
-            members[circleID, default: []].append(CircleMember(
-                userID: userID, joinedAt: joinedAt, leftAt: leftAt, startingWeight: starting.flatMap { Decimal(string: $0) },
-                targetWeight: target.flatMap { Decimal(string: $0) }, timezone: timezone, locale: locale))
-        }
 
         // What is remembered of the boards that may be due.
         let candidates = circles.flatMap { circle in
@@ -101,6 +85,7 @@ public struct LeaderboardRefreshJob: Job {
         }
         var states: [UUID: [Board: BoardState]] = [:]
         if !candidates.isEmpty {
+            let byKey = Dictionary(candidates.map { ("\($0.0)|\($0.1.period.rawValue)|\($0.1.start)", $0.1) }) { first, _ in first }
             let rows = try await connection.query("""
                 select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final
                   from unnest(\(candidates.map(\.0)), \(candidates.map(\.1.period.rawValue)), \(candidates.map(\.1.start)))
@@ -109,8 +94,7 @@ public struct LeaderboardRefreshJob: Job {
                 """, logger: logger)
             for try await (circleID, period, start, inputs, checkedAt, isFinal)
                 in rows.decode((UUID, String, LocalDate, String, Date, Bool).self) {
-                guard let board = candidates.first(where: { $0.0 == circleID && $0.1.period.rawValue == period && $0.1.start == start })?.1
-                else { continue }
+                guard let board = byKey["\(circleID)|\(period)|\(start)"] else { continue }
                 states[circleID, default: [:]][board] = BoardState(inputs: inputs, checkedAt: checkedAt, isFinal: isFinal)
             }
         }
@@ -122,6 +106,24 @@ public struct LeaderboardRefreshJob: Job {
         }
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
         let dueBoards = due.flatMap { id, boards in boards.map { (byID[id]!, $0) } }
+
+        // The members of the circles with a board due.
+        var members: [UUID: [CircleMember]] = [:]
+        if !due.isEmpty {
+            let memberRows = try await connection.query("""
+                select m.fitcircle_id, m.user_id, m.joined_at, m.left_at, m.starting_weight::text, m.target_weight::text,
+                       u.timezone, u.locale
+                  from fitcircle_members m join users u on u.id = m.user_id
+                 where m.fitcircle_id = any(\(Array(due.keys)))
+                 order by m.fitcircle_id, m.user_id
+                """, logger: logger)
+            for try await (circleID, userID, joinedAt, leftAt, starting, target, timezone, locale)
+                in memberRows.decode((UUID, UUID, Date, Date?, String?, String?, String?, String).self) {
+                members[circleID, default: []].append(CircleMember(
+                    userID: userID, joinedAt: joinedAt, leftAt: leftAt, startingWeight: starting.flatMap { Decimal(string: $0) },
+                    targetWeight: target.flatMap { Decimal(string: $0) }, timezone: timezone, locale: locale))
+            }
+        }
 
         // The digest of each due board's inputs: the roster as the board and the one before it
         // stand, the weights, and (from the database) every submission they are computed from.
