@@ -17,17 +17,18 @@ with c as (
     select id, challenge_type, timezone as tz, starts_on, ends_on,
            (:now::timestamptz at time zone timezone)::date as today
       from fitcircles
-     -- The circles whose boards can be due: begun, and ended at most 33 days ago (UTC days, one
+     -- The circles whose boards can be due: begun, and ended at most 8 days ago (UTC days, one
      -- day wider each side than any zone's).
      where starts_on <= (:now::timestamptz at time zone 'UTC')::date + 1
-       and ends_on >= (:now::timestamptz at time zone 'UTC')::date - 34),
+       and ends_on >= (:now::timestamptz at time zone 'UTC')::date - 9),
 -- Every period's board holding today, and the one before (back = 1).
 b0 as (
     select c.*, p.period, k.back,
            case p.period
                when 'daily' then c.today - k.back
-               when 'weekly' then date_trunc('week', c.today)::date - 7 * k.back
-               when 'monthly' then (date_trunc('month', c.today) - k.back * interval '1 month')::date
+               when 'weekly' then c.today - (extract(isodow from c.today)::int - 1) - 7 * k.back
+               when 'monthly' then (make_date(extract(year from c.today)::int, extract(month from c.today)::int, 1)
+                                    - k.back * interval '1 month')::date
            end as period_start
       from c
      cross join (values ('daily'), ('weekly'), ('monthly')) p(period)
@@ -136,7 +137,8 @@ ranked as (
                                        user_id) as rank
       from valued)
 select b.fitcircle_id, b.user_id, b.period, b.key_start as period_start, b.metric_type, b.metric_value, b.rank,
-       (p.rank - b.rank)::int as rank_change
+       -- Against the places held with a value: nothing submitted there is no place to move from.
+       case when p.metric_value is not null and p.achieved_at is not null then (p.rank - b.rank)::int end as rank_change
   from ranked b
   left join ranked p on p.role = 'previous' and p.fitcircle_id = b.fitcircle_id and p.period = b.period
                     and p.key_start = b.key_start and p.user_id = b.user_id

@@ -137,8 +137,8 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
         let allTime = Board.of(.allTime, containing: day("2026-03-10"), circle: paris.circle)
         let settled: Set<Board> = [yesterday, lastWeek]
         // 12:02 Paris, everything checked at 12:00: nothing is due until 12:05.
-        var checked = [today: "2026-03-10T11:00:00Z", week: "2026-03-10T11:00:00Z", month: "2026-03-09T23:00:30Z",
-                       allTime: "2026-03-09T23:00:30Z"]
+        var checked = [today: "2026-03-10T11:00:00Z", week: "2026-03-10T11:00:00Z", month: "2026-03-09T23:30:00Z",
+                       allTime: "2026-03-09T23:30:00Z"]
         #expect(due(paris, at: "2026-03-10T11:02:00Z", checked: checked, final: settled).isEmpty)
         #expect(due(paris, at: "2026-03-10T11:05:00Z", checked: checked, final: settled) == ["daily 2026-03-10 cadence"])
         #expect(due(paris, at: "2026-03-10T12:00:00Z", checked: checked, final: settled)
@@ -150,8 +150,8 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
         #expect(due(paris, at: "2026-03-10T22:55:00Z", checked: checked, final: settled).isEmpty)
         // 05:30 and 06:00 the next morning: one hourly slot, then five-minute ones.
         let tomorrow = Board.of(.daily, containing: day("2026-03-11"), circle: paris.circle)
-        let morning = [tomorrow: "2026-03-11T04:00:00Z", week: "2026-03-11T04:00:00Z", month: "2026-03-10T23:00:00Z",
-                       allTime: "2026-03-10T23:00:00Z"]
+        let morning = [tomorrow: "2026-03-11T04:00:00Z", week: "2026-03-11T04:00:00Z", month: "2026-03-10T23:30:00Z",
+                       allTime: "2026-03-10T23:30:00Z"]
         #expect(due(paris, at: "2026-03-11T04:55:00Z", checked: morning, final: settled.union([today])).isEmpty)
         #expect(due(paris, at: "2026-03-11T05:00:00Z", checked: morning, final: settled.union([today]))
             == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence"])
@@ -168,15 +168,17 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
         let checked = Dictionary(uniqueKeysWithValues: ([tenth] + others).map { ($0, "2026-03-10T09:55:00Z") })
         let lastWeek = Board.of(.weekly, containing: day("2026-03-02"), circle: kiritimati.circle)
         let ninth = Board.of(.daily, containing: day("2026-03-09"), circle: kiritimati.circle)
-        // 23:58 local: the 10th's board is current; 00:10: the 11th's begins, the 10th waits; 00:30: final.
+        // 23:58 local: the 10th's board is current; 00:10: the 11th's begins, the 10th waits; 00:30:
+        // the 10th's final refresh, and the month's and all-time's daily one (after the grace).
         #expect(due(kiritimati, at: "2026-03-10T09:58:00Z", checked: checked, final: [lastWeek, ninth]).isEmpty)
         #expect(due(kiritimati, at: "2026-03-10T10:10:00Z", checked: checked, final: [lastWeek, ninth])
-            == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence", "monthly 2026-03-01 cadence", "all_time 2026-03-02 cadence"])
+            == ["daily 2026-03-11 cadence", "weekly 2026-03-09 cadence"])
         var later = checked
-        for board in [eleventh] + others { later[board] = "2026-03-10T10:10:00Z" }
+        for board in [eleventh, others[0]] { later[board] = "2026-03-10T10:10:00Z" }
         // (Overnight the 11th's board is hourly: checked at 00:10, it is not due at 00:30.)
         #expect(due(kiritimati, at: "2026-03-10T10:30:00Z", checked: later, final: [lastWeek, ninth])
-            == ["daily 2026-03-10 final"])
+            == ["daily 2026-03-10 final", "monthly 2026-03-01 cadence", "all_time 2026-03-02 cadence"])
+        for board in others.dropFirst() { later[board] = "2026-03-10T10:30:00Z" }
         // Once final, only a backfill recomputes it.
         #expect(due(kiritimati, at: "2026-03-10T10:35:00Z", checked: later, final: [lastWeek, ninth, tenth]).isEmpty)
         #expect(due(kiritimati, at: "2026-03-10T11:00:00Z", checked: later, final: [lastWeek, ninth, tenth])
@@ -206,6 +208,39 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
         let final = LeaderboardCadence.due(for: stJohns, now: instant("2026-03-09T03:00:00Z"), window: nil, states: [:])
             .first { $0.board == eighth }
         #expect(final?.standsAt == instant("2026-03-09T02:30:00Z"))
+    }
+
+    @Test func afterAnOutageTheUnfinishedBoardsAreFinishedUpToAWeekBack() {
+        let paris = circle("Europe/Paris")
+        // The last final daily board is the 3rd's, the last final week the one of 23 February; at
+        // noon on the 10th, the 4th to the 9th are due final, and the week of the 2nd.
+        let lastFinal: [LeaderboardPeriod: LocalDate] = [.daily: day("2026-03-03"), .weekly: day("2026-02-23"),
+                                                         .monthly: day("2026-02-01")]
+        let third = Board.of(.daily, containing: day("2026-03-03"), circle: paris.circle)
+        let boards = LeaderboardCadence.due(for: paris, now: instant("2026-03-10T11:00:00Z"), window: nil,
+                                            states: [third: BoardState(inputs: "", checkedAt: .distantPast, isFinal: true)],
+                                            lastFinal: lastFinal)
+        #expect(boards.filter { $0.isFinal }.map(\.board.description) == [
+            "daily 2026-03-04", "daily 2026-03-05", "daily 2026-03-06", "daily 2026-03-07", "daily 2026-03-08",
+            "daily 2026-03-09", "weekly 2026-03-02",
+        ])
+        // At most a week back: older days take a backfill.
+        let longAgo = LeaderboardCadence.candidates(for: paris, now: instant("2026-03-30T11:00:00Z"), window: nil,
+                                                    lastFinal: [.daily: day("2026-03-03")])
+        #expect(longAgo.filter { $0.period == .daily }.map(\.start.description)
+            == ["2026-03-23", "2026-03-24", "2026-03-25", "2026-03-26", "2026-03-27", "2026-03-28", "2026-03-29", "2026-03-30"])
+    }
+
+    @Test func monthlyAndAllTimeBoardsWaitForTheGraceAndUnchangedDailyLooksByDayAreNotWritten() {
+        let paris = circle("Europe/Paris")
+        #expect(LeaderboardCadence.slotStart(.monthly, at: instant("2026-03-10T23:10:00Z"), calendar: paris.calendar)
+            == instant("2026-03-09T23:30:00Z"))
+        #expect(LeaderboardCadence.slotStart(.allTime, at: instant("2026-03-10T23:30:00Z"), calendar: paris.calendar)
+            == instant("2026-03-10T23:30:00Z"))
+        let today = DueBoard(board: Board.of(.daily, containing: day("2026-03-10"), circle: paris.circle), reason: .cadence,
+                             standsAt: instant("2026-03-10T11:00:00Z"), isFinal: false)
+        #expect(!LeaderboardCadence.remembersLook(at: today, now: instant("2026-03-10T11:00:00Z"), calendar: paris.calendar))
+        #expect(LeaderboardCadence.remembersLook(at: today, now: instant("2026-03-10T22:10:00Z"), calendar: paris.calendar))
     }
 
     @Test func anEndedCircleFinishesItsBoardsAndStops() {

@@ -9,7 +9,9 @@ extension TestDatabase {
     func refreshLeaderboards(_ now: String, _ extra: [String] = []) async throws -> [String: Int] {
         let result = try await nudge(["run", "leaderboard-refresh", "--now", now, "--json"] + extra)
         guard result.status == 0 else { throw TestFailure("leaderboard-refresh at \(now) exited \(result.status): \(result.stderr)") }
-        let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        // A run for some users reports each decision too, beside its summary.
+        let summary = report["summary"] as? [String: Any] ?? report
         return summary["tally"] as? [String: Int] ?? [:]
     }
 
@@ -150,21 +152,33 @@ extension TestDatabase {
         let database = try await TestDatabase.fresh()
         try Self.circles(database)
 
+        // St John's springs forward on Sunday the 8th: a 23-hour day, over at 02:30 UTC on the 9th.
+        // At 00:15 local it waits for the grace; at 00:30 it gets its final ranks, as the floor does.
+        try await database.refreshLeaderboards("2026-03-09T02:45:00Z")
+        #expect(try isFinal(database, Self.steps, "daily", "2026-03-08") == "")
+        try await database.refreshLeaderboards("2026-03-09T03:00:00Z")
+        #expect(try isFinal(database, Self.steps, "daily", "2026-03-08") == "t")
+        #expect(try isFinal(database, Self.steps, "weekly", "2026-03-02") == "t")
+        try expectBoard(database, Self.steps, "daily", "2026-03-08",
+                        "8 #1 8080 0, 7 #2 7080 0, 6 #3 6080 0, 5 #4 5080 0, 4 #5 4080 0, 3 #6 3080 0, 2 #7 2080 0, 1 #8 1080 0")
+        try database.leaderboardFloor("2026-03-09T03:00:00Z")
+        #expect(try database.leaderboardDifferences() == "")
+
         // Kiritimati, 23:50 on the 10th: percentages of goal; 13's target equals their start, so
-        // 13 has none and ranks last, with the reason logged. Nobody weighed in on the 9th: its
-        // final board ranks everyone by id, and the 10th's changes are against that.
+        // 13 has none and ranks last, with the reason logged. Nobody weighed in on the 9th: nobody
+        // held a place there to move from, so no change is shown.
         let late = try await database.refreshLeaderboards("2026-03-10T09:50:00Z")
         #expect(late["members_without_goal"] ?? 0 >= 1)
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 2, 11 #2 20 0, 13 #3 - -2")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #3 - -")
         try expectBoard(database, Self.weight, "monthly", "2026-03-01", "12 #1 3 -, 13 #2 2 -, 11 #3 2 -")
         // 11 weighs in again at 00:20 local for the 10th (within the seed's grace): not counted at
         // 00:25, while the 10th waits for its final refresh, then counted at 00:31.
         try database.psql("update fitcircle_data_submissions set weight = 85, submitted_at = '2026-03-10T10:20:00Z' where user_id = md5('user-11')::uuid")
         try await database.refreshLeaderboards("2026-03-10T10:25:00Z")
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 2, 11 #2 20 0, 13 #3 - -2")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #3 - -")
         #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "f")
         try await database.refreshLeaderboards("2026-03-10T10:31:00Z")
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "11 #1 50 1, 12 #2 30 1, 13 #3 - -2")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "11 #1 50 -, 12 #2 30 -, 13 #3 - -")
         #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "t")
 
         // St John's, 11:00 on Wednesday the 11th. The 10th is final: 1 and 2 tie at 5,000 and 2
@@ -214,8 +228,8 @@ extension TestDatabase {
             3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?
             1: 📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?
             """)
-        // The submission's rank after it, and the places it gained (#8 to #1).
-        #expect(try database.value("select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'") == "1 7")
+        // The submission's rank after it, and the places the day gained against the day before (#5 on the 10th).
+        #expect(try database.value("select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'") == "1 4")
 
         // 13:10: 7, 3 and 2 pass member 1, who drops to #4: three places, but within the hour of
         // their last notification, so 1 is not told, nor is 3 (told at 13:00); 2 and 9 (down
@@ -246,45 +260,67 @@ extension TestDatabase {
         let again = try await database.refreshLeaderboards("2026-03-11T16:40:00Z")
         #expect(try database.dump(excluding: ledger) == before)
         #expect(again["notification:leaderboard_change"] == nil)
-        // Five minutes later, with nothing new, the boards are looked at and nothing is written.
-        let entries = "select e::text from fitcircle_leaderboard_entries e order by 1"
-        let (entriesBefore, submissionsBefore, outboxBefore) = (try database.psql(entries),
-            try database.psql("select s::text from fitcircle_data_submissions s order by 1"), try database.psql("select o::text from notification_outbox o order by 1"))
-        let quiet = try await database.refreshLeaderboards("2026-03-11T16:45:00Z")
-        #expect(quiet["boards_unchanged"] ?? 0 >= 1)
-        #expect(quiet["entries_written"] == nil)
-        #expect(try database.psql(entries) == entriesBefore)
-        #expect(try database.psql("select s::text from fitcircle_data_submissions s order by 1") == submissionsBefore)
-        #expect(try database.psql("select o::text from notification_outbox o order by 1") == outboxBefore)
+        // Five minutes later, with nothing new, the boards are looked at and nothing is written:
+        // no entry, no submission, no notification, not even the boards' own state.
+        let quiet = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T16:45:00Z"])
+        #expect(quiet.status == 0)
+        #expect(quiet.stdout.contains("circles: 2 processed, 0 changed, 2 nothing due"), "\(quiet.stdout)")
+        #expect(try database.dump(excluding: ledger) == before)
+
+        // `--user` recomputes that user's circles and tells only them: member 4 (told of a weekly
+        // drop at 14:10) passes three others on the day's board, and is not the user asked for.
+        try setSteps(database, member: 4, day: "2026-03-11", steps: 200_000, at: "2026-03-11T16:47:00Z")
+        let limited = try await database.refreshLeaderboards("2026-03-11T16:50:00Z", ["--user", Fixture.userID(9)])
+        let toldFour = try database.psql("select deliver_after, body, payload from notification_outbox where user_id = md5('user-4')::uuid")
+        #expect(limited["moves_of_other_users"] ?? 0 >= 1, "\(limited) \(toldFour)")
+        #expect(try database.count("select count(*) from notification_outbox where user_id = md5('user-4')::uuid") == 1)
+
+        // Three a local day at most: member 1 has had two today, and a third queued at 12:00 local;
+        // at 15:30 local they drop three places and are not told.
+        try database.psql("""
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
+            values ('leaderboard-refresh:member-1:third', 'leaderboard-refresh', md5('user-1')::uuid, '2026-03-11',
+                    'leaderboard_change', '2026-03-11T14:30:00Z', 'Work Warriors', 'third')
+            """)
+        for member in [5, 6, 7] {
+            try setSteps(database, member: member, day: "2026-03-11", steps: 300_000 + member, at: "2026-03-11T17:55:00Z")
+        }
+        let capped = try await database.refreshLeaderboards("2026-03-11T18:00:00Z")
+        #expect(capped["moves_throttled"] ?? 0 >= 1)
+        #expect(try database.count("select count(*) from notification_outbox where user_id = md5('user-1')::uuid") == 3)
 
         // A backfill recomputes a final board whatever its state, and tells nobody.
         let tenth = try board(database, Self.steps, "daily", "2026-03-10")
         try database.psql("update fitcircle_leaderboard_entries set rank = 99 where fitcircle_id = '\(Self.steps)' and period = 'daily' and period_start = '2026-03-10'")
         let outbox = try database.count("select count(*) from notification_outbox")
-        let backfill = try await database.refreshLeaderboards("2026-03-11T16:50:00Z", ["--date", "2026-03-10"])
+        let backfill = try await database.refreshLeaderboards("2026-03-11T18:05:00Z", ["--date", "2026-03-10"])
         #expect((backfill["boards_refreshed"] ?? 0) >= 2)
         #expect(try board(database, Self.steps, "daily", "2026-03-10") == tenth)
         #expect(try database.count("select count(*) from notification_outbox") == outbox)
     }
 
-    @Test func aDryRunChangesNothingAndABadZoneFailsItsCircleAlone() async throws {
+    @Test func aDryRunChangesNothingAndABadCircleFailsAlone() async throws {
         let database = try await TestDatabase.fresh()
         try Self.circles(database)
         try database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
-            values ('00000000-0000-0000-0000-00000000c001', 'Nowhere', 'steps', 'Mars/Olympus', '2026-03-02', '2026-03-29')
+            values ('00000000-0000-0000-0000-00000000c001', 'Nowhere', 'steps', 'Mars/Olympus', '2026-03-02', '2026-03-29'),
+                   ('00000000-0000-0000-0000-00000000c002', 'Forever', 'steps', 'UTC', '2026-03-02', 'infinity')
             """)
         let ledger: Set<String> = ["job_runs", "job_run_failures"]
         let before = try database.dump(excluding: ledger)
         let dry = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T13:30:00Z", "--dry-run"])
         #expect(dry.status == 3, "\(dry.stdout)\n\(dry.stderr)")
-        #expect(dry.stdout.contains("circles: 3 processed"))
+        #expect(dry.stdout.contains("circles: 4 processed"))
         #expect(try database.dump(excluding: ledger) == before)
         let real = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T13:30:00Z"])
         #expect(real.status == 3)
         #expect(real.stdout.contains("unknown time zone 'Mars/Olympus'"), "\(real.stdout)")
         #expect(try database.count("select count(*) from fitcircle_leaderboard_entries where fitcircle_id = '\(Self.steps)'") > 0)
-        let failed = try database.value("select distinct item_id || ': ' || reason from job_run_failures")
-        #expect(failed == "00000000-0000-0000-0000-00000000c001: the circle's unknown time zone 'Mars/Olympus'")
+        let failed = try database.value("select distinct item_id || ': ' || reason from job_run_failures order by 1")
+        #expect(failed == """
+            00000000-0000-0000-0000-00000000c001: the circle's unknown time zone 'Mars/Olympus'
+            00000000-0000-0000-0000-00000000c002: starts_on or ends_on is not a day ('infinity')
+            """)
     }
 }

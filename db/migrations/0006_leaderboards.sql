@@ -28,5 +28,8 @@ create table leaderboard_boards (
 -- long ago.
 create index idx_fitcircles_ends_on on fitcircles(ends_on);
 
+-- A board reads its circle's submissions of a range of days (the unique key leads with the user).
+create index idx_submissions_circle_day on fitcircle_data_submissions(fitcircle_id, submission_date);
+
 -- The movement notification's throttle reads a member's recent ones.
 create index idx_outbox_user_type on notification_outbox(user_id, notification_type, deliver_after);

@@ -36,14 +36,16 @@ public struct CircleInTime: Sendable {
 
 /// The FitCircles in id order, each placed in its zone: what leaderboard-refresh pages. Only the
 /// circles whose boards can be due are read: begun, and not ended more than `settledAfterDays`
-/// ago (the month an ended circle's last day falls in is final a day after it ends); in a
-/// backfill, those whose days meet the window. `--user` keeps the circles the user is a member of;
-/// `--shard` splits circles by their id.
+/// ago (every board of a circle is final a day after its last day; the rest is the week a run
+/// catches up on after an outage); in a backfill, those whose days meet the window. `--user`
+/// keeps the circles the user is a member of; `--shard` splits circles by their id. A circle
+/// whose zone, challenge or dates cannot be used fails alone, with the reason.
 public struct CircleSource: WorkSource {
     public typealias Item = CircleInTime
 
-    /// How long after its last day a circle can still have a board due (its month's final refresh).
-    static let settledAfterDays = 33
+    /// How long after its last day a circle can still have a board due: its final refreshes, and
+    /// a week's catch-up after an outage (`LeaderboardCadence.catchUp`).
+    static let settledAfterDays = 8
 
     public init() {}
 
@@ -67,7 +69,9 @@ public struct CircleSource: WorkSource {
                      on connection: PostgresConnection) async throws -> [Paged<CircleInTime>] {
         let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let query: SQLFragment = """
-            select c.id, c.name, c.challenge_type, c.timezone, c.starts_on, c.ends_on from fitcircles c
+            select c.id, c.name, c.challenge_type, c.timezone,
+                   case when isfinite(c.starts_on) then c.starts_on end, case when isfinite(c.ends_on) then c.ends_on end
+              from fitcircles c
              where \(request.notPaused) and c.id > \(after) and \(conditions(request))
              order by c.id
              limit \(request.limit)
@@ -76,17 +80,20 @@ public struct CircleSource: WorkSource {
         var page: [Paged<CircleInTime>] = []
         page.reserveCapacity(request.limit)
         for try await (id, name, challenge, timezone, startsOn, endsOn)
-            in rows.decode((UUID, String, String, String, LocalDate, LocalDate).self) {
+            in rows.decode((UUID, String, String, String, LocalDate?, LocalDate?).self) {
             do {
                 guard let kind = FitCircleMembership.Challenge(rawValue: challenge) else {
                     throw NudgeError(.configuration, "unknown challenge_type '\(challenge)'")
+                }
+                guard let startsOn, let endsOn else {
+                    throw NudgeError(.configuration, "starts_on or ends_on is not a day ('infinity')")
                 }
                 let calendar = try calendars.calendar(for: timezone)
                 page.append(.item(id, CircleInTime(
                     circle: CircleRow(id: id, name: name, challenge: kind, timezone: timezone, startsOn: startsOn, endsOn: endsOn),
                     calendar: calendar)))
             } catch {
-                page.append(.unusable(id, "the circle's \(error)"))
+                page.append(.unusable(id, error is LocalCalendar.Failure ? "the circle's \(error)" : "\(error)"))
             }
         }
         return page

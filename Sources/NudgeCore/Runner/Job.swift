@@ -229,6 +229,9 @@ public struct RunContext: Sendable {
     public internal(set) var database: Database? = nil
     /// The batch's page number in the run, across lanes.
     public internal(set) var pageID: Int64 = 0
+    /// `--user`: the only users the run may act for (empty: everyone). A job whose items are
+    /// not users (circles) keeps its notifications to them.
+    public internal(set) var users: [UUID] = []
 
     /// What names the batch's claims, for a queue (`PageRequest.claim`).
     public var claim: Int64 { PageRequest.claim(runID: runID, pageID: pageID) }

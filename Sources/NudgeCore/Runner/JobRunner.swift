@@ -87,9 +87,10 @@ public struct JobRunner<J: Job>: Sendable {
         var runLogger = logger
         runLogger[metadataKey: LogKey.runID] = "\(runID)"
         let logger = runLogger
-        let context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
+        var context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
                                  clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
                                  concurrency: options.concurrency, database: database)
+        context.users = options.users
         logger.info("run started", metadata: [
             LogKey.now: "\(Self.timestamp(options.now))",
             LogKey.dryRun: "\(options.dryRun)",

@@ -106,17 +106,24 @@ public struct DueBoard: Sendable, Equatable {
 }
 
 /// Seed 003's cadence, in the circle's zone: daily boards every 5 minutes from 06:00 to 23:00
-/// and hourly overnight, weekly boards hourly, monthly and all-time boards daily; and a period's
+/// and hourly overnight, weekly boards hourly, monthly and all-time boards daily (from 00:30); and a period's
 /// final refresh once it has ended and the grace for late submissions (seed 003 Feature 5: until
 /// 00:30) has passed. A pure function of the circle's clock and what is remembered of its boards.
 public enum LeaderboardCadence {
     /// Seed 003 Feature 5: "Allow submission until 12:30 AM".
     public static let lateSubmissionGrace: TimeInterval = 30 * 60
 
+    /// How many periods back a run looks for boards its predecessors left unfinished (an outage):
+    /// a week of daily boards, four weeks, two months. Older ones take a backfill.
+    static let catchUp: [LeaderboardPeriod: Int] = [.daily: 7, .weekly: 4, .monthly: 2]
+
     /// The boards a refresh at `now` may touch (those to look up the state of): for each period,
-    /// the current board and the one before it; in a backfill, every board holding a day of the
-    /// window. Only boards with counted days that have begun by `now`.
-    public static func candidates(for circle: CircleInTime, now: Date, window: DayWindow?) -> [Board] {
+    /// the current board and the one before it, and, after the last board of that period already
+    /// final (`lastFinal`, its start), the boards in between, up to `catchUp` periods back; in a
+    /// backfill, every board holding a day of the window. Only boards with counted days that have
+    /// begun by `now`, oldest first.
+    public static func candidates(for circle: CircleInTime, now: Date, window: DayWindow?,
+                                  lastFinal: [LeaderboardPeriod: LocalDate] = [:]) -> [Board] {
         let calendar = circle.calendar, row = circle.circle
         let today = calendar.localDate(at: now)
         var boards: [Board] = []
@@ -138,16 +145,25 @@ public enum LeaderboardCadence {
         }
         for period in LeaderboardPeriod.allCases {
             let current = Board.of(period, containing: today, circle: row)
-            add(current.previous)
+            var earlier: [Board] = []
+            var board = current.previous
+            while let found = board {
+                earlier.append(found)
+                // Without a final board of this period yet, only the one before the current board.
+                guard let last = lastFinal[period], found.start > last, earlier.count < catchUp[period] ?? 1 else { break }
+                board = found.previous
+            }
+            for found in earlier.reversed() { add(found) }
             add(current)
         }
         return boards
     }
 
     /// Which of the candidate boards are due at `now`, given what is remembered of them.
-    public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState]) -> [DueBoard] {
+    public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState],
+                           lastFinal: [LeaderboardPeriod: LocalDate] = [:]) -> [DueBoard] {
         let calendar = circle.calendar
-        return candidates(for: circle, now: now, window: window).compactMap { board in
+        return candidates(for: circle, now: now, window: window, lastFinal: lastFinal).compactMap { board in
             let lastDay = board.countedDays(in: circle.circle)!.upperBound
             let ends = calendar.end(of: lastDay)
             let isOver = now >= ends.addingTimeInterval(lateSubmissionGrace)
@@ -164,18 +180,30 @@ public enum LeaderboardCadence {
         }
     }
 
+    /// Whether a look at an unchanged board must be remembered: not when its slot is as short
+    /// as cron's five minutes (a daily board by day), since the next run is due for it anyway;
+    /// that way a refresh with nothing new writes nothing then.
+    public static func remembersLook(at board: DueBoard, now: Date, calendar: LocalCalendar) -> Bool {
+        guard board.board.period == .daily, !board.isFinal else { return true }
+        return !(6..<23).contains(calendar.localTime(at: now).hour)
+    }
+
     /// When the cadence slot holding `now` began, counted from the circle's midnight (so that a
     /// day of 23 or 25 hours has its slots too): 5 minutes for a daily board from 06:00 to 23:00,
-    /// an hour overnight and for a weekly board, the day for monthly and all-time boards.
+    /// an hour overnight and for a weekly board; for monthly and all-time boards the day, from
+    /// 00:30, when the day before can no longer change (the late-submission grace).
     static func slotStart(_ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar) -> Date {
-        let midnight = calendar.start(of: calendar.localDate(at: now))
+        let today = calendar.localDate(at: now)
+        let midnight = calendar.start(of: today)
         let slot: TimeInterval
         switch period {
         case .daily:
             let hour = calendar.localTime(at: now).hour
             slot = (6..<23).contains(hour) ? 300 : 3600
         case .weekly: slot = 3600
-        case .monthly, .allTime: return midnight
+        case .monthly, .allTime:
+            let afterGrace = midnight.addingTimeInterval(lateSubmissionGrace)
+            return now >= afterGrace ? afterGrace : calendar.start(of: today.adding(days: -1)).addingTimeInterval(lateSubmissionGrace)
         }
         let elapsed = now.timeIntervalSince(midnight)
         return midnight.addingTimeInterval((elapsed / slot).rounded(.down) * slot)

@@ -70,18 +70,29 @@ public struct LeaderboardRefreshJob: Job {
         public let boards: [BoardWrite]
     }
 
-    /// Members, board states, input digests, totals, stored entries, pending submissions, and
-    /// the notifications already sent.
-    public var readStatements: Int { 7 }
+    /// Final boards, board states, members, input digests, totals, stored entries, pending
+    /// submissions, and the notifications already sent.
+    public var readStatements: Int { 8 }
 
     // MARK: Reading
 
     public func loadFacts(for circles: [CircleInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         let logger = run.logger
 
-        // What is remembered of the boards that may be due.
+        // How far each period's boards are final, then what is remembered of the boards that may be due.
+        var lastFinal: [UUID: [LeaderboardPeriod: LocalDate]] = [:]
+        let finalRows = try await connection.query("""
+            select fitcircle_id, period, max(period_start) from leaderboard_boards
+             where fitcircle_id = any(\(circles.map(\.circle.id))) and final and period <> 'all_time'
+             group by 1, 2
+            """, logger: logger)
+        for try await (circleID, period, start) in finalRows.decode((UUID, String, LocalDate).self) {
+            guard let period = LeaderboardPeriod(rawValue: period) else { continue }
+            lastFinal[circleID, default: [:]][period] = start
+        }
         let candidates = circles.flatMap { circle in
-            LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window).map { (circle.circle.id, $0) }
+            LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window, lastFinal: lastFinal[circle.circle.id] ?? [:])
+                .map { (circle.circle.id, $0) }
         }
         var states: [UUID: [Board: BoardState]] = [:]
         if !candidates.isEmpty {
@@ -101,7 +112,8 @@ public struct LeaderboardRefreshJob: Job {
 
         var due: [UUID: [DueBoard]] = [:]
         for circle in circles {
-            let boards = LeaderboardCadence.due(for: circle, now: run.now, window: run.window, states: states[circle.circle.id] ?? [:])
+            let boards = LeaderboardCadence.due(for: circle, now: run.now, window: run.window, states: states[circle.circle.id] ?? [:],
+                                                lastFinal: lastFinal[circle.circle.id] ?? [:])
             if !boards.isEmpty { due[circle.circle.id] = boards }
         }
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
@@ -135,8 +147,8 @@ public struct LeaderboardRefreshJob: Job {
             }
             let rows = try await connection.query("""
                 select b.i, md5(b.base || coalesce((
-                         select string_agg(concat_ws(',', s.user_id, s.submission_date, s.steps, s.weight,
-                                                     extract(epoch from s.submitted_at)), ';' order by s.user_id, s.submission_date)
+                         select string_agg(format('%s,%s,%s,%s,%s', s.user_id, s.submission_date, s.steps, s.weight,
+                                                  extract(epoch from s.submitted_at)), ';' order by s.user_id, s.submission_date)
                            from fitcircle_data_submissions s
                           where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day), ''))
                   from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
@@ -285,16 +297,18 @@ public struct LeaderboardRefreshJob: Job {
             if due.isFinal { tally["boards_final", default: 0] += 1 }
             if due.reason != .backfill, facts.states[board]?.inputs == inputs {
                 tally["boards_unchanged", default: 0] += 1
-                writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: [], removals: [], ranked: []))
+                if LeaderboardCadence.remembersLook(at: due, now: run.now, calendar: circle.calendar) {
+                    writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: [], removals: [], ranked: []))
+                }
                 continue
             }
             let roster = facts.members.filter { $0.isOnRoster(at: due.standsAt) }
             var previousRanks: [UUID: Int]?
             if let previous = board.previous, let days = previous.countedDays(in: row) {
                 let ends = circle.calendar.end(of: days.upperBound)
-                previousRanks = Dictionary(uniqueKeysWithValues: LeaderboardStandings.rank(
+                previousRanks = LeaderboardStandings.placesHeld(LeaderboardStandings.rank(
                     members: facts.members.filter { $0.isOnRoster(at: ends) }, totals: facts.totals[previous] ?? [:],
-                    challenge: row.challenge, period: previous.period, previousRanks: nil).standings.map { ($0.userID, $0.rank) })
+                    challenge: row.challenge, period: previous.period, previousRanks: nil).standings)
             }
             let (standings, gaps) = LeaderboardStandings.rank(members: roster, totals: facts.totals[board] ?? [:],
                                                               challenge: row.challenge, period: board.period,
@@ -313,10 +327,12 @@ public struct LeaderboardRefreshJob: Job {
             }
             let onBoard = Set(standings.map(\.userID))
             let removals = stored.keys.filter { !onBoard.contains($0) }.sorted(by: LeaderboardStandings.isBefore)
-            let ranks = Dictionary(uniqueKeysWithValues: standings.map { ($0.userID, $0.rank) })
+            // A submission's rank after it: the member's place on its day's board; its change, the
+            // places that day gained against the day before (the entry's).
+            let byMember = Dictionary(uniqueKeysWithValues: standings.map { ($0.userID, $0) })
             let ranked = (facts.pending[board] ?? []).compactMap { submission -> (id: UUID, rank: Int, change: Int?)? in
-                guard let rank = ranks[submission.userID] else { return nil }
-                return (submission.id, rank, stored[submission.userID]?.rank.map { $0 - rank })
+                guard let standing = byMember[submission.userID] else { return nil }
+                return (submission.id, standing.rank, standing.rankChange)
             }
             writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: upserts, removals: removals,
                                      ranked: ranked))
@@ -331,10 +347,18 @@ public struct LeaderboardRefreshJob: Job {
             guard due.reason == .cadence, facts.states[board] != nil else { continue }
             // A place held with nothing yet (no steps, no weigh-in) is only the order of the ids:
             // moving from it is no news.
-            let before = stored.filter { $0.value.value.map { $0 != 0 } ?? false }.compactMapValues(\.rank)
+            let before = stored.filter { entry in
+                guard let value = entry.value.value else { return false }
+                return entry.value.metricType != "steps" || value != 0
+            }.compactMapValues(\.rank)
             let moves = LeaderboardMoves.moves(on: board.period, before: before, after: standings)
                 .sorted { abs($0.places) > abs($1.places) }
             for move in moves {
+                // `--user`: only those users are told anything.
+                if !run.users.isEmpty && !run.users.contains(move.userID) {
+                    tally["moves_of_other_users", default: 0] += 1
+                    continue
+                }
                 guard let member = roster.first(where: { $0.userID == move.userID }),
                       let calendar = try? calendars.calendar(for: member.timezone) else {
                     tally["moves_not_told", default: 0] += 1
@@ -353,6 +377,9 @@ public struct LeaderboardRefreshJob: Job {
                     payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
                     occasion: LeaderboardMoves.occasion(at: run.now)))
             }
+        }
+        if writes.isEmpty && notifications.isEmpty {
+            return .nothingDue("its due boards are unchanged since their last refresh")
         }
         return .act(PlannedChange(itemID: row.id, change: Change(circleID: row.id, boards: writes), work: [],
                                   notifications: notifications, tally: tally))

@@ -62,7 +62,7 @@ public struct Standing: Sendable, Equatable {
     public let achievedAt: Date?
     public let rank: Int
     /// Places gained since the previous period's final board (+2: up two places); nil when the
-    /// member had no rank there.
+    /// member held no place there with a value (`placesHeld`).
     public let rankChange: Int?
 }
 
@@ -143,6 +143,13 @@ public enum LeaderboardStandings {
                             rankChange: previousRanks?[entry.0].map { $0 - rank })
         }
         return (standings, gaps)
+    }
+
+    /// The places a period's final board gave to measure `rank_change` against: those of the
+    /// members who had a value there. A member with nothing (no steps, no weigh-in) holds a place
+    /// only by the order of the ids, which is no place to move from: their change is null.
+    public static func placesHeld(_ standings: [Standing]) -> [UUID: Int] {
+        Dictionary(uniqueKeysWithValues: standings.filter { $0.achievedAt != nil }.map { ($0.userID, $0.rank) })
     }
 
     /// PostgreSQL's order of uuids (their bytes), which the hex text keeps.
