@@ -119,14 +119,52 @@ public struct LeaderboardRefreshJob: Job {
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
         let dueBoards = due.flatMap { id, boards in boards.map { (byID[id]!, $0) } }
 
-        // The members of the circles with a board due.
+        // The digest of each due board's inputs, in the database: the circle; each member with their
+        // weights and whether they are on the board's roster and on the previous board's; every
+        // submission the board and the previous board are computed from. Sums of row hashes, so
+        // that no row is sent and nothing is sorted.
+        var inputs: [UUID: [Board: String]] = [:]
+        if !dueBoards.isEmpty {
+            let described = dueBoards.map { circle, due in
+                let row = circle.circle
+                let previousEnds = due.board.previous.flatMap { $0.countedDays(in: row) }.map { circle.calendar.end(of: $0.upperBound) }
+                return (row.id, due.board, "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|\(previousEnds != nil)",
+                        Self.inputDays(of: due.board, in: row), due.standsAt, previousEnds ?? due.standsAt)
+            }
+            let rows = try await connection.query("""
+                select b.i, md5(concat_ws('|', b.base,
+                         (select count(*) || ':' || coalesce(sum(hashtextextended(format('%s,%s,%s,%s,%s', m.user_id,
+                                     m.starting_weight, m.target_weight,
+                                     m.joined_at <= b.stands_at and (m.left_at is null or m.left_at > b.stands_at),
+                                     m.joined_at <= b.previous_ends and (m.left_at is null or m.left_at > b.previous_ends)), 0)), 0)
+                            from fitcircle_members m where m.fitcircle_id = b.fitcircle_id),
+                         (select count(*) || ':' || coalesce(sum(hashtextextended(format('%s,%s,%s,%s,%s', s.user_id,
+                                     s.submission_date, s.steps, s.weight, extract(epoch from s.submitted_at)), 0)), 0)
+                            from fitcircle_data_submissions s
+                           where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day)))
+                  from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
+                              \(described.map(\.3.lowerBound)), \(described.map(\.3.upperBound)), \(described.map(\.4)),
+                              \(described.map(\.5)))
+                       as b(i, fitcircle_id, base, first_day, last_day, stands_at, previous_ends)
+                """, logger: logger)
+            for try await (index, digest) in rows.decode((Int, String).self) {
+                inputs[described[index].0, default: [:]][described[index].1] = "v2:" + digest
+            }
+        }
+
+        // The boards to compute: changed since last time, or forced by a backfill.
+        let compute = dueBoards.filter { circle, due in
+            let id = circle.circle.id
+            return due.reason == .backfill || states[id]?[due.board]?.inputs != inputs[id]?[due.board]
+        }
+        // The members of the circles with a board to compute.
         var members: [UUID: [CircleMember]] = [:]
-        if !due.isEmpty {
+        if !compute.isEmpty {
             let memberRows = try await connection.query("""
                 select m.fitcircle_id, m.user_id, m.joined_at, m.left_at, m.starting_weight::text, m.target_weight::text,
                        u.timezone, u.locale
                   from fitcircle_members m join users u on u.id = m.user_id
-                 where m.fitcircle_id = any(\(Array(due.keys)))
+                 where m.fitcircle_id = any(\(Array(Set(compute.map(\.0.circle.id)))))
                  order by m.fitcircle_id, m.user_id
                 """, logger: logger)
             for try await (circleID, userID, joinedAt, leftAt, starting, target, timezone, locale)
@@ -137,34 +175,6 @@ public struct LeaderboardRefreshJob: Job {
             }
         }
 
-        // The digest of each due board's inputs: the roster as the board and the one before it
-        // stand, the weights, and (from the database) every submission they are computed from.
-        var inputs: [UUID: [Board: String]] = [:]
-        if !dueBoards.isEmpty {
-            let described = dueBoards.map { circle, due in
-                (circle.circle.id, due.board, Self.rosterDigest(circle: circle, due: due, members: members[circle.circle.id] ?? []),
-                 Self.inputDays(of: due.board, in: circle.circle))
-            }
-            let rows = try await connection.query("""
-                select b.i, md5(b.base || coalesce((
-                         select string_agg(format('%s,%s,%s,%s,%s', s.user_id, s.submission_date, s.steps, s.weight,
-                                                  extract(epoch from s.submitted_at)), ';' order by s.user_id, s.submission_date)
-                           from fitcircle_data_submissions s
-                          where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day), ''))
-                  from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
-                              \(described.map(\.3.lowerBound)), \(described.map(\.3.upperBound)))
-                       as b(i, fitcircle_id, base, first_day, last_day)
-                """, logger: logger)
-            for try await (index, digest) in rows.decode((Int, String).self) {
-                inputs[described[index].0, default: [:]][described[index].1] = "v1:" + digest
-            }
-        }
-
-        // The boards to compute: changed since last time, or forced by a backfill.
-        let compute = dueBoards.filter { circle, due in
-            let id = circle.circle.id
-            return due.reason == .backfill || states[id]?[due.board]?.inputs != inputs[id]?[due.board]
-        }
         var windows: [(UUID, Board, ClosedRange<LocalDate>, LocalDate)] = []
         var windowKeys: Set<String> = []
         for (circle, due) in compute {
@@ -254,20 +264,6 @@ public struct LeaderboardRefreshJob: Job {
             return (id, Facts(members: members[id] ?? [], due: due[id] ?? [], states: states[id] ?? [:], inputs: inputs[id] ?? [:],
                               totals: totals[id] ?? [:], stored: stored[id] ?? [:], pending: pending[id] ?? [:], sent: sent))
         })
-    }
-
-    /// What a board is computed from besides its submissions: the circle, and each member with
-    /// their weights and whether they are on the board's roster and on the previous board's.
-    static func rosterDigest(circle: CircleInTime, due: DueBoard, members: [CircleMember]) -> String {
-        let row = circle.circle
-        let previousEnds = due.board.previous.flatMap { $0.countedDays(in: row) }.map { circle.calendar.end(of: $0.upperBound) }
-        var text = "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|"
-        for member in members {
-            text += "\(member.userID),\(member.startingWeight.map { "\($0)" } ?? ""),\(member.targetWeight.map { "\($0)" } ?? ""),"
-            text += member.isOnRoster(at: due.standsAt) ? "1" : "0"
-            text += previousEnds.map { member.isOnRoster(at: $0) ? "1;" : "0;" } ?? ";"
-        }
-        return text
     }
 
     /// The days whose submissions a board's values come from: its own, the previous board's
