@@ -101,7 +101,10 @@ public struct LeaderboardRefreshJob: Job {
                 select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final
                   from unnest(\(candidates.map(\.0)), \(candidates.map(\.1.period.rawValue)), \(candidates.map(\.1.start)))
                        as c(fitcircle_id, period, period_start)
-                  join leaderboard_boards b using (fitcircle_id, period, period_start)
+                 cross join lateral (
+                       select * from leaderboard_boards b
+                        where b.fitcircle_id = c.fitcircle_id and b.period = c.period and b.period_start = c.period_start
+                       offset 0) b   -- one key lookup each, however many boards the table holds
                 """, logger: logger)
             for try await (circleID, period, start, inputs, checkedAt, isFinal)
                 in rows.decode((UUID, String, LocalDate, String, Date, Bool).self) {
@@ -121,8 +124,8 @@ public struct LeaderboardRefreshJob: Job {
 
         // The digest of each due board's inputs, in the database: the circle; each member with their
         // weights and whether they are on the board's roster and on the previous board's; every
-        // submission the board and the previous board are computed from. Sums of row hashes, so
-        // that no row is sent and nothing is sorted.
+        // submission the board and the previous board are computed from. Sums of the rows' hashes
+        // (by their columns' own hash functions), so that no row is sent and nothing is sorted.
         var inputs: [UUID: [Board: String]] = [:]
         if !dueBoards.isEmpty {
             let described = dueBoards.map { circle, due in
@@ -133,13 +136,13 @@ public struct LeaderboardRefreshJob: Job {
             }
             let rows = try await connection.query("""
                 select b.i, md5(concat_ws('|', b.base,
-                         (select count(*) || ':' || coalesce(sum(hashtextextended(format('%s,%s,%s,%s,%s', m.user_id,
+                         (select count(*) || ':' || coalesce(sum(hash_record_extended((m.user_id,
                                      m.starting_weight, m.target_weight,
                                      m.joined_at <= b.stands_at and (m.left_at is null or m.left_at > b.stands_at),
                                      m.joined_at <= b.previous_ends and (m.left_at is null or m.left_at > b.previous_ends)), 0)), 0)
                             from fitcircle_members m where m.fitcircle_id = b.fitcircle_id),
-                         (select count(*) || ':' || coalesce(sum(hashtextextended(format('%s,%s,%s,%s,%s', s.user_id,
-                                     s.submission_date, s.steps, s.weight, extract(epoch from s.submitted_at)), 0)), 0)
+                         (select count(*) || ':' || coalesce(sum(hash_record_extended((s.user_id, s.submission_date, s.steps,
+                                     s.weight, s.submitted_at), 0)), 0)
                             from fitcircle_data_submissions s
                            where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day)))
                   from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
