@@ -101,7 +101,9 @@ private struct Installation {
             let schedule = try #require(definition.range(of: #""schedule": "([^"]+)""#, options: .regularExpression))
             let cron = definition[schedule].dropFirst(#""schedule": ""#.count).dropLast()
             let minuteField = cron.split(separator: " ")[0]
-            let cronMinutes = minuteField == "*" ? Array(0..<60) : minuteField.split(separator: ",").compactMap { Int($0) }
+            let cronMinutes = minuteField == "*" ? Array(0..<60)
+                : minuteField.hasPrefix("*/") ? Array(stride(from: 0, to: 60, by: Int(minuteField.dropFirst(2))!))
+                : minuteField.split(separator: ",").compactMap { Int($0) }
             #expect(!minutes.isEmpty)
             #expect(Set(minutes.map { $0 % 60 }) == Set(cronMinutes), "\(job): \(calendar)")
         }
