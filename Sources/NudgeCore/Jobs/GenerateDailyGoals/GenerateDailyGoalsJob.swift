@@ -116,14 +116,8 @@ public struct GenerateDailyGoalsJob: Job {
         let ids = ranges.map(\.id), firsts = ranges.map(\.days.handled.lowerBound), lasts = ranges.map(\.days.handled.upperBound)
         let logger = run.logger
 
-        let tracking = try await connection.query("""
-            select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
-              from unnest(\(ids), \(ranges.map(\.days.tracking.lowerBound)), \(ranges.map(\.days.tracking.upperBound)))
-                   as r(user_id, first_day, last_day)
-              join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
-            """, logger: logger)
-        for try await (userID, date, mood, energy, steps, weight) in tracking.decode((UUID, LocalDate, Int?, Int?, Int?, Double?).self) {
-            facts[userID, default: Facts()].tracking[date] = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
+        for (userID, days) in try await TrackingDay.load(ranges.map { ($0.id, $0.days.tracking) }, on: connection, logger: logger) {
+            facts[userID, default: Facts()].tracking = days
         }
 
         let daily = try await connection.query("""
@@ -147,19 +141,8 @@ public struct GenerateDailyGoalsJob: Job {
                 target: target, actual: actual, breakdown: Self.parseBreakdown(breakdown), completed: completed, circleID: circleID)
         }
 
-        let memberships = try await connection.query("""
-            select m.user_id, c.id, c.challenge_type, c.starts_on, c.ends_on, c.challenge_step_goal, m.joined_at, m.left_at,
-                   m.starting_weight::float8, m.target_weight::float8
-              from fitcircle_members m join fitcircles c on c.id = m.fitcircle_id
-             where m.user_id = any(\(ids))
-            """, logger: logger)
-        for try await (userID, circleID, challenge, startsOn, endsOn, stepGoal, joinedAt, leftAt, startingWeight, targetWeight)
-            in memberships.decode((UUID, UUID, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?).self) {
-            guard let calendar = calendars[userID], let challenge = FitCircleMembership.Challenge(rawValue: challenge) else { continue }
-            facts[userID, default: Facts()].memberships.append(FitCircleMembership(
-                circleID: circleID, challenge: challenge, startsOn: startsOn, endsOn: endsOn, stepGoal: stepGoal,
-                joinedOn: calendar.localDate(at: joinedAt), leftOn: leftAt.map { calendar.localDate(at: $0) },
-                startingWeight: startingWeight, targetWeight: targetWeight))
+        for (userID, memberships) in try await FitCircleMembership.load(for: calendars, on: connection, logger: logger) {
+            facts[userID, default: Facts()].memberships = memberships
         }
         return facts
     }

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import PostgresNIO
 
 /// One `daily_tracking` row, as the jobs read it.
 public struct TrackingDay: Sendable, Equatable {
@@ -26,5 +28,24 @@ public struct TrackingDay: Sendable, Equatable {
         if let steps, !(0...150_000).contains(steps) { return "steps \(steps) is outside 0-150000" }
         if let weight, !(weight > 0 && weight < 1_500) { return "weight \(weight) is outside 0-1500 lb" }
         return nil
+    }
+}
+
+extension TrackingDay {
+    /// Each user's `daily_tracking` rows of the local days in their range, in one read.
+    static func load(_ ranges: [(user: UUID, days: ClosedRange<LocalDate>)], on connection: PostgresConnection,
+                     logger: Logger) async throws -> [UUID: [LocalDate: TrackingDay]] {
+        guard !ranges.isEmpty else { return [:] }
+        let rows = try await connection.query("""
+            select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
+              from unnest(\(ranges.map(\.user)), \(ranges.map(\.days.lowerBound)), \(ranges.map(\.days.upperBound)))
+                   as r(user_id, first_day, last_day)
+              join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
+            """, logger: logger)
+        var tracking: [UUID: [LocalDate: TrackingDay]] = [:]
+        for try await (userID, date, mood, energy, steps, weight) in rows.decode((UUID, LocalDate, Int?, Int?, Int?, Double?).self) {
+            tracking[userID, default: [:]][date] = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
+        }
+        return tracking
     }
 }

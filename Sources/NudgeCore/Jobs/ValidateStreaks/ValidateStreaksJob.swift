@@ -102,18 +102,7 @@ public struct ValidateStreaksJob: Job {
                 ranges.append((user.user.id, days.lowerBound, days.upperBound))
             }
         }
-        var tracking: [UUID: [LocalDate: TrackingDay]] = [:]
-        if !ranges.isEmpty {
-            let trackingRows = try await connection.query("""
-                select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
-                  from unnest(\(ranges.map(\.0)), \(ranges.map(\.1)), \(ranges.map(\.2))) as r(user_id, first_day, last_day)
-                  join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
-                """, logger: run.logger)
-            for try await (userID, date, mood, energy, steps, weight)
-                in trackingRows.decode((UUID, LocalDate, Int?, Int?, Int?, Double?).self) {
-                tracking[userID, default: [:]][date] = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
-            }
-        }
+        let tracking = try await TrackingDay.load(ranges.map { ($0.0, $0.1...$0.2) }, on: connection, logger: run.logger)
         return Dictionary(uniqueKeysWithValues: users.map { user in
             let id = user.user.id
             return (id, Facts(streak: streaks[id], badges: badges[id] ?? [], tracking: tracking[id] ?? [:]))
