@@ -65,11 +65,14 @@ import Testing
     /// A stored token is sealed under the provider's key: the table alone opens nothing, and a
     /// rotated key simply fails to open the old token.
     @Test func aSealedTokenOpensOnlyWithItsKey() throws {
-        let seal = TokenSeal(secret: Data("-----BEGIN PRIVATE KEY-----one".utf8), label: "apns:TEAM.KEY")
+        // Throw-away keys, made for this run, as the provider's key would be given (PEM text).
+        let key = Data(P256.Signing.PrivateKey().pemRepresentation.utf8)
+        let rotated = Data(P256.Signing.PrivateKey().pemRepresentation.utf8)
+        let seal = TokenSeal(secret: key, label: "apns:TEAM.KEY")
         let sealed = try seal.seal("eyJhbGciOiJFUzI1NiJ9.e30.sig")
         #expect(!String(decoding: sealed, as: UTF8.self).contains("eyJ"))
         #expect(seal.open(sealed) == "eyJhbGciOiJFUzI1NiJ9.e30.sig")
-        #expect(TokenSeal(secret: Data("-----BEGIN PRIVATE KEY-----two".utf8), label: "apns:TEAM.KEY").open(sealed) == nil)
+        #expect(TokenSeal(secret: rotated, label: "apns:TEAM.KEY").open(sealed) == nil)
     }
 }
 
