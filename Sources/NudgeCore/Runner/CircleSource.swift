@@ -67,12 +67,11 @@ public struct CircleSource: WorkSource {
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<CircleInTime>] {
-        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let query: SQLFragment = """
             select c.id, c.name, c.challenge_type, c.timezone,
                    case when isfinite(c.starts_on) then c.starts_on end, case when isfinite(c.ends_on) then c.ends_on end
               from fitcircles c
-             where \(request.notPaused) and c.id > \(after) and \(conditions(request))
+             where \(request.notPaused) and c.id > \(request.keysetStart) and \(conditions(request))
              order by c.id
              limit \(request.limit)
             """

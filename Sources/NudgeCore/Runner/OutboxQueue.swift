@@ -82,7 +82,6 @@ public struct OutboxQueue: WorkSource {
 
     /// A dry run's page: the next users with due rows, in id order, claimed by nobody.
     private func peek(_ request: PageRequest) -> SQLFragment {
-        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         return """
             select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                    coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
@@ -91,7 +90,7 @@ public struct OutboxQueue: WorkSource {
               from (select distinct o.user_id from notification_outbox o
                      where \(unescaped: Self.open) and o.status = 'pending'
                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
-                       and o.user_id > \(after) and \(request.notPaused) and \(request.inShard("o.user_id"))
+                       and o.user_id > \(request.keysetStart) and \(request.notPaused) and \(request.inShard("o.user_id"))
                        and \(request.forUsers("o.user_id")) and \(unleased(request))
                      order by o.user_id limit \(request.limit)) p
               join notification_outbox o on o.user_id = p.user_id and \(unescaped: Self.open) and o.status = 'pending'

@@ -83,6 +83,9 @@ public struct PageRequest: Sendable {
     public let window: DayWindow?
     public let dryRun: Bool
     public let logger: Logger
+    /// Where a keyset page starts: after the last id of the page before, or from the first id.
+    public var keysetStart: UUID { after ?? .allZeros }
+
     /// What names this page's claims (a queue): its run and number, so that a lane whose claim
     /// ran out can never write over, or release, the claim that replaced it.
     public var claim: Int64 { Self.claim(runID: runID, pageID: pageID) }
@@ -119,10 +122,9 @@ public struct UserSource: WorkSource {
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<UserInTime>] {
-        let after = request.after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let query: SQLFragment = """
             select id, timezone, locale, created_at from users
-             where \(request.notPaused) and id > \(after) and \(request.inShard("id")) and \(request.forUsers("id"))
+             where \(request.notPaused) and id > \(request.keysetStart) and \(request.inShard("id")) and \(request.forUsers("id"))
              order by id
              limit \(request.limit)
             """
@@ -146,4 +148,9 @@ public struct UserSource: WorkSource {
         }
         return 0
     }
+}
+
+extension UUID {
+    /// The nil UUID, all zeros: below every other id, and a stand-in for "none" in a typed array.
+    static let allZeros = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 }

@@ -281,7 +281,7 @@ public struct DispatchJob: Job {
                                                provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
                 select l.user_id, l.notification_type, l.notification_type, 'push', l.status, l.title, l.body, l.payload::jsonb,
                        nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
-                       l.outbox_id, nullif(l.device_token_id, \(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))),
+                       l.outbox_id, nullif(l.device_token_id, \(UUID.allZeros)),
                        l.attempt, \(run.runID)
                   from unnest(\(logs.userIDs), \(logs.types), \(logs.statuses), \(logs.titles), \(logs.bodies), \(logs.payloads),
                               \(logs.providers), \(logs.providerIDs), \(logs.errors), \(logs.sentAts), \(logs.outboxIDs),
@@ -393,7 +393,7 @@ private struct LogRows {
         errors.append(error ?? "")
         sentAts.append(sentAt ?? Date(timeIntervalSince1970: 0))
         outboxIDs.append(row.id)
-        deviceIDs.append(device?.tokenID ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        deviceIDs.append(device?.tokenID ?? UUID.allZeros)
         attempts.append(row.attempts)
     }
 }

@@ -162,8 +162,15 @@ public enum LeaderboardCadence {
     /// Which of the candidate boards are due at `now`, given what is remembered of them.
     public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState],
                            lastFinal: [LeaderboardPeriod: LocalDate] = [:]) -> [DueBoard] {
+        due(among: candidates(for: circle, now: now, window: window, lastFinal: lastFinal), of: circle, now: now, window: window,
+            states: states)
+    }
+
+    /// Which of `boards` (the circle's candidates, already found) are due at `now`.
+    public static func due(among boards: [Board], of circle: CircleInTime, now: Date, window: DayWindow?,
+                           states: [Board: BoardState]) -> [DueBoard] {
         let calendar = circle.calendar
-        return candidates(for: circle, now: now, window: window, lastFinal: lastFinal).compactMap { board in
+        return boards.compactMap { board in
             let lastDay = board.countedDays(in: circle.circle)!.upperBound
             let ends = calendar.end(of: lastDay)
             let isOver = now >= ends.addingTimeInterval(lateSubmissionGrace)

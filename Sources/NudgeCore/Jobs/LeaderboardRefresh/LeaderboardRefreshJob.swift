@@ -49,7 +49,7 @@ public struct LeaderboardRefreshJob: Job {
     }
 
     /// What a refresh writes for one board.
-    public struct BoardWrite: Sendable, Equatable {
+    public struct BoardWrite: Sendable {
         public let board: Board
         public let inputs: String
         public let isFinal: Bool
@@ -58,14 +58,9 @@ public struct LeaderboardRefreshJob: Job {
         public let removals: [UUID]
         /// Submissions ranked: their rank after the submission, and places gained.
         public let ranked: [(id: UUID, rank: Int, change: Int?)]
-
-        public static func == (lhs: BoardWrite, rhs: BoardWrite) -> Bool {
-            lhs.board == rhs.board && lhs.inputs == rhs.inputs && lhs.isFinal == rhs.isFinal && lhs.upserts == rhs.upserts
-                && lhs.removals == rhs.removals && lhs.ranked.map(\.id) == rhs.ranked.map(\.id)
-        }
     }
 
-    public struct Change: Sendable, Equatable {
+    public struct Change: Sendable {
         public let circleID: UUID
         public let boards: [BoardWrite]
     }
@@ -90,10 +85,11 @@ public struct LeaderboardRefreshJob: Job {
             guard let period = LeaderboardPeriod(rawValue: period) else { continue }
             lastFinal[circleID, default: [:]][period] = start
         }
-        let candidates = circles.flatMap { circle in
-            LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window, lastFinal: lastFinal[circle.circle.id] ?? [:])
-                .map { (circle.circle.id, $0) }
-        }
+        let candidatesOf = Dictionary(uniqueKeysWithValues: circles.map { circle in
+            (circle.circle.id, LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window,
+                                                             lastFinal: lastFinal[circle.circle.id] ?? [:]))
+        })
+        let candidates = circles.flatMap { circle in candidatesOf[circle.circle.id]!.map { (circle.circle.id, $0) } }
         var states: [UUID: [Board: BoardState]] = [:]
         if !candidates.isEmpty {
             let byKey = Dictionary(candidates.map { ("\($0.0)|\($0.1.period.rawValue)|\($0.1.start)", $0.1) }) { first, _ in first }
@@ -115,8 +111,8 @@ public struct LeaderboardRefreshJob: Job {
 
         var due: [UUID: [DueBoard]] = [:]
         for circle in circles {
-            let boards = LeaderboardCadence.due(for: circle, now: run.now, window: run.window, states: states[circle.circle.id] ?? [:],
-                                                lastFinal: lastFinal[circle.circle.id] ?? [:])
+            let boards = LeaderboardCadence.due(among: candidatesOf[circle.circle.id]!, of: circle, now: run.now, window: run.window,
+                                                states: states[circle.circle.id] ?? [:])
             if !boards.isEmpty { due[circle.circle.id] = boards }
         }
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
@@ -182,9 +178,8 @@ public struct LeaderboardRefreshJob: Job {
         var windowKeys: Set<String> = []
         for (circle, due) in compute {
             for board in [due.board, due.board.previous].compactMap({ $0 }) {
-                guard let days = board.countedDays(in: circle.circle),
+                guard let days = board.countedDays(in: circle.circle), let from = Self.firstDayRead(by: board, in: circle.circle),
                       windowKeys.insert("\(circle.circle.id)|\(board)").inserted else { continue }
-                let from = circle.circle.challenge == .weightLoss && board.period == .monthly ? circle.circle.startsOn : days.lowerBound
                 windows.append((circle.circle.id, board, days, from))
             }
         }
@@ -269,14 +264,19 @@ public struct LeaderboardRefreshJob: Job {
         })
     }
 
-    /// The days whose submissions a board's values come from: its own, the previous board's
-    /// (for `rank_change`), and, for a monthly weight-loss board, every day of the challenge before
-    /// (the last weight before the month).
+    /// The first day whose submissions a board's values read: its first counted day; for a
+    /// monthly weight-loss board, the challenge's first (the last weight before the month). Nil
+    /// for a board with no counted days.
+    static func firstDayRead(by board: Board, in circle: CircleRow) -> LocalDate? {
+        guard let days = board.countedDays(in: circle) else { return nil }
+        return circle.challenge == .weightLoss && board.period == .monthly ? circle.startsOn : days.lowerBound
+    }
+
+    /// The days whose submissions a board's values come from: its own and the previous board's
+    /// (for `rank_change`), as far back as either reads.
     static func inputDays(of board: Board, in circle: CircleRow) -> ClosedRange<LocalDate> {
-        let days = board.countedDays(in: circle)!
-        if circle.challenge == .weightLoss && board.period == .monthly { return circle.startsOn...days.upperBound }
-        let from = board.previous.flatMap { $0.countedDays(in: circle) }?.lowerBound ?? days.lowerBound
-        return from...days.upperBound
+        let from = board.previous.flatMap { firstDayRead(by: $0, in: circle) } ?? firstDayRead(by: board, in: circle)!
+        return from...board.countedDays(in: circle)!.upperBound
     }
 
     // MARK: Deciding
