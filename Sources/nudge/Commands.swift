@@ -21,7 +21,7 @@ struct ListJobs: AsyncParsableCommand {
             }
             print(table(rows))
             print("\nDelivery (dispatch):")
-            for (provider, state) in PushServices.describe(bootstrap.environment) {
+            for (provider, state) in DeliveryServices.describe(bootstrap.environment) {
                 print("  \(provider.displayName): \(state)")
             }
             for definition in bootstrap.catalog.definitions {

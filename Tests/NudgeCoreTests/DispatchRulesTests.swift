@@ -6,7 +6,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 
 private let iphone = Device(tokenID: UUID(), token: String(repeating: "ab", count: 32), platform: "ios")
 private let pixel = Device(tokenID: UUID(), token: "pixel-token:APA91b", platform: "android")
-private let ready: [PushProvider: ProviderState] = [.apns: .ready, .fcm: .ready]
+private let ready: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .ready]
 private let utc = try! LocalCalendar(identifier: "UTC")
 
 private func row(_ id: Int64, _ type: String, due: String, title: String = "t", body: String = "b", payload: String = "{}",
@@ -17,7 +17,7 @@ private func row(_ id: Int64, _ type: String, due: String, title: String = "t", 
 }
 
 private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences = .standard, devices: [Device] = [iphone, pixel],
-                  past: [PastDelivery] = [], providers: [PushProvider: ProviderState] = ready, locale: String = "en",
+                  past: [PastDelivery] = [], providers: [DeliveryProvider: ProviderState] = ready, locale: String = "en",
                   now: String = "2026-03-10T12:00:00Z") -> DispatchRules.Plan {
     DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: devices, past: past), providers: providers,
                        locale: locale, calendar: utc, now: at(now))
@@ -93,7 +93,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     }
 
     @Test func aRowOneDeviceHasEndsSentWhenTheOtherDevicesProviderIsGone() {
-        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
+        let apnsMissing: [DeliveryProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
         let retry = row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [pixel.key], deliveryID: 1,
                         sentAt: at("2026-03-10T11:59:00Z"))
         let planned = plan([retry], providers: apnsMissing)
@@ -104,7 +104,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     }
 
     @Test func aProviderHeldByItsQuotaMakesItsNotificationsWaitThatLong() {
-        let held: [PushProvider: ProviderState] = [.apns: .ready, .fcm: .held("FCM is over its quota", for: 75)]
+        let held: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .held("FCM is over its quota", for: 75)]
         let result = plan([row(1, "preview_push", due: "2026-03-10T12:00:00Z")], devices: [pixel], providers: held)
         #expect(result.outcomes[1] == .waiting(until: at("2026-03-10T12:01:15Z"), reason: "FCM is over its quota"))
     }
@@ -122,7 +122,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     }
 
     @Test func aDeliveryReachingOneDeviceIsSentThoughAnotherProviderIsMissing() {
-        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
+        let apnsMissing: [DeliveryProvider: ProviderState] = [.apns: .unavailable("APNs is not configured"), .fcm: .ready]
         let planned = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], providers: apnsMissing)
         let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: planned.deliveries[0],
                                            results: [pixel.key: .delivered(providerID: "projects/x/messages/1")],
@@ -134,7 +134,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     @Test func withoutADeviceItIsSuppressedAndWithoutAProviderItWaits() {
         #expect(plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], devices: []).outcomes[1]
                 == .suppressed(step: "devices", reason: "no active device (user_push_tokens, users.fcm_token)"))
-        let apnsMissing: [PushProvider: ProviderState] = [.apns: .unavailable("APNs is not configured (…)"), .fcm: .ready]
+        let apnsMissing: [DeliveryProvider: ProviderState] = [.apns: .unavailable("APNs is not configured (…)"), .fcm: .ready]
         let onlyIPhone = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], devices: [iphone], providers: apnsMissing)
         #expect(onlyIPhone.outcomes[1] == .waiting(until: at("2026-03-10T12:10:00Z"), reason: "APNs is not configured (…)"))
         let both = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], providers: apnsMissing)

@@ -12,7 +12,7 @@ func jobDefinition(_ name: String) -> JobDefinition {
 /// Runs dispatch in this process at `now`, as cron would start it at that minute.
 func dispatch(_ database: TestDatabase, environment: [String: String], at now: Date, lanes: Int = 1) async throws -> RunSummary {
     try await database.withDatabase { db in
-        try await PushServices.with(Environment(environment), dryRun: false) { push in
+        try await DeliveryServices.with(Environment(environment), dryRun: false) { push in
             let job = DispatchJob(definition: jobDefinition("dispatch"), push: push, lease: 120, dryRun: false)
             var options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50, concurrency: 50)
             options.lanes = lanes

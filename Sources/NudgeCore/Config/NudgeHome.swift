@@ -1,7 +1,7 @@
 import Foundation
 
-/// The folder that holds Nudge's files next to its binary: `jobs/` (the job definitions) and
-/// `db/` (migrations and the seed). Found from `NUDGE_HOME`, else by walking up from the
+/// The folder that holds Nudge's files next to its binary: `jobs/` (the job definitions), `db/`
+/// (migrations and the seed) and `templates/` (the emails). Found from `NUDGE_HOME`, else by walking up from the
 /// executable, else from the working directory.
 public struct NudgeHome: Sendable {
     public let root: URL
@@ -9,6 +9,8 @@ public struct NudgeHome: Sendable {
     public var jobsDirectory: URL { root.appendingPathComponent("jobs") }
     public var migrationsDirectory: URL { root.appendingPathComponent("db/migrations") }
     public var seedScript: URL { root.appendingPathComponent("db/seed.sql") }
+    /// The emails' Mustache templates (`templates/email/`).
+    public var emailTemplatesDirectory: URL { root.appendingPathComponent("templates/email") }
 
     public init(root: URL) {
         self.root = root

@@ -49,14 +49,16 @@ public struct QueuedNotification: Sendable, Equatable {
     }
 }
 
-/// Which push service reaches a device.
-public enum PushProvider: String, Sendable, CaseIterable, Codable {
-    case apns, fcm
+/// Which service carries a notification: APNs and FCM a push (by the device's platform),
+/// Resend an email.
+public enum DeliveryProvider: String, Sendable, CaseIterable, Codable {
+    case apns, fcm, resend
 
     public var displayName: String {
         switch self {
         case .apns: "APNs"
         case .fcm: "FCM"
+        case .resend: "Resend"
         }
     }
 }
@@ -79,7 +81,7 @@ public struct Device: Sendable, Equatable, Hashable {
         self.key = tokenID.map { $0.uuidString.lowercased() } ?? "fcm_token:" + Digest.sha256Hex(token).prefix(16)
     }
 
-    public var provider: PushProvider { platform == "ios" ? .apns : .fcm }
+    public var provider: DeliveryProvider { platform == "ios" ? .apns : .fcm }
 
     /// The token's beginning, for logs and errors: enough to find it, never the whole token.
     public var shortToken: String { String(token.prefix(8)) + "…" }
@@ -97,7 +99,7 @@ public enum ProviderState: Sendable, Equatable {
 
 /// What one request to a provider ended in, for one device.
 public enum SendResult: Sendable, Equatable {
-    /// The provider took it: `apns-id`, the FCM message name, the Resend id.
+    /// The provider took it: `apns-id`, the FCM message name, the Resend email id.
     case delivered(providerID: String)
     /// A time-out, a 429 for this device or a 5xx: worth another attempt, after `after` at the least.
     case retry(String, after: TimeInterval?)

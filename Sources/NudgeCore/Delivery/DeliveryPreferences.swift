@@ -8,6 +8,9 @@ public struct DeliveryPreferences: Sendable, Equatable {
     public var emailEnabled = true
     /// The per-type push switches that are off, by column name (`push_leaderboard_change`).
     public var pushSwitchedOff: Set<String> = []
+    /// The per-type email switches that are off: `notification_preferences`' columns
+    /// (`email_weekly_digest`) and `email_preferences`' (`email_preferences.weekly_digest`).
+    public var emailSwitchedOff: Set<String> = []
     public var quietHours = QuietHours.standard
 
     public init() {}
@@ -20,6 +23,21 @@ public struct DeliveryPreferences: Sendable, Equatable {
         if !pushEnabled { return "push notifications are off (notification_preferences.push_enabled)" }
         if !kind.isCritical, let column = kind.pushSwitch, pushSwitchedOff.contains(column) {
             return "\(kind.type) pushes are off (notification_preferences.\(column))"
+        }
+        return nil
+    }
+
+    /// Why an email of `type` is not wanted, or nil when it is: the email master switch holds
+    /// every type; a type the user may stop is held by either table's switch for it (one-click
+    /// unsubscribe turns both off).
+    public func emailRefusal(for type: String) -> String? {
+        if !emailEnabled { return "emails are off (notification_preferences.email_enabled)" }
+        guard let email = EmailType.of(notificationType: type) else { return nil }
+        if emailSwitchedOff.contains(email.notificationPreference) {
+            return "\(type) emails are off (notification_preferences.\(email.notificationPreference))"
+        }
+        if emailSwitchedOff.contains("email_preferences." + email.emailPreference) {
+            return "\(type) emails are off (email_preferences.\(email.emailPreference): unsubscribed)"
         }
         return nil
     }

@@ -19,12 +19,16 @@ public enum DispatchRules {
     public struct UserFacts: Sendable {
         public let preferences: DeliveryPreferences
         public let devices: [Device]
+        /// The pushes the caps count.
         public let past: [PastDelivery]
+        /// `users.email`, read when the email is sent (nil: none).
+        public let address: String?
 
-        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = []) {
+        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil) {
             self.preferences = preferences
             self.devices = devices
             self.past = past
+            self.address = address
         }
     }
 
@@ -32,6 +36,8 @@ public enum DispatchRules {
     public enum RowOutcome: Sendable, Equatable {
         /// It goes out in `deliveries[index]`.
         case deliver(Int)
+        /// It goes out as `emails[index]`.
+        case email(Int)
         /// Refused for good at `step` (`preferences`, `caps`, `devices`), with the reason.
         case suppressed(step: String, reason: String)
         /// Held by quiet hours or the weekend pause until `until`.
@@ -46,11 +52,12 @@ public enum DispatchRules {
     public struct Plan: Sendable {
         public var outcomes: [Int64: RowOutcome] = [:]
         public var deliveries: [PlannedDelivery] = []
+        public var emails: [PlannedEmail] = []
     }
 
     /// The plan for one user's claimed rows at `now`. Rows due after `now` (claimed within the
     /// grouping window) go out only with a delivery of their group that is due.
-    public static func plan(rows: [QueuedNotification], facts: UserFacts, providers: [PushProvider: ProviderState],
+    public static func plan(rows: [QueuedNotification], facts: UserFacts, providers: [DeliveryProvider: ProviderState],
                             locale: String, calendar: LocalCalendar, now: Date) -> Plan {
         var plan = Plan()
         var deliverable: [QueuedNotification] = []
@@ -58,6 +65,14 @@ public enum DispatchRules {
         for row in rows.sorted(by: { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }) {
             if row.attempts > maxAttempts {
                 plan.outcomes[row.id] = .failed("gave up: its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
+                continue
+            }
+            if row.channel == "email" {
+                if row.dueAt.timeIntervalSince(now) > 0.001 {
+                    plan.outcomes[row.id] = .released
+                } else {
+                    planEmail(row, facts: facts, provider: providers[.resend], now: now, into: &plan)
+                }
                 continue
             }
             guard row.channel == "push" else {
@@ -175,6 +190,77 @@ public enum DispatchRules {
         return plan
     }
 
+    /// An email row (seed 003 Feature 7): the user's email switches (the master, the type's
+    /// switch in either table), an address that can be sent to, and Resend ready. Emails are not
+    /// held by quiet hours (they do not wake anyone) nor by the push caps; their job queues each
+    /// at most once per user and period.
+    static func planEmail(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, into plan: inout Plan) {
+        if let refusal = facts.preferences.emailRefusal(for: row.type) {
+            plan.outcomes[row.id] = .suppressed(step: "preferences", reason: refusal)
+            return
+        }
+        guard let address = facts.address else {
+            plan.outcomes[row.id] = .suppressed(step: "address", reason: "the user has no email address (users.email)")
+            return
+        }
+        guard isDeliverableAddress(address) else {
+            plan.outcomes[row.id] = .suppressed(step: "address", reason: "users.email is not an address Nudge can send to")
+            return
+        }
+        guard let payload = EmailPayload.decode(row.payload) else {
+            plan.outcomes[row.id] = .failed("its payload is not an email (email_type, html)")
+            return
+        }
+        switch provider {
+        case .ready?:
+            break
+        case .held(let why, let seconds)?:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
+            return
+        case .unavailable(let why)?:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: why)
+            return
+        case nil:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: "Resend is not configured")
+            return
+        }
+        plan.outcomes[row.id] = .email(plan.emails.count)
+        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, request: EmailRequest(
+            to: address, subject: row.title, html: payload.html, text: row.body, unsubscribeURL: payload.unsubscribeURL,
+            tags: payload.tags.merging(["email_type": payload.emailType]) { mine, _ in mine },
+            idempotencyKey: PlannedEmail.idempotencyKey(row: row.id))))
+    }
+
+    /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
+    /// tries again with the same idempotency key while attempts remain; a refusal fails it with
+    /// Resend's words; a rate limit, a quota or Resend paused leaves it waiting without
+    /// spending an attempt.
+    public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, jitter: Double) -> Settlement {
+        switch result {
+        case .delivered?:
+            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: ["email"], sentAt: row.sentAt ?? now, lastError: nil,
+                              countsAsAttempt: true)
+        case .retry(let why, let after)?:
+            guard row.attempts < maxAttempts else {
+                return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
+            }
+            let delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(delay), deliveredTo: [], sentAt: nil,
+                              lastError: why, countsAsAttempt: true)
+        case .rejected(let why)?, .invalidToken(let why, _)?:
+            return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
+        case .throttled(let why, let after)?, .notSent(let why, let after?)?:
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(max(1, after)), deliveredTo: [], sentAt: nil,
+                              lastError: why, countsAsAttempt: false)
+        case .configuration(let why)?, .notSent(let why, nil)?:
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,
+                              lastError: why, countsAsAttempt: false)
+        case nil:
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,
+                              lastError: "Resend: no result (the run stopped before this email's turn)", countsAsAttempt: false)
+        }
+    }
+
     /// The delay before attempt `attempts + 1`: 30 s, then 60 s…, each between half and all of
     /// that (`jitter` in 0...1 picks where), and never less than the provider's `retry-after`.
     public static func retryDelay(afterAttempt attempts: Int, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
@@ -278,4 +364,16 @@ public struct PlannedDelivery: Sendable, Equatable {
     public let keepFor: TimeInterval
 
     public var collapseID: String { "nudge-\(id)" }
+}
+
+/// One email of the plan: its row and what Resend is asked.
+public struct PlannedEmail: Sendable, Equatable {
+    public let row: Int64
+    /// `email_logs.email_type`.
+    public let emailType: String
+    public let request: EmailRequest
+
+    /// The row's: every attempt at it, after a crash too, carries the same key, and Resend
+    /// sends it once (within Resend's 24 hours; a row's attempts end well before).
+    public static func idempotencyKey(row: Int64) -> String { "nudge-outbox-\(row)" }
 }

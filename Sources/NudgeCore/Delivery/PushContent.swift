@@ -104,7 +104,7 @@ public struct PushContent: Sendable, Equatable {
     }
 
     /// Why this content cannot go to `providers`: a payload over its limit.
-    func sizeProblem(for providers: Set<PushProvider>) -> String? {
+    func sizeProblem(for providers: Set<DeliveryProvider>) -> String? {
         if providers.contains(.apns), case let size = apnsBody.count, size > Self.payloadLimit {
             return "its APNs payload is \(size) bytes, over APNs' limit of \(Self.payloadLimit)"
         }

@@ -1,7 +1,7 @@
 /// Where an installed Nudge lives, as the README installs it (`scripts/install`): the paths the
 /// generated crontab and systemd units name. `--prefix` installs (and the tests) move them all.
 public struct InstallLayout: Sendable, Equatable {
-    /// The binary, with `jobs/` and `db/` beside its folder.
+    /// The binary, with `jobs/`, `db/` and `templates/` beside its folder.
     public var binary: String
     /// The env file `nudge` reads (`NUDGE_ENV_FILE`): `DATABASE_URL` and the provider keys.
     public var envFile: String

@@ -16,7 +16,8 @@ public struct JobSetup: Sendable {
 
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
-    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks"]
+    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks",
+                                             "weekly-digest"]
 
     /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
     /// clients are shut down on every path out. A bad configuration (a missing API key) throws
@@ -31,6 +32,12 @@ public enum JobRegistry {
             return try await body(ValidateStreaksJob(definition: definition))
         case "leaderboard-refresh":
             return try await body(LeaderboardRefreshJob(definition: definition))
+        case "weekly-digest":
+            let home = try NudgeHome.locate(setup.environment)
+            let templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [DigestEmail.template])
+            let links = try UnsubscribeLinks(environment: setup.environment)
+            return try await body(WeeklyDigestJob(definition: definition, templates: templates, links: links,
+                                                  dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))
@@ -40,7 +47,7 @@ public enum JobRegistry {
                 try await body(PushTriggerJob(definition: definition, llm: client, budget: setup.options.llmBudget))
             }
         case "dispatch":
-            return try await PushServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
+            return try await DeliveryServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
                 let shortest = DispatchJob.shortestLease(pushTimeout: push.timeout)
                 let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
                                                            in: shortest...3_600)

@@ -77,7 +77,7 @@ public struct APNsConfiguration: Sendable {
 }
 
 public final class APNsClient: PushService {
-    public var provider: PushProvider { .apns }
+    public var provider: DeliveryProvider { .apns }
     let configuration: APNsConfiguration
     private let http: ProviderHTTP
     /// A few clients, each with its HTTP/2 connection, taken in turn.

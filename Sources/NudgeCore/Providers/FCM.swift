@@ -80,7 +80,7 @@ public struct FCMConfiguration: Sendable {
 }
 
 public final class FCMClient: PushService {
-    public var provider: PushProvider { .fcm }
+    public var provider: DeliveryProvider { .fcm }
     let configuration: FCMConfiguration
     private let http: ProviderHTTP
     private let client: HTTPClient

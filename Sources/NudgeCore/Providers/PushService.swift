@@ -5,7 +5,7 @@ import Logging
 /// notification for one address, answering with what became of it. APNs and FCM carry the push
 /// channel; email (Resend) and SMS (Twilio) plug in beside them.
 public protocol PushService: Sendable {
-    var provider: PushProvider { get }
+    var provider: DeliveryProvider { get }
 
     /// Sends one delivery to one device; never throws: every failure is a `SendResult`.
     func send(_ push: PushRequest, context: SendContext) async -> SendResult
@@ -51,19 +51,23 @@ public struct SendContext: Sendable {
     }
 }
 
-/// The push services configured in the environment: each provider ready, or the reason it is
-/// not ("not configured": its notifications wait in the outbox, nothing is dropped).
-public struct PushServices: Sendable {
-    /// The clients to send with (none on a dry run).
-    public let services: [PushProvider: any PushService]
+/// The delivery services configured in the environment: each provider ready, or the reason it
+/// is not ("not configured": its notifications wait in the outbox, nothing is dropped).
+public struct DeliveryServices: Sendable {
+    /// The push clients to send with (none on a dry run).
+    public let services: [DeliveryProvider: any PushService]
+    /// The email client (none on a dry run, or without Resend's configuration).
+    public let email: ResendClient?
     /// Each provider: ready when configured (on a dry run too, which decides as a real run
     /// would and sends nothing), else why not.
-    public let states: [PushProvider: ProviderState]
+    public let states: [DeliveryProvider: ProviderState]
     /// How long a send waits for the provider's answer (`NUDGE_PUSH_TIMEOUT_SECONDS`).
     public let timeout: Duration
 
-    public init(services: [PushProvider: any PushService], states: [PushProvider: ProviderState], timeout: Duration) {
+    public init(services: [DeliveryProvider: any PushService], email: ResendClient? = nil, states: [DeliveryProvider: ProviderState],
+                timeout: Duration) {
         self.services = services
+        self.email = email
         self.states = states
         self.timeout = timeout
     }
@@ -72,9 +76,10 @@ public struct PushServices: Sendable {
     /// down on every path out. A half-done configuration (a key without its team id) is an error
     /// that names what is missing, before anything is sent.
     public static func with<Result: Sendable>(_ environment: Environment, dryRun: Bool,
-                                              _ body: (PushServices) async throws -> Result) async throws -> Result {
-        var services: [PushProvider: any PushService] = [:]
-        var states: [PushProvider: ProviderState] = [:]
+                                              _ body: (DeliveryServices) async throws -> Result) async throws -> Result {
+        var services: [DeliveryProvider: any PushService] = [:]
+        var email: ResendClient?
+        var states: [DeliveryProvider: ProviderState] = [:]
         let http = ProviderHTTP(extraTrustedRoots: environment["NUDGE_CA_FILE"],
                                 timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
         do {
@@ -90,24 +95,33 @@ public struct PushServices: Sendable {
             } else {
                 states[.fcm] = .unavailable("FCM is not configured (GOOGLE_APPLICATION_CREDENTIALS)")
             }
+            if let configuration = try ResendConfiguration(environment: environment) {
+                if !dryRun { email = try ResendClient(configuration: configuration, http: http) }
+                states[.resend] = .ready
+            } else {
+                states[.resend] = .unavailable("Resend is not configured (RESEND_API_KEY, RESEND_FROM)")
+            }
         } catch {
             for service in services.values { await service.shutdown() }
+            await email?.shutdown()
             throw error
         }
-        let all = PushServices(services: services, states: states, timeout: http.timeout)
+        let all = DeliveryServices(services: services, email: email, states: states, timeout: http.timeout)
         do {
             let result = try await body(all)
             for service in services.values { await service.shutdown() }
+            await email?.shutdown()
             return result
         } catch {
             for service in services.values { await service.shutdown() }
+            await email?.shutdown()
             throw error
         }
     }
 
     /// What `nudge list` says of each provider.
-    public static func describe(_ environment: Environment) -> [(PushProvider, String)] {
-        PushProvider.allCases.map { provider in
+    public static func describe(_ environment: Environment) -> [(DeliveryProvider, String)] {
+        DeliveryProvider.allCases.map { provider in
             do {
                 switch provider {
                 case .apns:
@@ -120,6 +134,11 @@ public struct PushServices: Sendable {
                         return (provider, "not configured (GOOGLE_APPLICATION_CREDENTIALS)")
                     }
                     return (provider, "configured: project \(configuration.projectID)")
+                case .resend:
+                    guard let configuration = try ResendConfiguration(environment: environment) else {
+                        return (provider, "not configured (RESEND_API_KEY, RESEND_FROM)")
+                    }
+                    return (provider, "configured: from \(configuration.from)")
                 }
             } catch {
                 return (provider, "misconfigured: \(error)")

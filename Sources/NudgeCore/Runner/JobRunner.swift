@@ -403,10 +403,12 @@ public struct JobRunner<J: Job>: Sendable {
         totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
-            for message in change.notifications { state.tally["notification:\(message.type)", default: 0] += 1 }
+            for message in change.notifications {
+                state.tally["notification:\(message.type)" + (message.channel == "push" ? "" : ":\(message.channel)"), default: 0] += 1
+            }
             if observer.wantsUserReports {
                 report(change.itemID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
-                       notifications: change.notifications.map { "\($0.type) after \(Self.timestamp($0.deliverAfter))" })
+                       notifications: change.notifications.map(Self.reportLine))
             }
         }
         for (userID, reason) in failures {
@@ -604,6 +606,13 @@ public struct JobRunner<J: Job>: Sendable {
                 """)
         }
         return writes
+    }
+
+    /// A queued notification as a run's report tells it: its type and channel, when, and what
+    /// the user will read (an email's subject).
+    static func reportLine(_ message: OutboxMessage) -> String {
+        let when = "\(message.type)" + (message.channel == "push" ? "" : " (\(message.channel))") + " after \(timestamp(message.deliverAfter))"
+        return message.channel == "push" ? "\(when): \(message.title) — \(message.body)" : "\(when): \(message.title)"
     }
 
     /// Sends a batch's writes as one statement, its own transaction; a dry run's is rolled back.

@@ -160,12 +160,13 @@ public struct OutboxQueue: WorkSource {
                        last_error = f.reason, lease_until = null, claimed_by = null
                   from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
                  where o.user_id = f.user_id and o.status = 'sending' and o.claimed_by = \(run.claim)
-                returning o.id, o.user_id, o.notification_type, o.status, o.title, o.body, o.payload, o.last_error, o.attempts
+                returning o.id, o.user_id, o.notification_type, o.channel, o.status, o.title, o.body, o.payload, o.last_error,
+                          o.attempts
                 """)
             writes.step("failed_rows_logs", """
                 insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload,
                                                error_msg, outbox_id, attempt, run_id)
-                select user_id, notification_type, notification_type, 'push', 'failed', title, body, payload, last_error, id,
+                select user_id, notification_type, notification_type, channel, 'failed', title, body, payload, last_error, id,
                        attempts, \(run.runID)
                   from failed_rows where status = 'failed'
                 """)

@@ -16,30 +16,30 @@ public final class ChannelHealth: Sendable {
     static let window = 100
 
     private struct State {
-        var paused: [PushProvider: (reason: String, burst: Bool)] = [:]
-        var throttledUntil: [PushProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
+        var paused: [DeliveryProvider: (reason: String, burst: Bool)] = [:]
+        var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
         /// The provider's last answers, oldest first: whether each called the token unknown.
-        var recent: [PushProvider: [Bool]] = [:]
+        var recent: [DeliveryProvider: [Bool]] = [:]
     }
 
     private let state = Mutex(State())
-    private let configured: [PushProvider: ProviderState]
+    private let configured: [DeliveryProvider: ProviderState]
 
-    public init(configured: [PushProvider: ProviderState]) {
+    public init(configured: [DeliveryProvider: ProviderState]) {
         self.configured = configured
     }
 
     /// Each provider's state now: not configured, paused, held by its quota, or ready.
-    public var states: [PushProvider: ProviderState] {
+    public var states: [DeliveryProvider: ProviderState] {
         var states = configured
-        for provider in PushProvider.allCases {
+        for provider in DeliveryProvider.allCases {
             if let (why, after) = hold(provider) { states[provider] = after.map { .held(why, for: $0) } ?? .unavailable(why) }
         }
         return states
     }
 
     /// Why `provider` may not be asked now, and for how long (nil: for the rest of the run).
-    public func hold(_ provider: PushProvider) -> (reason: String, after: TimeInterval?)? {
+    public func hold(_ provider: DeliveryProvider) -> (reason: String, after: TimeInterval?)? {
         state.withLock { state in
             if let paused = state.paused[provider] {
                 return ("\(provider.displayName) is paused for this run: \(paused.reason)", nil)
@@ -64,7 +64,7 @@ public final class ChannelHealth: Sendable {
 
     /// Takes one answer into account; pauses the provider on a configuration error or a burst,
     /// holds it on a quota.
-    public func record(_ result: SendResult, from provider: PushProvider) {
+    public func record(_ result: SendResult, from provider: DeliveryProvider) {
         state.withLock { state in
             switch result {
             case .configuration(let why):
@@ -98,7 +98,7 @@ public final class ChannelHealth: Sendable {
 
     /// What an answer means once the run's view of the provider is known: an unknown token from a
     /// provider paused for a burst is the configuration's fault, not the token's.
-    public func interpret(_ result: SendResult, from provider: PushProvider) -> SendResult {
+    public func interpret(_ result: SendResult, from provider: DeliveryProvider) -> SendResult {
         guard case .invalidToken(let why, true) = result,
               let paused = state.withLock({ $0.paused[provider] }), paused.burst else { return result }
         return .configuration("\(why), taken as a configuration error: \(paused.reason)")

@@ -11,14 +11,14 @@ import PostgresNIO
 public struct DispatchJob: Job {
     public let definition: JobDefinition
     public let source: OutboxQueue
-    let push: PushServices
+    let push: DeliveryServices
     let health: ChannelHealth
     let dryRun: Bool
 
     /// How far back the caps look (a week, and a day for the local day's edges).
     static let capsLookBack: TimeInterval = 8 * 24 * 3600
 
-    public init(definition: JobDefinition, push: PushServices, lease: TimeInterval, dryRun: Bool) {
+    public init(definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool) {
         self.definition = definition
         self.source = OutboxQueue(lease: lease)
         self.push = push
@@ -33,6 +33,8 @@ public struct DispatchJob: Job {
         public let plan: DispatchRules.Plan
         /// Per delivery of the plan, each target device's result (by `Device.key`).
         public var results: [[String: SendResult]]
+        /// Per email of the plan, Resend's answer (nil: not asked).
+        public var emailResults: [SendResult?]
     }
 
     public var completesOutside: Bool { !dryRun }
@@ -50,7 +52,7 @@ public struct DispatchJob: Job {
     }
 
     public func summaryNote(tally: [String: Int]) -> String? {
-        let missing = PushProvider.allCases.compactMap { provider -> String? in
+        let missing = DeliveryProvider.allCases.compactMap { provider -> String? in
             guard case .unavailable(let why)? = push.states[provider] else { return nil }
             return why
         }
@@ -72,8 +74,9 @@ public struct DispatchJob: Job {
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges) in rows {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff) in rows {
             var preferences = DeliveryPreferences()
+            preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
                 preferences.pushEnabled = pushEnabled
                 preferences.emailEnabled = emailEnabled
@@ -91,7 +94,7 @@ public struct DispatchJob: Job {
             let sent = pastTypes.indices.map {
                 PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0])
             }
-            facts[id] = Facts(preferences: preferences, devices: devices, past: sent)
+            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address)
         }
         return facts
     }
@@ -106,6 +109,7 @@ public struct DispatchJob: Job {
         for outcome in plan.outcomes.values {
             switch outcome {
             case .deliver: break
+            case .email: if dryRun { tally["would_email", default: 0] += 1 }
             case .suppressed(let step, _): tally["suppressed:\(step)", default: 0] += 1
             case .deferred: tally["deferred", default: 0] += 1
             case .waiting: tally["waiting", default: 0] += 1
@@ -117,7 +121,8 @@ public struct DispatchJob: Job {
             if dryRun { tally["would_deliver", default: 0] += 1 }
             if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
         }
-        let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] })
+        let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
+                            emailResults: plan.emails.map { _ in nil })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -137,19 +142,29 @@ public struct DispatchJob: Job {
             }
         }
         var results = change.change.results
-        if sends.count == 1 {
+        var emailResults = change.change.emailResults
+        let emails = change.change.plan.emails
+        if sends.count == 1 && emails.isEmpty {
             // Most users have one device and one delivery: no task of its own.
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, context: context)
+        } else if sends.isEmpty && emails.count == 1 {
+            emailResults[0] = await send(emails[0])
         } else {
             await withTaskGroup(of: (Int, String, SendResult).self) { group in
                 for send in sends {
                     group.addTask { (send.index, send.device.key, await self.send(send.push, context: context)) }
                 }
-                for await (index, key, result) in group { results[index][key] = result }
+                for (index, email) in emails.enumerated() {
+                    group.addTask { (index, "", await self.send(email)) }
+                }
+                for await (index, key, result) in group {
+                    if key.isEmpty { emailResults[index] = result } else { results[index][key] = result }
+                }
             }
         }
         var done = change.change
         done.results = results
+        done.emailResults = emailResults
         // What the summary counts: pushes per provider, tokens found gone, and what became of each
         // row, as the batch's write will settle it (a burst found later in the batch may still
         // turn a "failed" into a wait).
@@ -174,7 +189,25 @@ public struct DispatchJob: Job {
                 }
             }
         }
+        for (index, email) in emails.enumerated() {
+            let row = change.change.rows.first { $0.id == email.row }!
+            let settled = DispatchRules.settleEmail(row, result: emailResults[index], now: run.now, jitter: 0)
+            switch settled.status {
+            case .sent: tally["emails_sent", default: 0] += 1
+            case .failed: tally["failed", default: 0] += 1
+            case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
+            }
+        }
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: tally)
+    }
+
+    /// One email through Resend, unless Resend is paused or not configured.
+    private func send(_ email: PlannedEmail) async -> SendResult {
+        if let hold = health.hold(.resend) { return .notSent(hold.reason, after: hold.after) }
+        guard let client = push.email else { return .notSent("Resend is not configured", after: nil) }
+        let result = await client.send(email.request)
+        health.record(result, from: .resend)
+        return result
     }
 
     /// One push through its provider, unless the provider is paused or not configured.
@@ -197,6 +230,7 @@ public struct DispatchJob: Job {
         var updates = RowUpdates()
         var logs = LogRows()
         var invalid: [(userID: UUID, device: Device)] = []
+        var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         let never = Date(timeIntervalSince1970: 0)
         for planned in changes {
             let userID = planned.itemID
@@ -230,6 +264,25 @@ public struct DispatchJob: Job {
                                      error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
                             if case .invalidToken = result { invalid.append((userID, device)) }
                         }
+                    }
+                case .email(let index):
+                    let email = change.plan.emails[index]
+                    let result = change.emailResults[index]
+                    let settled = DispatchRules.settleEmail(row, result: result, now: run.now,
+                                                            jitter: Self.jitter(delivery: row.id, attempt: row.attempts))
+                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                                deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError,
+                                attemptUndone: !settled.countsAsAttempt)
+                    switch result {
+                    case .delivered(let providerID)?:
+                        logs.add(userID, row, status: "sent", provider: "resend", providerID: providerID, error: nil, sentAt: run.now,
+                                 device: nil, content: nil, runID: run.runID, channel: "email")
+                        emailsSent.append((userID, email.emailType, providerID))
+                    case .notSent?, nil:
+                        break
+                    case let other?:
+                        logs.add(userID, row, status: "failed", provider: "resend", providerID: nil, error: other.reason, sentAt: nil,
+                                 device: nil, content: nil, runID: run.runID, channel: "email")
                     }
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
@@ -279,15 +332,23 @@ public struct DispatchJob: Job {
             writes.step("attempt_logs", """
                 insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload, provider,
                                                provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
-                select l.user_id, l.notification_type, l.notification_type, 'push', l.status, l.title, l.body, l.payload::jsonb,
+                select l.user_id, l.notification_type, l.notification_type, l.channel, l.status, l.title, nullif(l.body, ''), l.payload::jsonb,
                        nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
                        l.outbox_id, nullif(l.device_token_id, \(UUID.allZeros)),
                        l.attempt, \(run.runID)
                   from unnest(\(logs.userIDs), \(logs.types), \(logs.statuses), \(logs.titles), \(logs.bodies), \(logs.payloads),
                               \(logs.providers), \(logs.providerIDs), \(logs.errors), \(logs.sentAts), \(logs.outboxIDs),
-                              \(logs.deviceIDs), \(logs.attempts))
+                              \(logs.deviceIDs), \(logs.attempts), \(logs.channels))
                        as l(user_id, notification_type, status, title, body, payload, provider, provider_id, error_msg, sent_at,
-                            outbox_id, device_token_id, attempt)
+                            outbox_id, device_token_id, attempt, channel)
+                """)
+        }
+        if !emailsSent.isEmpty {
+            // Seed 003 F7's log of the emails sent, beside notification_logs.
+            writes.step("email_logs", """
+                insert into email_logs (user_id, email_type, sent_at, provider_id)
+                select * from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)),
+                                     \(emailsSent.map { _ in run.now }), \(emailsSent.map(\.providerID)))
                 """)
         }
         // A device is named once, however many of the user's rows it failed for.
@@ -379,15 +440,25 @@ private struct LogRows {
     var outboxIDs: [Int64] = []
     var deviceIDs: [UUID] = []
     var attempts: [Int] = []
+    var channels: [String] = []
 
     mutating func add(_ userID: UUID, _ row: QueuedNotification, status: String, provider: String?, providerID: String?,
-                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64) {
+                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: String? = nil) {
+        let channel = channel ?? row.channel
+        channels.append(channel)
         userIDs.append(userID)
         types.append(row.type)
         statuses.append(status)
         titles.append(content?.title ?? row.title)
-        bodies.append(content?.body ?? row.body)
-        payloads.append(row.payload)
+        if channel == "email" {
+            // An email's log names it (its subject, type and tags); its parts, with the user's
+            // unsubscribe link, stay in the outbox row.
+            bodies.append("")
+            payloads.append(EmailPayload.decode(row.payload).map { #"{"email_type":"\#($0.emailType)"}"# } ?? "{}")
+        } else {
+            bodies.append(content?.body ?? row.body)
+            payloads.append(row.payload)
+        }
         providers.append(provider ?? "")
         providerIDs.append(providerID ?? "")
         errors.append(error ?? "")
@@ -403,12 +474,12 @@ private struct LogRows {
 /// and the deliveries the caps count.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String])
+                     [String], [Date], [String], String?, [String])
 
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v1"
+    static let name = "nudge_dispatch_facts_v2"
 
     static let sql = """
 
@@ -428,10 +499,21 @@ private struct FactsStatement: PostgresPreparedStatement {
                    case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
                              and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
                         then u.fcm_token end,
-                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}')
+                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'),
+                   nullif(btrim(u.email), ''),
+                   array_remove(array[
+                       case when not np.email_daily_checkin then 'email_daily_checkin' end,
+                       case when not np.email_streak_risk then 'email_streak_risk' end,
+                       case when not np.email_weekly_digest then 'email_weekly_digest' end,
+                       case when not np.email_monthly_report then 'email_monthly_report' end,
+                       case when not ep.daily_checkin_reminder then 'email_preferences.daily_checkin_reminder' end,
+                       case when not ep.streak_at_risk then 'email_preferences.streak_at_risk' end,
+                       case when not ep.weekly_digest then 'email_preferences.weekly_digest' end,
+                       case when not ep.monthly_report then 'email_preferences.monthly_report' end], null)
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id
+              left join email_preferences ep on ep.user_id = u.id
               left join lateral (
                   select array_agg(t.id order by t.created_at, t.id) as ids,
                          array_agg(t.device_token order by t.created_at, t.id) as tokens,
@@ -444,7 +526,7 @@ private struct FactsStatement: PostgresPreparedStatement {
                     from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
                                  o.payload->>'fitcircle_id' as challenge
                             from notification_outbox o
-                           where o.user_id = u.id and o.sent_at is not null
+                           where o.user_id = u.id and o.sent_at is not null and o.channel = 'push'
                              and (o.sent_at >= $2
                                   or o.notification_type = 'challenge_milestone')
                            order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true

@@ -1,0 +1,260 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// weekly-digest (SPEC §4.4; seed 003 Features 2, 6 and 7): at Sunday 20:00 in each user's time
+/// zone (the definition's `localTime`, for `dueForMinutes` after it), once per user and week, it
+/// tells the week Monday to Sunday (`WeeklyDigestRules`) and queues a push and an email, each
+/// where the user's preferences allow (`DigestChannels`). The email is rendered here, from the
+/// templates of `templates/email/`, so that a dry run renders every one; dispatch sends it
+/// through Resend. Each week digested is marked in `job_work` under its Sunday, in the batch's
+/// one transaction with the outbox rows, so a rerun queues nothing twice.
+///
+/// A backfill (`--date`, `--from/--to`) digests the weeks whose Sunday lies in its window and
+/// that have not been digested, however late.
+public struct WeeklyDigestJob: Job {
+    public let definition: JobDefinition
+    let templates: EmailTemplates
+    let links: UnsubscribeLinks
+    /// `NUDGE_DASHBOARD_URL`: where the email's button leads; no button without it.
+    let dashboardURL: String?
+
+    public static let type = "weekly_digest"
+    static let deepLink = "fitcircle://digest"
+    /// How many days the facts reach back before a week's Monday: the weeks "best week yet" is
+    /// measured against.
+    static let lookBackDays = 7 * WeeklyDigestRules.comparedWeeks
+
+    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, dashboardURL: String?) {
+        self.definition = definition
+        self.templates = templates
+        self.links = links
+        self.dashboardURL = dashboardURL
+    }
+
+    public struct Facts: Sendable {
+        /// The Sundays already digested, of those the run looks at.
+        public let digested: Set<LocalDate>
+        public let name: String?
+        public let email: String?
+        public let preferences: DigestPreferences
+        public let hasDevice: Bool
+        public let streak: (current: Int, through: LocalDate?)?
+        /// By week (its Monday).
+        public let weeklyStepsGoals: [LocalDate: Int]
+        public let dailyStepsGoals: [LocalDate: Int]
+        public let ranks: [LocalDate: [WeekInReview.CircleRank]]
+        public let tracking: [LocalDate: TrackingDay]
+        public let memberships: [FitCircleMembership]
+    }
+
+    /// One week's digest, as queued.
+    public struct Digest: Sendable {
+        public let sunday: LocalDate
+        public let week: WeekInReview
+        public let email: RenderedEmail?
+    }
+
+    public typealias Change = [Digest]
+
+    /// The users' rows, their tracking, their circles.
+    public var readStatements: Int { 3 }
+
+    var moment: LocalTime { definition.localTime ?? LocalTime(hour: 20, minute: 0)! }
+
+    // MARK: Which weeks are due
+
+    /// The Sundays whose digest is due for `user` at the run's clock, oldest first, or why none is.
+    func dueSundays(for user: UserInTime, run: RunContext) -> Result<[LocalDate], Reason> {
+        let calendar = user.calendar
+        let reached = calendar.latestDay(reaching: moment, atOrBefore: run.now)
+        let latest = reached.adding(days: -(reached.isoWeekday % 7))
+        let signedUp = user.user.createdAt
+        if let window = run.window {
+            var sundays: [LocalDate] = []
+            var day = window.from.adding(days: (7 - window.from.isoWeekday) % 7)
+            while day <= window.to && day <= latest {
+                if calendar.instant(of: day, at: moment) > signedUp { sundays.append(day) }
+                day = day.adding(days: 7)
+            }
+            if sundays.isEmpty {
+                return .failure(Reason("no Sunday of \(window.from)…\(window.to) has reached \(moment) local time since sign-up"))
+            }
+            return .success(sundays)
+        }
+        let dueAt = calendar.instant(of: latest, at: moment)
+        guard dueAt > signedUp else { return .failure(Reason("signed up after Sunday \(latest) \(moment)")) }
+        if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
+            return .failure(Reason("""
+                the digest of the week ending \(latest) was due at \(moment) local time and is more than \(minutes / 60) hours \
+                late; backfill it with --date \(latest)
+                """))
+        }
+        return .success([latest])
+    }
+
+    public struct Reason: Error, Sendable {
+        public let text: String
+        init(_ text: String) { self.text = text }
+    }
+
+    // MARK: Reading
+
+    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        var ranges: [(user: UUID, first: LocalDate, last: LocalDate)] = []
+        var calendars: [UUID: LocalCalendar] = [:]
+        for user in users {
+            guard case .success(let sundays) = dueSundays(for: user, run: run), let first = sundays.first, let last = sundays.last
+            else { continue }
+            ranges.append((user.user.id, first, last))
+            calendars[user.user.id] = user.calendar
+        }
+        guard !ranges.isEmpty else { return [:] }
+        let rows = try await connection.query("""
+            select u.id, u.display_name, u.email,
+                   coalesce(np.push_enabled, true), coalesce(np.push_weekly_digest, true),
+                   coalesce(np.email_enabled, true), coalesce(np.email_weekly_digest, true), coalesce(ep.weekly_digest, true),
+                   exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
+                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled),
+                   s.user_id is not null, coalesce(s.current_streak, 0), s.settled_through,
+                   coalesce((select array_agg(w.local_day) from job_work w
+                              where w.job = \(definition.name) and w.user_id = u.id
+                                and w.local_day between r.first_sunday and r.last_sunday), '{}'),
+                   coalesce(wg.mondays, '{}'), coalesce(wg.targets, '{}'),
+                   coalesce(dg.days, '{}'), coalesce(dg.targets, '{}'),
+                   coalesce(lb.mondays, '{}'), coalesce(lb.circles, '{}'), coalesce(lb.ranks, '{}')
+              from unnest(\(ranges.map(\.user)), \(ranges.map(\.first)), \(ranges.map(\.last)),
+                          \(ranges.map { $0.first.adding(days: -6 - Self.lookBackDays) }))
+                   as r(user_id, first_sunday, last_sunday, first_day)
+              join users u on u.id = r.user_id
+              left join notification_preferences np on np.user_id = u.id
+              left join email_preferences ep on ep.user_id = u.id
+              left join user_streaks s on s.user_id = u.id
+              left join lateral (
+                  select array_agg(g.week_start) as mondays, array_agg(round(g.target_value)::int8) as targets
+                    from weekly_goals g
+                   where g.user_id = u.id and g.goal_type = 'steps' and g.target_value is not null
+                     and g.week_start between r.first_sunday - 6 and r.last_sunday - 6) wg on true
+              left join lateral (
+                  select array_agg(g.date) as days, array_agg(round(g.target_value)::int8) as targets
+                    from daily_goals g
+                   where g.user_id = u.id and g.goal_type = 'steps' and g.target_value is not null
+                     and g.date between r.first_day and r.last_sunday) dg on true
+              left join lateral (
+                  select array_agg(e.period_start order by e.rank, c.name) as mondays, array_agg(c.name order by e.rank, c.name) as circles,
+                         array_agg(e.rank order by e.rank, c.name) as ranks
+                    from fitcircle_leaderboard_entries e join fitcircles c on c.id = e.fitcircle_id
+                   where e.user_id = u.id and e.period = 'weekly' and e.rank is not null
+                     and e.period_start between r.first_sunday - 6 and r.last_sunday - 6) lb on true
+            """, logger: run.logger)
+        struct Row {
+            let name: String?, email: String?, preferences: DigestPreferences, hasDevice: Bool
+            let streak: (current: Int, through: LocalDate?)?, digested: Set<LocalDate>
+            let weekly: [LocalDate: Int], daily: [LocalDate: Int], ranks: [LocalDate: [WeekInReview.CircleRank]]
+        }
+        var read: [UUID: Row] = [:]
+        for try await (id, name, email, pushEnabled, pushDigest, emailEnabled, emailDigest, emailPreference, hasDevice,
+                       hasStreak, current, settled, digested, weekMondays, weekTargets, goalDays, goalTargets,
+                       rankMondays, rankCircles, ranks)
+            in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Int, LocalDate?, [LocalDate],
+                            [LocalDate], [Int], [LocalDate], [Int], [LocalDate], [String], [Int]).self) {
+            guard weekMondays.count == weekTargets.count, goalDays.count == goalTargets.count,
+                  rankMondays.count == rankCircles.count, rankCircles.count == ranks.count
+            else { throw MalformedData("the user's goals or ranks changed while they were read") }
+            var preferences = DigestPreferences()
+            preferences.pushEnabled = pushEnabled
+            preferences.pushWeeklyDigest = pushDigest
+            preferences.emailEnabled = emailEnabled
+            preferences.emailWeeklyDigest = emailDigest
+            preferences.emailPreference = emailPreference
+            var byWeek: [LocalDate: [WeekInReview.CircleRank]] = [:]
+            for index in rankMondays.indices {
+                byWeek[rankMondays[index], default: []].append(WeekInReview.CircleRank(circle: rankCircles[index], rank: ranks[index]))
+            }
+            read[id] = Row(name: name, email: email?.trimmingCharacters(in: .whitespaces), preferences: preferences,
+                           hasDevice: hasDevice, streak: hasStreak ? (current, settled) : nil, digested: Set(digested),
+                           weekly: Dictionary(zip(weekMondays, weekTargets), uniquingKeysWith: { first, _ in first }),
+                           daily: Dictionary(zip(goalDays, goalTargets), uniquingKeysWith: { first, _ in first }),
+                           ranks: byWeek)
+        }
+        let tracking = try await TrackingDay.load(
+            ranges.map { ($0.user, $0.first.adding(days: -6 - Self.lookBackDays - 7)...$0.last) }, on: connection, logger: run.logger)
+        let memberships = try await FitCircleMembership.load(for: calendars, on: connection, logger: run.logger)
+        var facts: [UUID: Facts] = [:]
+        for (id, row) in read {
+            facts[id] = Facts(digested: row.digested, name: row.name, email: row.email, preferences: row.preferences,
+                              hasDevice: row.hasDevice, streak: row.streak, weeklyStepsGoals: row.weekly, dailyStepsGoals: row.daily,
+                              ranks: row.ranks, tracking: tracking[id] ?? [:], memberships: memberships[id] ?? [])
+        }
+        return facts
+    }
+
+    // MARK: Deciding
+
+    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        let sundays: [LocalDate]
+        switch dueSundays(for: user, run: run) {
+        case .failure(let reason): return .nothingDue(reason.text)
+        case .success(let due): sundays = due
+        }
+        guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
+        let open = sundays.filter { !facts.digested.contains($0) }
+        guard !open.isEmpty else { return .nothingDue("the week ending \(sundays.last!) is digested already") }
+        let calendar = user.calendar
+        let copy = DigestCopy(locale: user.user.locale)
+        let pushRefusal = DigestChannels.pushRefusal(facts.preferences, hasDevice: facts.hasDevice)
+        let emailRefusal = DigestChannels.emailRefusal(facts.preferences, address: facts.email)
+        let signup = calendar.localDate(at: user.user.createdAt)
+        var digests: [Digest] = []
+        var work: [WorkMark] = []
+        var notifications: [OutboxMessage] = []
+        var tally: [String: Int] = [:]
+        for sunday in open {
+            let monday = sunday.adding(days: -6)
+            for offset in 0..<7 {
+                if let problem = facts.tracking[monday.adding(days: offset)]?.impossibility {
+                    throw NudgeError(.configuration, "daily_tracking \(monday.adding(days: offset)): \(problem)")
+                }
+            }
+            let week = WeeklyDigestRules.review(
+                monday: monday, signedUpOn: signup, tracking: facts.tracking, dailyStepsGoals: facts.dailyStepsGoals,
+                weeklyStepsGoal: facts.weeklyStepsGoals[monday], settledStreak: facts.streak, ranks: facts.ranks[monday] ?? [],
+                memberships: facts.memberships)
+            let dueAt = calendar.instant(of: sunday, at: moment)
+            var channels: [String] = []
+            if pushRefusal == nil {
+                notifications.append(OutboxMessage(
+                    type: Self.type, localDay: sunday, deliverAfter: dueAt, title: copy.pushTitle, body: copy.pushBody(week),
+                    payload: #"{"type":"\#(Self.type)","deep_link":"\#(Self.deepLink)","week_start":"\#(monday)"}"#))
+                channels.append("push")
+            }
+            var email: RenderedEmail?
+            if emailRefusal == nil, let address = facts.email {
+                let unsubscribe = links.url(user: user.user.id, type: .weeklyDigest)
+                let rendered = DigestEmail.render(week, copy: copy, name: facts.name, email: address, unsubscribeURL: unsubscribe,
+                                                  dashboardURL: dashboardURL, templates: templates)
+                let payload = EmailPayload(emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
+                                           unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
+                notifications.append(OutboxMessage(type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
+                                                   body: rendered.text, payload: payload.json, channel: "email"))
+                email = rendered
+                channels.append("email")
+            }
+            let withheld = [pushRefusal.map { "push: \($0)" }, emailRefusal.map { "email: \($0)" }].compactMap { $0 }
+            work.append(WorkMark(localDay: sunday, outcome: channels.isEmpty ? "no_channel" : (week.hadActivity ? "digested" : "quiet_week"),
+                                 detail: (channels + withheld).joined(separator: ", ")))
+            for channel in channels { tally["queued:\(channel)", default: 0] += 1 }
+            for reason in [pushRefusal, emailRefusal].compactMap({ $0 }) { tally["withheld:\(reason)", default: 0] += 1 }
+            if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
+            digests.append(Digest(sunday: sunday, week: week, email: email))
+        }
+        return .act(PlannedChange(itemID: user.user.id, change: digests, work: work, notifications: notifications, tally: tally))
+    }
+
+    // MARK: Writing
+
+    /// Nothing of the job's own: the work marks and the outbox rows are the runner's.
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        BatchWrites()
+    }
+}

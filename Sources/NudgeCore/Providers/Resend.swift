@@ -1,0 +1,214 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Resend, the email API (seed 003 Feature 7).
+///
+/// Wire format: `POST /emails` on `api.resend.com`, headers `Authorization: Bearer <API key>`,
+/// `Content-Type: application/json`, a `User-Agent` (Resend refuses a request without one) and
+/// `Idempotency-Key` (at most 256 characters: the same key within 24 hours gets the first
+/// answer again and sends nothing). Body `{"from", "to": [address], "subject", "html", "text",
+/// "headers": {"List-Unsubscribe": "<https://…>", "List-Unsubscribe-Post":
+/// "List-Unsubscribe=One-Click"}, "tags": [{"name", "value"}]}` (tag names and values: ASCII
+/// letters, digits, `_` and `-`). 200 `{"id": "…"}`; an error is `{"statusCode", "name",
+/// "message"}`: 400/422 a field Resend refuses (`validation_error`, `invalid_from_address`…), 401/403
+/// the key or an unverified domain, 409 the idempotency key (`concurrent_idempotent_requests`: the
+/// first request is still at work), 429 the team's rate limit (`retry-after`, `ratelimit-reset`
+/// in seconds) or its daily or monthly quota, 5xx Resend's own trouble.
+public struct ResendConfiguration: Sendable {
+    public let from: String
+    public let baseURL: String
+    public let replyTo: String?
+    /// The team's request rate (Resend's default: 2 a second), `RESEND_REQUESTS_PER_SECOND`.
+    public let requestsPerSecond: Int
+    let apiKey: String
+
+    /// Reads `RESEND_API_KEY`, `RESEND_FROM` (`Name <address>` or an address, of a domain verified
+    /// with Resend), `RESEND_REPLY_TO`, `RESEND_REQUESTS_PER_SECOND` and `RESEND_BASE_URL` (tests).
+    /// Nil when neither the key nor the sender is set.
+    public init?(environment: Environment) throws(NudgeError) {
+        let key = environment["RESEND_API_KEY"], from = environment["RESEND_FROM"]
+        if key == nil && from == nil { return nil }
+        guard let key, !key.isEmpty else { throw NudgeError(.configuration, "Resend is half configured: RESEND_API_KEY not set") }
+        guard let from else { throw NudgeError(.configuration, "Resend is half configured: RESEND_FROM not set") }
+        guard Self.isSender(from) else {
+            throw NudgeError(.configuration, "RESEND_FROM must be an address or 'Name <address>', not '\(from)'")
+        }
+        if let replyTo = environment["RESEND_REPLY_TO"], !isDeliverableAddress(replyTo) {
+            throw NudgeError(.configuration, "RESEND_REPLY_TO must be an address, not '\(replyTo)'")
+        }
+        var base = environment["RESEND_BASE_URL"] ?? "https://api.resend.com"
+        while base.hasSuffix("/") { base.removeLast() }
+        self.apiKey = key
+        self.from = from
+        self.replyTo = environment["RESEND_REPLY_TO"]
+        self.baseURL = base
+        self.requestsPerSecond = try environment.integer("RESEND_REQUESTS_PER_SECOND", default: 2, in: 1...1_000)
+    }
+
+    static func isSender(_ text: String) -> Bool {
+        if let open = text.lastIndex(of: "<"), text.hasSuffix(">") {
+            return isDeliverableAddress(String(text[text.index(after: open)..<text.index(before: text.endIndex)]))
+        }
+        return isDeliverableAddress(text)
+    }
+}
+
+/// One email for one address.
+public struct EmailRequest: Sendable, Equatable {
+    public let to: String
+    public let subject: String
+    public let html: String
+    public let text: String
+    /// `List-Unsubscribe`'s address; nil for an email the user may not stop.
+    public let unsubscribeURL: String?
+    public let tags: [String: String]
+    /// The same for every attempt at one outbox row: Resend sends it once.
+    public let idempotencyKey: String
+
+    public init(to: String, subject: String, html: String, text: String, unsubscribeURL: String?, tags: [String: String],
+                idempotencyKey: String) {
+        self.to = to
+        self.subject = subject
+        self.html = html
+        self.text = text
+        self.unsubscribeURL = unsubscribeURL
+        self.tags = tags
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+public final class ResendClient: Sendable {
+    let configuration: ResendConfiguration
+    private let http: ProviderHTTP
+    private let client: HTTPClient
+    private let pace: SendPace
+
+    /// How long a send may wait for its turn under the rate limit; longer, and the email waits
+    /// in the outbox instead (without spending an attempt).
+    static let longestWaitForTurn: Duration = .seconds(2)
+    /// How long the daily or monthly quota holds every email when Resend does not say.
+    static let quotaPause: TimeInterval = 3600
+    static let userAgent = "nudge/1.0 (+https://github.com/nudge)"
+
+    public init(configuration: ResendConfiguration, http: ProviderHTTP) throws(NudgeError) {
+        self.configuration = configuration
+        self.http = http
+        client = try http.makeClient(http2: false, connectionsPerHost: 4)
+        pace = SendPace(perSecond: configuration.requestsPerSecond)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// The request's JSON body.
+    func body(for email: EmailRequest) -> Data {
+        var object: [String: Any] = [
+            "from": configuration.from,
+            "to": [email.to],
+            "subject": email.subject,
+            "html": email.html,
+            "text": email.text,
+            "tags": email.tags.sorted { $0.key < $1.key }.map { ["name": Self.tagText($0.key), "value": Self.tagText($0.value)] },
+        ]
+        if let unsubscribe = email.unsubscribeURL {
+            object["headers"] = ["List-Unsubscribe": "<\(unsubscribe)>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"]
+        }
+        if let replyTo = configuration.replyTo { object["reply_to"] = replyTo }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+    }
+
+    /// A tag's name or value as Resend takes it: ASCII letters, digits, `_` and `-`, 256 at most.
+    static func tagText(_ text: String) -> String {
+        String(text.unicodeScalars.map { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") ? Character($0) : "_" }
+            .prefix(256))
+    }
+
+    public func send(_ email: EmailRequest) async -> SendResult {
+        if let wait = pace.reserve(within: Self.longestWaitForTurn) {
+            if wait > .zero { try? await Task.sleep(for: wait) }
+        } else {
+            return .notSent("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now", after: 1)
+        }
+        var request = HTTPClientRequest(url: "\(configuration.baseURL)/emails")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "Bearer \(configuration.apiKey)")
+        request.headers.add(name: "content-type", value: "application/json")
+        request.headers.add(name: "user-agent", value: Self.userAgent)
+        request.headers.add(name: "idempotency-key", value: email.idempotencyKey)
+        request.body = .bytes(ByteBuffer(bytes: body(for: email)))
+        let head: HTTPResponseHead
+        let answer: Data
+        do {
+            (head, answer) = try await http.exchangeUntilHead(request, on: client)
+        } catch {
+            // The idempotency key makes another attempt safe, whether or not this one arrived.
+            return .retry("Resend: \(ProviderHTTP.describe(error))", after: nil)
+        }
+        return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
+    }
+
+    /// What Resend's answer means for Nudge (Resend's "Errors" reference).
+    static func classify(status: Int, headers: HTTPHeaders, body: Data) -> SendResult {
+        struct Answer: Decodable {
+            let id: String?
+            let name: String?
+            let message: String?
+        }
+        let answer = try? JSONDecoder().decode(Answer.self, from: body)
+        if status == 200 {
+            guard let id = answer?.id, !id.isEmpty else { return .retry("Resend answered 200 without an email id", after: nil) }
+            return .delivered(providerID: id)
+        }
+        let name = answer?.name ?? "HTTP \(status)"
+        let text = "Resend \(status) \(name)" + ((answer?.message).map { ": \($0)" } ?? "")
+        let retryAfter = ProviderHTTP.retryAfter(headers).map(\.seconds)
+            ?? headers.first(name: "ratelimit-reset").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        switch (status, name) {
+        case (429, "daily_quota_exceeded"), (429, "monthly_quota_exceeded"):
+            return .throttled(text, after: max(retryAfter ?? 0, quotaPause))
+        case (429, _):
+            // The team's rate: every email waits that long, none spends an attempt.
+            return .throttled(text, after: max(retryAfter ?? 1, 0.5))
+        case (409, "concurrent_idempotent_requests"):
+            return .retry(text, after: max(retryAfter ?? 0, 5))
+        case (401, _), (403, _), (404, _), (405, _):
+            // The key, an unverified domain or sender, a wrong RESEND_BASE_URL: configuration.
+            return .configuration(text)
+        case (408, _):
+            return .retry(text, after: retryAfter)
+        case (let code, _) where code >= 500:
+            return .retry(text, after: retryAfter)
+        default:
+            // 400, 409 (the key used for another email), 422, 451: this email fails, with Resend's words.
+            return .rejected(text)
+        }
+    }
+}
+
+/// Spaces requests evenly at a rate per second, shared by every task of a run: each takes the
+/// next free slot, or none when that slot is further away than it may wait.
+final class SendPace: Sendable {
+    private let interval: Duration
+    private let next = Mutex(ContinuousClock.now)
+
+    init(perSecond: Int) {
+        interval = .seconds(1) / max(1, perSecond)
+    }
+
+    /// How long to wait for a slot, which is then taken; nil (nothing taken) when the wait
+    /// would be longer than `limit`.
+    func reserve(within limit: Duration) -> Duration? {
+        next.withLock { next in
+            let now = ContinuousClock.now
+            let slot = max(next, now)
+            let wait = now.duration(to: slot)
+            guard wait <= limit else { return nil }
+            next = slot + interval
+            return wait
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import NIOHTTP1
+import Synchronization
+
+/// A local Resend: `POST /emails` as Resend's API takes it. It checks `Authorization: Bearer`
+/// against its API key (403 `invalid_api_key`), asks for a `User-Agent` (as Resend does: 403
+/// without one), and validates the body: `from`, `to`, `subject`, `html` or `text`
+/// (422 `missing_required_field`), tags of ASCII letters, digits, `_` and `-` (422
+/// `validation_error`). `Idempotency-Key` works as Resend's does: the same key with the same
+/// body gets the first answer again and sends nothing; with another body, 409
+/// `invalid_idempotent_request`. Each email it takes gets an id (`{"id": …}`); a script can
+/// answer otherwise (a 429 with `retry-after`, a 500, a 422, silence).
+public final class StandInResend: Sendable {
+    public struct Email: Sendable {
+        public let id: String
+        /// The request body, parsed.
+        public let fields: [String: any Sendable]
+        public let body: Data
+        public let idempotencyKey: String?
+        public let userAgent: String?
+        /// How many requests with this idempotency key (or body, without one) came, this one included.
+        public let attempt: Int
+
+        public var from: String? { fields["from"] as? String }
+        public var to: [String] { (fields["to"] as? [String]) ?? ((fields["to"] as? String).map { [$0] } ?? []) }
+        public var subject: String? { fields["subject"] as? String }
+        public var html: String? { fields["html"] as? String }
+        public var text: String? { fields["text"] as? String }
+        public var headers: [String: String] { (fields["headers"] as? [String: String]) ?? [:] }
+        public var tags: [String: String] {
+            var tags: [String: String] = [:]
+            for tag in (fields["tags"] as? [[String: String]]) ?? [] {
+                if let name = tag["name"], let value = tag["value"] { tags[name] = value }
+            }
+            return tags
+        }
+    }
+
+    public enum Answer: Sendable {
+        case accept
+        /// Takes the email (it counts as sent) and never answers: a crash or a time-out after
+        /// the request left.
+        case acceptSilently
+        /// A Resend error: status, name, message, extra headers (`retry-after`, `ratelimit-reset`).
+        case reject(status: Int, name: String, message: String, headers: [(String, String)] = [])
+        /// No answer, nothing sent.
+        case hang
+    }
+
+    public typealias Script = @Sendable (Email) -> Answer
+
+    public let apiKey: String
+    private let server: StandInHTTPServer
+    private let state: State
+
+    public var baseURL: String { "http://127.0.0.1:\(server.port)" }
+    public var port: Int { server.port }
+
+    /// The emails it took (sent), in order.
+    public var sent: [Email] { state.log.withLock { $0.sent } }
+    /// Every request to `POST /emails`, answered or not.
+    public var requests: [Email] { state.log.withLock { $0.requests } }
+
+    final class State: Sendable {
+        struct Log {
+            var sent: [Email] = []
+            var requests: [Email] = []
+            var attempts: [String: Int] = [:]
+            /// Per idempotency key: the body and the answer given.
+            var keys: [String: (body: Data, id: String)] = [:]
+        }
+        let log = Mutex(Log())
+    }
+
+    private init(apiKey: String, server: StandInHTTPServer, state: State) {
+        self.apiKey = apiKey
+        self.server = server
+        self.state = state
+    }
+
+    public static func start(port: Int = 0, apiKey: String = "re_standin_\(UUID().uuidString.prefix(8))",
+                             onSent: (@Sendable (Email) -> Void)? = nil,
+                             script: @escaping Script = { _ in .accept }) async throws -> StandInResend {
+        let state = State()
+        let server = try await StandInHTTPServer.start(port: port) { request in
+            (reply(request, apiKey: apiKey, state: state, onSent: onSent, script: script), .zero)
+        }
+        return StandInResend(apiKey: apiKey, server: server, state: state)
+    }
+
+    public func shutdown() async {
+        await server.shutdown()
+    }
+
+    private static func error(_ status: Int, _ name: String, _ message: String, headers: [(String, String)] = []) -> StandInHTTPServer.Reply {
+        .respond(status: status, headers: headers, body: standInJSON(["statusCode": status, "name": name, "message": message]))
+    }
+
+    private static func reply(_ request: StandInHTTPServer.Request, apiKey: String, state: State,
+                              onSent: (@Sendable (Email) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+        guard request.path == "/emails" else { return error(404, "not_found", "The requested endpoint does not exist.") }
+        guard request.method == .POST else { return error(405, "method_not_allowed", "Method is not allowed for the requested path.") }
+        guard let authorization = request.headers["authorization"] else {
+            return error(401, "missing_api_key", "Missing API key in the authorization header.")
+        }
+        guard authorization == "Bearer \(apiKey)" else { return error(403, "invalid_api_key", "API key is invalid.") }
+        guard let agent = request.headers["user-agent"], !agent.isEmpty else {
+            return error(403, "validation_error", "The request is missing a User-Agent header.")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any] else {
+            return error(422, "validation_error", "The request body is not a JSON object.")
+        }
+        let missing = ["from", "to", "subject"].filter { object[$0] == nil }
+        if !missing.isEmpty { return error(422, "missing_required_field", "Missing `\(missing.joined(separator: "`, `"))` field.") }
+        if object["html"] == nil && object["text"] == nil {
+            return error(422, "missing_required_field", "Missing `html` or `text` field.")
+        }
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+        for tag in (object["tags"] as? [[String: String]]) ?? [] {
+            for text in [tag["name"] ?? "", tag["value"] ?? ""] where text.isEmpty || text.unicodeScalars.contains(where: { !allowed.contains($0) }) {
+                return error(422, "validation_error", "Tags should only contain ASCII letters, numbers, underscores, or dashes.")
+            }
+        }
+        let key = request.headers["idempotency-key"]
+        if let key, key.isEmpty || key.count > 256 {
+            return error(400, "invalid_idempotency_key", "The key must be between 1-256 chars.")
+        }
+        var fields: [String: any Sendable] = [:]
+        for (name, value) in object {
+            switch value {
+            case let text as String: fields[name] = text
+            case let list as [String]: fields[name] = list
+            case let headers as [String: String]: fields[name] = headers
+            case let tags as [[String: String]]: fields[name] = tags
+            default: fields[name] = "\(value)"
+            }
+        }
+        // A key seen before: the first answer again, nothing sent.
+        enum Seen { case new, same(String), different }
+        let earlier: Seen = state.log.withLock { log in
+            guard let key, let seen = log.keys[key] else { return .new }
+            return seen.body == request.body ? .same(seen.id) : .different
+        }
+        let counter = key ?? String(decoding: request.body, as: UTF8.self)
+        let attempt = state.log.withLock { log -> Int in
+            log.attempts[counter, default: 0] += 1
+            return log.attempts[counter]!
+        }
+        let id = UUID().uuidString.lowercased()
+        let email = Email(id: id, fields: fields, body: request.body, idempotencyKey: key, userAgent: agent, attempt: attempt)
+        state.log.withLock { $0.requests.append(email) }
+        switch earlier {
+        case .same(let id):
+            return .respond(status: 200, headers: [], body: standInJSON(["id": id]))
+        case .different:
+            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
+        case .new:
+            break
+        }
+        func take() {
+            state.log.withLock { log in
+                log.sent.append(email)
+                if let key { log.keys[key] = (request.body, id) }
+            }
+            onSent?(email)
+        }
+        switch script(email) {
+        case .accept:
+            take()
+            return .respond(status: 200, headers: [], body: standInJSON(["id": id]))
+        case .acceptSilently:
+            take()
+            return .silence
+        case .reject(let status, let name, let message, let headers):
+            return error(status, name, message, headers: headers)
+        case .hang:
+            return .silence
+        }
+    }
+}
