@@ -285,3 +285,30 @@ func table(_ rows: [[String]]) -> String {
         }.joined(separator: "  ")
     }.joined(separator: "\n")
 }
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Answer what comes back from outside: one-click unsubscribe (RFC 8058) and a health check for load balancers.",
+        discussion: """
+            Listens on NUDGE_HTTP_HOST (default 127.0.0.1) and NUDGE_HTTP_PORT (default 8080); the unsubscribe links in \
+            emails point at NUDGE_PUBLIC_URL, signed with NUDGE_UNSUBSCRIBE_SECRET. SIGTERM or SIGINT lets the requests in \
+            flight finish, then stops.
+            """)
+
+    func run() async throws {
+        try await reportingFailures {
+            let bootstrap = try Bootstrap.make()
+            let links = try UnsubscribeLinks(environment: bootstrap.environment)
+            let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"
+            let port = try bootstrap.environment.integer("NUDGE_HTTP_PORT", default: 8080, in: 0...65_535)
+            let logger = bootstrap.logger
+            try await bootstrap.withDatabase("serve", stopOnSignals: true, connections: 8) { database in
+                try await NudgeServer.run(database: database, links: links, host: host, port: port, logger: logger) { bound in
+                    logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
+                                                          "nudge.public_url": "\(links.publicURL)"])
+                    StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")
+                }
+            }
+        }
+    }
+}

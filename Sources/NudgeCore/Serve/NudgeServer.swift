@@ -1,0 +1,144 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// `nudge serve`: the small HTTP server for what comes back from the outside (SPEC §2). Routes:
+/// - `POST /unsubscribe?token=…`: the one-click request a mail client sends from
+///   `List-Unsubscribe-Post` (RFC 8058), or the button of the page below: 200 and the email
+///   type off; 400 for a forged, altered or unknown token, which changes nothing.
+/// - `GET /unsubscribe?token=…`: a small page that says what will stop, with a button that
+///   POSTs (a link followed by a mail scanner must not unsubscribe anyone).
+/// - `GET /health`: 200 when the database answers, 503 when it does not, for load balancers.
+public enum NudgeServer {
+    /// How long a request waits for the database.
+    static let databaseTimeout: Duration = .seconds(5)
+
+    public static func router(database: Database, links: UnsubscribeLinks) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("/health") { _, _ -> Response in
+            do {
+                try await database.withConnection { connection in
+                    try await Database.answer(within: databaseTimeout, on: connection) {
+                        try await connection.query("select 1", logger: database.logger)
+                    }
+                }
+                return page(.ok, text: "ok\n")
+            } catch {
+                return page(.serviceUnavailable, text: "the database does not answer\n")
+            }
+        }
+        router.get("/unsubscribe") { request, _ -> Response in
+            guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+            }
+            let state = try await database.withConnection { connection in
+                try await Database.answer(within: databaseTimeout, on: connection) {
+                    try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
+                }
+            }
+            guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en")) }
+            let token = links.token(user: user, type: type)
+            return page(.ok, html: UnsubscribePages.confirm(type: type, token: token, alreadyOff: !state.subscribed, locale: state.locale))
+        }
+        router.post("/unsubscribe") { request, _ -> Response in
+            guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
+                database.logger.notice("unsubscribe refused: the token is not genuine")
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+            }
+            let outcome = try await database.withConnection { connection in
+                try await Database.answer(within: databaseTimeout, on: connection) {
+                    try await Unsubscribe.apply(user: user, type: type, on: connection, logger: database.logger)
+                }
+            }
+            switch outcome {
+            case .unknownUser:
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+            case .done(let locale, let changed):
+                database.logger.info("unsubscribed", metadata: [LogKey.userID: "\(user.uuidString.lowercased())",
+                                                                "nudge.email_type": "\(type.rawValue)",
+                                                                "nudge.changed": "\(changed)"])
+                return page(.ok, html: UnsubscribePages.done(type: type, locale: locale))
+            }
+        }
+        return router
+    }
+
+    /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
+    /// `onRunning` gets the port it listens on (useful with port 0).
+    public static func run(database: Database, links: UnsubscribeLinks, host: String, port: Int, logger: Logger,
+                           onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let app = Application(
+            router: router(database: database, links: links),
+            configuration: .init(address: .hostname(host, port: port), serverName: "nudge"),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
+            logger: logger)
+        try await app.run()
+    }
+
+    private static func page(_ status: HTTPResponse.Status, html: String) -> Response {
+        Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                 body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    private static func page(_ status: HTTPResponse.Status, text: String) -> Response {
+        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
+                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// The unsubscribe pages: plain, inline-styled, in the user's language.
+enum UnsubscribePages {
+    static func confirm(type: EmailType, token: String, alreadyOff: Bool, locale: String) -> String {
+        let french = locale == "fr"
+        let what = escape(type.name(locale: locale))
+        let heading = french ? "Se désabonner" : "Unsubscribe"
+        let body = alreadyOff
+            ? (french ? "Tu ne reçois déjà plus \(what)." : "You are already unsubscribed from \(what).")
+            : (french ? "Tu ne recevras plus \(what). Les autres e-mails et les notifications push ne changent pas."
+                      : "You will no longer get \(what). Other emails and push notifications stay as they are.")
+        let button = french ? "Me désabonner" : "Unsubscribe"
+        let form = alreadyOff ? "" : """
+            <form method="post" action="/unsubscribe?token=\(escape(token))">
+            <button type="submit" style="padding:12px 20px;font-size:16px;background-color:#2563eb;color:#ffffff;border:0;border-radius:6px;cursor:pointer;">\(button)</button>
+            </form>
+            """
+        return shell(title: heading, locale: locale, content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0 0 24px 0;\">\(body)</p>\n\(form)")
+    }
+
+    static func done(type: EmailType, locale: String) -> String {
+        let french = locale == "fr"
+        let what = escape(type.name(locale: locale))
+        let heading = french ? "C’est fait" : "You're unsubscribed"
+        let body = french ? "Tu ne recevras plus \(what). Tu peux les réactiver à tout moment dans les réglages de l’app."
+                          : "You will no longer get \(what). You can turn them back on at any time in the app's settings."
+        return shell(title: heading, locale: locale, content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0;\">\(body)</p>")
+    }
+
+    static func invalid(locale: String) -> String {
+        shell(title: "Invalid link", locale: locale, content: """
+            <h1 style="font-size:22px;margin:0 0 16px 0;">This link is not valid</h1>
+            <p style="margin:0;">Nothing was changed. Use the unsubscribe link of a recent email, or change your email settings in the app.</p>
+            """)
+    }
+
+    private static func shell(title: String, locale: String, content: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="\(locale == "fr" ? "fr" : "en")">
+        <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>\(escape(title))</title></head>
+        <body style="margin:0;padding:40px 16px;background-color:#f4f5f7;font-family:Helvetica,Arial,sans-serif;color:#1f2933;font-size:16px;line-height:1.5;">
+        <div style="max-width:480px;margin:0 auto;background-color:#ffffff;border-radius:8px;padding:32px;">
+        \(content)
+        </div>
+        </body>
+        </html>
+        """
+    }
+
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}
