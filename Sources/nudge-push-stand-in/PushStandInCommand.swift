@@ -2,9 +2,10 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 
-/// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N]`:
-/// a local APNs (HTTP/2 over TLS, with a private CA it makes) and a local FCM with its OAuth2
-/// token endpoint, for the demo and the benchmarks. It writes into DIR the CA's certificate
+/// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]`:
+/// a local APNs (HTTP/2 over TLS, with a private CA it makes), a local FCM with its OAuth2
+/// token endpoint and a local Resend, for the demo and the benchmarks. Each email Resend's
+/// stand-in takes is written to DIR/mail/ (`<n>.html`, `<n>.txt`). It writes into DIR the CA's certificate
 /// (`ca.pem`), the APNs provider key (`apns-key.p8`), the FCM service account
 /// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
 /// then it serves until stopped. Device tokens listed in `--unregistered` (one per line) are
@@ -19,6 +20,7 @@ struct PushStandInCommand {
         var logPath: String?
         var apnsPort = 0
         var fcmPort = 0
+        var resendPort = 0
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
             switch argument {
@@ -27,11 +29,12 @@ struct PushStandInCommand {
             case "--log": logPath = arguments.next()
             case "--apns-port": apnsPort = Int(arguments.next() ?? "") ?? -1
             case "--fcm-port": fcmPort = Int(arguments.next() ?? "") ?? -1
+            case "--resend-port": resendPort = Int(arguments.next() ?? "") ?? -1
             default: fail(usage)
             }
         }
         guard let folder else { fail(usage) }
-        guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort) else { fail("ports must be between 0 and 65535") }
+        guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort), (0...65_535).contains(resendPort) else { fail("ports must be between 0 and 65535") }
         var unregistered: Set<String> = []
         if let unregisteredPath {
             guard let text = try? String(contentsOfFile: unregisteredPath, encoding: .utf8) else { fail("cannot read \(unregisteredPath)") }
@@ -59,6 +62,19 @@ struct PushStandInCommand {
         }
         let directory = URL(fileURLWithPath: folder, isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let mail = directory.appendingPathComponent("mail", isDirectory: true)
+        try FileManager.default.createDirectory(at: mail, withIntermediateDirectories: true)
+        let counter = Mutex(0)
+        let resend = try await StandInResend.start(port: resendPort, onSent: { email in
+            let number = counter.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            try? Data((email.html ?? "").utf8).write(to: mail.appendingPathComponent("\(number).html"))
+            try? Data((email.text ?? "").utf8).write(to: mail.appendingPathComponent("\(number).txt"))
+            deliveries?.append("resend", answer: "200", token: email.to.first ?? "", collapse: "\(number)", title: email.subject,
+                               whole: true)
+        })
         let ca_pem = directory.appendingPathComponent("ca.pem").path
         let key = directory.appendingPathComponent("apns-key.p8").path
         let account = directory.appendingPathComponent("service-account.json").path
@@ -72,15 +88,16 @@ struct PushStandInCommand {
             export APNS_KEY_ID='\(apns.keyID)' APNS_TEAM_ID='\(apns.teamID)' APNS_BUNDLE_ID='\(apns.bundleID)'
             export APNS_PRIVATE_KEY='\(key)' APNS_ENVIRONMENT=sandbox APNS_BASE_URL='\(apns.baseURL)'
             export GOOGLE_APPLICATION_CREDENTIALS='\(account)' FCM_BASE_URL='\(fcm.baseURL)'
+            export RESEND_API_KEY='\(resend.apiKey)' RESEND_FROM='FitCircle <coach@fitcircle.example>' RESEND_BASE_URL='\(resend.baseURL)' RESEND_REQUESTS_PER_SECOND=100
 
             """
         try Data(env.utf8).write(to: directory.appendingPathComponent("env"))
         // Written straight to the file descriptor: whoever started the stand-ins waits for this line.
-        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL)\n".utf8))
+        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL)\n".utf8))
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 
-    static let usage = "usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N]"
+    static let usage = "usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]"
 
     static func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data((message + "\n").utf8))
@@ -96,8 +113,9 @@ private final class DeliveryLog: Sendable {
         self.handle = Mutex(handle)
     }
 
-    func append(_ provider: String, answer: String, token: String, collapse: String?, title: String?) {
-        let line = "\(provider)\t\(answer)\t\(token.prefix(12))…\t\(collapse ?? "-")\t\(title ?? "")\n"
+    /// `whole`: the address as it is (an email's), not a token's start.
+    func append(_ provider: String, answer: String, token: String, collapse: String?, title: String?, whole: Bool = false) {
+        let line = "\(provider)\t\(answer)\t\(whole ? token : token.prefix(12) + "…")\t\(collapse ?? "-")\t\(title ?? "")\n"
         handle.withLock { $0.write(Data(line.utf8)) }
     }
 }

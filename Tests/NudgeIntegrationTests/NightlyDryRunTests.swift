@@ -5,7 +5,7 @@ import Testing
 /// nothing written or sent, a status that fails the build when a job is broken.
 @Suite struct NightlyDryRunTests {
     private let arguments = ["run", "--all", "--dry-run", "--json", "--now", "2026-03-20T10:30:00Z"]
-    private let environment = ["PUSH_TRIGGER_ENABLED": "true"]
+    private let environment = ["PUSH_TRIGGER_ENABLED": "true"].merging(digestEnvironment()) { _, new in new }
 
     private func report(_ result: ProcessResult) throws -> (exitCode: Int, jobs: [String: [String: Any]]) {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
@@ -26,7 +26,8 @@ import Testing
         #expect(night.status == 0, "\(night.stderr)")
         let (exitCode, jobs) = try report(night)
         #expect(exitCode == 0)
-        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks"])
+        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks",
+                                   "weekly-digest"])
         for (name, job) in jobs {
             #expect(job["dry_run"] as? Bool == true, "\(name)")
             // dispatch meets the users with notifications due, leaderboard-refresh the running

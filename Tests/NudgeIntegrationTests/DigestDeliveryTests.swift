@@ -1,0 +1,261 @@
+import Foundation
+import Synchronization
+import NudgeStandIns
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+@Suite(.serialized) struct DigestDeliveryTests {
+    /// The week of 16–22 March 2026, digested at Sunday 20:00 in London (20:00 UTC) and in Paris
+    /// (19:00 UTC), then sent by dispatch to a loopback Resend.
+    static let londonSunday = "2026-03-22T20:00:00Z"
+
+    /// Resend receives each email with the fields and headers of its API, a valid RFC 8058 pair,
+    /// HTML and text parts that say the same, the numbers of an independent SQL sum over the
+    /// user's week in their zone; the French user's is in French.
+    @Test func resendReceivesEachDigestWithItsFieldsHeadersAndTheWeeksNumbers() async throws {
+        let database = try await TestDatabase.fresh()
+        let stand = try await ResendStandIn.start()
+        defer { Task { await stand.resend.shutdown() } }
+        try DigestFixture.user(database, 1, zone: "Europe/London", name: "Sam <Admin>")
+        try DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", name: "Léa")
+        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-02-01", to: "2026-03-22") }
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
+            values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/London', '2026-03-01', '2026-04-30', 50000);
+            insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
+            values ('00000000-0000-0000-0000-0000000000c1', '\(Fixture.userID(1))', 'weekly', '2026-03-16', 'steps', 1, 2);
+            """)
+        let queued = try await weeklyDigest(database, at: at(Self.londonSunday))
+        #expect(queued.counts.succeeded == 2, "\(queued.failures)")
+
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"],
+                                               environment: stand.environment)
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        let emails = stand.resend.sent
+        #expect(emails.count == 2)
+        let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test")
+        for n in 1...2 {
+            let id = Fixture.userID(n)
+            let email = try #require(emails.first { $0.to == ["user\(n)@example.test"] })
+            #expect(email.from == "FitCircle <coach@fitcircle.example>")
+            #expect(email.userAgent?.hasPrefix("nudge/") == true)
+            let outboxID = try database.value("select id from notification_outbox where user_id = '\(id)' and channel = 'email'")
+            #expect(email.idempotencyKey == "nudge-outbox-\(outboxID)")
+            #expect(email.tags == ["email_type": "weekly_digest", "week_start": "2026-03-16"])
+            // RFC 8058: an https URI in angle brackets, and the one-click pair.
+            let header = try #require(email.headers["List-Unsubscribe"])
+            #expect(header.hasPrefix("<https://nudge.example.test/unsubscribe?token=") && header.hasSuffix(">"))
+            let token = String(header.dropFirst("<https://nudge.example.test/unsubscribe?token=".count).dropLast())
+            #expect(links.verify(token)?.user.uuidString.lowercased() == id)
+            #expect(links.verify(token)?.type == .weeklyDigest)
+            #expect(email.headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click")
+
+            // The week's numbers, summed independently over the user's local Monday to Sunday.
+            let steps = try database.count("select sum(steps) from daily_tracking where user_id = '\(id)' and date between '2026-03-16' and '2026-03-22'")
+            let met = try database.count("""
+                select count(*) from daily_tracking t join daily_goals g on g.user_id = t.user_id and g.date = t.date and g.goal_type = 'steps'
+                 where t.user_id = '\(id)' and t.date between '2026-03-16' and '2026-03-22' and t.steps >= g.target_value
+                """)
+            let copy = DigestCopy(locale: n == 2 ? "fr" : "en")
+            let formatted = copy.number(steps)
+            let percent = copy.number(steps * 100 / 50000) + (n == 2 ? "\u{00A0}%" : "%")
+            let html = try #require(email.html), text = try #require(email.text)
+            for part in [html, text] {
+                #expect(part.contains(formatted), "\(part)")
+                #expect(part.contains(percent), "\(part)")
+                #expect(part.contains(n == 2 ? "atteint \(met) jours sur 7" : "met \(met) of 7 days"), "\(part)")
+                #expect(part.contains(header.dropFirst().dropLast().replacingOccurrences(of: "&", with: "&amp;"))
+                        || part.contains(header.dropFirst().dropLast()))
+            }
+            #expect(email.subject == (n == 2 ? "Ta semaine en bref : \(formatted) pas" : "Your Week in Review: \(formatted) steps")
+                    || email.subject?.hasPrefix(n == 2 ? "Ta semaine en bref : \(formatted) pas, série de" : "Your Week in Review: \(formatted) steps, ") == true,
+                    "\(email.subject ?? "")")
+            if n == 1 {
+                #expect(html.contains("Hi Sam &lt;Admin&gt;,"))   // the name is escaped in HTML…
+                #expect(text.contains("Hi Sam <Admin>,"))         // …and plain in text
+                #expect(html.contains("#2 in “Work Warriors”") && text.contains("#2 in \"Work Warriors\""))
+            } else {
+                #expect(html.contains("lang=\"fr\"") && text.contains("Voici comment s’est passée ta semaine"))
+                #expect(formatted.contains("\u{202F}"))
+            }
+            #expect(!html.contains("<img"))
+        }
+        // Every email sent is in email_logs and notification_logs (channel email) with Resend's id.
+        #expect(try database.psql("select email_type, count(*) from email_logs group by 1") == "weekly_digest|2")
+        #expect(try database.psql("""
+            select count(*) from notification_logs l join email_logs e on e.provider_id = l.provider_id
+             where l.channel = 'email' and l.status = 'sent' and l.provider = 'resend'
+            """) == "2")
+        #expect(Set(emails.map(\.id)) == Set(try database.psql("select provider_id from email_logs").split(separator: "\n").map(String.init)))
+        // The logs keep no copy of the parts or of the user's link.
+        #expect(try database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
+    }
+
+    /// A 429 with retry-after waits that long without spending an attempt; a 500 and a time-out
+    /// are tried again (with the same idempotency key); a 422 fails the row with Resend's words.
+    @Test func a429A500A422AndATimeOutEachEndAsDescribed() async throws {
+        let database = try await TestDatabase.fresh()
+        let answers: [String: StandInResend.Answer] = [
+            "user1@example.test": .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                                          headers: [("retry-after", "7"), ("ratelimit-reset", "7")]),
+            "user2@example.test": .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred."),
+            "user3@example.test": .reject(status: 422, name: "validation_error", message: "Invalid `to` field."),
+            "user4@example.test": .hang,
+        ]
+        let stand = try await ResendStandIn.start { email in email.attempt == 1 ? answers[email.to.first ?? ""] ?? .accept : .accept }
+        defer { Task { await stand.resend.shutdown() } }
+        for n in 1...4 {
+            try DigestFixture.user(database, n, zone: "Europe/London")
+            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+        }
+        _ = try await weeklyDigest(database, at: at(Self.londonSunday))
+        try database.psql("delete from notification_outbox where channel = 'push'")
+        var environment = stand.environment
+        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "2"
+        let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
+        #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
+        func row(_ n: Int) throws -> String {
+            try database.value("""
+                select status || ' ' || attempts || ' ' || case when next_attempt_at = 'infinity' then '-'
+                            else extract(epoch from next_attempt_at - '2026-03-22T20:00:30Z')::int::text end
+                       || ' ' || coalesce(last_error, '') from notification_outbox where user_id = '\(Fixture.userID(n))'
+                """)
+        }
+        let (row1, row2, row3, row4) = (try row(1), try row(2), try row(3), try row(4))
+        #expect(row1.hasPrefix("pending 0 7 Resend 429 rate_limit_exceeded"), "\(row1)")
+        #expect(row2.hasPrefix("pending 1 ") && row2.contains("Resend 500 internal_server_error"), "\(row2)")
+        #expect(row3 == "failed 1 - Resend 422 validation_error: Invalid `to` field.", "\(row3)")
+        #expect(row4.hasPrefix("pending 1 ") && row4.contains("no answer within the time-out"), "\(row4)")
+
+        let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:03:00Z"], environment: environment)
+        #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
+        // The retries carried the first attempt's idempotency key; the time-out's email was sent once.
+        for n in [2, 4] {
+            let tries = stand.resend.requests.filter { $0.to == ["user\(n)@example.test"] }
+            #expect(tries.count == 2 && Set(tries.compactMap(\.idempotencyKey)).count == 1)
+        }
+        #expect(stand.resend.sent.count == 3)
+        #expect(try database.count("select count(*) from email_logs") == 3)
+    }
+
+    /// dispatch killed (-9) after Resend took the email and before it recorded it: the next
+    /// dispatcher, once the claim's lease has run out, asks again with the same idempotency key,
+    /// and Resend sends nothing twice.
+    @Test func aKillBetweenSendingAndRecordingSendsNoSecondEmail() async throws {
+        let database = try await TestDatabase.fresh()
+        let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }
+        defer { Task { await stand.resend.shutdown() } }
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
+        _ = try await weeklyDigest(database, at: at(Self.londonSunday))
+        try database.psql("delete from notification_outbox where channel = 'push'")
+        var environment = stand.environment
+        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
+        let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
+        #expect(try eventually { stand.resend.sent.count == 1 })
+        dispatcher.signal(SIGKILL)
+        _ = await dispatcher.finished()
+        #expect(try database.value("select status from notification_outbox") == "sending")
+        // The lease runs out (as it would after its minutes).
+        try database.psql("""
+            update notification_outbox set lease_until = now() - interval '1 second';
+            update dispatch_leases set leased_until = now() - interval '1 second';
+            """)
+        let rerun = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:05:00Z"], environment: stand.environment)
+        #expect(rerun.status == 0, "\(rerun.stdout)\n\(rerun.stderr)")
+        #expect(stand.resend.sent.count == 1)
+        #expect(stand.resend.requests.count == 2)
+        #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
+        #expect(try database.value("select status || ' ' || attempts from notification_outbox") == "sent 2")
+        #expect(try database.value("select provider_id from email_logs") == stand.resend.sent[0].id)
+    }
+
+    /// POSTing the List-Unsubscribe URL as a mail client does turns the digest email off (200,
+    /// twice); a forged token gets 400 and changes nothing; the page asks before it acts. The
+    /// next Sunday queues the push and no email.
+    @Test func oneClickUnsubscribeStopsNextSundaysEmailAndKeepsThePush() async throws {
+        let database = try await TestDatabase.fresh()
+        let stand = try await ResendStandIn.start()
+        defer { Task { await stand.resend.shutdown() } }
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try DigestFixture.user(database, 2, zone: "Europe/London")
+        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29") }
+
+        let port = Mutex(0)
+        let server = Task {
+            try await database.withDatabase { db in
+                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
+                                          host: "127.0.0.1", port: 0, logger: db.logger) { bound in port.withLock { $0 = bound } }
+            }
+        }
+        defer { server.cancel() }
+        #expect(try eventually { port.withLock { $0 } > 0 })
+        let base = "http://127.0.0.1:\(port.withLock { $0 })"
+
+        _ = try await weeklyDigest(database, at: at(Self.londonSunday), publicURL: base)
+        let sent = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"], environment: stand.environment)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let email = try #require(stand.resend.sent.first { $0.to == ["user1@example.test"] })
+        let url = String(try #require(email.headers["List-Unsubscribe"]).dropFirst().dropLast())
+        #expect(url.hasPrefix(base + "/unsubscribe?token="))
+
+        func curl(_ arguments: [String]) throws -> (status: String, body: String) {
+            let result = try runProcess("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "--max-time", "10"] + arguments)
+            let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
+        }
+        let before = try database.dump()
+        let forged = url.dropLast(3) + (url.hasSuffix("AAA") ? "BBB" : "AAA")
+        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", String(forged)]).status == "400")
+        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", base + "/unsubscribe?token=nonsense"]).status == "400")
+        #expect(try curl([url]).status == "200")   // the page: nothing changes until its button is pressed
+        #expect(try curl([url]).body.contains("<form method=\"post\""))
+        #expect(try database.dump() == before)
+
+        let oneClick = try curl(["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "-d", "List-Unsubscribe=One-Click", url])
+        #expect(oneClick.status == "200", "\(oneClick.body)")
+        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", url]).status == "200")   // idempotent
+        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
+        #expect(try database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'") == "f|t")
+        #expect(try curl([base + "/health"]).status == "200")
+
+        _ = try await weeklyDigest(database, at: at("2026-03-29T19:00:00Z"), publicURL: base)
+        #expect(try database.psql("""
+            select user_id = '\(Fixture.userID(1))', channel from notification_outbox where local_day = '2026-03-29' order by 1, 2
+            """) == "f|email\nf|push\nt|push")
+        #expect(try database.value("select detail from job_work where user_id = '\(Fixture.userID(1))' and local_day = '2026-03-29'")
+                == "push, email: unsubscribed")
+        let next = try await database.nudge(["run", "dispatch", "--now", "2026-03-29T19:01:00Z"], environment: stand.environment)
+        #expect(next.status == 0)
+        #expect(stand.resend.sent.filter { $0.to == ["user1@example.test"] }.count == 1)
+        #expect(stand.resend.sent.filter { $0.to == ["user2@example.test"] }.count == 2)
+    }
+
+    /// A dry run renders every email and push (with --json, per user) and queues or sends nothing.
+    @Test func aDryRunRendersEveryDigestAndChangesNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
+        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22") }
+        let before = try database.dump(excluding: ["job_runs", "job_run_failures"])
+        let dry = try await database.nudge(["run", "weekly-digest", "--dry-run", "--json", "--now", Self.londonSunday],
+                                           environment: digestEnvironment())
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(try database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as? [String: Any], "\(dry.stdout)")
+        let decisions = try #require(object["decisions"] as? [[String: Any]])
+        let lines = decisions.flatMap { ($0["notifications"] as? [String]) ?? [] }
+        #expect(lines.contains { $0.hasPrefix("weekly_digest (email) after") && $0.contains("Your Week in Review") })
+        #expect(lines.contains { $0.hasPrefix("weekly_digest (email) after") && $0.contains("Ta semaine en bref") })
+        #expect(lines.filter { $0.hasPrefix("weekly_digest after") && $0.contains("📅") }.count == 2)
+        let tally = try #require((object["summary"] as? [String: Any])?["tally"] as? [String: Int], "\(object.keys)")
+        #expect(tally["queued:email"] == 2 && tally["queued:push"] == 2)
+        // Without its secret the job refuses to start: no email goes out without a working link.
+        let unconfigured = try await database.nudge(["run", "weekly-digest", "--dry-run", "--now", Self.londonSunday])
+        #expect(unconfigured.status == 1)
+        #expect(unconfigured.stderr.contains("NUDGE_UNSUBSCRIBE_SECRET"))
+    }
+}
