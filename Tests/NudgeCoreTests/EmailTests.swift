@@ -1,0 +1,169 @@
+import Foundation
+import NIOHTTP1
+import Testing
+@testable import NudgeCore
+
+@Suite struct UnsubscribeLinkTests {
+    let links = try! UnsubscribeLinks(secret: "a-secret-of-at-least-thirty-two-characters", publicURL: "https://nudge.example.com/")
+    let user = UUID(uuidString: "6f1c2a9e-0b7d-4c1e-9a51-3f0c5e8d2b74")!
+
+    @Test func aTokenNamesItsUserAndTypeAndNothingElsePasses() throws {
+        let token = links.token(user: user, type: .weeklyDigest)
+        #expect(links.verify(token)?.user == user)
+        #expect(links.verify(token)?.type == .weeklyDigest)
+        #expect(links.url(user: user, type: .weeklyDigest) == "https://nudge.example.com/unsubscribe?token=\(token)")
+        // Another type or user with the same signature, a changed signature, another secret: refused.
+        let parts = token.split(separator: ".").map(String.init)
+        #expect(links.verify("\(parts[0]).monthly_report.\(parts[2])") == nil)
+        #expect(links.verify("\(UUID().uuidString.lowercased()).\(parts[1]).\(parts[2])") == nil)
+        #expect(links.verify("\(parts[0]).\(parts[1]).\(parts[2].dropLast())A") == nil)
+        let other = try UnsubscribeLinks(secret: "another-secret-of-at-least-thirty-two-chars", publicURL: "https://nudge.example.com")
+        #expect(other.verify(token) == nil)
+        for junk in ["", "..", "abc", "\(parts[0]).\(parts[1])", token + ".x", "\(parts[0]).welcome.\(parts[2])"] {
+            #expect(links.verify(junk) == nil, "\(junk)")
+        }
+        // Only URL-safe characters.
+        #expect(token.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) })
+    }
+
+    @Test func aShortSecretOrAnAddressThatIsNotAURLIsRefused() {
+        #expect(throws: NudgeError.self) { try UnsubscribeLinks(secret: "short", publicURL: "https://nudge.example.com") }
+        for bad in ["nudge.example.com", "ftp://nudge.example.com", "https://nudge.example.com/?a=b", ""] {
+            #expect(throws: NudgeError.self, "\(bad)") {
+                try UnsubscribeLinks(secret: "a-secret-of-at-least-thirty-two-characters", publicURL: bad)
+            }
+        }
+    }
+}
+
+@Suite struct DigestEmailTests {
+    let templates = try! EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [DigestEmail.template])
+
+    func week(steps: Int? = 52_341, activity: Bool = true) -> WeekInReview {
+        WeekInReview(monday: LocalDate(year: 2026, month: 11, day: 16)!, steps: steps, stepsGoal: 50_000, daysGoalMet: 6, daysWithGoal: 7,
+                     streak: 7, streakHeldAllWeek: true, weightChange: -1.2, ranks: [.init(circle: "Work Warriors", rank: 2)],
+                     topAchievement: .bestWeek(daysMet: 6, of: 7), nextWeekStepsGoal: 55_000, hadActivity: activity)
+    }
+
+    /// The seed's example, in both parts and both languages, numbers as each locale writes them.
+    @Test func theSeedsExampleInBothPartsAndBothLanguages() {
+        let english = DigestEmail.render(week(), copy: DigestCopy(locale: "en"), name: "Sam", email: "sam@example.com",
+                                         unsubscribeURL: "https://n.example/unsubscribe?token=t&x", dashboardURL: nil, templates: templates)
+        #expect(english.subject == "Your Week in Review: 52,341 steps, 7-day streak 🔥")
+        for part in [english.html, english.text] {
+            for fact in ["52,341", "104%", "7", "-1.2 lbs", "Work Warriors", "55,000",
+                         "You hit your daily goal 6 out of 7 days — your best week yet!", "Hi Sam,"] {
+                #expect(part.contains(fact), "\(fact)")
+            }
+        }
+        #expect(english.text.contains("- Steps: 52,341 (104% of goal)"))
+        #expect(english.text.contains("- Streak: 7 days maintained"))
+        #expect(english.text.contains("Your weekly step goal is increasing to 55,000 based on your progress."))
+        #expect(english.text.contains("https://n.example/unsubscribe?token=t&x"))
+        #expect(english.html.contains("https://n.example/unsubscribe?token=t&amp;x"))
+        #expect(!english.text.contains("\n\n\n"))
+        #expect(!english.html.contains("View Full Dashboard"))
+
+        let french = DigestEmail.render(week(), copy: DigestCopy(locale: "fr"), name: "Léa", email: "lea@example.com",
+                                        unsubscribeURL: "https://n.example/u", dashboardURL: "https://app.example/d", templates: templates)
+        #expect(french.subject == "Ta semaine en bref : 52\u{202F}341 pas, série de 7 jours 🔥")
+        for part in [french.html, french.text] {
+            for fact in ["52\u{202F}341", "104\u{00A0}%", "-1,2 lb", "55\u{202F}000", "Bonjour Léa,", "ta meilleure semaine"] {
+                #expect(part.contains(fact), "\(fact)")
+            }
+        }
+        #expect(french.html.contains("Voir mon tableau de bord") && french.text.contains("https://app.example/d"))
+    }
+
+    /// A quiet week gets a short, kind email with no number but next week's goal.
+    @Test func aQuietWeekHasNoMadeUpNumbers() {
+        let quiet = WeekInReview(monday: LocalDate(year: 2026, month: 11, day: 16)!, steps: nil, stepsGoal: 50_000, daysGoalMet: 0,
+                                 daysWithGoal: 0, streak: 0, streakHeldAllWeek: false, weightChange: nil, ranks: [],
+                                 topAchievement: nil, nextWeekStepsGoal: 50_000, hadActivity: false)
+        let email = DigestEmail.render(quiet, copy: DigestCopy(locale: "en"), name: nil, email: "a@example.com",
+                                       unsubscribeURL: "https://n.example/u", dashboardURL: nil, templates: templates)
+        #expect(email.subject == "Your Week in Review: a fresh week awaits")
+        #expect(email.text.contains("Hi there,"))
+        #expect(email.text.contains("quiet one"))
+        #expect(!email.text.contains("Steps:") && !email.html.contains("Leaderboard"))
+    }
+
+    @Test func aMissingTemplateIsAConfigurationErrorThatNamesIt() {
+        #expect(throws: NudgeError.self) {
+            try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: ["no_such_email"])
+        }
+    }
+}
+
+@Suite struct ResendTests {
+    func headers(_ pairs: [(String, String)]) -> HTTPHeaders { HTTPHeaders(pairs) }
+
+    @Test func eachAnswerMeansWhatResendSays() {
+        let body = { (name: String) in Data(#"{"statusCode":0,"name":"\#(name)","message":"words"}"#.utf8) }
+        #expect(ResendClient.classify(status: 200, headers: [:], body: Data(#"{"id":"e-1"}"#.utf8)) == .delivered(providerID: "e-1"))
+        #expect(ResendClient.classify(status: 429, headers: headers([("retry-after", "7")]), body: body("rate_limit_exceeded"))
+                == .throttled("Resend 429 rate_limit_exceeded: words", after: 7))
+        #expect(ResendClient.classify(status: 429, headers: headers([("ratelimit-reset", "3")]), body: body("rate_limit_exceeded"))
+                == .throttled("Resend 429 rate_limit_exceeded: words", after: 3))
+        #expect(ResendClient.classify(status: 429, headers: [:], body: body("daily_quota_exceeded"))
+                == .throttled("Resend 429 daily_quota_exceeded: words", after: 3600))
+        #expect(ResendClient.classify(status: 500, headers: [:], body: body("internal_server_error"))
+                == .retry("Resend 500 internal_server_error: words", after: nil))
+        #expect(ResendClient.classify(status: 422, headers: [:], body: body("validation_error")) == .rejected("Resend 422 validation_error: words"))
+        #expect(ResendClient.classify(status: 409, headers: [:], body: body("invalid_idempotent_request"))
+                == .rejected("Resend 409 invalid_idempotent_request: words"))
+        #expect(ResendClient.classify(status: 409, headers: [:], body: body("concurrent_idempotent_requests"))
+                == .retry("Resend 409 concurrent_idempotent_requests: words", after: 5))
+        #expect(ResendClient.classify(status: 403, headers: [:], body: body("invalid_api_key")) == .configuration("Resend 403 invalid_api_key: words"))
+    }
+
+    @Test func anEmailSettlesByItsAnswer() {
+        let row = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: LocalDate(year: 2026, month: 3, day: 22)!,
+                                     deliverAfter: Date(timeIntervalSince1970: 0), title: "s", body: "t")
+        let now = Date(timeIntervalSince1970: 1_000)
+        #expect(DispatchRules.settleEmail(row, result: .delivered(providerID: "x"), now: now, jitter: 0).status == .sent)
+        let retry = DispatchRules.settleEmail(row, result: .retry("500", after: nil), now: now, jitter: 0)
+        #expect(retry.status == .pending && retry.countsAsAttempt && retry.nextAttemptAt == now.addingTimeInterval(15))
+        let throttled = DispatchRules.settleEmail(row, result: .throttled("429", after: 7), now: now, jitter: 0)
+        #expect(throttled.status == .pending && !throttled.countsAsAttempt && throttled.nextAttemptAt == now.addingTimeInterval(7))
+        #expect(DispatchRules.settleEmail(row, result: .rejected("422"), now: now, jitter: 0).status == .failed)
+        let last = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
+                                      title: "s", body: "t", attempts: 3)
+        #expect(DispatchRules.settleEmail(last, result: .retry("500", after: nil), now: now, jitter: 0).status == .failed)
+    }
+
+    /// An email row goes to the user's address unless a switch (either table's), a missing
+    /// address or Resend's state holds it; quiet hours do not.
+    @Test func anEmailRowIsPlannedByTheUsersEmailSwitchesAndAddress() throws {
+        let payload = EmailPayload(emailType: "weekly_digest", html: "<p>hi</p>", unsubscribeURL: "https://n.example/u").json
+        let now = ISO8601DateFormatter().date(from: "2026-03-22T23:00:00Z")!   // inside quiet hours
+        let row = QueuedNotification(id: 5, type: "weekly_digest", channel: "email", localDay: LocalDate(year: 2026, month: 3, day: 22)!,
+                                     deliverAfter: now.addingTimeInterval(-60), title: "Subject", body: "Text", payload: payload)
+        let calendar = try CalendarCache().calendar(for: "Europe/London")
+        func plan(_ preferences: DeliveryPreferences = .standard, address: String? = "a@example.com",
+                  resend: ProviderState = .ready) -> DispatchRules.RowOutcome? {
+            DispatchRules.plan(rows: [row], facts: .init(preferences: preferences, devices: [], address: address),
+                               providers: [.resend: resend], locale: "en", calendar: calendar, now: now).outcomes[5]
+        }
+        #expect(plan() == .email(0))
+        let planned = DispatchRules.plan(rows: [row], facts: .init(devices: [], address: "a@example.com"), providers: [.resend: .ready],
+                                         locale: "en", calendar: calendar, now: now).emails[0]
+        #expect(planned.request.idempotencyKey == "nudge-outbox-5")
+        #expect(planned.request.unsubscribeURL == "https://n.example/u" && planned.request.html == "<p>hi</p>")
+        var off = DeliveryPreferences()
+        off.emailSwitchedOff = ["email_preferences.weekly_digest"]
+        #expect(plan(off) == .suppressed(step: "preferences", reason: "weekly_digest emails are off (email_preferences.weekly_digest: unsubscribed)"))
+        off.emailSwitchedOff = ["email_weekly_digest"]
+        if case .suppressed? = plan(off) {} else { Issue.record("notification_preferences.email_weekly_digest did not hold it") }
+        var master = DeliveryPreferences()
+        master.emailEnabled = false
+        if case .suppressed? = plan(master) {} else { Issue.record("email_enabled did not hold it") }
+        // The push switches do not hold an email.
+        var pushOff = DeliveryPreferences()
+        pushOff.pushEnabled = false
+        #expect(plan(pushOff) == .email(0))
+        if case .suppressed(let step, _)? = plan(address: nil) { #expect(step == "address") } else { Issue.record("no address") }
+        if case .suppressed(let step, _)? = plan(address: "not an address") { #expect(step == "address") } else { Issue.record("bad address") }
+        if case .waiting? = plan(resend: .unavailable("Resend is not configured")) {} else { Issue.record("not waiting") }
+    }
+}
