@@ -61,10 +61,20 @@ import Testing
         #expect(Set(repositoryCatalog.definitions.map(\.name)) == JobRegistry.names)
         for definition in repositoryCatalog.definitions {
             let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
-            let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: Environment([:]), options: options)) {
+            let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
+                                           "NUDGE_PUBLIC_URL": "https://nudge.example.com"])
+            let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: environment, options: options)) {
                 $0.definition.name
             }
             #expect(built == definition.name)
+        }
+        // weekly-digest sends no email without a working unsubscribe link: it does not start without one.
+        let digest = try #require(repositoryCatalog.definition(named: "weekly-digest"))
+        await #expect(throws: NudgeError.self) {
+            try await JobRegistry.withJob(JobSetup(definition: digest, environment: Environment([:]),
+                                                   options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                $0.definition.name
+            }
         }
     }
 
