@@ -302,7 +302,10 @@ struct Serve: AsyncParsableCommand {
             let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"
             let port = try bootstrap.environment.integer("NUDGE_HTTP_PORT", default: 8080, in: 0...65_535)
             let logger = bootstrap.logger
-            try await bootstrap.withDatabase("serve", stopOnSignals: true, connections: 8) { database in
+            // Each request waits 5 seconds at most for the database (a lease, then its statement):
+            // a lost database answers 503 at /health instead of holding requests.
+            try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
+                                             connections: 8) { database in
                 try await NudgeServer.run(database: database, links: links, host: host, port: port, logger: logger) { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
                                                           "nudge.public_url": "\(links.publicURL)"])

@@ -28,7 +28,7 @@ import Testing
 
     @Test func aShortSecretOrAnAddressThatIsNotAURLIsRefused() {
         #expect(throws: NudgeError.self) { try UnsubscribeLinks(secret: "short", publicURL: "https://nudge.example.com") }
-        for bad in ["nudge.example.com", "ftp://nudge.example.com", "https://nudge.example.com/?a=b", ""] {
+        for bad in ["nudge.example.com", "ftp://nudge.example.com", "https://nudge.example.com/?a=b", "", "http://nudge.example.com"] {
             #expect(throws: NudgeError.self, "\(bad)") {
                 try UnsubscribeLinks(secret: "a-secret-of-at-least-thirty-two-characters", publicURL: bad)
             }
@@ -113,7 +113,15 @@ import Testing
         #expect(ResendClient.classify(status: 409, headers: [:], body: body("invalid_idempotent_request"))
                 == .rejected("Resend 409 invalid_idempotent_request: words"))
         #expect(ResendClient.classify(status: 409, headers: [:], body: body("concurrent_idempotent_requests"))
-                == .retry("Resend 409 concurrent_idempotent_requests: words", after: 5))
+                == .notSent("Resend 409 concurrent_idempotent_requests: words", after: 5))
+        // Nudge's sender or key, not the email: Resend is paused and the emails wait.
+        #expect(ResendClient.classify(status: 422, headers: [:], body: body("invalid_from_address"))
+                == .configuration("Resend 422 invalid_from_address: words"))
+        // A wait that is not a finite number of seconds is ignored; none is longer than a day.
+        #expect(ResendClient.classify(status: 429, headers: headers([("ratelimit-reset", "inf")]), body: body("rate_limit_exceeded"))
+                == .throttled("Resend 429 rate_limit_exceeded: words", after: 1))
+        #expect(ResendClient.classify(status: 503, headers: headers([("ratelimit-reset", "1e30")]), body: body("x"))
+                == .retry("Resend 503 x: words", after: 86_400))
         #expect(ResendClient.classify(status: 403, headers: [:], body: body("invalid_api_key")) == .configuration("Resend 403 invalid_api_key: words"))
     }
 

@@ -99,7 +99,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         let answers: [String: StandInResend.Answer] = [
             "user1@example.test": .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
-                                          headers: [("retry-after", "7"), ("ratelimit-reset", "7")]),
+                                          headers: [("retry-after", "7"), ("ratelimit-reset", "30")]),
             "user2@example.test": .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred."),
             "user3@example.test": .reject(status: 422, name: "validation_error", message: "Invalid `to` field."),
             "user4@example.test": .hang,
@@ -232,6 +232,57 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(next.status == 0)
         #expect(stand.resend.sent.filter { $0.to == ["user1@example.test"] }.count == 1)
         #expect(stand.resend.sent.filter { $0.to == ["user2@example.test"] }.count == 2)
+    }
+
+    /// The unsubscribe page in a real browser (Debian's headless Chromium): it renders its
+    /// heading, its words and its blue button, and the button's form posts to the link itself.
+    @Test func theUnsubscribePageWorksInAHeadlessBrowser() async throws {
+        let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let chromium else {
+            Issue.record("chromium is missing: scripts/test installs Debian's chromium package")
+            return
+        }
+        let database = try await TestDatabase.fresh()
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        // The page's button posts to NUDGE_PUBLIC_URL: here, the server itself, on a port picked first.
+        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let port = Mutex(0)
+        let server = Task {
+            try await database.withDatabase { db in
+                let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(chosen)")
+                try await NudgeServer.run(database: db, links: links, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                    port.withLock { $0 = bound }
+                }
+            }
+        }
+        defer { server.cancel() }
+        #expect(try eventually { port.withLock { $0 } > 0 })
+        let base = "http://127.0.0.1:\(port.withLock { $0 })"
+        let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: UUID(uuidString: Fixture.userID(1))!, type: .weeklyDigest)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-browser-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let screenshot = folder.appendingPathComponent("unsubscribe.png").path
+        let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/profile", "--window-size=600,500"]
+        let shot = try runProcess("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
+        #expect(FileManager.default.fileExists(atPath: screenshot), "\(shot.stderr)")
+        // Width, height, then pixels of the button's blue, the text's ink, the card's white.
+        let colours = try runProcess("/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/png-colours.py").path, screenshot,
+                                                          "2563eb", "1f2933", "ffffff"])
+        let numbers = colours.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        #expect(numbers.count == 5, "\(colours.stdout)\(colours.stderr)")
+        if numbers.count == 5 {
+            #expect(numbers[0] == 600 && numbers[1] == 500)
+            #expect(numbers[2] > 2_000, "the button")
+            #expect(numbers[3] > 300, "the words")
+            #expect(numbers[4] > 100_000, "the card")
+        }
+        let dom = try runProcess("/usr/bin/timeout", ["60", chromium] + flags + ["--dump-dom", link])
+        #expect(dom.stdout.contains("<form method=\"post\" action=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">"), "\(dom.stdout)")
+        #expect(dom.stdout.contains("weekly digest emails"))
+        // Looking changed nothing.
+        #expect(try database.count("select count(*) from email_preferences") == 0)
     }
 
     /// A dry run renders every email and push (with --json, per user) and queues or sends nothing.

@@ -250,7 +250,8 @@ public enum DispatchRules {
         case .rejected(let why)?, .invalidToken(let why, _)?:
             return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
         case .throttled(let why, let after)?, .notSent(let why, let after?)?:
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(max(1, after)), deliveredTo: [], sentAt: nil,
+            let wait = after.isFinite ? min(max(1, after), 24 * 3600) : providerWait
+            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(wait), deliveredTo: [], sentAt: nil,
                               lastError: why, countsAsAttempt: false)
         case .configuration(let why)?, .notSent(let why, nil)?:
             return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,

@@ -25,9 +25,14 @@ public struct UnsubscribeLinks: Sendable {
         }
         var url = publicURL.trimmingCharacters(in: .whitespaces)
         while url.hasSuffix("/") { url.removeLast() }
-        guard let parsed = URL(string: url), let scheme = parsed.scheme, ["https", "http"].contains(scheme), parsed.host != nil,
-              parsed.query == nil else {
-            throw NudgeError(.configuration, "NUDGE_PUBLIC_URL must be an https URL without a query, such as https://nudge.example.com")
+        // Mail clients make one-click requests to https only (RFC 8058); plain http is for a
+        // server on this machine (the demo, tests).
+        guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host, parsed.query == nil,
+              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
+            throw NudgeError(.configuration, """
+                NUDGE_PUBLIC_URL must be an https URL without a query, such as https://nudge.example.com \
+                (http only for 127.0.0.1 or localhost)
+                """)
         }
         key = SymmetricKey(data: Data(secret.utf8))
         self.publicURL = url

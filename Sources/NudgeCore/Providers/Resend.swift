@@ -92,6 +92,8 @@ public final class ResendClient: Sendable {
     /// How long the daily or monthly quota holds every email when Resend does not say.
     static let quotaPause: TimeInterval = 3600
     static let userAgent = "nudge/1.0 (+https://github.com/nudge)"
+    /// The longest wait an answer may ask for.
+    static let maxWait: TimeInterval = 24 * 3600
 
     public init(configuration: ResendConfiguration, http: ProviderHTTP) throws(NudgeError) {
         self.configuration = configuration
@@ -165,8 +167,11 @@ public final class ResendClient: Sendable {
         }
         let name = answer?.name ?? "HTTP \(status)"
         let text = "Resend \(status) \(name)" + ((answer?.message).map { ": \($0)" } ?? "")
-        let retryAfter = ProviderHTTP.retryAfter(headers).map(\.seconds)
-            ?? headers.first(name: "ratelimit-reset").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        // A wait Resend asks for, within reason: a header that is not a finite number of seconds
+        // is ignored, and no wait is longer than a day.
+        let retryAfter = (ProviderHTTP.retryAfter(headers).map(\.seconds)
+            ?? headers.first(name: "ratelimit-reset").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) })
+            .flatMap { $0.isFinite && $0 >= 0 ? min($0, maxWait) : nil }
         switch (status, name) {
         case (429, "daily_quota_exceeded"), (429, "monthly_quota_exceeded"):
             return .throttled(text, after: max(retryAfter ?? 0, quotaPause))
@@ -174,7 +179,11 @@ public final class ResendClient: Sendable {
             // The team's rate: every email waits that long, none spends an attempt.
             return .throttled(text, after: max(retryAfter ?? 1, 0.5))
         case (409, "concurrent_idempotent_requests"):
-            return .retry(text, after: max(retryAfter ?? 0, 5))
+            // The first request with this key is still at work: wait for it without spending an attempt.
+            return .notSent(text, after: max(retryAfter ?? 0, 5))
+        case (422, "invalid_from_address"), (422, "invalid_access"), (422, "invalid_region"):
+            // Nudge's configuration, not this email: Resend is paused and the emails wait.
+            return .configuration(text)
         case (401, _), (403, _), (404, _), (405, _):
             // The key, an unverified domain or sender, a wrong RESEND_BASE_URL: configuration.
             return .configuration(text)

@@ -166,7 +166,11 @@ public struct OutboxQueue: WorkSource {
             writes.step("failed_rows_logs", """
                 insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload,
                                                error_msg, outbox_id, attempt, run_id)
-                select user_id, notification_type, notification_type, channel, 'failed', title, body, payload, last_error, id,
+                select user_id, notification_type, notification_type, channel, 'failed', title,
+                       -- An email's log names it; its parts and the user's unsubscribe link stay in the outbox.
+                       case when channel = 'email' then null else body end,
+                       case when channel = 'email' then jsonb_build_object('email_type', payload->>'email_type') else payload end,
+                       last_error, id,
                        attempts, \(run.runID)
                   from failed_rows where status = 'failed'
                 """)

@@ -40,7 +40,8 @@ public enum NudgeServer {
             }
             guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en")) }
             let token = links.token(user: user, type: type)
-            return page(.ok, html: UnsubscribePages.confirm(type: type, token: token, alreadyOff: !state.subscribed, locale: state.locale))
+            return page(.ok, html: UnsubscribePages.confirm(action: links.publicURL + "/unsubscribe?token=" + token, type: type,
+                                                            alreadyOff: !state.subscribed, locale: state.locale))
         }
         router.post("/unsubscribe") { request, _ -> Response in
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
@@ -90,7 +91,7 @@ public enum NudgeServer {
 
 /// The unsubscribe pages: plain, inline-styled, in the user's language.
 enum UnsubscribePages {
-    static func confirm(type: EmailType, token: String, alreadyOff: Bool, locale: String) -> String {
+    static func confirm(action: String, type: EmailType, alreadyOff: Bool, locale: String) -> String {
         let french = locale == "fr"
         let what = escape(type.name(locale: locale))
         let heading = french ? "Se désabonner" : "Unsubscribe"
@@ -100,7 +101,7 @@ enum UnsubscribePages {
                       : "You will no longer get \(what). Other emails and push notifications stay as they are.")
         let button = french ? "Me désabonner" : "Unsubscribe"
         let form = alreadyOff ? "" : """
-            <form method="post" action="/unsubscribe?token=\(escape(token))">
+            <form method="post" action="\(escape(action))">
             <button type="submit" style="padding:12px 20px;font-size:16px;background-color:#2563eb;color:#ffffff;border:0;border-radius:6px;cursor:pointer;">\(button)</button>
             </form>
             """

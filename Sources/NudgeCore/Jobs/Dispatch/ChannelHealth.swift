@@ -71,7 +71,8 @@ public final class ChannelHealth: Sendable {
                 if state.paused[provider] == nil { state.paused[provider] = (why, false) }
                 return
             case .throttled(let why, let after):
-                let until = ContinuousClock.now + .milliseconds(Int64(after * 1000))
+                let seconds = after.isFinite ? min(max(after, 0), 24 * 3600) : 60
+                let until = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
                 if (state.throttledUntil[provider]?.until).map({ $0 < until }) ?? true {
                     state.throttledUntil[provider] = (until, why)
                 }

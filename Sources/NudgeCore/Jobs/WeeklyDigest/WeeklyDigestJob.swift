@@ -115,7 +115,8 @@ public struct WeeklyDigestJob: Job {
                    coalesce(np.push_enabled, true), coalesce(np.push_weekly_digest, true),
                    coalesce(np.email_enabled, true), coalesce(np.email_weekly_digest, true), coalesce(ep.weekly_digest, true),
                    exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
-                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled),
+                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
+                           and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)),
                    s.user_id is not null, coalesce(s.current_streak, 0), s.settled_through,
                    coalesce((select array_agg(w.local_day) from job_work w
                               where w.job = \(definition.name) and w.user_id = u.id
@@ -211,10 +212,11 @@ public struct WeeklyDigestJob: Job {
         var tally: [String: Int] = [:]
         for sunday in open {
             let monday = sunday.adding(days: -6)
-            for offset in 0..<7 {
-                if let problem = facts.tracking[monday.adding(days: offset)]?.impossibility {
-                    throw NudgeError(.configuration, "daily_tracking \(monday.adding(days: offset)): \(problem)")
-                }
+            // A day no person could have logged is left out of the week (the rules skip it), not
+            // a reason to send nothing: it is named in the work mark.
+            let implausible = (0..<7).compactMap { offset -> String? in
+                let day = monday.adding(days: offset)
+                return facts.tracking[day]?.impossibility.map { "daily_tracking \(day) left out: \($0)" }
             }
             let week = WeeklyDigestRules.review(
                 monday: monday, signedUpOn: signup, tracking: facts.tracking, dailyStepsGoals: facts.dailyStepsGoals,
@@ -242,7 +244,7 @@ public struct WeeklyDigestJob: Job {
             }
             let withheld = [pushRefusal.map { "push: \($0)" }, emailRefusal.map { "email: \($0)" }].compactMap { $0 }
             work.append(WorkMark(localDay: sunday, outcome: channels.isEmpty ? "no_channel" : (week.hadActivity ? "digested" : "quiet_week"),
-                                 detail: (channels + withheld).joined(separator: ", ")))
+                                 detail: (channels + withheld + implausible).joined(separator: ", ")))
             for channel in channels { tally["queued:\(channel)", default: 0] += 1 }
             for reason in [pushRefusal, emailRefusal].compactMap({ $0 }) { tally["withheld:\(reason)", default: 0] += 1 }
             if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
