@@ -481,6 +481,13 @@ private struct FactsStatement: PostgresPreparedStatement {
 
     static let name = "nudge_dispatch_facts_v2"
 
+    /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
+    /// one pair per email type a user may stop.
+    static let emailSwitchesOff = "array_remove(array[" + EmailType.allCases.flatMap { type in
+        ["case when not np.\(type.notificationPreference) then '\(type.notificationPreference)' end",
+         "case when not ep.\(type.emailPreference) then 'email_preferences.\(type.emailPreference)' end"]
+    }.joined(separator: ", ") + "], null)"
+
     static let sql = """
 
             select u.id, np.user_id is not null, coalesce(np.push_enabled, true), coalesce(np.email_enabled, true),
@@ -501,15 +508,7 @@ private struct FactsStatement: PostgresPreparedStatement {
                         then u.fcm_token end,
                    coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'),
                    nullif(btrim(u.email), ''),
-                   array_remove(array[
-                       case when not np.email_daily_checkin then 'email_daily_checkin' end,
-                       case when not np.email_streak_risk then 'email_streak_risk' end,
-                       case when not np.email_weekly_digest then 'email_weekly_digest' end,
-                       case when not np.email_monthly_report then 'email_monthly_report' end,
-                       case when not ep.daily_checkin_reminder then 'email_preferences.daily_checkin_reminder' end,
-                       case when not ep.streak_at_risk then 'email_preferences.streak_at_risk' end,
-                       case when not ep.weekly_digest then 'email_preferences.weekly_digest' end,
-                       case when not ep.monthly_report then 'email_preferences.monthly_report' end], null)
+                   \(emailSwitchesOff)
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id
