@@ -19,7 +19,7 @@ public enum NudgeServer {
         let router = Router()
         router.get("/health") { _, _ -> Response in
             do {
-                try await database.withConnection { connection in
+                _ = try await database.withConnection { connection in
                     try await Database.answer(within: databaseTimeout, on: connection) {
                         try await connection.query("select 1", logger: database.logger)
                     }
