@@ -19,11 +19,7 @@ public enum NudgeServer {
         let router = Router()
         router.get("/health") { _, _ -> Response in
             do {
-                _ = try await database.withConnection { connection in
-                    try await Database.answer(within: databaseTimeout, on: connection) {
-                        try await connection.query("select 1", logger: database.logger)
-                    }
-                }
+                _ = try await ask(database) { connection in try await connection.query("select 1", logger: database.logger) }
                 return page(.ok, text: "ok\n")
             } catch {
                 return page(.serviceUnavailable, text: "the database does not answer\n")
@@ -33,14 +29,11 @@ public enum NudgeServer {
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
                 return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
             }
-            let state = try await database.withConnection { connection in
-                try await Database.answer(within: databaseTimeout, on: connection) {
-                    try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
-                }
+            let state = try await ask(database) { connection in
+                try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
             }
             guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en")) }
-            let token = links.token(user: user, type: type)
-            return page(.ok, html: UnsubscribePages.confirm(action: links.publicURL + "/unsubscribe?token=" + token, type: type,
+            return page(.ok, html: UnsubscribePages.confirm(action: links.url(user: user, type: type), type: type,
                                                             alreadyOff: !state.subscribed, locale: state.locale))
         }
         router.post("/unsubscribe") { request, _ -> Response in
@@ -48,10 +41,8 @@ public enum NudgeServer {
                 database.logger.notice("unsubscribe refused: the token is not genuine")
                 return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
             }
-            let outcome = try await database.withConnection { connection in
-                try await Database.answer(within: databaseTimeout, on: connection) {
-                    try await Unsubscribe.apply(user: user, type: type, on: connection, logger: database.logger)
-                }
+            let outcome = try await ask(database) { connection in
+                try await Unsubscribe.apply(user: user, type: type, on: connection, logger: database.logger)
             }
             switch outcome {
             case .unknownUser:
@@ -64,6 +55,14 @@ public enum NudgeServer {
             }
         }
         return router
+    }
+
+    /// One question to the database, answered within `databaseTimeout` once a connection is leased.
+    private static func ask<T: Sendable>(_ database: Database,
+                                         _ question: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await database.withConnection { connection in
+            try await Database.answer(within: databaseTimeout, on: connection) { try await question(connection) }
+        }
     }
 
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
