@@ -288,10 +288,14 @@ func table(_ rows: [[String]]) -> String {
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Answer what comes back from outside: one-click unsubscribe (RFC 8058) and a health check for load balancers.",
+        abstract: """
+            Answer what comes back from outside: one-click unsubscribe (RFC 8058), Twilio's SMS status callbacks, and a \
+            health check for load balancers.
+            """,
         discussion: """
             Listens on NUDGE_HTTP_HOST (default 127.0.0.1) and NUDGE_HTTP_PORT (default 8080); the unsubscribe links in \
-            emails point at NUDGE_PUBLIC_URL, signed with NUDGE_UNSUBSCRIBE_SECRET. SIGTERM or SIGINT lets the requests in \
+            emails point at NUDGE_PUBLIC_URL, signed with NUDGE_UNSUBSCRIBE_SECRET; Twilio posts to \
+            NUDGE_PUBLIC_URL/webhooks/twilio, signed with TWILIO_AUTH_TOKEN. SIGTERM or SIGINT lets the requests in \
             flight finish, then stops.
             """)
 
@@ -306,7 +310,8 @@ struct Serve: AsyncParsableCommand {
             // a lost database answers 503 at /health instead of holding requests.
             try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
                                              connections: 8) { database in
-                try await NudgeServer.run(database: database, links: links, host: host, port: port, logger: logger) { bound in
+                try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
+                                          host: host, port: port, logger: logger) { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
                                                           "nudge.public_url": "\(links.publicURL)"])
                     StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")

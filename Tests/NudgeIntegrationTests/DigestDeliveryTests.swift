@@ -187,7 +187,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let port = Mutex(0)
         let server = Task {
             try await database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
+                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"), twilioAuthToken: nil,
                                           host: "127.0.0.1", port: 0, logger: db.logger) { bound in port.withLock { $0 = bound } }
             }
         }
@@ -251,7 +251,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let server = Task {
             try await database.withDatabase { db in
                 let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(chosen)")
-                try await NudgeServer.run(database: db, links: links, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                try await NudgeServer.run(database: db, links: links, twilioAuthToken: nil, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
                     port.withLock { $0 = bound }
                 }
             }

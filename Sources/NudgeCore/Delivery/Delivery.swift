@@ -27,10 +27,13 @@ public struct QueuedNotification: Sendable, Equatable {
     public let payloadObject: [String: JSONValue]?
     /// What dispatch knows of its type, looked up once.
     public let kind: NotificationKind
+    /// When a request that may not be repeated (an SMS) left for it without its outcome being
+    /// recorded: its dispatcher died, or the answer was lost.
+    public let requestLeftAt: Date?
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
-                deliveryID: Int64? = nil, sentAt: Date? = nil) {
+                deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil) {
         self.id = id
         self.type = type
         self.channel = channel
@@ -46,19 +49,28 @@ public struct QueuedNotification: Sendable, Equatable {
         self.sentAt = sentAt
         self.payloadObject = PushContent.payloadObject(payload)
         self.kind = NotificationKind.of(type)
+        self.requestLeftAt = requestLeftAt
+    }
+
+    /// The scheduled call a preview is for (seed 000): its id and the call time it was queued for.
+    public var call: (id: UUID, scheduledAt: Date)? {
+        guard let id = payloadObject?["call_id"]?.text, let uuid = UUID(uuidString: id),
+              let at = payloadObject?["scheduled_at"]?.text, let instant = try? Date(at, strategy: .iso8601) else { return nil }
+        return (uuid, instant)
     }
 }
 
 /// Which service carries a notification: APNs and FCM a push (by the device's platform),
-/// Resend an email.
+/// Resend an email, Twilio an SMS.
 public enum DeliveryProvider: String, Sendable, CaseIterable, Codable {
-    case apns, fcm, resend
+    case apns, fcm, resend, twilio
 
     public var displayName: String {
         switch self {
         case .apns: "APNs"
         case .fcm: "FCM"
         case .resend: "Resend"
+        case .twilio: "Twilio"
         }
     }
 }

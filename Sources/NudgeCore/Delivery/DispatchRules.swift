@@ -23,14 +23,52 @@ public enum DispatchRules {
         public let past: [PastDelivery]
         /// `users.email`, read when the email is sent (nil: none).
         public let address: String?
+        /// `users.phone_number`, read when the SMS is sent (nil: none).
+        public let phone: String?
+        /// The scheduled calls the user's previews are for, as they stand now (seed 000).
+        public let calls: [UUID: CallState]
+        /// The pushes the user's fallback SMS depend on, by the push row's deduplication key.
+        public let pushes: [String: PushState]
 
-        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil) {
+        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
+                    phone: String? = nil, calls: [UUID: CallState] = [:], pushes: [String: PushState] = [:]) {
             self.preferences = preferences
             self.devices = devices
             self.past = past
             self.address = address
+            self.phone = phone
+            self.calls = calls
+            self.pushes = pushes
         }
     }
+
+    /// A scheduled call as it stands when its preview's turn comes.
+    public struct CallState: Sendable, Equatable {
+        public let status: String
+        public let scheduledAt: Date
+
+        public init(status: String, scheduledAt: Date) {
+            self.status = status
+            self.scheduledAt = scheduledAt
+        }
+    }
+
+    /// A preview push as its fallback SMS sees it: the outbox row's status, and when the device
+    /// reported it delivered (`notification_logs.delivered_at`, written by the app), if it did.
+    public struct PushState: Sendable, Equatable {
+        public let status: String
+        public let confirmedAt: Date?
+
+        public init(status: String, confirmedAt: Date?) {
+            self.status = status
+            self.confirmedAt = confirmedAt
+        }
+    }
+
+    /// How often a fallback SMS waiting for its push's outcome looks again.
+    public static let fallbackPoll: TimeInterval = 10
+    /// The longest wait before a call preview's next attempt: it is worthless once the call begins.
+    public static let timeCriticalRetry: TimeInterval = 5
 
     /// What happens to one row.
     public enum RowOutcome: Sendable, Equatable {
@@ -38,6 +76,8 @@ public enum DispatchRules {
         case deliver(Int)
         /// It goes out as `emails[index]`.
         case email(Int)
+        /// It goes out as `texts[index]`.
+        case sms(Int)
         /// Refused for good at `step` (`preferences`, `caps`, `devices`), with the reason.
         case suppressed(step: String, reason: String)
         /// Held by quiet hours or the weekend pause until `until`.
@@ -53,6 +93,7 @@ public enum DispatchRules {
         public var outcomes: [Int64: RowOutcome] = [:]
         public var deliveries: [PlannedDelivery] = []
         public var emails: [PlannedEmail] = []
+        public var texts: [PlannedSMS] = []
     }
 
     /// The plan for one user's claimed rows at `now`. Rows due after `now` (claimed within the
@@ -67,11 +108,18 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .failed("gave up: its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
                 continue
             }
-            if row.channel == "email" {
+            // A call's preview goes only while its call is pending at the time it was queued for.
+            if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
+                plan.outcomes[row.id] = .suppressed(step: "call", reason: refusal)
+                continue
+            }
+            if row.channel == "email" || row.channel == "sms" {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
-                } else {
+                } else if row.channel == "email" {
                     planEmail(row, facts: facts, provider: providers[.resend], now: now, into: &plan)
+                } else {
+                    planSMS(row, facts: facts, provider: providers[.twilio], now: now, into: &plan)
                 }
                 continue
             }
@@ -231,20 +279,116 @@ public enum DispatchRules {
             idempotencyKey: PlannedEmail.idempotencyKey(row: row.id))))
     }
 
+    /// Why a call's preview must not go now (seed 000's edge cases), or nil: the call is gone,
+    /// no longer pending (cancelled, done: the race the seed names), moved to another time (its
+    /// preview for the new time is queued anew), or begun.
+    static func callRefusal(_ call: (id: UUID, scheduledAt: Date), facts: UserFacts, now: Date) -> String? {
+        guard let state = facts.calls[call.id] else { return "the call is gone (scheduled_calls)" }
+        guard state.status == "pending" else { return "the call is \(state.status), no longer pending" }
+        guard abs(state.scheduledAt.timeIntervalSince(call.scheduledAt)) < 1 else {
+            return "the call was moved from \(call.scheduledAt.formatted(.iso8601)) to \(state.scheduledAt.formatted(.iso8601)); its preview is queued for the new time"
+        }
+        guard now < state.scheduledAt else {
+            return "the call began at \(state.scheduledAt.formatted(.iso8601)): a preview after it is worthless"
+        }
+        return nil
+    }
+
+    /// An SMS row: never one whose earlier request may have reached Twilio; a fallback only when
+    /// its push did not reach the user (`fallbackHold`); a phone number Twilio takes; one
+    /// segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
+    /// preview, which the user asked for.
+    static func planSMS(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, into plan: inout Plan) {
+        if let left = row.requestLeftAt {
+            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
+                "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
+            return
+        }
+        if let hold = fallbackHold(row, facts: facts, now: now) {
+            plan.outcomes[row.id] = hold
+            return
+        }
+        guard let text = facts.phone, !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+            plan.outcomes[row.id] = .suppressed(step: "phone", reason: "the user has no phone number (users.phone_number)")
+            return
+        }
+        guard let phone = PhoneNumber(text) else {
+            plan.outcomes[row.id] = .suppressed(step: "phone", reason: "users.phone_number (\(PhoneNumber.mask(text))) is not an E.164 number")
+            return
+        }
+        let measured = SMSText(row.body)
+        guard !row.body.isEmpty, measured.segments == 1 else {
+            plan.outcomes[row.id] = .failed("the SMS would be \(measured.segments) segments (\(measured.units) \(measured.encoding.rawValue) units): only one is sent")
+            return
+        }
+        switch provider {
+        case .ready?:
+            break
+        case .held(let why, let seconds)?:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
+            return
+        case .unavailable(let why)?:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: why)
+            return
+        case nil:
+            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: "Twilio is not configured")
+            return
+        }
+        plan.outcomes[row.id] = .sms(plan.texts.count)
+        plan.texts.append(PlannedSMS(row: row.id, request: SMSRequest(to: phone, body: row.body, outboxID: row.id)))
+    }
+
+    /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
+    /// device confirmed the push; on path C (`send_when: unconfirmed`) it goes when that has not
+    /// happened by its time, 30 seconds after the push; on path A (`push_failed`) only once the
+    /// push could not be delivered (failed, or suppressed: no device left), and it waits while
+    /// the push is still being tried. Nil: it goes (a row that is no fallback, or whose push is gone).
+    static func fallbackHold(_ row: QueuedNotification, facts: UserFacts, now: Date) -> RowOutcome? {
+        guard let key = row.payloadObject?["fallback_for"]?.text, let push = facts.pushes[key] else { return nil }
+        if let confirmed = push.confirmedAt {
+            return .suppressed(step: "fallback", reason: "the push was confirmed delivered at \(confirmed.formatted(.iso8601))")
+        }
+        guard row.payloadObject?["send_when"]?.text == "push_failed" else { return nil }
+        switch push.status {
+        case "failed", "suppressed", "cancelled":
+            return nil
+        case "sent":
+            return .suppressed(step: "fallback", reason: "the push reached its provider; this SMS is only for a push that cannot be delivered")
+        default:
+            return .waiting(until: now.addingTimeInterval(fallbackPoll), reason: "waiting for the push's outcome")
+        }
+    }
+
+    /// How an SMS row stands after its attempt: sent once Twilio took it; failed, never repeated,
+    /// when Twilio refused it or its outcome is unknown (seed 000: a failed preview SMS is logged,
+    /// not retried); a request that never left tries again soon; Twilio's rate limit (20429),
+    /// Twilio paused or not configured, leave it waiting without spending an attempt.
+    public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "sms", provider: "Twilio", now: now, jitter: jitter)
+    }
+
     /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
     /// tries again with the same idempotency key while attempts remain; a refusal fails it with
     /// Resend's words; a rate limit, a quota or Resend paused leaves it waiting without
     /// spending an attempt.
     public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "email", provider: "Resend", now: now, jitter: jitter)
+    }
+
+    /// A row sent as one request to one provider (an email, an SMS); `marker` is what
+    /// `delivered_to` records once it went.
+    static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: String, now: Date,
+                             jitter: Double) -> Settlement {
         switch result {
         case .delivered?:
-            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: ["email"], sentAt: row.sentAt ?? now, lastError: nil,
+            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
                               countsAsAttempt: true)
         case .retry(let why, let after)?:
             guard row.attempts < maxAttempts else {
                 return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
             }
-            let delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
+            var delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
+            if row.kind.isTimeCritical { delay = min(delay, max(timeCriticalRetry, after ?? 0)) }
             return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(delay), deliveredTo: [], sentAt: nil,
                               lastError: why, countsAsAttempt: true)
         case .rejected(let why)?, .invalidToken(let why, _)?:
@@ -258,7 +402,7 @@ public enum DispatchRules {
                               lastError: why, countsAsAttempt: false)
         case nil:
             return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,
-                              lastError: "Resend: no result (the run stopped before this email's turn)", countsAsAttempt: false)
+                              lastError: "\(provider): no result (the run stopped before this \(marker)'s turn)", countsAsAttempt: false)
         }
     }
 
@@ -377,4 +521,10 @@ public struct PlannedEmail: Sendable, Equatable {
     /// The row's: every attempt at it, after a crash too, carries the same key, and Resend
     /// sends it once (within Resend's 24 hours; a row's attempts end well before).
     public static func idempotencyKey(row: Int64) -> String { "nudge-outbox-\(row)" }
+}
+
+/// One SMS of the plan: its row and what Twilio is asked.
+public struct PlannedSMS: Sendable, Equatable {
+    public let row: Int64
+    public let request: SMSRequest
 }

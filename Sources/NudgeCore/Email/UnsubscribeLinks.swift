@@ -23,19 +23,8 @@ public struct UnsubscribeLinks: Sendable {
                 `openssl rand -hex 32`)
                 """)
         }
-        var url = publicURL.trimmingCharacters(in: .whitespaces)
-        while url.hasSuffix("/") { url.removeLast() }
-        // Mail clients make one-click requests to https only (RFC 8058); plain http is for a
-        // server on this machine (the demo, tests).
-        guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host, parsed.query == nil,
-              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
-            throw NudgeError(.configuration, """
-                NUDGE_PUBLIC_URL must be an https URL without a query, such as https://nudge.example.com \
-                (http only for 127.0.0.1 or localhost)
-                """)
-        }
         key = SymmetricKey(data: Data(secret.utf8))
-        self.publicURL = url
+        self.publicURL = try PublicURL(publicURL).url
     }
 
     /// The links the environment configures: `NUDGE_UNSUBSCRIBE_SECRET` and `NUDGE_PUBLIC_URL`,

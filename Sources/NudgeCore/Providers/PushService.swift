@@ -58,16 +58,19 @@ public struct DeliveryServices: Sendable {
     public let services: [DeliveryProvider: any PushService]
     /// The email client (none on a dry run, or without Resend's configuration).
     public let email: ResendClient?
+    /// The SMS client (none on a dry run, or without Twilio's configuration).
+    public let sms: TwilioClient?
     /// Each provider: ready when configured (on a dry run too, which decides as a real run
     /// would and sends nothing), else why not.
     public let states: [DeliveryProvider: ProviderState]
     /// How long a send waits for the provider's answer (`NUDGE_PUSH_TIMEOUT_SECONDS`).
     public let timeout: Duration
 
-    public init(services: [DeliveryProvider: any PushService], email: ResendClient? = nil, states: [DeliveryProvider: ProviderState],
-                timeout: Duration) {
+    public init(services: [DeliveryProvider: any PushService], email: ResendClient? = nil, sms: TwilioClient? = nil,
+                states: [DeliveryProvider: ProviderState], timeout: Duration) {
         self.services = services
         self.email = email
+        self.sms = sms
         self.states = states
         self.timeout = timeout
     }
@@ -79,6 +82,7 @@ public struct DeliveryServices: Sendable {
                                               _ body: (DeliveryServices) async throws -> Result) async throws -> Result {
         var services: [DeliveryProvider: any PushService] = [:]
         var email: ResendClient?
+        var sms: TwilioClient?
         var states: [DeliveryProvider: ProviderState] = [:]
         let http = ProviderHTTP(extraTrustedRoots: environment["NUDGE_CA_FILE"],
                                 timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
@@ -101,20 +105,29 @@ public struct DeliveryServices: Sendable {
             } else {
                 states[.resend] = .unavailable("Resend is not configured (RESEND_API_KEY, RESEND_FROM)")
             }
+            if let configuration = try TwilioConfiguration(environment: environment) {
+                if !dryRun { sms = try TwilioClient(configuration: configuration, http: http) }
+                states[.twilio] = .ready
+            } else {
+                states[.twilio] = .unavailable("Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM)")
+            }
         } catch {
             for service in services.values { await service.shutdown() }
             await email?.shutdown()
+            await sms?.shutdown()
             throw error
         }
-        let all = DeliveryServices(services: services, email: email, states: states, timeout: http.timeout)
+        let all = DeliveryServices(services: services, email: email, sms: sms, states: states, timeout: http.timeout)
         do {
             let result = try await body(all)
             for service in services.values { await service.shutdown() }
             await email?.shutdown()
+            await sms?.shutdown()
             return result
         } catch {
             for service in services.values { await service.shutdown() }
             await email?.shutdown()
+            await sms?.shutdown()
             throw error
         }
     }
@@ -139,6 +152,12 @@ public struct DeliveryServices: Sendable {
                         return (provider, "not configured (RESEND_API_KEY, RESEND_FROM)")
                     }
                     return (provider, "configured: from \(configuration.from)")
+                case .twilio:
+                    guard let configuration = try TwilioConfiguration(environment: environment) else {
+                        return (provider, "not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM)")
+                    }
+                    return (provider, "configured: from \(configuration.from)"
+                                      + (configuration.statusCallback == nil ? ", no status callbacks (NUDGE_PUBLIC_URL not set)" : ""))
                 }
             } catch {
                 return (provider, "misconfigured: \(error)")

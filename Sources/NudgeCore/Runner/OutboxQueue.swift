@@ -23,7 +23,7 @@ public struct UserNotifications: Sendable {
 public struct OutboxQueue: WorkSource {
     /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
     typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, String?, String, Date)
+                            Int, [String], Int64?, Date?, Date?, String?, String, Date)
 
     public typealias Item = UserNotifications
 
@@ -56,10 +56,11 @@ public struct OutboxQueue: WorkSource {
         }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
         for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-             attempts, deliveredTo, deliveryID, sentAt, timezone, locale, createdAt) in rows {
+             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, timezone, locale, createdAt) in rows {
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
-                                         deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt)
+                                         deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
+                                         requestLeftAt: requestLeftAt)
             if byUser.last?.0 == userID {
                 byUser[byUser.count - 1].2.append(row)
             } else {
@@ -85,7 +86,7 @@ public struct OutboxQueue: WorkSource {
         return """
             select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                    coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
-                   o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at,
+                   o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at, o.request_left_at,
                    u.timezone, u.locale, u.created_at
               from (select distinct o.user_id from notification_outbox o
                      where \(unescaped: Self.open) and o.status = 'pending'
@@ -189,7 +190,7 @@ private struct Claim: PostgresPreparedStatement {
     let lease: TimeInterval
     let lookAhead: TimeInterval
 
-    static let name = "nudge_outbox_claim_v3"
+    static let name = "nudge_outbox_claim_v4"
 
     static let sql = """
         with due as (
@@ -230,7 +231,7 @@ private struct Claim: PostgresPreparedStatement {
             returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                       coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, '') as title,
                       coalesce(o.body, '') as body, o.payload::text as payload, o.attempts, o.delivered_to,
-                      o.delivery_id, o.sent_at
+                      o.delivery_id, o.sent_at, o.request_left_at
         )
         select c.*, u.timezone, u.locale, u.created_at
           from claimed c join users u on u.id = c.user_id

@@ -10,13 +10,35 @@ import PostgresNIO
 ///   type off; 400 for a forged, altered or unknown token, which changes nothing.
 /// - `GET /unsubscribe?token=…`: a small page that says what will stop, with a button that
 ///   POSTs (a link followed by a mail scanner must not unsubscribe anyone).
+/// - `POST /webhooks/twilio`: Twilio's status callbacks for the SMS dispatch sent
+///   (`SMSStatus`), signed in `X-Twilio-Signature` under `TWILIO_AUTH_TOKEN`: 403 for one that is
+///   unsigned or badly signed (or when Twilio is not configured), which changes nothing.
 /// - `GET /health`: 200 when the database answers, 503 when it does not, for load balancers.
 public enum NudgeServer {
     /// How long a request waits for the database.
     static let databaseTimeout: Duration = .seconds(5)
+    /// The largest callback body read.
+    static let largestForm = 64 * 1024
 
-    public static func router(database: Database, links: UnsubscribeLinks) -> Router<BasicRequestContext> {
+    public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?) -> Router<BasicRequestContext> {
         let router = Router()
+        router.post(RouterPath(stringLiteral: TwilioWebhook.path)) { request, _ -> Response in
+            let body = try await request.body.collect(upTo: largestForm)
+            // Twilio signs the URL it was given: NUDGE_PUBLIC_URL's, whatever proxy is in between.
+            let url = links.publicURL + TwilioWebhook.path + (request.uri.query.map { "?" + $0 } ?? "")
+            guard let token = twilioAuthToken, let fields = FormEncoding.decode(String(buffer: body)),
+                  TwilioWebhook.isGenuine(signature: request.headers[.init("X-Twilio-Signature")!], url: url, fields: fields,
+                                          authToken: token) else {
+                database.logger.notice("Twilio callback refused: not signed with TWILIO_AUTH_TOKEN")
+                return page(.forbidden, text: "forbidden\n")
+            }
+            let outbox = request.uri.queryParameters.get("outbox").flatMap { Int64($0) }
+            let outcome = try await ask(database) { connection in
+                try await SMSStatus.record(fields: fields, outboxID: outbox, on: connection, logger: database.logger)
+            }
+            database.logger.info("Twilio callback", metadata: ["nudge.outcome": "\(outcome)", "nudge.outbox_id": "\(outbox ?? 0)"])
+            return page(.ok, text: "ok\n")
+        }
         router.get("/health") { _, _ -> Response in
             do {
                 _ = try await ask(database) { connection in try await connection.query("select 1", logger: database.logger) }
@@ -67,10 +89,10 @@ public enum NudgeServer {
 
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0).
-    public static func run(database: Database, links: UnsubscribeLinks, host: String, port: Int, logger: Logger,
-                           onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?, host: String, port: Int,
+                           logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = Application(
-            router: router(database: database, links: links),
+            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken),
             configuration: .init(address: .hostname(host, port: port), serverName: "nudge"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)

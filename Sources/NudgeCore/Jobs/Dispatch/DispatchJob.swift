@@ -35,7 +35,12 @@ public struct DispatchJob: Job {
         public var results: [[String: SendResult]]
         /// Per email of the plan, Resend's answer (nil: not asked).
         public var emailResults: [SendResult?]
+        /// Per SMS of the plan, Twilio's answer (nil: not asked).
+        public var smsResults: [SendResult?]
     }
+
+    /// The users' preferences, devices and deliveries; the calls and pushes their previews depend on.
+    public var readStatements: Int { 2 }
 
     public var completesOutside: Bool { !dryRun }
 
@@ -73,8 +78,9 @@ public struct DispatchJob: Job {
             FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack)),
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
+        let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff) in rows {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff, phone) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -94,9 +100,40 @@ public struct DispatchJob: Job {
             let sent = pastTypes.indices.map {
                 PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0])
             }
-            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address)
+            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address, phone: phone,
+                              calls: calls[id] ?? [:], pushes: pushes[id] ?? [:])
         }
         return facts
+    }
+
+    /// For the batch's call previews (seed 000): each call as it stands now, and each push a
+    /// fallback SMS depends on, with its delivery receipt if the app recorded one. No statement
+    /// when the batch has none.
+    private func previewFacts(for items: [UserNotifications], run: RunContext, on connection: PostgresConnection) async throws
+        -> (calls: [UUID: [UUID: DispatchRules.CallState]], pushes: [UUID: [String: DispatchRules.PushState]]) {
+        let rows = items.flatMap(\.rows)
+        let callIDs = Array(Set(rows.compactMap { $0.call?.id }))
+        let pushKeys = Array(Set(rows.compactMap { $0.payloadObject?["fallback_for"]?.text }))
+        guard !callIDs.isEmpty || !pushKeys.isEmpty else { return ([:], [:]) }
+        let answer = try await connection.query("""
+            select c.user_id, 'call', c.id::text, c.status, c.scheduled_at
+              from scheduled_calls c where c.id = any(\(callIDs))
+            union all
+            select o.user_id, 'push', o.dedupe_key, o.status,
+                   (select min(coalesce(l.delivered_at, l.created_at)) from notification_logs l
+                     where l.outbox_id = o.id and (l.delivered_at is not null or l.delivered or l.status in ('delivered', 'opened')))
+              from notification_outbox o where o.dedupe_key = any(\(pushKeys))
+            """, logger: run.logger)
+        var calls: [UUID: [UUID: DispatchRules.CallState]] = [:]
+        var pushes: [UUID: [String: DispatchRules.PushState]] = [:]
+        for try await (user, kind, key, status, instant) in answer.decode((UUID, String, String, String, Date?).self) {
+            if kind == "call", let id = UUID(uuidString: key), let instant {
+                calls[user, default: [:]][id] = DispatchRules.CallState(status: status, scheduledAt: instant)
+            } else if kind == "push" {
+                pushes[user, default: [:]][key] = DispatchRules.PushState(status: status, confirmedAt: instant)
+            }
+        }
+        return (calls, pushes)
     }
 
     // MARK: Deciding
@@ -110,6 +147,7 @@ public struct DispatchJob: Job {
             switch outcome {
             case .deliver: break
             case .email: if dryRun { tally["would_email", default: 0] += 1 }
+            case .sms: if dryRun { tally["would_sms", default: 0] += 1 }
             case .suppressed(let step, _): tally["suppressed:\(step)", default: 0] += 1
             case .deferred: tally["deferred", default: 0] += 1
             case .waiting: tally["waiting", default: 0] += 1
@@ -122,7 +160,7 @@ public struct DispatchJob: Job {
             if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
         }
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
-                            emailResults: plan.emails.map { _ in nil })
+                            emailResults: plan.emails.map { _ in nil }, smsResults: plan.texts.map { _ in nil })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -143,28 +181,39 @@ public struct DispatchJob: Job {
         }
         var results = change.change.results
         var emailResults = change.change.emailResults
+        var smsResults = change.change.smsResults
         let emails = change.change.plan.emails
-        if sends.count == 1 && emails.isEmpty {
+        let texts = change.change.plan.texts
+        if sends.count == 1 && emails.isEmpty && texts.isEmpty {
             // Most users have one device and one delivery: no task of its own.
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, context: context)
-        } else if sends.isEmpty && emails.count == 1 {
-            emailResults[0] = await send(emails[0])
         } else {
-            await withTaskGroup(of: (Int, String, SendResult).self) { group in
+            enum Sent: Sendable {
+                case push(Int, String, SendResult), email(Int, SendResult), sms(Int, SendResult)
+            }
+            await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
-                    group.addTask { (send.index, send.device.key, await self.send(send.push, context: context)) }
+                    group.addTask { .push(send.index, send.device.key, await self.send(send.push, context: context)) }
                 }
                 for (index, email) in emails.enumerated() {
-                    group.addTask { (index, "", await self.send(email)) }
+                    group.addTask { .email(index, await self.send(email)) }
                 }
-                for await (index, key, result) in group {
-                    if key.isEmpty { emailResults[index] = result } else { results[index][key] = result }
+                for (index, text) in texts.enumerated() {
+                    group.addTask { .sms(index, await self.send(text, run: run)) }
+                }
+                for await sent in group {
+                    switch sent {
+                    case .push(let index, let key, let result): results[index][key] = result
+                    case .email(let index, let result): emailResults[index] = result
+                    case .sms(let index, let result): smsResults[index] = result
+                    }
                 }
             }
         }
         var done = change.change
         done.results = results
         done.emailResults = emailResults
+        done.smsResults = smsResults
         // What the summary counts: pushes per provider, tokens found gone, and what became of each
         // row, as the batch's write will settle it (a burst found later in the batch may still
         // turn a "failed" into a wait).
@@ -198,6 +247,15 @@ public struct DispatchJob: Job {
             case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
             }
         }
+        for (index, text) in texts.enumerated() {
+            let row = change.change.rows.first { $0.id == text.row }!
+            let settled = DispatchRules.settleSMS(row, result: smsResults[index], now: run.now, jitter: 0)
+            switch settled.status {
+            case .sent: tally["sms_sent", default: 0] += 1
+            case .failed: tally["failed", default: 0] += 1
+            case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
+            }
+        }
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: tally)
     }
 
@@ -207,6 +265,37 @@ public struct DispatchJob: Job {
         guard let client = push.email else { return .notSent("Resend is not configured", after: nil) }
         let result = await client.send(email.request)
         health.record(result, from: .resend)
+        return result
+    }
+
+    /// One SMS through Twilio, unless Twilio is paused or not configured. Twilio has no idempotency
+    /// key, so the row records that its request is leaving before it leaves (and only while
+    /// this run's claim on it holds): a dispatcher that dies before recording the outcome leaves
+    /// that mark, and the row is never sent again.
+    private func send(_ text: PlannedSMS, run: RunContext) async -> SendResult {
+        if let hold = health.hold(.twilio) { return .notSent(hold.reason, after: hold.after) }
+        guard let client = push.sms else { return .notSent("Twilio is not configured", after: nil) }
+        guard let database = run.database else { return .notSent("no database to record the SMS's request in", after: nil) }
+        let row = text.row, claim = run.claim, logger = run.logger
+        let marked: Bool
+        do {
+            marked = try await database.withConnection { connection in
+                try await database.bounded(connection) {
+                    let rows = try await connection.query("""
+                        update notification_outbox set request_left_at = now()
+                         where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
+                        returning id
+                        """, logger: logger)
+                    for try await _ in rows.decode(Int64.self) { return true }
+                    return false
+                }
+            }
+        } catch {
+            return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
+        }
+        guard marked else { return .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry) }
+        let result = await client.send(text.request)
+        health.record(result, from: .twilio)
         return result
     }
 
@@ -231,6 +320,8 @@ public struct DispatchJob: Job {
         var logs = LogRows()
         var invalid: [(userID: UUID, device: Device)] = []
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
+        // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
+        var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
         let never = Date(timeIntervalSince1970: 0)
         for planned in changes {
             let userID = planned.itemID
@@ -251,6 +342,9 @@ public struct DispatchJob: Job {
                     updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                                 deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
                                 attemptUndone: !settled.countsAsAttempt)
+                    if settled.status == .failed, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                        fallbacksNow.append((userID, call.id, at))
+                    }
                     for device in delivery.targets {
                         guard let result = results[device.key] else { continue }
                         switch result {
@@ -284,9 +378,30 @@ public struct DispatchJob: Job {
                         logs.add(userID, row, status: "failed", provider: "resend", providerID: nil, error: other.reason, sentAt: nil,
                                  device: nil, content: nil, runID: run.runID, channel: "email")
                     }
+                case .sms(let index):
+                    let result = change.smsResults[index]
+                    let settled = DispatchRules.settleSMS(row, result: result, now: run.now,
+                                                          jitter: Self.jitter(delivery: row.id, attempt: row.attempts))
+                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                                deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError,
+                                attemptUndone: !settled.countsAsAttempt)
+                    switch result {
+                    case .delivered(let providerID)?:
+                        logs.add(userID, row, status: "sent", provider: "twilio", providerID: providerID, error: nil, sentAt: run.now,
+                                 device: nil, content: nil, runID: run.runID)
+                    case .notSent?, nil:
+                        break
+                    case let other?:
+                        logs.add(userID, row, status: "failed", provider: "twilio", providerID: nil, error: other.reason, sentAt: nil,
+                                 device: nil, content: nil, runID: run.runID)
+                    }
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
+                    // A preview push with no device to go to: its fallback SMS goes at once too.
+                    if row.channel == "push", step != "call", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                        fallbacksNow.append((userID, call.id, at))
+                    }
                     logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
                              sentAt: nil, device: nil, content: nil, runID: run.runID)
                 case .deferred(let until, let reason):
@@ -322,7 +437,7 @@ public struct DispatchJob: Job {
                    delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
                    delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
-                   lease_until = null, claimed_by = null
+                   lease_until = null, claimed_by = null, request_left_at = null
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone)
@@ -330,17 +445,20 @@ public struct DispatchJob: Job {
             """)
         if !logs.outboxIDs.isEmpty {
             writes.step("attempt_logs", """
-                insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload, provider,
-                                               provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
-                select l.user_id, l.notification_type, l.notification_type, l.channel, l.status, l.title, nullif(l.body, ''), l.payload::jsonb,
+                insert into notification_logs (user_id, call_id, type, notification_type, channel, status, title, body, payload,
+                                               provider, provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
+                select l.user_id, c.id, l.notification_type, l.notification_type, l.channel, l.status, nullif(l.title, ''),
+                       nullif(l.body, ''), l.payload::jsonb,
                        nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
                        l.outbox_id, nullif(l.device_token_id, \(UUID.allZeros)),
                        l.attempt, \(run.runID)
                   from unnest(\(logs.userIDs), \(logs.types), \(logs.statuses), \(logs.titles), \(logs.bodies), \(logs.payloads),
                               \(logs.providers), \(logs.providerIDs), \(logs.errors), \(logs.sentAts), \(logs.outboxIDs),
-                              \(logs.deviceIDs), \(logs.attempts), \(logs.channels))
+                              \(logs.deviceIDs), \(logs.attempts), \(logs.channels), \(logs.callIDs))
                        as l(user_id, notification_type, status, title, body, payload, provider, provider_id, error_msg, sent_at,
-                            outbox_id, device_token_id, attempt, channel)
+                            outbox_id, device_token_id, attempt, channel, call_id)
+                  -- (a call deleted since is named by no log: the column's foreign key)
+                  left join scheduled_calls c on c.id = l.call_id
                 """)
         }
         if !emailsSent.isEmpty {
@@ -349,6 +467,16 @@ public struct DispatchJob: Job {
                 insert into email_logs (user_id, email_type, sent_at, provider_id)
                 select * from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)),
                                      \(emailsSent.map { _ in run.now }), \(emailsSent.map(\.providerID)))
+                """)
+        }
+        if !fallbacksNow.isEmpty {
+            writes.step("fallbacks_now", """
+                update notification_outbox o set next_attempt_at = \(run.now)
+                  from unnest(\(fallbacksNow.map(\.userID)), \(fallbacksNow.map { $0.call.uuidString.lowercased() }),
+                              \(fallbacksNow.map(\.scheduledAt))) as f(user_id, call_id, scheduled_at)
+                 where o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
+                   and o.payload->>'call_id' = f.call_id and o.payload->>'scheduled_at' = f.scheduled_at
+                   and coalesce(o.next_attempt_at, o.deliver_after) > \(run.now)
                 """)
         }
         // A device is named once, however many of the user's rows it failed for.
@@ -361,7 +489,9 @@ public struct DispatchJob: Job {
                 """)
         }
         // users.fcm_token belongs to the apps: its token is recorded, inactive, in the one token
-        // store instead (which push_tokens and dispatch then skip), and kept for audit.
+        // store (which push_tokens and dispatch then skip), and kept for audit; and, as seed 000
+        // says of an expired token, users.push_enabled is turned off until the app registers a
+        // new one.
         let legacy = invalid.filter { $0.device.tokenID == nil }
         if !legacy.isEmpty {
             writes.step("deactivated_fcm_tokens", """
@@ -369,6 +499,11 @@ public struct DispatchJob: Job {
                 select user_id, token, 'android', false, \(run.now)
                   from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
                 on conflict (user_id, device_token) do update set active = false
+                """)
+            writes.step("push_disabled_users", """
+                update users u set push_enabled = false
+                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
+                 where u.id = t.user_id and u.fcm_token = t.token and u.push_enabled
                 """)
         }
         let used = changes.flatMap { planned in
@@ -441,6 +576,7 @@ private struct LogRows {
     var deviceIDs: [UUID] = []
     var attempts: [Int] = []
     var channels: [String] = []
+    var callIDs: [UUID] = []
 
     mutating func add(_ userID: UUID, _ row: QueuedNotification, status: String, provider: String?, providerID: String?,
                       error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: String? = nil) {
@@ -466,6 +602,7 @@ private struct LogRows {
         outboxIDs.append(row.id)
         deviceIDs.append(device?.tokenID ?? UUID.allZeros)
         attempts.append(row.attempts)
+        callIDs.append(row.call?.id ?? UUID.allZeros)
     }
 }
 
@@ -474,12 +611,12 @@ private struct LogRows {
 /// and the deliveries the caps count.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], String?, [String])
+                     [String], [Date], [String], String?, [String], String?)
 
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v2"
+    static let name = "nudge_dispatch_facts_v3"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -508,7 +645,8 @@ private struct FactsStatement: PostgresPreparedStatement {
                         then u.fcm_token end,
                    coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'),
                    nullif(btrim(u.email), ''),
-                   \(emailSwitchesOff)
+                   \(emailSwitchesOff),
+                   nullif(btrim(u.phone_number), '')
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id

@@ -1,0 +1,69 @@
+import Foundation
+
+/// Seed 000 §05: which way a call's preview goes. Pure: the same user gives the same path.
+///
+/// - **A, push**: the user has a device that takes pushes, and pushes on.
+/// - **B, SMS**: `notification_pref = 'sms_only'`, or no push (no app, push off), with a phone.
+/// - **C, push then SMS**: `notification_pref = 'push_and_sms'` ("never miss a notification"):
+///   the push, and the SMS 30 seconds later unless the push's delivery receipt came back.
+///
+/// On path A a user with a phone number also gets the SMS when the push cannot reach them at all
+/// (the token expired: seed 000's P0 edge case), at once.
+public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
+    case push = "A"
+    case sms = "B"
+    case pushThenSMS = "C"
+
+    /// What the path needs to know of the user.
+    public struct Reach: Sendable, Equatable {
+        /// `users.notification_pref`: `push_only`, `sms_only` or `push_and_sms`.
+        public var preference: String
+        /// Whether a push can reach them: an active device (`user_push_tokens`, or
+        /// `users.fcm_token` with `users.push_enabled`) and push notifications on
+        /// (`notification_preferences.push_enabled`).
+        public var push: Bool
+        /// `users.phone_number`, when it is a number Twilio takes.
+        public var phone: PhoneNumber?
+        /// Whether `users.phone_number` holds something that is not a number (for the reason).
+        public var phoneUnusable: Bool
+
+        public init(preference: String, push: Bool, phone: PhoneNumber?, phoneUnusable: Bool = false) {
+            self.preference = preference
+            self.push = push
+            self.phone = phone
+            self.phoneUnusable = phoneUnusable
+        }
+    }
+
+    /// The path for `reach`, or why there is none (seed 000: "No notification channel for user").
+    /// Where the preference asks for a channel the user lacks, the other one is used: a preview on
+    /// the other channel is better than none, since the call comes anyway. The one exception is
+    /// `sms_only` without a phone: the user asked for no pushes.
+    public static func select(_ reach: Reach) -> Result<PreviewPath, NoChannel> {
+        let phone = reach.phone != nil
+        switch reach.preference {
+        case "sms_only":
+            return phone ? .success(.sms) : .failure(NoChannel(reach: reach, asked: "SMS only"))
+        case "push_and_sms":
+            if reach.push && phone { return .success(.pushThenSMS) }
+            fallthrough
+        default:
+            if reach.push { return .success(.push) }
+            if phone { return .success(.sms) }
+            return .failure(NoChannel(reach: reach, asked: nil))
+        }
+    }
+
+    /// Why no preview can be sent.
+    public struct NoChannel: Error, Sendable, Equatable, CustomStringConvertible {
+        let reach: Reach
+        /// The preference that ruled out the channel the user has.
+        let asked: String?
+
+        public var description: String {
+            let phone = reach.phoneUnusable ? "no usable phone number (users.phone_number is not E.164)" : "no phone number"
+            if let asked { return "no notification channel: the user asked for \(asked) and has \(phone)" }
+            return "no notification channel: no push token (or push off) and \(phone)"
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// preview-notifications (SPEC §4.6; seed 000): before each coaching call the user asked for,
+/// "Coach Max is calling in 5 min!", at `scheduled_at − users.notification_lead_min`.
+///
+/// Cron starts it every minute. It pages the calls (`CallSource`) whose preview falls due within
+/// the next `lookAhead`, and queues each preview with `deliver_after` at its exact due time:
+/// dispatch, draining the outbox through the minute, sends it within seconds of that time. Per
+/// call, on the user's path (`PreviewPath`):
+///
+/// - A: the push (`preview_push`); with a phone number, also a `fallback_sms` that goes only if
+///   the push cannot reach the user (the token expired: dispatch moves it to at once).
+/// - B: the SMS (`preview_sms`).
+/// - C: the push, and a `fallback_sms` 30 seconds later that goes only if no delivery receipt
+///   for the push was recorded by then (`notification_logs.delivered_at`).
+///
+/// In the batch's one statement with the outbox rows, the call is marked: `preview_sent`,
+/// `preview_sent_at`, and `preview_for`, the call time the preview was decided for. A call moved
+/// to another time no longer matches it and gets a preview for its new time; dispatch refuses
+/// the preview of the old one (and of a call no longer pending, or begun) when its time comes.
+/// A call found after it began, or whose user cannot be reached, is marked with the reason in
+/// `preview_note` and left alone: the call itself happens regardless.
+public struct PreviewNotificationsJob: Job {
+    public let definition: JobDefinition
+    public let source: CallSource
+
+    /// How far ahead of its due time a preview is queued: a run every minute, with room for a late start.
+    public static let lookAhead: TimeInterval = 120
+    /// Path C: how long the push has to be confirmed delivered before the SMS goes (seed 000).
+    public static let fallbackAfter: TimeInterval = 30
+    public static let deepLink = "fitcircle://incoming-call"
+
+    public init(definition: JobDefinition) {
+        self.definition = definition
+        self.source = CallSource(lookAhead: Self.lookAhead)
+    }
+
+    public struct Facts: Sendable, Equatable {
+        public let coach: String?
+        public let streak: Int
+        public let reach: PreviewPath.Reach
+
+        public init(coach: String?, streak: Int, reach: PreviewPath.Reach) {
+            self.coach = coach
+            self.streak = streak
+            self.reach = reach
+        }
+    }
+
+    /// What becomes of one call: its preview queued on `path`, or not, with why.
+    public struct Change: Sendable, Equatable {
+        public let callID: UUID
+        /// The call time it was decided for.
+        public let scheduledAt: Date
+        public let path: PreviewPath?
+        public let note: String?
+    }
+
+    // MARK: Reading
+
+    public func loadFacts(for calls: [CallInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let users = Array(Set(calls.map(\.call.userID)))
+        let rows = try await connection.query("""
+            select u.id, p.name, coalesce(s.current_streak, 0), u.notification_pref, u.phone_number,
+                   coalesce(np.push_enabled, true)
+                   and (exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
+                        or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
+                            and not exists (select 1 from user_push_tokens t
+                                             where t.user_id = u.id and t.device_token = u.fcm_token)))
+              from users u
+              left join coach_personas p on p.id = u.coach_persona_id
+              left join user_streaks s on s.user_id = u.id
+              left join notification_preferences np on np.user_id = u.id
+             where u.id = any(\(users))
+            """, logger: run.logger)
+        var byUser: [UUID: Facts] = [:]
+        for try await (id, coach, streak, preference, phone, push) in rows.decode((UUID, String?, Int, String, String?, Bool).self) {
+            let number = phone.flatMap(PhoneNumber.init)
+            let unusable = number == nil && !(phone ?? "").trimmingCharacters(in: .whitespaces).isEmpty
+            byUser[id] = Facts(coach: coach, streak: max(0, streak),
+                               reach: PreviewPath.Reach(preference: preference, push: push, phone: number, phoneUnusable: unusable))
+        }
+        var facts: [UUID: Facts] = [:]
+        for call in calls {
+            facts[call.call.id] = byUser[call.call.userID]
+        }
+        return facts
+    }
+
+    // MARK: Deciding
+
+    public func decide(for item: CallInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        guard let facts else { throw NudgeError(.configuration, "the call's user is gone") }
+        let call = item.call
+        let now = run.now
+        func skip(_ outcome: String, _ note: String) -> Decision<Change> {
+            .act(PlannedChange(itemID: call.id, change: Change(callID: call.id, scheduledAt: call.scheduledAt, path: nil, note: note),
+                               work: [], notifications: [], tally: ["skipped:\(outcome)": 1]))
+        }
+        if call.leadMinutes == 0 {
+            return skip("no_lead", "notification_lead_min is 0: the user asked for no preview")
+        }
+        guard now < call.scheduledAt else {
+            return skip("call_began", """
+                the call began at \(call.scheduledAt.formatted(.iso8601)) before its preview (due \
+                \(call.previewAt.formatted(.iso8601))) was queued: a preview after the call is worthless
+                """)
+        }
+        guard call.previewAt <= now.addingTimeInterval(Self.lookAhead) else {
+            return .nothingDue("the preview is due at \(call.previewAt.formatted(.iso8601))")
+        }
+        let path: PreviewPath
+        switch PreviewPath.select(facts.reach) {
+        case .success(let selected): path = selected
+        case .failure(let none):
+            // Seed 000: "No notification channel for user": a warning, and the call goes ahead.
+            run.logger.warning("no notification channel for the call's user", metadata: [
+                LogKey.userID: "\(call.userID.uuidString.lowercased())", LogKey.reason: "\(none)",
+            ])
+            return skip("no_channel", none.description)
+        }
+
+        // Never before its time; queued late (an outage), it goes at once and says the minutes left.
+        let sendAt = max(call.previewAt, now)
+        let minutes = sendAt == call.previewAt
+            ? call.leadMinutes : max(1, Int((call.scheduledAt.timeIntervalSince(sendAt) / 60).rounded()))
+        let locale = item.user.user.locale
+        let day = item.user.calendar.localDate(at: call.scheduledAt)
+        let occasion = "\(call.id.uuidString.lowercased()):\(Int(call.scheduledAt.timeIntervalSince1970))"
+        let sms = PreviewCopy.sms(coach: facts.coach, minutes: minutes, streak: facts.streak, topicKey: call.topic, locale: locale)
+        let base: [String: JSONValue] = [
+            "call_id": .string(call.id.uuidString.lowercased()),
+            "scheduled_at": .string(call.scheduledAt.formatted(.iso8601)),
+            "path": .string(path.rawValue),
+        ]
+        func message(_ type: String, channel: String, at instant: Date, title: String, body: String,
+                     extra: [String: JSONValue]) -> OutboxMessage {
+            OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: title, body: body,
+                          payload: JSONValue.object(base.merging(extra) { $1 }).text, recipient: call.userID, channel: channel,
+                          occasion: occasion)
+        }
+        func smsExtra(_ text: SMSText) -> [String: JSONValue] {
+            ["encoding": .string(text.encoding.rawValue), "segments": .integer(Int64(text.segments))]
+        }
+
+        var messages: [OutboxMessage] = []
+        var note: String?
+        let pushType = "preview_push", pushChannel = "push"
+        if path != .sms {
+            let pushKey = OutboxMessage(type: pushType, localDay: day, deliverAfter: sendAt, title: "", body: "", payload: "{}",
+                                        channel: pushChannel, occasion: occasion).dedupeKey(job: definition.name, userID: call.userID)
+            messages.append(message(pushType, channel: pushChannel, at: sendAt,
+                                    title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: facts.streak, locale: locale),
+                                    body: PreviewCopy.pushBody(streak: facts.streak, topicKey: call.topic, locale: locale),
+                                    extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")]))
+            if facts.reach.phone != nil {
+                if let sms {
+                    messages.append(message("fallback_sms", channel: "sms", at: sendAt.addingTimeInterval(Self.fallbackAfter),
+                                            title: "", body: sms.text,
+                                            extra: smsExtra(sms).merging([
+                                                "fallback_for": .string(pushKey),
+                                                "send_when": .string(path == .pushThenSMS ? "unconfirmed" : "push_failed"),
+                                            ]) { $1 }))
+                } else {
+                    note = "no SMS fallback: no version of the SMS fits one segment"
+                }
+            }
+        } else {
+            guard let sms else {
+                return skip("sms_too_long", "the SMS would be more than one segment however it is shortened (the coach's name?)")
+            }
+            messages.append(message("preview_sms", channel: "sms", at: sendAt, title: "", body: sms.text, extra: smsExtra(sms)))
+        }
+        return .act(PlannedChange(itemID: call.id,
+                                  change: Change(callID: call.id, scheduledAt: call.scheduledAt, path: path, note: note),
+                                  work: [], notifications: messages, tally: ["queued:\(path.rawValue)": 1]))
+    }
+
+    // MARK: Writing
+
+    /// The calls marked, each only while it is still at the time it was decided for: a call moved
+    /// meanwhile is decided again at the next run (the preview queued for its old time is refused
+    /// by dispatch).
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var writes = BatchWrites()
+        guard !changes.isEmpty else { return writes }
+        let calls = changes.map(\.change)
+        writes.step("previewed_calls", """
+            update scheduled_calls c
+               set preview_sent = v.sent, preview_sent_at = case when v.sent then \(run.now) end,
+                   preview_for = v.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
+              from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.path != nil }),
+                          \(calls.map { $0.note ?? "" }))
+                   as v(id, scheduled_at, sent, note)
+             where c.id = v.id and c.scheduled_at = v.scheduled_at and c.status = 'pending'
+            """)
+        return writes
+    }
+}

@@ -1,0 +1,245 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Twilio, the SMS channel (seed 000's preview fallback).
+///
+/// Wire format: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` on `api.twilio.com`,
+/// HTTP Basic authentication (the account SID and the auth token), a form-encoded body
+/// (`application/x-www-form-urlencoded`): `To` (E.164), `From` (a Twilio number) or
+/// `MessagingServiceSid` (`MG…`), `Body`, and `StatusCallback`, the URL Twilio posts the
+/// message's statuses to. 201 `{"sid": "SM…", "status": "queued", …}`; an error is `{"code",
+/// "message", "more_info", "status"}`: 400 a number or body Twilio refuses (21211 not a valid
+/// `To`, 21610 the user replied STOP, 21614 not a mobile), 401/403 the account (20003), 429
+/// (20429) too many requests, which Twilio never processed, 5xx Twilio's own trouble.
+///
+/// Twilio has no idempotency key: a request that may have reached it is never repeated. Only an
+/// answer that says the message was not taken (429, a connection that was never made) is
+/// retried; a time-out or a 5xx after the request left is an unknown outcome, recorded as such.
+public struct TwilioConfiguration: Sendable {
+    public let accountSID: String
+    /// `TWILIO_FROM`: a number in E.164, or a Messaging Service (`MG…`).
+    public let from: String
+    public let baseURL: String
+    /// Where Twilio posts a message's statuses (`nudge serve`'s `/webhooks/twilio`); nil without
+    /// `NUDGE_PUBLIC_URL`.
+    public let statusCallback: String?
+    let authToken: String
+
+    /// Reads `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN`, `TWILIO_FROM`, `TWILIO_BASE_URL` (tests)
+    /// and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when none of the three is set.
+    public init?(environment: Environment) throws(NudgeError) {
+        let sid = environment["TWILIO_ACCOUNT_SID"], token = environment["TWILIO_AUTH_TOKEN"], from = environment["TWILIO_FROM"]
+        if sid == nil && token == nil && from == nil { return nil }
+        guard let sid, sid.hasPrefix("AC"), sid.count == 34 else {
+            throw NudgeError(.configuration, "TWILIO_ACCOUNT_SID must be the account's SID (AC and 32 characters)")
+        }
+        guard let token, !token.isEmpty else { throw NudgeError(.configuration, "Twilio is half configured: TWILIO_AUTH_TOKEN not set") }
+        guard let from, from.hasPrefix("MG") || PhoneNumber(from)?.e164 == from else {
+            throw NudgeError(.configuration, "TWILIO_FROM must be a number in E.164 (+15551234567) or a Messaging Service SID (MG…)")
+        }
+        var base = environment["TWILIO_BASE_URL"] ?? "https://api.twilio.com"
+        while base.hasSuffix("/") { base.removeLast() }
+        self.accountSID = sid
+        self.authToken = token
+        self.from = from
+        self.baseURL = base
+        self.statusCallback = try environment["NUDGE_PUBLIC_URL"].map { url throws(NudgeError) in
+            try PublicURL(url).url + TwilioWebhook.path
+        }
+    }
+}
+
+/// One SMS for one number.
+public struct SMSRequest: Sendable, Equatable {
+    public let to: PhoneNumber
+    public let body: String
+    /// The outbox row: the status callback names it, so that the statuses of a message whose
+    /// SID Nudge never learnt (the answer was lost) still find its log.
+    public let outboxID: Int64
+
+    public init(to: PhoneNumber, body: String, outboxID: Int64) {
+        self.to = to
+        self.body = body
+        self.outboxID = outboxID
+    }
+}
+
+public final class TwilioClient: Sendable {
+    let configuration: TwilioConfiguration
+    private let http: ProviderHTTP
+    private let client: HTTPClient
+
+    public init(configuration: TwilioConfiguration, http: ProviderHTTP) throws(NudgeError) {
+        self.configuration = configuration
+        self.http = http
+        client = try http.makeClient(http2: false, connectionsPerHost: 4)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// The status callback's address for one row.
+    func statusCallback(for request: SMSRequest) -> String? {
+        configuration.statusCallback.map { "\($0)?outbox=\(request.outboxID)" }
+    }
+
+    /// The request's form fields, in the order they are sent.
+    func fields(for request: SMSRequest) -> [(String, String)] {
+        var fields = [("To", request.to.e164)]
+        fields.append(configuration.from.hasPrefix("MG") ? ("MessagingServiceSid", configuration.from) : ("From", configuration.from))
+        fields.append(("Body", request.body))
+        if let callback = statusCallback(for: request) { fields.append(("StatusCallback", callback)) }
+        return fields
+    }
+
+    public func send(_ sms: SMSRequest) async -> SendResult {
+        var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json")
+        request.method = .POST
+        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
+        request.headers.add(name: "authorization", value: "Basic \(credentials)")
+        request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "user-agent", value: ResendClient.userAgent)
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields(for: sms))))
+        do {
+            let (head, answer) = try await http.exchange(request, on: client)
+            return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
+        } catch {
+            let why = ProviderHTTP.describe(error)
+            if Self.neverLeft(error) { return .retry("Twilio: \(why) (the request never left)", after: nil) }
+            return .rejected(Self.unknownOutcome("Twilio: \(why)"))
+        }
+    }
+
+    static func unknownOutcome(_ why: String) -> String {
+        "outcome unknown: \(why); the SMS may have been sent, and is not sent again (Twilio has no idempotency key)"
+    }
+
+    /// Whether an exchange failed before its request could reach Twilio: no connection was made.
+    static func neverLeft(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError, error == .connectTimeout { return true }
+        if error is NIOConnectionError { return true }
+        if let error = error as? ChannelError, case .connectTimeout = error { return true }
+        if let error = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(error.errnoCode) { return true }
+        return false
+    }
+
+    /// What Twilio's answer means for Nudge (Twilio's "API responses" and error dictionary).
+    static func classify(status: Int, headers: HTTPHeaders, body: Data) -> SendResult {
+        struct Answer: Decodable {
+            let sid: String?
+            let code: Int?
+            let message: String?
+        }
+        let answer = try? JSONDecoder().decode(Answer.self, from: body)
+        if status == 200 || status == 201 {
+            guard let sid = answer?.sid, !sid.isEmpty else {
+                return .rejected(unknownOutcome("Twilio answered \(status) without a message SID"))
+            }
+            return .delivered(providerID: sid)
+        }
+        let code = answer?.code
+        // Twilio's message may quote the number: never logged whole.
+        let text = "Twilio \(status)" + (code.map { " \($0)" } ?? "") + ((answer?.message).map { ": \(PhoneNumber.scrub($0))" } ?? "")
+        let retryAfter = ProviderHTTP.retryAfter(headers).map(\.seconds).flatMap { $0.isFinite ? min($0, 3600) : nil }
+        switch (status, code) {
+        case (429, _), (_, 20429?):
+            // Too many requests: Twilio processed nothing, so the SMS waits and goes again.
+            return .throttled(text, after: max(retryAfter ?? 1, 0.5))
+        case (401, _), (403, _), (404, _), (_, 20003?), (_, 20404?):
+            // The account, the token or TWILIO_BASE_URL: configuration. Twilio is paused, SMS wait.
+            return .configuration(text)
+        case (400, 21606?), (400, 21212?), (400, 21659?):
+            // TWILIO_FROM is not a number of this account that can send SMS.
+            return .configuration(text)
+        case (let code, _) where code >= 500:
+            return .rejected(unknownOutcome(text))
+        default:
+            // A number Twilio refuses (21211, 21610 STOP, 21614), a body it refuses: this SMS fails.
+            return .rejected(text)
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded`: every byte but the unreserved ones percent-encoded.
+enum FormEncoding {
+    static func encode(_ fields: [(String, String)]) -> String {
+        fields.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(Character(Unicode.Scalar(byte)))
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    /// A form body's fields; nil when it is not a form (a bad escape, not UTF-8).
+    static func decode(_ body: String) -> [(String, String)]? {
+        var fields: [(String, String)] = []
+        for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = unescape(String(parts[0])), let value = unescape(parts.count > 1 ? String(parts[1]) : "") else {
+                return nil
+            }
+            fields.append((name, value))
+        }
+        return fields
+    }
+
+    static func unescape(_ text: String) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+}
+
+/// Twilio's status callbacks (`POST /webhooks/twilio` on `nudge serve`): a form with
+/// `MessageSid`, `MessageStatus` (`queued`, `sent`, `delivered`, `undelivered`, `failed`…) and,
+/// for a failure, `ErrorCode`; signed in `X-Twilio-Signature`: the Base64 HMAC-SHA1, under the
+/// auth token, of the full URL Twilio posted to followed by each field's name and value, sorted
+/// by name.
+public enum TwilioWebhook {
+    public static let path = "/webhooks/twilio"
+
+    public static func signature(url: String, fields: [(String, String)], authToken: String) -> String {
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: subject(url: url, fields: fields),
+                                                         using: SymmetricKey(data: Data(authToken.utf8)))
+        return Data(mac).base64EncodedString()
+    }
+
+    /// Whether `signature` is Twilio's for this request (compared in constant time).
+    public static func isGenuine(signature: String?, url: String, fields: [(String, String)], authToken: String) -> Bool {
+        guard let signature, let given = Data(base64Encoded: signature), given.count == Insecure.SHA1.byteCount else { return false }
+        return HMAC<Insecure.SHA1>.isValidAuthenticationCode(given, authenticating: subject(url: url, fields: fields),
+                                                             using: SymmetricKey(data: Data(authToken.utf8)))
+    }
+
+    /// What is signed: the URL, then each field's name and value, sorted by name.
+    private static func subject(url: String, fields: [(String, String)]) -> Data {
+        var subject = url
+        for (name, value) in fields.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) }) {
+            subject += name + value
+        }
+        return Data(subject.utf8)
+    }
+
+    /// What a status means for the SMS's `notification_logs` row: `delivered`, `failed`, or
+    /// nothing to record (a status on the way).
+    public static func logStatus(_ status: String) -> String? {
+        switch status {
+        case "delivered", "read": "delivered"
+        case "undelivered", "failed", "canceled": "failed"
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import PostgresNIO
+
+/// A scheduled coaching call as preview-notifications pages it (seed 000).
+public struct CallRow: Sendable, Equatable {
+    public let id: UUID
+    public let userID: UUID
+    public let scheduledAt: Date
+    /// The topic's key (`fitness_checkin`…), as the app stored it.
+    public let topic: String?
+    /// `users.notification_lead_min`: how many minutes before the call its preview goes.
+    public let leadMinutes: Int
+
+    public init(id: UUID, userID: UUID, scheduledAt: Date, topic: String?, leadMinutes: Int) {
+        self.id = id
+        self.userID = userID
+        self.scheduledAt = scheduledAt
+        self.topic = topic
+        self.leadMinutes = leadMinutes
+    }
+
+    /// When its preview is due: `scheduled_at − notification_lead_min`.
+    public var previewAt: Date { scheduledAt.addingTimeInterval(-Double(leadMinutes) * 60) }
+}
+
+/// A call with its user placed in their time zone.
+public struct CallInTime: Sendable {
+    public let call: CallRow
+    public let user: UserInTime
+}
+
+/// The calls whose preview is to be decided, in id order: still `pending`, not decided for the
+/// time they are at now (`preview_for`, which a re-scheduled call no longer matches), whose
+/// preview falls due within `lookAhead` of the page's instant, and which began at most
+/// `lateBy` ago (so that one found too late is skipped with a reason, once). Only those are
+/// read, through `idx_scheduled_calls_preview`. `--user` keeps the users' calls; `--shard`
+/// splits calls by their user.
+public struct CallSource: WorkSource {
+    public typealias Item = CallInTime
+
+    public let lookAhead: TimeInterval
+    /// How long after a call's start a call still undecided is met (and skipped).
+    public static let lateBy: TimeInterval = 3600
+    /// `users.notification_lead_min`'s largest value (the column's check).
+    static let longestLead: TimeInterval = 120 * 60
+
+    public init(lookAhead: TimeInterval) {
+        self.lookAhead = lookAhead
+    }
+
+    public var noun: String { "call" }
+
+    private func conditions(_ request: PageRequest) -> SQLFragment {
+        let horizon = request.now.addingTimeInterval(lookAhead)
+        return """
+            c.status = 'pending' and c.preview_for is distinct from c.scheduled_at
+            and c.scheduled_at > \(request.now.addingTimeInterval(-Self.lateBy))
+            and c.scheduled_at <= \(horizon.addingTimeInterval(Self.longestLead))
+            and c.scheduled_at - make_interval(mins => u.notification_lead_min) <= \(horizon)
+            and \(request.inShard("c.user_id")) and \(request.forUsers("c.user_id"))
+            """
+    }
+
+    public func page(_ request: PageRequest, calendars: CalendarCache,
+                     on connection: PostgresConnection) async throws -> [Paged<CallInTime>] {
+        let query: SQLFragment = """
+            select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, u.timezone, u.locale, u.created_at
+              from scheduled_calls c join users u on u.id = c.user_id
+             where \(request.notPaused) and c.id > \(request.keysetStart) and \(conditions(request))
+             order by c.id
+             limit \(request.limit)
+            """
+        let rows = try await connection.query(try query.query(), logger: request.logger)
+        var page: [Paged<CallInTime>] = []
+        page.reserveCapacity(request.limit)
+        for try await (id, userID, scheduledAt, topic, lead, timezone, locale, createdAt)
+            in rows.decode((UUID, UUID, Date, String?, Int, String?, String, Date).self) {
+            do {
+                let user = try calendars.place(UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt))
+                page.append(.item(id, CallInTime(call: CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic,
+                                                               leadMinutes: lead), user: user)))
+            } catch {
+                page.append(.unusable(id, "the user's \(error)"))
+            }
+        }
+        return page
+    }
+
+    public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
+        let query: SQLFragment = """
+            select count(*) from scheduled_calls c join users u on u.id = c.user_id where \(conditions(request))
+            """
+        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
+            return count
+        }
+        return 0
+    }
+}
