@@ -2,10 +2,11 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 
-/// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]`:
-/// a local APNs (HTTP/2 over TLS, with a private CA it makes), a local FCM with its OAuth2
-/// token endpoint and a local Resend, for the demo and the benchmarks. Each email Resend's
-/// stand-in takes is written to DIR/mail/ (`<n>.html`, `<n>.txt`). It writes into DIR the CA's certificate
+/// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]
+/// [--twilio-port N]`: a local APNs (HTTP/2 over TLS, with a private CA it makes), a local FCM with its OAuth2
+/// token endpoint, a local Resend and a local Twilio, for the demo and the benchmarks. Each email Resend's
+/// stand-in takes is written to DIR/mail/ (`<n>.html`, `<n>.txt`); each SMS Twilio's takes is reported
+/// `delivered` to its status callback two seconds later, signed, as Twilio would. It writes into DIR the CA's certificate
 /// (`ca.pem`), the APNs provider key (`apns-key.p8`), the FCM service account
 /// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
 /// then it serves until stopped. Device tokens listed in `--unregistered` (one per line) are
@@ -21,6 +22,7 @@ struct PushStandInCommand {
         var apnsPort = 0
         var fcmPort = 0
         var resendPort = 0
+        var twilioPort = 0
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
             switch argument {
@@ -30,11 +32,13 @@ struct PushStandInCommand {
             case "--apns-port": apnsPort = Int(arguments.next() ?? "") ?? -1
             case "--fcm-port": fcmPort = Int(arguments.next() ?? "") ?? -1
             case "--resend-port": resendPort = Int(arguments.next() ?? "") ?? -1
+            case "--twilio-port": twilioPort = Int(arguments.next() ?? "") ?? -1
             default: fail(usage)
             }
         }
         guard let folder else { fail(usage) }
-        guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort), (0...65_535).contains(resendPort) else { fail("ports must be between 0 and 65535") }
+        guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort), (0...65_535).contains(resendPort),
+              (0...65_535).contains(twilioPort) else { fail("ports must be between 0 and 65535") }
         var unregistered: Set<String> = []
         if let unregisteredPath {
             guard let text = try? String(contentsOfFile: unregisteredPath, encoding: .utf8) else { fail("cannot read \(unregisteredPath)") }
@@ -75,6 +79,16 @@ struct PushStandInCommand {
             deliveries?.append("resend", answer: "200", token: email.to.first ?? "", collapse: "\(number)", title: email.subject,
                                whole: true)
         })
+        let receipts = Mutex<StandInTwilio?>(nil)
+        let twilio = try await StandInTwilio.start(port: twilioPort, onSent: { message in
+            deliveries?.append("twilio", answer: "201", token: message.to ?? "", collapse: message.sid, title: message.body)
+            guard message.statusCallback != nil, let twilio = receipts.withLock({ $0 }) else { return }
+            Task {
+                try? await Task.sleep(for: .seconds(2))
+                _ = try? await twilio.report(message, status: "delivered")
+            }
+        })
+        receipts.withLock { $0 = twilio }
         let ca_pem = directory.appendingPathComponent("ca.pem").path
         let key = directory.appendingPathComponent("apns-key.p8").path
         let account = directory.appendingPathComponent("service-account.json").path
@@ -89,15 +103,19 @@ struct PushStandInCommand {
             export APNS_PRIVATE_KEY='\(key)' APNS_ENVIRONMENT=sandbox APNS_BASE_URL='\(apns.baseURL)'
             export GOOGLE_APPLICATION_CREDENTIALS='\(account)' FCM_BASE_URL='\(fcm.baseURL)'
             export RESEND_API_KEY='\(resend.apiKey)' RESEND_FROM='FitCircle <coach@fitcircle.example>' RESEND_BASE_URL='\(resend.baseURL)' RESEND_REQUESTS_PER_SECOND=100
+            export TWILIO_ACCOUNT_SID='\(twilio.accountSID)' TWILIO_AUTH_TOKEN='\(twilio.authToken)' TWILIO_FROM='+15005550006' TWILIO_BASE_URL='\(twilio.baseURL)'
 
             """
         try Data(env.utf8).write(to: directory.appendingPathComponent("env"))
         // Written straight to the file descriptor: whoever started the stand-ins waits for this line.
-        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL)\n".utf8))
+        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL), Twilio \(twilio.baseURL)\n".utf8))
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 
-    static let usage = "usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]"
+    static let usage = """
+        usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N] \
+        [--twilio-port N]
+        """
 
     static func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data((message + "\n").utf8))
@@ -115,7 +133,9 @@ private final class DeliveryLog: Sendable {
 
     /// `whole`: the address as it is (an email's), not a token's start.
     func append(_ provider: String, answer: String, token: String, collapse: String?, title: String?, whole: Bool = false) {
-        let line = "\(provider)\t\(answer)\t\(whole ? token : token.prefix(12) + "…")\t\(collapse ?? "-")\t\(title ?? "")\n"
+        // A phone number shows its last two digits only.
+        let shown = whole ? token : provider == "twilio" ? "…" + token.suffix(2) : token.prefix(12) + "…"
+        let line = "\(provider)\t\(answer)\t\(shown)\t\(collapse ?? "-")\t\(title ?? "")\n"
         handle.withLock { $0.write(Data(line.utf8)) }
     }
 }

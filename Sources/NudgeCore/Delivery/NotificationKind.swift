@@ -69,6 +69,11 @@ public struct NotificationKind: Sendable, Equatable {
         // Seed 000: five minutes before a call the user asked for.
         NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
                          keepFor: 600),
+        // Its SMS (path B), and the SMS after a push that did not reach the user (paths A and C).
+        NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
+                         keepFor: 600),
+        NotificationKind("fallback_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
+                         keepFor: 600),
     ].map { ($0.type, $0) })
 
     /// The kind of `type`; a type this catalogue does not know is optional, has no switch of its

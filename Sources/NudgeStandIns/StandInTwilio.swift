@@ -1,0 +1,224 @@
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import NIOHTTP1
+import Synchronization
+
+/// A local Twilio: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` as Twilio's API takes
+/// it. It checks HTTP Basic authentication against its account SID and auth token (401, code
+/// 20003), the form body (`application/x-www-form-urlencoded`): `To` in E.164 (400, 21211),
+/// `From` or `MessagingServiceSid` (400, 21603), `Body` present and at most 1,600 characters
+/// (400, 21602 / 21617), `StatusCallback` an http(s) URL (400, 21609). Each message it takes
+/// gets a SID (`SM` and 32 hex digits) and a 201 with Twilio's JSON. A script can answer
+/// otherwise (a 429 with code 20429, a 500, silence).
+///
+/// `report` posts a status callback for a message to its `StatusCallback`, as Twilio does: a
+/// form with `MessageSid`, `MessageStatus`, `ErrorCode`, signed in `X-Twilio-Signature`
+/// (Base64 HMAC-SHA1 under the auth token of the URL and the sorted fields), or signed with
+/// another token, or not signed at all.
+public final class StandInTwilio: Sendable {
+    public struct Message: Sendable {
+        public let sid: String
+        /// The form's fields, decoded.
+        public let fields: [String: String]
+        /// How many requests with this `To` and `Body` came, this one included.
+        public let attempt: Int
+
+        public var to: String? { fields["To"] }
+        public var from: String? { fields["From"] }
+        public var messagingServiceSID: String? { fields["MessagingServiceSid"] }
+        public var body: String? { fields["Body"] }
+        public var statusCallback: String? { fields["StatusCallback"] }
+    }
+
+    public enum Answer: Sendable {
+        case accept
+        /// Takes the message (it counts as sent) and never answers: a crash or a time-out after
+        /// the request left.
+        case acceptSilently
+        /// A Twilio error: HTTP status, Twilio's code, message, extra headers.
+        case reject(status: Int, code: Int, message: String, headers: [(String, String)] = [])
+        /// No answer, nothing sent.
+        case hang
+    }
+
+    public typealias Script = @Sendable (Message) -> Answer
+
+    public let accountSID: String
+    public let authToken: String
+    private let server: StandInHTTPServer
+    private let state: State
+
+    public var baseURL: String { "http://127.0.0.1:\(server.port)" }
+    public var port: Int { server.port }
+
+    /// The messages it took (sent), in order.
+    public var sent: [Message] { state.log.withLock { $0.sent } }
+    /// Every request to the Messages resource, answered or not.
+    public var requests: [Message] { state.log.withLock { $0.requests } }
+
+    final class State: Sendable {
+        struct Log {
+            var sent: [Message] = []
+            var requests: [Message] = []
+            var attempts: [String: Int] = [:]
+        }
+        let log = Mutex(Log())
+    }
+
+    private init(accountSID: String, authToken: String, server: StandInHTTPServer, state: State) {
+        self.accountSID = accountSID
+        self.authToken = authToken
+        self.server = server
+        self.state = state
+    }
+
+    public static func start(port: Int = 0,
+                             accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+                             authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+                             onSent: (@Sendable (Message) -> Void)? = nil,
+                             script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
+        let state = State()
+        let server = try await StandInHTTPServer.start(port: port) { request in
+            (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), .zero)
+        }
+        return StandInTwilio(accountSID: accountSID, authToken: authToken, server: server, state: state)
+    }
+
+    public func shutdown() async {
+        await server.shutdown()
+    }
+
+    private static func error(_ status: Int, _ code: Int, _ message: String, headers: [(String, String)] = []) -> StandInHTTPServer.Reply {
+        .respond(status: status, headers: headers, body: standInJSON([
+            "code": code, "message": message, "more_info": "https://www.twilio.com/docs/errors/\(code)", "status": status,
+        ]))
+    }
+
+    private static func reply(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+                              onSent: (@Sendable (Message) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+        let path = "/2010-04-01/Accounts/\(accountSID)/Messages.json"
+        guard request.path == path else { return error(404, 20404, "The requested resource \(request.path) was not found") }
+        guard request.method == .POST else { return error(405, 20004, "Method not allowed") }
+        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
+        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        guard request.headers["content-type"]?.hasPrefix("application/x-www-form-urlencoded") == true,
+              let fields = form(String(decoding: request.body, as: UTF8.self)) else {
+            return error(400, 20001, "The request body is not a form")
+        }
+        guard let to = fields["To"], to.range(of: #"^\+[1-9][0-9]{6,14}$"#, options: .regularExpression) != nil else {
+            return error(400, 21211, "Invalid 'To' Phone Number: \(fields["To"] ?? "")")
+        }
+        guard fields["From"] != nil || fields["MessagingServiceSid"] != nil else {
+            return error(400, 21603, "A 'From' phone number is required.")
+        }
+        guard let body = fields["Body"], !body.isEmpty else { return error(400, 21602, "Message body is required.") }
+        guard body.count <= 1600 else { return error(400, 21617, "The concatenated message body exceeds the 1600 character limit.") }
+        if let callback = fields["StatusCallback"] {
+            guard let url = URL(string: callback), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                return error(400, 21609, "Invalid StatusCallback URL")
+            }
+        }
+        let counter = to + "\n" + body
+        let attempt = state.log.withLock { log -> Int in
+            log.attempts[counter, default: 0] += 1
+            return log.attempts[counter]!
+        }
+        let hex = (UUID().uuidString + UUID().uuidString).replacingOccurrences(of: "-", with: "").lowercased().prefix(32)
+        let message = Message(sid: "SM" + hex, fields: fields, attempt: attempt)
+        state.log.withLock { $0.requests.append(message) }
+        func take() {
+            state.log.withLock { $0.sent.append(message) }
+            onSent?(message)
+        }
+        switch script(message) {
+        case .accept:
+            take()
+            var answer: [String: Any] = [
+                "sid": message.sid, "account_sid": accountSID, "to": to, "body": body, "status": "queued",
+                "direction": "outbound-api", "api_version": "2010-04-01", "error_code": NSNull(), "error_message": NSNull(),
+                "uri": "/2010-04-01/Accounts/\(accountSID)/Messages/\(message.sid).json",
+            ]
+            answer["from"] = fields["From"] ?? NSNull()
+            answer["messaging_service_sid"] = fields["MessagingServiceSid"] ?? NSNull()
+            return .respond(status: 201, headers: [], body: standInJSON(answer))
+        case .acceptSilently:
+            take()
+            return .silence
+        case .reject(let status, let code, let text, let headers):
+            return error(status, code, text, headers: headers)
+        case .hang:
+            return .silence
+        }
+    }
+
+    /// A form body's fields (the last of a repeated name wins); nil when it is not one.
+    static func form(_ body: String) -> [String: String]? {
+        var fields: [String: String] = [:]
+        for pair in body.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = parts[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
+                  let value = (parts.count > 1 ? String(parts[1]) : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            else { return nil }
+            fields[name] = value
+        }
+        return fields
+    }
+
+    /// How a status callback is signed.
+    public enum Signing: Sendable {
+        case genuine
+        /// Signed with another auth token.
+        case forged
+        case unsigned
+    }
+
+    /// Posts `status` for `message` to its `StatusCallback`, as Twilio would; returns the HTTP
+    /// status the receiver answered with.
+    public func report(_ message: Message, status: String, errorCode: String? = nil, signing: Signing = .genuine) async throws -> Int {
+        guard let callback = message.statusCallback, let url = URL(string: callback) else {
+            throw StandInError("the message has no StatusCallback")
+        }
+        var fields = [("AccountSid", accountSID), ("MessageSid", message.sid), ("SmsSid", message.sid),
+                      ("MessageStatus", status), ("SmsStatus", status), ("To", message.to ?? ""), ("ApiVersion", "2010-04-01")]
+        if let from = message.from { fields.append(("From", from)) }
+        if let errorCode { fields.append(("ErrorCode", errorCode)) }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.setValue("TwilioProxy/1.1", forHTTPHeaderField: "User-Agent")
+        switch signing {
+        case .genuine:
+            request.setValue(Self.signature(url: callback, fields: fields, authToken: authToken), forHTTPHeaderField: "X-Twilio-Signature")
+        case .forged:
+            request.setValue(Self.signature(url: callback, fields: fields, authToken: "not-" + authToken), forHTTPHeaderField: "X-Twilio-Signature")
+        case .unsigned:
+            break
+        }
+        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+        request.httpBody = Data(fields.map { name, value in
+            name + "=" + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+        }.joined(separator: "&").utf8)
+        request.timeoutInterval = 10
+        let (_, response) = try await URLSession.shared.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+
+    /// Twilio's request signature: Base64 of HMAC-SHA1, under the auth token, of the URL followed
+    /// by each field's name and value, sorted by name.
+    static func signature(url: String, fields: [(String, String)], authToken: String) -> String {
+        let signed = fields.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.reduce(url) { $0 + $1.0 + $1.1 }
+        return Data(HMAC<Insecure.SHA1>.authenticationCode(for: Data(signed.utf8), using: SymmetricKey(data: Data(authToken.utf8))))
+            .base64EncodedString()
+    }
+}
+
+struct StandInError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

@@ -1,0 +1,348 @@
+import Foundation
+import NIOHTTP1
+import Testing
+@testable import NudgeCore
+
+@Suite struct SMSSegmentTests {
+    /// The published limits (3GPP TS 23.038, Twilio's "what is the SMS character limit"): GSM-7
+    /// 160 in one part, 153 per part; UCS-2 70, 67 per part.
+    @Test func theCounterAgreesWithThePublishedLimits() {
+        func segments(_ text: String) -> Int { SMSText(text).segments }
+        let a = { (n: Int) in String(repeating: "a", count: n) }
+        #expect(SMSText(a(160)).encoding == .gsm7)
+        #expect(segments(a(160)) == 1)
+        #expect(segments(a(161)) == 2)
+        #expect(segments(a(306)) == 2)
+        #expect(segments(a(307)) == 3)
+        #expect(segments(a(459)) == 3)
+        // One character outside GSM-7 makes the whole message UCS-2.
+        let accented = { (n: Int) in "ê" + String(repeating: "a", count: n - 1) }
+        #expect(SMSText(accented(70)).encoding == .ucs2)
+        #expect(segments(accented(70)) == 1)
+        #expect(segments(accented(71)) == 2)
+        #expect(segments(accented(134)) == 2)
+        #expect(segments(accented(135)) == 3)
+        // An emoji is two UTF-16 code units.
+        #expect(SMSText("💪").units == 2)
+        #expect(segments(String(repeating: "💪", count: 35)) == 1)
+        #expect(segments(String(repeating: "💪", count: 36)) == 2)
+        #expect(segments("💪" + a(68)) == 1)
+        #expect(segments("💪" + a(69)) == 2)
+        // The extension table's characters count twice.
+        for character in ["^", "{", "}", "\\", "[", "~", "]", "|", "€"] {
+            #expect(SMSText(character).units == 2, "\(character)")
+            #expect(SMSText(character).encoding == .gsm7, "\(character)")
+        }
+        #expect(segments(String(repeating: "€", count: 80)) == 1)
+        #expect(segments(String(repeating: "€", count: 81)) == 2)
+        #expect(segments(a(159) + "€") == 2)
+        // The basic table's accented letters are one septet each.
+        #expect(SMSText("éèùìòÇØøÅåÄÖÑÜäöñüàß¿¡§£¥").encoding == .gsm7)
+        #expect(SMSText("éèùìòÇØøÅåÄÖÑÜäöñüàß¿¡§£¥").units == 25)
+    }
+
+    /// The seed's own SMS examples carry an emoji and an em dash: UCS-2, so two segments (85 and
+    /// 71 UTF-16 code units, against 70). That is why the SMS Nudge sends is the GSM-7 variant.
+    @Test func theSeedsOwnExamplesWouldBeTwoSegments() {
+        let english = SMSText("Coach Max is calling you in 5 min! 💪 Day 12 — fitness check-in. Make sure to answer!")
+        #expect(english.encoding == .ucs2)
+        #expect(english.segments == 2)
+        let french = SMSText("Coach Max t'appelle dans 5 min ! 💪 Jour 12 — point fitness. Décroche !")
+        #expect(french.encoding == .ucs2)
+        #expect(french.units == 71)
+        #expect(french.segments == 2)
+    }
+
+    @Test func plainTextKeepsWhatGSMHasAndRewritesTheRest() {
+        #expect(SMSText.plain("fête du streak ! — « ça »") == "fete du streak ! - \" ca \"")
+        #expect(SMSText.plain("pesée & bilan d’hier…") == "pesée & bilan d'hier...")
+        #expect(SMSText.plain("Coach Иван 💪") == "Coach Иван 💪")
+    }
+}
+
+@Suite struct PhoneNumberTests {
+    @Test func e164IsAcceptedAndAnythingElseRefused() {
+        #expect(PhoneNumber("+15550123456")?.e164 == "+15550123456")
+        #expect(PhoneNumber(" +33 6 12 34 56 78 ")?.e164 == "+33612345678")
+        #expect(PhoneNumber("+1 (555) 012-3456")?.e164 == "+15550123456")
+        for bad in ["5550123456", "+0123456789", "+1234567", "+1234567890123456", "+1555abc4567", "", "+", "++15550123456",
+                    "+1555012345 6x"] {
+            #expect(PhoneNumber(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func aNumberIsNeverShownWhole() {
+        let number = PhoneNumber("+15550123456")!
+        #expect(number.masked == "+1••••••••56")
+        #expect(!number.description.contains("0123456"))
+        let scrubbed = PhoneNumber.scrub("Invalid 'To' Phone Number: +15550123456, or 33 6 12 34 56 78. Code 21211.")
+        #expect(!scrubbed.contains("0123456"))
+        #expect(!scrubbed.contains("12 34 56"))
+        #expect(scrubbed.contains("21211"))
+    }
+}
+
+@Suite struct PreviewPathTests {
+    let phone = PhoneNumber("+15550123456")
+
+    @Test func theSeedsPathSelection() throws {
+        typealias Reach = PreviewPath.Reach
+        #expect(try PreviewPath.select(Reach(preference: "push_only", push: true, phone: phone)).get() == .push)
+        #expect(try PreviewPath.select(Reach(preference: "push_only", push: false, phone: phone)).get() == .sms)
+        #expect(try PreviewPath.select(Reach(preference: "sms_only", push: true, phone: phone)).get() == .sms)
+        #expect(try PreviewPath.select(Reach(preference: "push_and_sms", push: true, phone: phone)).get() == .pushThenSMS)
+        // "never miss" without a phone is the push; without push, the SMS.
+        #expect(try PreviewPath.select(Reach(preference: "push_and_sms", push: true, phone: nil)).get() == .push)
+        #expect(try PreviewPath.select(Reach(preference: "push_and_sms", push: false, phone: phone)).get() == .sms)
+        // No channel at all, or SMS only without a phone: none, with the seed's warning.
+        guard case .failure(let none) = PreviewPath.select(Reach(preference: "push_only", push: false, phone: nil)) else {
+            Issue.record("expected no channel")
+            return
+        }
+        #expect(none.description.contains("no notification channel"))
+        guard case .failure(let smsOnly) = PreviewPath.select(Reach(preference: "sms_only", push: true, phone: nil, phoneUnusable: true))
+        else {
+            Issue.record("expected no channel")
+            return
+        }
+        #expect(smsOnly.description.contains("SMS only"))
+        #expect(smsOnly.description.contains("E.164"))
+    }
+}
+
+@Suite struct PreviewCopyTests {
+    @Test func thePushSaysWhoWhenWhichDayAndWhat() {
+        #expect(PreviewCopy.pushTitle(coach: "Coach Max", minutes: 5, streak: 12, locale: "en") == "Coach Max is calling in 5 min! 🔥")
+        #expect(PreviewCopy.pushTitle(coach: "Mama Rosa", minutes: 5, streak: 3, locale: "fr") == "Mama Rosa t'appelle dans 5 min ! 💪")
+        #expect(PreviewCopy.pushTitle(coach: nil, minutes: 10, streak: 0, locale: "en") == "Your coach is calling in 10 min! 🌱")
+        #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "en") == "Day 14: weekly weigh-in & meal review.")
+        #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "fr")
+                    == "Jour 14 : pesée & bilan repas de la semaine.")
+        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "en") == "Day 7 — one full week! Let's celebrate.")
+        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "fr") == "Jour 7 — une semaine complète ! On fête ça.")
+        #expect(PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "en") == "DAY 21! You made it. Final check-in. 🏆")
+        #expect(PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "fr") == "JOUR 21 ! Tu l'as fait. Dernier point. 🏆")
+        #expect(PreviewCopy.pushBody(streak: 0, topicKey: "streak_celebrate", locale: "en") == "Today: streak celebration!")
+        // An unknown topic reads as a neutral phrase; an unknown locale as English.
+        #expect(PreviewCopy.pushBody(streak: 3, topicKey: "knee_rehab", locale: "fr") == "Jour 3 : le point du jour.")
+        #expect(PreviewCopy.pushBody(streak: 3, topicKey: "mood_check", locale: "de") == "Day 3: mood & energy check.")
+    }
+
+    @Test func theEmojiRotatesByMilestone() {
+        #expect([0, 2, 3, 6, 7, 13, 14, 20, 21, 999].map { PreviewCopy.emoji(streak: $0) }
+                    == ["🌱", "🌱", "💪", "💪", "🔥", "🔥", "⭐", "⭐", "🏆", "🏆"])
+    }
+
+    @Test func theSMSIsTheGSMVariant() throws {
+        let english = try #require(PreviewCopy.sms(coach: "Coach Max", minutes: 5, streak: 12, topicKey: "fitness_checkin", locale: "en"))
+        #expect(english.text == "Coach Max is calling you in 5 min! Day 12 - your fitness goal check-in. Answer!")
+        #expect(english.encoding == .gsm7)
+        let french = try #require(PreviewCopy.sms(coach: "Mama Rosa", minutes: 5, streak: 12, topicKey: "streak_celebrate", locale: "fr"))
+        #expect(french.text == "Mama Rosa t'appelle dans 5 min ! Jour 12 - fete du streak ! Décroche !")
+        #expect(french.encoding == .gsm7)
+    }
+
+    /// Every SMS the job can write, over every topic (and an unknown one, and none), locale, coach
+    /// name of the seed data (and none), streak up to 999 and lead up to 120 minutes: one segment,
+    /// GSM-7, and the topic and streak always in it.
+    @Test func everySMSTheJobCanWriteIsOneSegment() throws {
+        let topics: [String?] = Array(PreviewCopy.topics.keys) + ["something_new", nil]
+        let coaches: [String?] = ["Coach Max", "Dr. Luna", "Mama Rosa", nil]
+        var checked = 0
+        var longest = 0
+        for locale in ["en", "fr", "es"] {
+            for coach in coaches {
+                for topic in topics {
+                    for minutes in [1, 5, 9, 10, 99, 120] {
+                        for streak in 0...999 {
+                            let sms = try #require(PreviewCopy.sms(coach: coach, minutes: minutes, streak: streak, topicKey: topic,
+                                                                   locale: locale))
+                            guard sms.segments == 1, sms.encoding == .gsm7,
+                                  sms.text.contains(SMSText.plain(PreviewCopy.topic(topic, locale: locale))) else {
+                                Issue.record("\(sms.text): \(sms.units) units, \(sms.encoding)")
+                                return
+                            }
+                            longest = max(longest, sms.units)
+                            checked += 1
+                        }
+                    }
+                }
+            }
+        }
+        #expect(checked == 3 * 4 * 8 * 6 * 1000)
+        #expect(longest <= 160)
+    }
+
+    @Test func aNameTooLongForOneSegmentShortensThenGivesUp() throws {
+        // Another script makes the SMS UCS-2: 70 units. The topic goes first, then the streak.
+        let cyrillic = "Тренер Иван"
+        let short = try #require(PreviewCopy.sms(coach: cyrillic, minutes: 5, streak: 12, topicKey: "weekly_weighin", locale: "en"))
+        #expect(short.encoding == .ucs2)
+        #expect(short.segments == 1)
+        #expect(!short.text.contains("weigh-in"))
+        #expect(PreviewCopy.sms(coach: String(repeating: "Иван ", count: 20), minutes: 5, streak: 12, topicKey: nil, locale: "en") == nil)
+    }
+}
+
+@Suite struct PreviewDispatchRulesTests {
+    let utc = try! LocalCalendar(identifier: "UTC")
+    let call = UUID(uuidString: "0c2f9a54-6b1e-4d3a-9f07-5e8c1b2a7d40")!
+    let callAt = ISO8601DateFormatter().date(from: "2026-03-29T07:00:00Z")!
+
+    func row(_ id: Int64, type: String, channel: String, due: Date, body: String = "Coach Max is calling you in 5 min! Answer!",
+             extra: String = "", requestLeftAt: Date? = nil) -> QueuedNotification {
+        QueuedNotification(id: id, type: type, channel: channel, localDay: LocalDate(iso8601: "2026-03-29")!, deliverAfter: due,
+                           title: channel == "push" ? "Coach Max is calling in 5 min! 🔥" : "", body: body,
+                           payload: #"{"call_id":"\#(call.uuidString.lowercased())","scheduled_at":"2026-03-29T07:00:00Z"\#(extra)}"#,
+                           requestLeftAt: requestLeftAt)
+    }
+
+    func plan(_ rows: [QueuedNotification], call status: String = "pending", at scheduledAt: Date? = nil, phone: String? = "+15550123456",
+              push: DispatchRules.PushState? = nil, now: Date) -> DispatchRules.Plan {
+        let facts = DispatchRules.UserFacts(
+            devices: [Device(tokenID: UUID(), token: "a1b2c3d4e5f6", platform: "ios")], phone: phone,
+            calls: [call: DispatchRules.CallState(status: status, scheduledAt: scheduledAt ?? callAt)],
+            pushes: push.map { ["the-push": $0] } ?? [:])
+        return DispatchRules.plan(rows: rows, facts: facts, providers: [.apns: .ready, .twilio: .ready], locale: "en", calendar: utc,
+                                  now: now)
+    }
+
+    var previewAt: Date { callAt.addingTimeInterval(-300) }
+
+    @Test func aPreviewGoesOnlyWhileItsCallIsPendingAtItsTime() {
+        let push = row(1, type: "preview_push", channel: "push", due: previewAt)
+        #expect(plan([push], now: previewAt).outcomes[1] == .deliver(0))
+        for (status, moved, now, words) in [("cancelled", nil as Date?, previewAt, "cancelled"), ("completed", nil, previewAt, "completed"),
+                                            ("pending", callAt.addingTimeInterval(1800), previewAt, "moved"),
+                                            ("pending", nil, callAt.addingTimeInterval(5), "began")] {
+            guard case .suppressed(let step, let reason)? = plan([push], call: status, at: moved, now: now).outcomes[1] else {
+                Issue.record("\(status) \(words): not suppressed")
+                continue
+            }
+            #expect(step == "call")
+            #expect(reason.contains(words), "\(reason)")
+        }
+        // Quiet hours (22:00–08:00 by default) do not hold it: the call is at 07:00 UTC.
+        #expect(plan([push], now: previewAt).outcomes[1] == .deliver(0))
+    }
+
+    @Test func anSMSGoesToAnE164NumberInOneSegmentAndNeverTwice() {
+        let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
+        let planned = plan([sms], now: previewAt)
+        #expect(planned.outcomes[2] == .sms(0))
+        #expect(planned.texts.first?.request.to.e164 == "+15550123456")
+        guard case .suppressed(step: "phone", _)? = plan([sms], phone: "555-0123", now: previewAt).outcomes[2] else {
+            Issue.record("a number that is not E.164 was not refused")
+            return
+        }
+        guard case .suppressed(step: "phone", _)? = plan([sms], phone: nil, now: previewAt).outcomes[2] else {
+            Issue.record("no number was not refused")
+            return
+        }
+        let long = row(2, type: "preview_sms", channel: "sms", due: previewAt, body: String(repeating: "a", count: 161))
+        guard case .failed(let why)? = plan([long], now: previewAt).outcomes[2] else {
+            Issue.record("a two-segment SMS was not refused")
+            return
+        }
+        #expect(why.contains("2 segments"))
+        let unknown = row(2, type: "preview_sms", channel: "sms", due: previewAt, requestLeftAt: previewAt)
+        guard case .failed(let outcome)? = plan([unknown], now: previewAt.addingTimeInterval(60)).outcomes[2] else {
+            Issue.record("an SMS whose request left was sent again")
+            return
+        }
+        #expect(outcome.contains("outcome unknown"))
+    }
+
+    @Test func aFallbackGoesOnlyWhenItsPushDidNotReachTheUser() {
+        let unconfirmed = row(3, type: "fallback_sms", channel: "sms", due: previewAt.addingTimeInterval(30),
+                              extra: #","fallback_for":"the-push","send_when":"unconfirmed""#)
+        let whenFailed = row(4, type: "fallback_sms", channel: "sms", due: previewAt.addingTimeInterval(30),
+                             extra: #","fallback_for":"the-push","send_when":"push_failed""#)
+        let now = previewAt.addingTimeInterval(30)
+        let confirmed = DispatchRules.PushState(status: "sent", confirmedAt: previewAt.addingTimeInterval(2))
+        let sent = DispatchRules.PushState(status: "sent", confirmedAt: nil)
+        let failed = DispatchRules.PushState(status: "failed", confirmedAt: nil)
+        let trying = DispatchRules.PushState(status: "pending", confirmedAt: nil)
+        // Path C: no SMS once the device confirmed the push; the SMS when it did not, within 30 s.
+        #expect(plan([unconfirmed], push: confirmed, now: now).outcomes[3] == .suppressed(
+            step: "fallback", reason: "the push was confirmed delivered at 2026-03-29T06:55:02Z"))
+        #expect(plan([unconfirmed], push: sent, now: now).outcomes[3] == .sms(0))
+        #expect(plan([unconfirmed], push: trying, now: now).outcomes[3] == .sms(0))
+        // Path A: only when the push failed (an expired token); it waits while the push is tried.
+        #expect(plan([whenFailed], push: failed, now: now).outcomes[4] == .sms(0))
+        guard case .suppressed(step: "fallback", _)? = plan([whenFailed], push: sent, now: now).outcomes[4] else {
+            Issue.record("a push that reached its provider still had its SMS")
+            return
+        }
+        #expect(plan([whenFailed], push: trying, now: now).outcomes[4]
+                    == .waiting(until: now.addingTimeInterval(DispatchRules.fallbackPoll), reason: "waiting for the push's outcome"))
+    }
+
+    @Test func anSMSIsSettledWithoutEverRepeatingAnUnknownOutcome() {
+        let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
+        #expect(DispatchRules.settleSMS(sms, result: .delivered(providerID: "SM1"), now: previewAt, jitter: 0).status == .sent)
+        let unknown = DispatchRules.settleSMS(sms, result: .rejected(TwilioClient.unknownOutcome("no answer")), now: previewAt, jitter: 0)
+        #expect(unknown.status == .failed)
+        // Never left: tried again within seconds, since the call is minutes away.
+        let retry = DispatchRules.settleSMS(sms, result: .retry("refused", after: nil), now: previewAt, jitter: 1)
+        #expect(retry.status == .pending)
+        #expect(retry.nextAttemptAt == previewAt.addingTimeInterval(DispatchRules.timeCriticalRetry))
+        let throttled = DispatchRules.settleSMS(sms, result: .throttled("20429", after: 2), now: previewAt, jitter: 0)
+        #expect(throttled.status == .pending)
+        #expect(!throttled.countsAsAttempt)
+    }
+}
+
+@Suite struct TwilioWireTests {
+    @Test func answersMapToOutcomes() {
+        let headers = HTTPHeaders()
+        #expect(TwilioClient.classify(status: 201, headers: headers, body: Data(#"{"sid":"SMabc","status":"queued"}"#.utf8))
+                    == .delivered(providerID: "SMabc"))
+        guard case .throttled = TwilioClient.classify(status: 429, headers: headers,
+                                                      body: Data(#"{"code":20429,"message":"Too Many Requests","status":429}"#.utf8))
+        else { Issue.record("20429 is not a wait"); return }
+        guard case .configuration = TwilioClient.classify(status: 401, headers: headers,
+                                                          body: Data(#"{"code":20003,"message":"Authenticate"}"#.utf8))
+        else { Issue.record("401 is not configuration"); return }
+        guard case .rejected(let invalid) = TwilioClient.classify(
+            status: 400, headers: headers, body: Data(#"{"code":21211,"message":"Invalid 'To' Phone Number: +15550123456"}"#.utf8))
+        else { Issue.record("21211 is not a refusal"); return }
+        #expect(invalid.contains("21211"))
+        #expect(!invalid.contains("0123456"))
+        guard case .rejected(let unknown) = TwilioClient.classify(status: 500, headers: headers, body: Data())
+        else { Issue.record("a 500 was retried"); return }
+        #expect(unknown.contains("outcome unknown"))
+    }
+
+    @Test func theFormAndTheSignatureAreTwilios() throws {
+        let fields = [("Body", "Coach Max t'appelle dans 5 min ! Décroche & +1"), ("To", "+15550123456")]
+        let encoded = FormEncoding.encode(fields)
+        #expect(encoded == "Body=Coach%20Max%20t%27appelle%20dans%205%20min%20%21%20D%C3%A9croche%20%26%20%2B1&To=%2B15550123456")
+        let decoded = try #require(FormEncoding.decode(encoded))
+        #expect(decoded.map(\.0) == fields.map(\.0))
+        #expect(decoded.map(\.1) == fields.map(\.1))
+        #expect(FormEncoding.decode("a=%ZZ") == nil)
+        // Twilio's documented example (webhooks security): this URL, these fields, auth token 12345.
+        let url = "https://mycompany.com/myapp.php?foo=1&bar=2"
+        let example = [("CallSid", "CA1234567890ABCDE"), ("Caller", "+12349013030"), ("Digits", "1234"), ("From", "+12349013030"),
+                       ("To", "+18005551212")]
+        #expect(TwilioWebhook.signature(url: url, fields: example, authToken: "12345") == "0/KCTR6DLpKmkAf8muzZqo1nDgQ=")
+        #expect(TwilioWebhook.isGenuine(signature: "0/KCTR6DLpKmkAf8muzZqo1nDgQ=", url: url, fields: example, authToken: "12345"))
+        #expect(!TwilioWebhook.isGenuine(signature: "0/KCTR6DLpKmkAf8muzZqo1nDgQ=", url: url + "&x=1", fields: example, authToken: "12345"))
+        #expect(!TwilioWebhook.isGenuine(signature: nil, url: url, fields: example, authToken: "12345"))
+        #expect(!TwilioWebhook.isGenuine(signature: "junk", url: url, fields: example, authToken: "12345"))
+    }
+
+    @Test func theConfigurationNamesWhatIsWrong() throws {
+        #expect(try TwilioConfiguration(environment: Environment([:])) == nil)
+        let sid = "AC" + String(repeating: "0", count: 32)
+        #expect(throws: NudgeError.self) { try TwilioConfiguration(environment: Environment(["TWILIO_ACCOUNT_SID": sid])) }
+        #expect(throws: NudgeError.self) {
+            try TwilioConfiguration(environment: Environment(["TWILIO_ACCOUNT_SID": sid, "TWILIO_AUTH_TOKEN": "t", "TWILIO_FROM": "5550100"]))
+        }
+        let configured = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": sid, "TWILIO_AUTH_TOKEN": "t", "TWILIO_FROM": "+15005550006",
+            "NUDGE_PUBLIC_URL": "https://nudge.example.com/"])))
+        #expect(configured.statusCallback == "https://nudge.example.com/webhooks/twilio")
+    }
+}
