@@ -322,6 +322,8 @@ public struct DispatchJob: Job {
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
+        // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
+        var releasedFallbacks: [String: Int] = [:]
         let never = Date(timeIntervalSince1970: 0)
         for planned in changes {
             let userID = planned.itemID
@@ -414,6 +416,9 @@ public struct DispatchJob: Job {
                     updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true)
                 case .released:
+                    if row.type == "fallback_sms", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                        releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
+                    }
                     updates.add(row, status: "pending", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true)
                 case .failed(let reason):
@@ -423,6 +428,12 @@ public struct DispatchJob: Job {
                              device: nil, content: nil, runID: run.runID)
                 }
             }
+        }
+        // A fallback this batch holds is put back due now; one it does not hold is moved to now.
+        fallbacksNow.removeAll { fallback in
+            guard let index = releasedFallbacks["\(fallback.userID):\(fallback.call):\(fallback.scheduledAt)"] else { return false }
+            updates.dueNow(at: index, run.now)
+            return true
         }
         var writes = BatchWrites()
         guard !updates.ids.isEmpty else { return writes }
@@ -544,6 +555,12 @@ private struct RowUpdates {
     var sentAts: [Date] = []
     var errors: [String] = []
     var undone: [Int] = []
+
+    /// The row at `index` put back due at `instant` rather than when it was.
+    mutating func dueNow(at index: Int, _ instant: Date) {
+        nexts[index] = instant
+        keepNext[index] = false
+    }
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
                       sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false) {

@@ -1,0 +1,415 @@
+import Foundation
+import NudgeStandIns
+import Synchronization
+import Testing
+@testable import NudgeCore
+
+/// Runs preview-notifications in this process at `now`, as cron would start it that minute.
+func previews(_ database: TestDatabase, at now: Date) async throws -> RunSummary {
+    try await database.withDatabase { db in
+        let job = PreviewNotificationsJob(definition: jobDefinition("preview-notifications"))
+        let options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50, concurrency: 1)
+        return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+    }
+}
+
+/// Coaches, users with their channels and streaks, and their calls, inserted with SQL.
+enum Calls {
+    static let coaches = ["Coach Max", "Dr. Luna", "Mama Rosa"]
+
+    static func coachID(_ name: String) -> String {
+        Fixture.userID(1_000 + coaches.firstIndex(of: name)!)
+    }
+
+    static func coaches(_ database: TestDatabase) throws {
+        try database.psql(coaches.map { "insert into coach_personas (id, name) values ('\(coachID($0))', '\($0)');" }.joined())
+    }
+
+    static func phone(_ n: Int) -> String { "+1555010\(String(format: "%04d", n))" }
+
+    /// User n: `ios` iPhones, `android` Android phones, a `legacy` users.fcm_token, a phone number
+    /// unless `phone` is false.
+    static func user(_ database: TestDatabase, _ n: Int, locale: String = "en", coach: String? = "Coach Max",
+                     preference: String = "push_only", lead: Int = 5, ios: Int = 1, android: Int = 0, legacy: Bool = false,
+                     phone: Bool = true, streak: Int = 0) throws {
+        try Outbox.user(database, n, zone: "Europe/Paris", locale: locale, ios: ios, android: android)
+        let id = Fixture.userID(n)
+        try database.psql("""
+            update users set coach_persona_id = \(coach.map { "'\(coachID($0))'" } ?? "null"),
+                   phone_number = \(phone ? "'\(Self.phone(n))'" : "null"), notification_pref = '\(preference)',
+                   notification_lead_min = \(lead), fcm_token = \(legacy ? "'\(legacyToken(n))'" : "null")
+             where id = '\(id)';
+            insert into user_streaks (user_id, current_streak, longest_streak) values ('\(id)', \(streak), \(streak));
+            """)
+    }
+
+    static func legacyToken(_ n: Int) -> String { "legacy-\(n):APA91b" + String(repeating: "y", count: 40) }
+
+    /// A call for user n at `at`; its id.
+    @discardableResult
+    static func call(_ database: TestDatabase, _ n: Int, at: String, topic: String? = "fitness_checkin",
+                     status: String = "pending") throws -> String {
+        try database.value("""
+            insert into scheduled_calls (user_id, scheduled_at, status, topic)
+            values ('\(Fixture.userID(n))', '\(at)', '\(status)', \(topic.map { "'\($0)'" } ?? "null")) returning id
+            """)
+    }
+}
+
+/// Loopback APNs, FCM and Twilio, and the environment that points dispatch at them.
+struct PreviewWorld: Sendable {
+    let database: TestDatabase
+    let push: PushStandIns
+    let twilio: StandInTwilio
+    /// Users whose app reports each push delivered two seconds after it was sent.
+    let confirming: Set<Int>
+
+    static func start(confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
+                      fcm: @escaping StandInFCM.Script = { _ in .accept },
+                      twilio script: @escaping StandInTwilio.Script = { _ in .accept }) async throws -> PreviewWorld {
+        let database = try await TestDatabase.fresh()
+        try Calls.coaches(database)
+        return PreviewWorld(database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
+                            twilio: try await StandInTwilio.start(script: script), confirming: confirming)
+    }
+
+    var environment: [String: String] {
+        push.environment.merging([
+            "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
+            "TWILIO_BASE_URL": twilio.baseURL, "NUDGE_PUBLIC_URL": "http://127.0.0.1:9",
+        ]) { _, new in new }
+    }
+
+    func shutdown() async {
+        await push.shutdown()
+        await twilio.shutdown()
+    }
+
+    /// Cron's minutes from `start`: preview-notifications a second into each, and dispatch as its
+    /// draining loop runs: two seconds into the minute, then whenever something falls due within
+    /// it (half a second after, for the time a wake-up takes), until 55 seconds in.
+    func simulate(from start: Date, minutes: Int, environment extra: [String: String] = [:],
+                  between: (Date) throws -> Void = { _ in }) async throws {
+        let environment = self.environment.merging(extra) { _, new in new }
+        for minute in 0..<minutes {
+            let top = start.addingTimeInterval(Double(minute) * 60)
+            try between(top)
+            _ = try await previews(database, at: top.addingTimeInterval(1))
+            var now = top.addingTimeInterval(2)
+            while now < top.addingTimeInterval(55) {
+                _ = try await dispatch(database, environment: environment, at: now)
+                if ProcessInfo.processInfo.environment["NUDGE_DEBUG_SIM"] != nil {
+                    print("DEBUG \(now): " + (try database.psql("select notification_type, status, deliver_after, next_attempt_at, last_error from notification_outbox order by id")))
+                }
+                try confirm()
+                // (What a run moved to its own instant, a fallback after a failed push, is due at once.)
+                let next = try database.value("""
+                    select coalesce(min(coalesce(next_attempt_at, deliver_after)), 'infinity')::text from notification_outbox
+                     where status = 'pending'
+                    """)
+                guard let due = try? Date(next.replacingOccurrences(of: " ", with: "T") + (next.contains("+") ? "" : "Z"),
+                                          strategy: .iso8601) else { break }
+                now = max(now.addingTimeInterval(0.5), due.addingTimeInterval(0.5))
+            }
+        }
+    }
+
+    /// The app of each confirming user reports its pushes delivered, two seconds after they went.
+    func confirm() throws {
+        guard !confirming.isEmpty else { return }
+        let ids = confirming.map { "'\(Fixture.userID($0))'" }.joined(separator: ",")
+        try database.psql("""
+            update notification_logs set delivered_at = sent_at + interval '2 seconds', delivered = true, status = 'delivered'
+             where channel = 'push' and status = 'sent' and user_id in (\(ids))
+            """)
+    }
+
+    /// Per call: each preview sent, `type channel seconds-after-due title|body`, in the order sent.
+    func sent(_ call: String) throws -> [String] {
+        try database.psql("""
+            select l.type || ' ' || l.channel || ' ' || round(extract(epoch from l.sent_at - (c.scheduled_at - u.notification_lead_min * interval '1 minute'))::numeric, 1)
+                   || ' ' || coalesce(l.title, '') || '|' || coalesce(l.body, '')
+              from notification_logs l join scheduled_calls c on c.id = l.call_id join users u on u.id = c.user_id
+             where l.call_id = '\(call)' and l.status in ('sent', 'delivered')
+             order by l.sent_at, l.type
+            """).split(separator: "\n").map(String.init)
+    }
+
+    func seconds(_ line: String) -> Double { Double(line.split(separator: " ")[2]) ?? .infinity }
+}
+
+private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
+
+@Suite(.serialized) struct PreviewNotificationTests {
+    /// Calls over the next hour, on every path, in both languages, with the job and dispatch
+    /// every simulated minute: each preview queued once, sent within 30 s of scheduled_at − lead,
+    /// on its path, with the coach's name, the streak day and the topic in the user's language.
+    @Test func eachCallOfTheHourGetsOnePreviewOnTimeOnItsPath() async throws {
+        let world = try await PreviewWorld.start(confirming: [5])
+        defer { Task { await world.shutdown() } }
+        let database = world.database
+        try Calls.user(database, 1, coach: "Coach Max", streak: 12)
+        try Calls.user(database, 2, locale: "fr", coach: "Mama Rosa", lead: 10, ios: 0, android: 1, streak: 7)
+        try Calls.user(database, 3, coach: "Dr. Luna", preference: "sms_only", streak: 21)
+        try Calls.user(database, 4, locale: "fr", coach: "Coach Max", preference: "push_and_sms", lead: 15, streak: 3)
+        try Calls.user(database, 5, coach: "Dr. Luna", preference: "push_and_sms", streak: 0)
+        try Calls.user(database, 6, coach: nil, ios: 0, streak: 40)
+        try Calls.user(database, 7, locale: "fr", coach: "Mama Rosa", lead: 2, ios: 0, legacy: true, streak: 14)
+        let calls = [
+            1: try Calls.call(database, 1, at: "2026-03-29T06:20:00Z", topic: "fitness_checkin"),
+            2: try Calls.call(database, 2, at: "2026-03-29T06:33:30Z", topic: "weekly_weighin"),
+            3: try Calls.call(database, 3, at: "2026-03-29T06:41:00Z", topic: "mood_check"),
+            4: try Calls.call(database, 4, at: "2026-03-29T06:50:00Z", topic: "meal_review"),
+            5: try Calls.call(database, 5, at: "2026-03-29T06:12:00Z", topic: "exercise_plan"),
+            6: try Calls.call(database, 6, at: "2026-03-29T06:55:00Z", topic: "knee_rehab"),
+            7: try Calls.call(database, 7, at: "2026-03-29T07:00:00Z", topic: nil),
+        ]
+        try await world.simulate(from: at("2026-03-29T06:00:00Z"), minutes: 62)
+
+        // Queued once per call: its push or SMS, and (A, C) its fallback.
+        let queued = try (1...7).map { n in
+            "\(n) " + (try database.value("""
+                select string_agg(notification_type, ',' order by notification_type) from notification_outbox
+                 where user_id = '\(Fixture.userID(n))'
+                """))
+        }
+        #expect(queued == ["1 fallback_sms,preview_push", "2 fallback_sms,preview_push", "3 preview_sms",
+                           "4 fallback_sms,preview_push", "5 fallback_sms,preview_push", "6 preview_sms",
+                           "7 fallback_sms,preview_push"])
+        let expected: [Int: (path: [String], words: [String])] = [
+            1: (["preview_push push"], ["Coach Max is calling in 5 min! 🔥", "Day 12: your fitness goal check-in."]),
+            2: (["preview_push push"], ["Mama Rosa t'appelle dans 10 min ! 🔥", "Jour 7 — une semaine complète ! On fête ça."]),
+            3: (["preview_sms sms"], ["Dr. Luna is calling you in 5 min! Day 21 - mood & energy check. Answer!"]),
+            4: (["preview_push push", "fallback_sms sms"], ["Coach Max t'appelle dans 15 min ! 💪", "Jour 3 : bilan repas d'hier.",
+                                                           "Coach Max t'appelle dans 15 min ! Jour 3 - bilan repas d'hier. Décroche !"]),
+            5: (["preview_push push"], ["Dr. Luna is calling in 5 min! 🌱", "Today: today's exercise plan."]),
+            6: (["preview_sms sms"], ["Your coach is calling you in 5 min! Day 40 - today's check-in. Answer!"]),
+            7: (["preview_push push"], ["Mama Rosa t'appelle dans 2 min ! ⭐", "Jour 14 : le point du jour."]),
+        ]
+        for (n, call) in calls.sorted(by: { $0.key < $1.key }) {
+            let lines = try world.sent(call)
+            #expect(lines.map { $0.split(separator: " ").prefix(2).joined(separator: " ") } == expected[n]!.path, "user \(n): \(lines)")
+            let text = lines.joined(separator: "\n")
+            for words in expected[n]!.words { #expect(text.contains(words), "user \(n): \(text)") }
+            // The preview within 30 s of its due time; path C's SMS 30 s after the push, unconfirmed.
+            if let first = lines.first { #expect((0...30).contains(world.seconds(first)), "user \(n): \(first)") }
+            if lines.count == 2 { #expect((30...60).contains(world.seconds(lines[1])), "user \(n): \(lines[1])") }
+        }
+        // The SMS went to each user's own number, from TWILIO_FROM, one segment each.
+        #expect(Set(world.twilio.sent.compactMap(\.to)) == [Calls.phone(3), Calls.phone(4), Calls.phone(6)])
+        #expect(world.twilio.sent.allSatisfy { SMSText($0.body ?? "").segments == 1 && $0.from == "+15005550006" })
+        // Each call marked, for the time it is at.
+        #expect(try database.count("select count(*) from scheduled_calls where preview_sent and preview_for = scheduled_at") == 7)
+        // The fallbacks of paths A whose push was delivered, and of C whose push was confirmed, stayed unsent.
+        #expect(try database.psql("""
+            select step || ' ' || count(*) from (select split_part(last_error, ':', 1) as step from notification_outbox
+                                                  where notification_type = 'fallback_sms' and status = 'suppressed') s
+             group by step
+            """) == "fallback 4")
+    }
+
+    /// A call moved after its preview was queued, before it was sent: nothing at the old time,
+    /// one preview at the new one.
+    @Test func aRescheduledCallGetsItsPreviewAtTheNewTimeOnly() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1)
+        let call = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        // 06:14: the preview for 06:15 is queued (two minutes ahead); at 06:14:30 the call moves to 06:40.
+        try await world.simulate(from: at("2026-03-29T06:00:00Z"), minutes: 45) { top in
+            if top == at("2026-03-29T06:15:00Z") {
+                try world.database.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)'")
+            }
+        }
+        let lines = try world.sent(call)
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first.map { (0...30).contains(world.seconds($0)) } == true, "\(lines)")
+        #expect(try world.database.value("""
+            select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'
+            """).hasPrefix("2026-03-29 06:35"))
+        #expect(try world.database.count("""
+            select count(*) from notification_outbox where notification_type = 'preview_push' and status = 'suppressed'
+               and last_error like 'call: the call was moved%'
+            """) == 1)
+        #expect(try world.database.value("select preview_for::text from scheduled_calls where id = '\(call)'").hasPrefix("2026-03-29 06:40"))
+    }
+
+    /// A call cancelled after its preview was queued gets none; nor does one done before (the
+    /// seed's race), nor one found only after it began.
+    @Test func cancelledDoneOrBegunCallsGetNoPreview() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        for n in 1...3 { try Calls.user(world.database, n) }
+        let cancelled = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        let done = try Calls.call(world.database, 2, at: "2026-03-29T06:20:00Z")
+        let begun = try Calls.call(world.database, 3, at: "2026-03-29T06:02:00Z")
+        try await world.simulate(from: at("2026-03-29T06:05:00Z"), minutes: 20) { top in
+            if top == at("2026-03-29T06:15:00Z") {
+                try world.database.psql("""
+                    update scheduled_calls set status = 'cancelled' where id = '\(cancelled)';
+                    update scheduled_calls set status = 'completed' where id = '\(done)';
+                    """)
+            }
+        }
+        #expect(world.push.apns.requests.isEmpty)
+        #expect(world.twilio.requests.isEmpty)
+        #expect(try world.database.psql("""
+            select notification_type || ' ' || last_error from notification_outbox where status = 'suppressed' and channel = 'push' order by user_id
+            """).split(separator: "\n").sorted() == [
+            "preview_push call: the call is cancelled, no longer pending", "preview_push call: the call is completed, no longer pending",
+        ])
+        #expect(try world.database.value("select preview_sent::text || ' ' || preview_note from scheduled_calls where id = '\(begun)'")
+                    .hasPrefix("false the call began at 2026-03-29T06:02:00Z"))
+        #expect(try world.database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(3))'") == 0)
+    }
+
+    /// Seed 000's P0 row: an expired token fails the push, marks push_enabled false, and the SMS
+    /// goes at once, not 30 seconds later.
+    @Test func anExpiredTokenFallsBackToSMSAtOnce() async throws {
+        let world = try await PreviewWorld.start(fcm: { _ in .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.") })
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1, ios: 0, legacy: true, streak: 5)
+        let call = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        try await world.simulate(from: at("2026-03-29T06:13:00Z"), minutes: 4)
+        #expect(world.push.fcm.requests.count == 1)
+        #expect(try world.database.value("select push_enabled::text from users where id = '\(Fixture.userID(1))'") == "false")
+        let lines = try world.sent(call)
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.hasPrefix("fallback_sms sms") == true)
+        let rows = try world.database.psql("select notification_type, status, deliver_after, next_attempt_at, last_error from notification_outbox")
+        #expect(lines.first.map { world.seconds($0) < 5 } == true, "\(lines) \(rows)")
+        #expect(world.twilio.sent.map(\.to) == [Calls.phone(1)])
+    }
+
+    /// No push token and no phone number: the seed's warning, nothing queued, the call untouched.
+    @Test func noChannelLogsTheWarningAndLeavesTheCallAlone() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1, ios: 0, phone: false)
+        let call = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        let run = try await world.database.nudge(["run", "preview-notifications", "--now", "2026-03-29T06:15:00Z"],
+                                                 environment: world.environment)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("no notification channel") || run.stderr.contains("no notification channel"))
+        #expect(try world.database.count("select count(*) from notification_outbox") == 0)
+        #expect(try world.database.value("select status || ' ' || preview_note from scheduled_calls where id = '\(call)'")
+                    == "pending no notification channel: no push token (or push off) and no phone number")
+    }
+
+    /// Path C: a push the device confirms within 30 s has no SMS; one it does not, has.
+    @Test func aConfirmedPushHasNoSMSAndAnUnconfirmedOneHas() async throws {
+        let world = try await PreviewWorld.start(confirming: [1])
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1, preference: "push_and_sms")
+        try Calls.user(world.database, 2, preference: "push_and_sms")
+        let confirmed = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        let unconfirmed = try Calls.call(world.database, 2, at: "2026-03-29T06:20:00Z")
+        try await world.simulate(from: at("2026-03-29T06:13:00Z"), minutes: 4)
+        #expect(try world.sent(confirmed).map { String($0.prefix(17)) } == ["preview_push push"])
+        let lines = try world.sent(unconfirmed)
+        #expect(lines.map { String($0.split(separator: " ")[0]) } == ["preview_push", "fallback_sms"], "\(lines)")
+        #expect(lines.count == 2 && (30...35).contains(world.seconds(lines[1])), "\(lines)")
+        #expect(world.twilio.sent.map(\.to) == [Calls.phone(2)])
+    }
+}
+
+@Suite(.serialized) struct TwilioDeliveryTests {
+    /// What Twilio receives (the form, Basic authentication, the callback URL), and its status
+    /// callbacks: genuine ones recorded on the SMS's log, unsigned or forged ones refused.
+    @Test func twilioGetsItsFormAndItsCallbacksAreChecked() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1, preference: "sms_only", streak: 4)
+        try Calls.user(world.database, 2, preference: "sms_only", streak: 4)
+        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let base = "http://127.0.0.1:\(chosen)"
+        let token = world.twilio.authToken
+        let port = Mutex(0)
+        let server = Task {
+            try await world.database.withDatabase { db in
+                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
+                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                    port.withLock { $0 = bound }
+                }
+            }
+        }
+        defer { server.cancel() }
+        #expect(try eventually { port.withLock { $0 } > 0 })
+        for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z", topic: "streak_celebrate") }
+        try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
+
+        #expect(world.twilio.sent.count == 2)
+        let message = try #require(world.twilio.sent.first { $0.to == Calls.phone(1) })
+        let outbox = try world.database.value("""
+            select id from notification_outbox where user_id = '\(Fixture.userID(1))' and channel = 'sms'
+            """)
+        #expect(message.from == "+15005550006")
+        #expect(message.body == "Coach Max is calling you in 5 min! Day 4 - streak celebration! Answer!")
+        #expect(message.statusCallback == "\(base)/webhooks/twilio?outbox=\(outbox)")
+        #expect(try world.database.value("select provider_id from notification_logs where outbox_id = \(outbox)") == message.sid)
+
+        let before = try world.database.dump()
+        #expect(try await world.twilio.report(message, status: "delivered", signing: .unsigned) == 403)
+        #expect(try await world.twilio.report(message, status: "delivered", signing: .forged) == 403)
+        #expect(try world.database.dump() == before)
+        #expect(try await world.twilio.report(message, status: "sent") == 200)
+        #expect(try await world.twilio.report(message, status: "delivered") == 200)
+        #expect(try world.database.value("""
+            select status || ' ' || delivered::text || ' ' || (delivered_at is not null)::text from notification_logs where outbox_id = \(outbox)
+            """) == "delivered true true")
+        // A late "sent" after "delivered" changes nothing; the other SMS undelivered is a failure with its code.
+        #expect(try await world.twilio.report(message, status: "sent") == 200)
+        #expect(try world.database.value("select status from notification_logs where outbox_id = \(outbox)") == "delivered")
+        let other = try #require(world.twilio.sent.first { $0.to == Calls.phone(2) })
+        #expect(try await world.twilio.report(other, status: "undelivered", errorCode: "30003") == 200)
+        #expect(try world.database.value("""
+            select status || ' ' || error_msg from notification_logs where provider_id = '\(other.sid)'
+            """) == "failed Twilio: undelivered (30003)")
+        // No log or error ever holds a phone number whole.
+        #expect(try world.database.count("""
+            select count(*) from notification_logs where coalesce(error_msg, '') || coalesce(body, '') || payload::text like '%5550100%'
+            """) == 0)
+    }
+
+    /// Twilio has no idempotency key: an SMS whose answer never came (a time-out), or whose
+    /// dispatcher died after the request left, is recorded as such and never sent again; a 20429
+    /// (never processed) is retried.
+    @Test func anSMSWhoseOutcomeIsUnknownIsNeverSentTwice() async throws {
+        let world = try await PreviewWorld.start(twilio: { message in
+            switch message.to {
+            case Calls.phone(1): .acceptSilently
+            case Calls.phone(2) where message.attempt == 1: .reject(status: 429, code: 20429, message: "Too Many Requests",
+                                                                    headers: [("retry-after", "1")])
+            default: .accept
+            }
+        })
+        defer { Task { await world.shutdown() } }
+        for n in 1...3 { try Calls.user(world.database, n, preference: "sms_only") }
+        for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z") }
+        // User 3's preview is due at 06:17, queued at 06:16 and not yet sent when the simulation ends.
+        try Calls.call(world.database, 3, at: "2026-03-29T06:22:00Z")
+        try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 3, environment: ["NUDGE_PUSH_TIMEOUT_SECONDS": "1"])
+        #expect(world.twilio.requests.filter { $0.to == Calls.phone(1) }.count == 1)
+        #expect(try world.database.value("""
+            select status || ' ' || (last_error like 'outcome unknown%')::text from notification_outbox where user_id = '\(Fixture.userID(1))'
+            """) == "failed true")
+        #expect(world.twilio.requests.filter { $0.to == Calls.phone(2) }.count == 2)
+        #expect(world.twilio.sent.filter { $0.to == Calls.phone(2) }.count == 1)
+
+        // A dispatcher that died after the request left (its mark set, its claim lapsed): the next
+        // one records the outcome unknown and sends nothing.
+        #expect(try world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "pending")
+        try world.database.psql("""
+            update notification_outbox set status = 'sending', claimed_by = 1, lease_until = now() - interval '1 second',
+                   request_left_at = '2026-03-29T06:17:00.2Z', attempts = 1
+             where user_id = '\(Fixture.userID(3))'
+            """)
+        let requests = world.twilio.requests.count
+        _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T06:17:30Z"))
+        #expect(world.twilio.requests.count == requests)
+        #expect(try world.database.value("""
+            select status || ' ' || (last_error like 'outcome unknown%')::text from notification_outbox where user_id = '\(Fixture.userID(3))'
+            """) == "failed true")
+    }
+}
