@@ -26,13 +26,13 @@ import Testing
         #expect(night.status == 0, "\(night.stderr)")
         let (exitCode, jobs) = try report(night)
         #expect(exitCode == 0)
-        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "push-trigger", "validate-streaks",
-                                   "weekly-digest"])
+        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "push-trigger",
+                                   "validate-streaks", "weekly-digest"])
         for (name, job) in jobs {
             #expect(job["dry_run"] as? Bool == true, "\(name)")
             // dispatch meets the users with notifications due, leaderboard-refresh the running
-            // circles; the others every user.
-            if !["dispatch", "leaderboard-refresh"].contains(name) { #expect((job["counts"] as? [String: Int])?["processed"] == 300, "\(name)") }
+            // circles, preview-notifications the calls coming up; the others every user.
+            if !["dispatch", "leaderboard-refresh", "preview-notifications"].contains(name) { #expect((job["counts"] as? [String: Int])?["processed"] == 300, "\(name)") }
             #expect(job["status"] as? String == "succeeded", "\(name)")
         }
         // What would have changed is in the report; nothing changed.
