@@ -251,6 +251,13 @@ import Testing
             return
         }
         #expect(outcome.contains("outcome unknown"))
+        // Claimed ahead of its time with its mark set (a batch write failed after it left): it ends
+        // there too, never put back with its mark lost.
+        let early = row(2, type: "preview_sms", channel: "sms", due: previewAt.addingTimeInterval(60), requestLeftAt: previewAt)
+        guard case .failed? = plan([early], now: previewAt).outcomes[2] else {
+            Issue.record("an SMS whose request left was put back")
+            return
+        }
     }
 
     @Test func aFallbackGoesOnlyWhenItsPushDidNotReachTheUser() {
@@ -276,6 +283,8 @@ import Testing
         }
         #expect(plan([whenFailed], push: trying, now: now).outcomes[4]
                     == .waiting(until: now.addingTimeInterval(DispatchRules.fallbackPoll), reason: "waiting for the push's outcome"))
+        // A push still held 30 s after the fallback's time has not reached the user: the SMS goes.
+        #expect(plan([whenFailed], push: trying, now: now.addingTimeInterval(30)).outcomes[4] == .sms(0))
     }
 
     @Test func anSMSIsSettledWithoutEverRepeatingAnUnknownOutcome() {

@@ -113,6 +113,12 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: "call", reason: refusal)
                 continue
             }
+            // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time.
+            if row.channel == "sms", let left = row.requestLeftAt {
+                plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
+                    "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
+                continue
+            }
             if row.channel == "email" || row.channel == "sms" {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
@@ -294,16 +300,12 @@ public enum DispatchRules {
         return nil
     }
 
-    /// An SMS row: never one whose earlier request may have reached Twilio; a fallback only when
+    /// An SMS row (one whose earlier request may have reached Twilio never comes here: `plan`
+    /// fails it first): a fallback only when
     /// its push did not reach the user (`fallbackHold`); a phone number Twilio takes; one
     /// segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
     /// preview, which the user asked for.
     static func planSMS(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, into plan: inout Plan) {
-        if let left = row.requestLeftAt {
-            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
-                "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
-            return
-        }
         if let hold = fallbackHold(row, facts: facts, now: now) {
             plan.outcomes[row.id] = hold
             return
@@ -342,7 +344,7 @@ public enum DispatchRules {
     /// device confirmed the push; on path C (`send_when: unconfirmed`) it goes when that has not
     /// happened by its time, 30 seconds after the push; on path A (`push_failed`) only once the
     /// push could not be delivered (failed, or suppressed: no device left), and it waits while
-    /// the push is still being tried. Nil: it goes (a row that is no fallback, or whose push is gone).
+    /// the push is still being tried, 30 seconds at most. Nil: it goes (a row that is no fallback, or whose push is gone).
     static func fallbackHold(_ row: QueuedNotification, facts: UserFacts, now: Date) -> RowOutcome? {
         guard let key = row.payloadObject?["fallback_for"]?.text, let push = facts.pushes[key] else { return nil }
         if let confirmed = push.confirmedAt {
@@ -355,6 +357,9 @@ public enum DispatchRules {
         case "sent":
             return .suppressed(step: "fallback", reason: "the push reached its provider; this SMS is only for a push that cannot be delivered")
         default:
+            // A push still not gone 30 s after the fallback's own time (its provider held or not
+            // configured) has not reached the user either: the SMS goes.
+            if now.timeIntervalSince(row.deliverAfter) >= PreviewNotificationsJob.fallbackAfter { return nil }
             return .waiting(until: now.addingTimeInterval(fallbackPoll), reason: "waiting for the push's outcome")
         }
     }

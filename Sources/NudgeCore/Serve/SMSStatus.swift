@@ -33,7 +33,10 @@ public enum SMSStatus {
                    error_msg = coalesce(nullif(\(error), ''), case when \(status) = 'delivered' then null else l.error_msg end),
                    provider_id = coalesce(l.provider_id, \(sid))
              where l.channel = 'sms' and l.status not in ('delivered', 'opened')
-               and (l.provider_id = \(sid) or (l.provider_id is null and l.outbox_id = \(outboxID ?? -1)))
+               and (l.provider_id = \(sid)
+                    -- the log of an SMS whose answer never came: only when no log has the SID
+                    or (l.provider_id is null and l.outbox_id = \(outboxID ?? -1) and l.error_msg like 'outcome unknown%'
+                        and not exists (select 1 from notification_logs k where k.channel = 'sms' and k.provider_id = \(sid))))
             returning l.id
             """
         var updated = 0

@@ -388,11 +388,12 @@ public struct DispatchJob: Job {
                                 deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError,
                                 attemptUndone: !settled.countsAsAttempt)
                     switch result {
+                    case .notSent?, .throttled?, .configuration?, nil:
+                        // Twilio took nothing: no attempt to log (the row says why it waits).
+                        break
                     case .delivered(let providerID)?:
                         logs.add(userID, row, status: "sent", provider: "twilio", providerID: providerID, error: nil, sentAt: run.now,
                                  device: nil, content: nil, runID: run.runID)
-                    case .notSent?, nil:
-                        break
                     case let other?:
                         logs.add(userID, row, status: "failed", provider: "twilio", providerID: nil, error: other.reason, sentAt: nil,
                                  device: nil, content: nil, runID: run.runID)
@@ -448,7 +449,9 @@ public struct DispatchJob: Job {
                    delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
                    delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
-                   lease_until = null, claimed_by = null, request_left_at = null
+                   lease_until = null, claimed_by = null,
+                   -- An SMS's mark goes with its outcome; a row put back untouched keeps it.
+                   request_left_at = case when v.keep_next then o.request_left_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone)

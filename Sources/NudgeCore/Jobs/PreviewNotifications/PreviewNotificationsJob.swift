@@ -182,7 +182,9 @@ public struct PreviewNotificationsJob: Job {
 
     /// The calls marked, each only while it is still at the time it was decided for: a call moved
     /// meanwhile is decided again at the next run (the preview queued for its old time is refused
-    /// by dispatch).
+    /// by dispatch). `preview_for` takes the column's own value, so that the page's
+    /// `preview_for is distinct from scheduled_at` holds exactly, whatever a round trip through
+    /// `Date` did to its microseconds.
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
         guard !changes.isEmpty else { return writes }
@@ -190,11 +192,11 @@ public struct PreviewNotificationsJob: Job {
         writes.step("previewed_calls", """
             update scheduled_calls c
                set preview_sent = v.sent, preview_sent_at = case when v.sent then \(run.now) end,
-                   preview_for = v.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
+                   preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
               from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.path != nil }),
                           \(calls.map { $0.note ?? "" }))
                    as v(id, scheduled_at, sent, note)
-             where c.id = v.id and c.scheduled_at = v.scheduled_at and c.status = 'pending'
+             where c.id = v.id and abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 0.001 and c.status = 'pending'
             """)
         return writes
     }
