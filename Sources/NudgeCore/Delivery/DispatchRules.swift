@@ -265,17 +265,8 @@ public enum DispatchRules {
             plan.outcomes[row.id] = .failed("its payload is not an email (email_type, html)")
             return
         }
-        switch provider {
-        case .ready?:
-            break
-        case .held(let why, let seconds)?:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
-            return
-        case .unavailable(let why)?:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: why)
-            return
-        case nil:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: "Resend is not configured")
+        if let wait = wait(for: provider, named: "Resend", now: now) {
+            plan.outcomes[row.id] = wait
             return
         }
         plan.outcomes[row.id] = .email(plan.emails.count)
@@ -283,6 +274,21 @@ public enum DispatchRules {
             to: address, subject: row.title, html: payload.html, text: row.body, unsubscribeURL: payload.unsubscribeURL,
             tags: payload.tags.merging(["email_type": payload.emailType]) { mine, _ in mine },
             idempotencyKey: PlannedEmail.idempotencyKey(row: row.id))))
+    }
+
+    /// How long a row sent through one provider (an email, an SMS) waits when that provider
+    /// cannot be used now (held by its quota, paused, not configured); nil when it is ready.
+    static func wait(for provider: ProviderState?, named name: String, now: Date) -> RowOutcome? {
+        switch provider {
+        case .ready?:
+            return nil
+        case .held(let why, let seconds)?:
+            return .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
+        case .unavailable(let why)?:
+            return .waiting(until: now.addingTimeInterval(providerWait), reason: why)
+        case nil:
+            return .waiting(until: now.addingTimeInterval(providerWait), reason: "\(name) is not configured")
+        }
     }
 
     /// Why a call's preview must not go now (seed 000's edge cases), or nil: the call is gone,
@@ -323,17 +329,8 @@ public enum DispatchRules {
             plan.outcomes[row.id] = .failed("the SMS would be \(measured.segments) segments (\(measured.units) \(measured.encoding.rawValue) units): only one is sent")
             return
         }
-        switch provider {
-        case .ready?:
-            break
-        case .held(let why, let seconds)?:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
-            return
-        case .unavailable(let why)?:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: why)
-            return
-        case nil:
-            plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait), reason: "Twilio is not configured")
+        if let wait = wait(for: provider, named: "Twilio", now: now) {
+            plan.outcomes[row.id] = wait
             return
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)

@@ -238,20 +238,16 @@ public struct DispatchJob: Job {
                 }
             }
         }
-        for (index, email) in emails.enumerated() {
-            let row = change.change.rows.first { $0.id == email.row }!
-            let settled = DispatchRules.settleEmail(row, result: emailResults[index], now: run.now, jitter: 0)
+        // An email or an SMS: one request, one row.
+        let single = emails.enumerated().map { (row: $0.element.row, sent: "emails_sent", result: emailResults[$0.offset]) }
+            + texts.enumerated().map { (row: $0.element.row, sent: "sms_sent", result: smsResults[$0.offset]) }
+        for message in single {
+            let row = change.change.rows.first { $0.id == message.row }!
+            let settled = row.channel == "sms"
+                ? DispatchRules.settleSMS(row, result: message.result, now: run.now, jitter: 0)
+                : DispatchRules.settleEmail(row, result: message.result, now: run.now, jitter: 0)
             switch settled.status {
-            case .sent: tally["emails_sent", default: 0] += 1
-            case .failed: tally["failed", default: 0] += 1
-            case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
-            }
-        }
-        for (index, text) in texts.enumerated() {
-            let row = change.change.rows.first { $0.id == text.row }!
-            let settled = DispatchRules.settleSMS(row, result: smsResults[index], now: run.now, jitter: 0)
-            switch settled.status {
-            case .sent: tally["sms_sent", default: 0] += 1
+            case .sent: tally[message.sent, default: 0] += 1
             case .failed: tally["failed", default: 0] += 1
             case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
             }
