@@ -32,9 +32,11 @@ public struct CallInTime: Sendable {
 /// The calls whose preview is to be decided, in id order: still `pending`, not decided for the
 /// time they are at now (`preview_for`, which a re-scheduled call no longer matches), whose
 /// preview falls due within `lookAhead` of the page's instant, and which began at most
-/// `lateBy` ago (so that one found too late is skipped with a reason, once). Only those are
-/// read, through `idx_scheduled_calls_preview`. `--user` keeps the users' calls; `--shard`
-/// splits calls by their user.
+/// `lateBy` ago (so that one found too late is skipped with a reason, once). `--user` keeps the
+/// users' calls; `--shard` splits calls by their user. The planner finds them through the
+/// calls' time window (`idx_scheduled_calls_preview`, up to the longest lead ahead) or their
+/// ids: more than can be due, at scale; an indexed due time (`scheduled_at − lead`) would read
+/// only what is.
 public struct CallSource: WorkSource {
     public typealias Item = CallInTime
 
