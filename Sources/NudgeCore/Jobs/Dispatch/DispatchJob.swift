@@ -320,6 +320,32 @@ public struct DispatchJob: Job {
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
+        /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
+        /// SMS, an answer that says Twilio took nothing (its rate limit, its configuration) is no
+        /// attempt. Returns the provider's id when it was sent.
+        @discardableResult
+        func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: String) -> String? {
+            let jitter = Self.jitter(delivery: row.id, attempt: row.attempts)
+            let settled = row.channel == "sms"
+                ? DispatchRules.settleSMS(row, result: result, now: run.now, jitter: jitter)
+                : DispatchRules.settleEmail(row, result: result, now: run.now, jitter: jitter)
+            updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                        deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt)
+            switch result {
+            case .delivered(let providerID)?:
+                logs.add(userID, row, status: "sent", provider: provider, providerID: providerID, error: nil, sentAt: run.now,
+                         device: nil, content: nil, runID: run.runID)
+                return providerID
+            case .notSent?, nil:
+                return nil
+            case .throttled? where row.channel == "sms", .configuration? where row.channel == "sms":
+                return nil
+            case let other?:
+                logs.add(userID, row, status: "failed", provider: provider, providerID: nil, error: other.reason, sentAt: nil,
+                         device: nil, content: nil, runID: run.runID)
+                return nil
+            }
+        }
         let never = Date(timeIntervalSince1970: 0)
         for planned in changes {
             let userID = planned.itemID
@@ -358,42 +384,11 @@ public struct DispatchJob: Job {
                         }
                     }
                 case .email(let index):
-                    let email = change.plan.emails[index]
-                    let result = change.emailResults[index]
-                    let settled = DispatchRules.settleEmail(row, result: result, now: run.now,
-                                                            jitter: Self.jitter(delivery: row.id, attempt: row.attempts))
-                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
-                                deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError,
-                                attemptUndone: !settled.countsAsAttempt)
-                    switch result {
-                    case .delivered(let providerID)?:
-                        logs.add(userID, row, status: "sent", provider: "resend", providerID: providerID, error: nil, sentAt: run.now,
-                                 device: nil, content: nil, runID: run.runID, channel: "email")
-                        emailsSent.append((userID, email.emailType, providerID))
-                    case .notSent?, nil:
-                        break
-                    case let other?:
-                        logs.add(userID, row, status: "failed", provider: "resend", providerID: nil, error: other.reason, sentAt: nil,
-                                 device: nil, content: nil, runID: run.runID, channel: "email")
+                    if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: "resend") {
+                        emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
-                    let result = change.smsResults[index]
-                    let settled = DispatchRules.settleSMS(row, result: result, now: run.now,
-                                                          jitter: Self.jitter(delivery: row.id, attempt: row.attempts))
-                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
-                                deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError,
-                                attemptUndone: !settled.countsAsAttempt)
-                    switch result {
-                    case .notSent?, .throttled?, .configuration?, nil:
-                        // Twilio took nothing: no attempt to log (the row says why it waits).
-                        break
-                    case .delivered(let providerID)?:
-                        logs.add(userID, row, status: "sent", provider: "twilio", providerID: providerID, error: nil, sentAt: run.now,
-                                 device: nil, content: nil, runID: run.runID)
-                    case let other?:
-                        logs.add(userID, row, status: "failed", provider: "twilio", providerID: nil, error: other.reason, sentAt: nil,
-                                 device: nil, content: nil, runID: run.runID)
-                    }
+                    settleSingle(row, userID: userID, result: change.smsResults[index], provider: "twilio")
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)

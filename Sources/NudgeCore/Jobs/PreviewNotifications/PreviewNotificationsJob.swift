@@ -147,14 +147,13 @@ public struct PreviewNotificationsJob: Job {
 
         var messages: [OutboxMessage] = []
         var note: String?
-        let pushType = "preview_push", pushChannel = "push"
         if path != .sms {
-            let pushKey = OutboxMessage(type: pushType, localDay: day, deliverAfter: sendAt, title: "", body: "", payload: "{}",
-                                        channel: pushChannel, occasion: occasion).dedupeKey(job: definition.name, userID: call.userID)
-            messages.append(message(pushType, channel: pushChannel, at: sendAt,
-                                    title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: facts.streak, locale: locale),
-                                    body: PreviewCopy.pushBody(streak: facts.streak, topicKey: call.topic, locale: locale),
-                                    extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")]))
+            let push = message("preview_push", channel: "push", at: sendAt,
+                               title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: facts.streak, locale: locale),
+                               body: PreviewCopy.pushBody(streak: facts.streak, topicKey: call.topic, locale: locale),
+                               extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")])
+            let pushKey = push.dedupeKey(job: definition.name, userID: call.userID)
+            messages.append(push)
             if facts.reach.phone != nil {
                 if let sms {
                     messages.append(message("fallback_sms", channel: "sms", at: sendAt.addingTimeInterval(Self.fallbackAfter),
