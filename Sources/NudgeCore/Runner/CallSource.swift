@@ -33,10 +33,13 @@ public struct CallInTime: Sendable {
 /// time they are at now (`preview_for`, which a re-scheduled call no longer matches), whose
 /// preview falls due within `lookAhead` of the page's instant, and which began at most
 /// `lateBy` ago (so that one found too late is skipped with a reason, once). `--user` keeps the
-/// users' calls; `--shard` splits calls by their user. The planner finds them through the
-/// calls' time window (`idx_scheduled_calls_preview`, up to the longest lead ahead) or their
-/// ids: more than can be due, at scale; an indexed due time (`scheduled_at − lead`) would read
-/// only what is.
+/// users' calls; `--shard` splits calls by their user.
+///
+/// Only what can be due is read (SPEC §5): the page walks `idx_scheduled_calls_preview_due`,
+/// the undecided pending calls by `preview_due_at` (`scheduled_at − notification_lead_min`,
+/// which triggers keep up to date, migration 0008), between the earliest due time a call not yet
+/// `lateBy` old can have and the horizon. A decided call leaves that index in the batch's
+/// write, so a run's pages read the calls still to decide, whatever the table holds.
 public struct CallSource: WorkSource {
     public typealias Item = CallInTime
 
@@ -56,9 +59,9 @@ public struct CallSource: WorkSource {
         let horizon = request.now.addingTimeInterval(lookAhead)
         return """
             c.status = 'pending' and c.preview_for is distinct from c.scheduled_at
+            and c.preview_due_at > \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))
+            and c.preview_due_at <= \(horizon)
             and c.scheduled_at > \(request.now.addingTimeInterval(-Self.lateBy))
-            and c.scheduled_at <= \(horizon.addingTimeInterval(Self.longestLead))
-            and c.scheduled_at - make_interval(mins => u.notification_lead_min) <= \(horizon)
             and \(request.inShard("c.user_id")) and \(request.forUsers("c.user_id"))
             """
     }
