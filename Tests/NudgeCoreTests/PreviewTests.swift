@@ -226,6 +226,36 @@ import Testing
         #expect(plan([push], now: previewAt).outcomes[1] == .deliver(0))
     }
 
+    /// An offline device keeps a preview at most until its call begins: sent on time, for the
+    /// five minutes left; retried two minutes before the call, for two; a second at the least.
+    @Test func anOfflineDeviceKeepsAPreviewOnlyUntilItsCallBegins() {
+        let push = row(1, type: "preview_push", channel: "push", due: previewAt)
+        #expect(plan([push], now: previewAt).deliveries.map(\.keepFor) == [300])
+        #expect(plan([push], now: callAt.addingTimeInterval(-120.4)).deliveries.map(\.keepFor) == [120])
+        #expect(plan([push], now: callAt.addingTimeInterval(-0.2)).deliveries.map(\.keepFor) == [1])
+        // Another push keeps its kind's time.
+        let other = QueuedNotification(id: 2, type: "streak_at_risk", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
+                                       deliverAfter: previewAt, title: "Streak at risk", body: "Check in today", payload: "{}")
+        #expect(plan([other], now: callAt.addingTimeInterval(5 * 3600)).deliveries.map(\.keepFor) == [24 * 3600])
+    }
+
+    /// A preview's key names its call and the call's time, not the user's local day: a user who
+    /// changes time zone between two decisions of the same call time cannot get two.
+    @Test func aPreviewsKeyIsItsCallAndTimeWhateverTheDay() {
+        func message(_ day: String, _ occasion: OutboxMessage.Occasion) -> OutboxMessage {
+            OutboxMessage(type: "preview_push", localDay: LocalDate(iso8601: day)!, deliverAfter: previewAt, title: "", body: "",
+                          payload: "{}", occasion: occasion)
+        }
+        let user = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
+        #expect(message("2026-03-29", .alone("c:1")).dedupeKey(job: "preview-notifications", userID: user)
+                == message("2026-03-28", .alone("c:1")).dedupeKey(job: "preview-notifications", userID: user))
+        #expect(message("2026-03-29", .alone("c:1")).dedupeKey(job: "preview-notifications", userID: user)
+                == "preview-notifications:00000000-0000-4000-8000-000000000001:preview_push:c:1")
+        // An occasion within a day (leaderboard-refresh's hour) keeps the day.
+        #expect(message("2026-03-29", .withinDay("h09")).dedupeKey(job: "j", userID: user)
+                != message("2026-03-28", .withinDay("h09")).dedupeKey(job: "j", userID: user))
+    }
+
     @Test func anSMSGoesToAnE164NumberInOneSegmentAndNeverTwice() {
         let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
         let planned = plan([sms], now: previewAt)

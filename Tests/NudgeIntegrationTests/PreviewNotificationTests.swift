@@ -234,6 +234,73 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try world.database.value("select preview_for::text from scheduled_calls where id = '\(call)'").hasPrefix("2026-03-29 06:40"))
     }
 
+    /// A call moved away after its preview was queued, its preview refused at its due time, then
+    /// moved back: one preview, at once (the refused row is queued anew), none for the time it
+    /// was away at.
+    @Test func aCallMovedAwayAndBackGetsOnePreview() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        try Calls.user(world.database, 1)
+        let call = try Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
+        try await world.simulate(from: at("2026-03-29T06:10:00Z"), minutes: 30) { top in
+            if top == at("2026-03-29T06:14:00Z") {
+                try world.database.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)'")
+            }
+            if top == at("2026-03-29T06:16:00Z") {
+                let refused = try world.database.value("""
+                    select status from notification_outbox where notification_type = 'preview_push' and payload->>'scheduled_at' = '2026-03-29T06:20:00Z'
+                    """)
+                #expect(refused == "suppressed")
+                // The call is told: not sent, and why.
+                let told = try world.database.value("select preview_sent::text || ' ' || preview_note from scheduled_calls where id = '\(call)'")
+                #expect(told.hasPrefix("false not sent: the call was moved from 2026-03-29T06:20:00Z to 2026-03-29T06:40:00Z"), "\(told)")
+                try world.database.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+            }
+        }
+        let lines = try world.sent(call)
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.contains("Coach Max is calling in 4 min") == true, "\(lines)")
+        #expect(try world.database.value("select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'")
+                    .hasPrefix("2026-03-29 06:16:0"))
+        let rows = try world.database.psql("""
+            select payload->>'scheduled_at' || ' ' || status from notification_outbox where notification_type = 'preview_push' order by 1
+            """)
+        // (The 06:40 preview was never queued: the call was back before it fell due.)
+        #expect(rows == "2026-03-29T06:20:00Z sent")
+        let marked = try world.database.value("select preview_sent::text || ' ' || coalesce(preview_note, '-') from scheduled_calls where id = '\(call)'")
+        #expect(marked == "true -")
+    }
+
+    /// `preview_due_at`, what the job pages by, follows the call's time and its user's lead,
+    /// whatever the app writes; the preview goes at the lead the user has when it is due.
+    @Test func theDueTimeFollowsTheCallAndTheUsersLead() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1)
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        let done = try Calls.call(db, 1, at: "2026-03-28T06:20:00Z", status: "completed")
+        func due(_ id: String) throws -> String {
+            try db.value("select to_char(preview_due_at at time zone 'UTC', 'MM-DD HH24:MI') from scheduled_calls where id = '\(id)'")
+        }
+        #expect(try due(call) == "03-29 06:15")
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T07:00:00Z' where id = '\(call)'")
+        #expect(try due(call) == "03-29 06:55")
+        try db.psql("update users set notification_lead_min = 15 where id = '\(Fixture.userID(1))'")
+        #expect(try due(call) == "03-29 06:45")
+        #expect(try due(done) == "03-28 06:15")
+        let later = try Calls.call(db, 1, at: "2026-03-29T09:00:00Z")
+        #expect(try due(later) == "03-29 08:45")
+        // Nothing is due at 06:40; at 06:44 the preview for 06:45 is queued, "in 15 min".
+        _ = try await previews(db, at: at("2026-03-29T06:40:00Z"))
+        #expect(try db.count("select count(*) from notification_outbox") == 0)
+        _ = try await previews(db, at: at("2026-03-29T06:44:00Z"))
+        let queued = try db.psql("""
+            select (deliver_after at time zone 'UTC') || ' ' || title from notification_outbox where notification_type = 'preview_push'
+            """)
+        #expect(queued == "2026-03-29 06:45:00 Coach Max is calling in 15 min! 🌱")
+    }
+
     /// A call cancelled after its preview was queued gets none; nor does one done before (the
     /// seed's race), nor one found only after it began.
     @Test func cancelledDoneOrBegunCallsGetNoPreview() async throws {
@@ -260,6 +327,12 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         ])
         #expect(try world.database.value("select preview_sent::text || ' ' || preview_note from scheduled_calls where id = '\(begun)'")
                     .hasPrefix("false the call began at 2026-03-29T06:02:00Z"))
+        // Dispatch told the calls whose preview it refused.
+        let told = try world.database.psql("""
+            select preview_sent::text || ' ' || (preview_for = scheduled_at)::text || ' ' || preview_note from scheduled_calls
+             where id in ('\(cancelled)', '\(done)') order by status
+            """)
+        #expect(told == "false true not sent: the call is cancelled, no longer pending\nfalse true not sent: the call is completed, no longer pending")
         #expect(try world.database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(3))'") == 0)
     }
 

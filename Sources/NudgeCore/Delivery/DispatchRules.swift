@@ -110,7 +110,7 @@ public enum DispatchRules {
             }
             // A call's preview goes only while its call is pending at the time it was queued for.
             if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
-                plan.outcomes[row.id] = .suppressed(step: "call", reason: refusal)
+                plan.outcomes[row.id] = .suppressed(step: callStep, reason: refusal)
                 continue
             }
             // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time.
@@ -238,7 +238,7 @@ public enum DispatchRules {
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   keepFor: kind.keepFor))
+                                                   keepFor: keepFor(lead, kind: kind, now: now)))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
         return plan
@@ -290,6 +290,19 @@ public enum DispatchRules {
             return .waiting(until: now.addingTimeInterval(providerWait), reason: "\(name) is not configured")
         }
     }
+
+    /// How long APNs and FCM keep a push for a device that is offline: its kind's time, and a
+    /// call's preview no longer than until the call begins ("calling in 5 min" shown during the
+    /// call, or after it, misleads); at least a second, since FCM reads 0 as "now or never".
+    static func keepFor(_ row: QueuedNotification, kind: NotificationKind, now: Date) -> TimeInterval {
+        guard let call = row.call else { return kind.keepFor }
+        return max(1, min(kind.keepFor, call.scheduledAt.timeIntervalSince(now).rounded(.down)))
+    }
+
+    /// The step a preview refused by `callRefusal` is suppressed under. Its refusal holds only
+    /// while the call is not at the time queued for: when the call comes back to that time, the
+    /// job queues the same message again and the runner revives the row.
+    public static let callStep = "call"
 
     /// Why a call's preview must not go now (seed 000's edge cases), or nil: the call is gone,
     /// no longer pending (cancelled, done: the race the seed names), moved to another time (its

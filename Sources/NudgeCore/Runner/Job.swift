@@ -182,12 +182,19 @@ public struct OutboxMessage: Sendable, Equatable {
     public let recipient: UUID?
     /// `push`, `email` or `sms`.
     public let channel: String
-    /// For a type a user may get more than once a day: what tells this one apart in the
-    /// deduplication key (leaderboard-refresh: the hour it was decided in).
-    public let occasion: String?
+    /// What tells this one apart from the user's others of its type in the deduplication key.
+    public let occasion: Occasion?
+
+    /// A message's occasion: within its local day (leaderboard-refresh: the hour it was decided
+    /// in), or one that names it whatever the day (a call's preview: the call and its time, which a
+    /// change of the user's time zone must not make into a second preview).
+    public enum Occasion: Sendable, Equatable {
+        case withinDay(String)
+        case alone(String)
+    }
 
     public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
-                recipient: UUID? = nil, channel: String = "push", occasion: String? = nil) {
+                recipient: UUID? = nil, channel: String = "push", occasion: Occasion? = nil) {
         self.type = type
         self.localDay = localDay
         self.deliverAfter = deliverAfter
@@ -200,8 +207,12 @@ public struct OutboxMessage: Sendable, Equatable {
     }
 
     public func dedupeKey(job: String, userID: UUID) -> String {
-        "\(job):\(userID.uuidString.lowercased()):\(localDay):\(type)" + (channel == "push" ? "" : ":\(channel)")
-            + (occasion.map { ":\($0)" } ?? "")
+        let kind = type + (channel == "push" ? "" : ":\(channel)")
+        switch occasion {
+        case nil: return "\(job):\(userID.uuidString.lowercased()):\(localDay):\(kind)"
+        case .withinDay(let occasion): return "\(job):\(userID.uuidString.lowercased()):\(localDay):\(kind):\(occasion)"
+        case .alone(let occasion): return "\(job):\(userID.uuidString.lowercased()):\(kind):\(occasion)"
+        }
     }
 }
 

@@ -573,7 +573,10 @@ public struct JobRunner<J: Job>: Sendable {
         return result
     }
 
-    /// The job's own writes, then the work marks and the outbox, which the runner owns.
+    /// The job's own writes, then the work marks and the outbox, which the runner owns. A message
+    /// whose key is queued already is not queued again, with one exception: a call's preview that
+    /// dispatch refused because its call had moved away (`DispatchRules.callStep`) is queued anew
+    /// when the call is back at that time and its job decides the preview again.
     private func writes(for changes: [PlannedChange<J.Change>], context: RunContext) -> BatchWrites {
         guard !changes.isEmpty else { return BatchWrites() }
         var writes = job.writes(for: changes, run: context)
@@ -602,7 +605,13 @@ public struct JobRunner<J: Job>: Sendable {
                               \(messages.map(\.1.deliverAfter)), \(messages.map(\.1.title)), \(messages.map(\.1.body)),
                               \(messages.map(\.1.payload)))
                        as m(dedupe_key, user_id, local_day, notification_type, channel, deliver_after, title, body, payload)
-                on conflict (dedupe_key) do nothing
+                on conflict (dedupe_key) do update
+                   set local_day = excluded.local_day, deliver_after = excluded.deliver_after, title = excluded.title,
+                       body = excluded.body, payload = excluded.payload, run_id = excluded.run_id, status = 'pending',
+                       next_attempt_at = null, attempts = 0, last_error = null, delivered_to = '{}', delivery_id = null,
+                       sent_at = null, request_left_at = null, lease_until = null, claimed_by = null
+                 where notification_outbox.status = 'suppressed'
+                   and notification_outbox.last_error like \(DispatchRules.callStep + ": %")
                 """)
         }
         return writes

@@ -318,6 +318,7 @@ public struct DispatchJob: Job {
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
+        var refusedPreviews: [UUID: (Date, String)] = [:]
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
@@ -393,8 +394,11 @@ public struct DispatchJob: Job {
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
                     // A preview push with no device to go to: its fallback SMS goes at once too.
-                    if row.channel == "push", step != "call", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                    if row.channel == "push", step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at))
+                    }
+                    if step == DispatchRules.callStep, let call = row.call {
+                        refusedPreviews[call.id] = (call.scheduledAt, reason)
                     }
                     logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
                              sentAt: nil, device: nil, content: nil, runID: run.runID)
@@ -472,6 +476,22 @@ public struct DispatchJob: Job {
                 insert into email_logs (user_id, email_type, sent_at, provider_id)
                 select * from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)),
                                      \(emailsSent.map { _ in run.now }), \(emailsSent.map(\.providerID)))
+                """)
+        }
+        if !refusedPreviews.isEmpty {
+            // The call is told its preview was not sent, while the decision the row came from is
+            // its latest (the job has not decided it again for a new time). A call that moved
+            // away is left undecided, so that moved back it is decided again: the runner then
+            // revives the refused row (`DispatchRules.callStep`).
+            let refused = refusedPreviews.sorted { $0.key.uuidString < $1.key.uuidString }
+            writes.step("refused_previews", """
+                update scheduled_calls c
+                   set preview_sent = false, preview_sent_at = null, preview_note = 'not sent: ' || v.reason,
+                       preview_for = case when abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 1 then c.preview_for end,
+                       updated_at = \(run.now)
+                  from unnest(\(refused.map(\.key)), \(refused.map(\.value.0)), \(refused.map(\.value.1)))
+                       as v(id, scheduled_at, reason)
+                 where c.id = v.id and abs(extract(epoch from c.preview_for - v.scheduled_at)) < 1
                 """)
         }
         if !fallbacksNow.isEmpty {

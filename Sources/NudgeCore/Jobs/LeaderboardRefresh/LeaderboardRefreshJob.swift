@@ -374,7 +374,7 @@ public struct LeaderboardRefreshJob: Job {
                     title: LeaderboardMoves.title(circle: row.name),
                     body: LeaderboardMoves.body(move, circle: row.name, locale: member.locale),
                     payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
-                    occasion: LeaderboardMoves.occasion(at: run.now)))
+                    occasion: .withinDay(LeaderboardMoves.occasion(at: run.now))))
             }
         }
         if writes.isEmpty && notifications.isEmpty {

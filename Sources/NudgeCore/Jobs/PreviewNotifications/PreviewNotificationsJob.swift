@@ -139,7 +139,7 @@ public struct PreviewNotificationsJob: Job {
                      extra: [String: JSONValue]) -> OutboxMessage {
             OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: title, body: body,
                           payload: JSONValue.object(base.merging(extra) { $1 }).text, recipient: call.userID, channel: channel,
-                          occasion: occasion)
+                          occasion: .alone(occasion))
         }
         func smsExtra(_ text: SMSText) -> [String: JSONValue] {
             ["encoding": .string(text.encoding.rawValue), "segments": .integer(Int64(text.segments))]
