@@ -979,11 +979,13 @@ select x.n, x.id as user_id, x.pfx, x.locale, x.coach, x.npref, x.phone, x.ntok,
      where sa > x.created_at) c
  where c.j = 9 or c.scheduled_at < {{now}} - interval '1 hour';
 
+-- (preview_due_at written here: the load runs without triggers.)
 insert into scheduled_calls (id, user_id, scheduled_at, status, topic, preview_sent, preview_sent_at, preview_for,
-                             created_at, updated_at)
+                             preview_due_at, created_at, updated_at)
 select id, user_id, scheduled_at, status, topic, preview_sent,
        case when preview_sent then scheduled_at - lead * interval '1 minute' end,
        case when preview_sent then scheduled_at end,
+       scheduled_at - lead * interval '1 minute',
        created_at,
        case status when 'pending' then created_at
                    when 'cancelled' then created_at + (scheduled_at - created_at) * 0.5

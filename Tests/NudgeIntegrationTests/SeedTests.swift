@@ -31,6 +31,11 @@ import Testing
             #expect(try database.count("select count(*) from \(table)") > 0, "\(table)")
         }
         #expect(try database.count("select count(*) from job_runs") + database.count("select count(*) from notification_outbox") == 0)
+        // The load runs without triggers: it writes each call's preview due time itself, as they would.
+        #expect(try database.count("""
+            select count(*) from scheduled_calls c join users u on u.id = c.user_id
+             where c.preview_due_at is distinct from c.scheduled_at - make_interval(mins => u.notification_lead_min)
+            """) == 0)
     }
 
     @Test func seedingRefusesADatabaseThatHasUsers() async throws {
