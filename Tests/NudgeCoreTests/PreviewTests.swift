@@ -315,6 +315,14 @@ import Testing
                     == .waiting(until: now.addingTimeInterval(DispatchRules.fallbackPoll), reason: "waiting for the push's outcome"))
         // A push still held 30 s after the fallback's time has not reached the user: the SMS goes.
         #expect(plan([whenFailed], push: trying, now: now.addingTimeInterval(30)).outcomes[4] == .sms(0))
+        // A push refused for its call takes its fallback with it, on either path.
+        let refused = DispatchRules.PushState(status: "suppressed", confirmedAt: nil, refusedForCall: true)
+        for fallback in [unconfirmed, whenFailed] {
+            guard case .suppressed(step: DispatchRules.callStep, _)? = plan([fallback], push: refused, now: now).outcomes[fallback.id] else {
+                Issue.record("a fallback went in place of a push refused for its call")
+                continue
+            }
+        }
     }
 
     @Test func anSMSIsSettledWithoutEverRepeatingAnUnknownOutcome() {

@@ -299,6 +299,40 @@ extension TestDatabase {
         #expect(try database.count("select count(*) from notification_outbox") == outbox)
     }
 
+    /// Two circles of one batch telling one member of a move in the same hour: one notification,
+    /// and the run goes on (the batch queues that key twice; the outbox takes it once).
+    @Test func twoCirclesTellingOneMemberOfAMoveQueueOneNotification() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.circles(database)
+        let twin = "00000000-0000-0000-0000-00000000a002"
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
+            select '\(twin)', 'Twin', challenge_type, timezone, starts_on, ends_on from fitcircles where id = '\(Self.steps)';
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, left_at, starting_weight, target_weight)
+            select '\(twin)', user_id, joined_at, left_at, starting_weight, target_weight from fitcircle_members where fitcircle_id = '\(Self.steps)';
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            select '\(twin)', user_id, submission_date, steps, submitted_at from fitcircle_data_submissions where fitcircle_id = '\(Self.steps)';
+            """)
+        for now in ["2026-03-09T02:45:00Z", "2026-03-09T03:00:00Z", "2026-03-10T09:50:00Z", "2026-03-11T13:30:00Z"] {
+            try await database.refreshLeaderboards(now)
+        }
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            select c, md5('user-' || n)::uuid, '2026-03-11', case when n = 1 then 500 else 1000 * n end, '2026-03-11T15:10:00Z'
+              from generate_series(1, 9) n, unnest(array['\(Self.steps)'::uuid, '\(twin)'::uuid]) c where n <> 8
+            on conflict (fitcircle_id, user_id, submission_date) do update set steps = excluded.steps, submitted_at = excluded.submitted_at
+            """)
+        let before = try database.count("select count(*) from notification_outbox")
+        let result = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-11T15:30:00Z"])
+        #expect(result.status == 0, "\(result.stderr.suffix(600))")
+        let queued = try database.count("select count(*) from notification_outbox") - before
+        #expect(queued > 0)
+        #expect(try database.count("""
+            select count(*) from (select user_id from notification_outbox where notification_type = 'leaderboard_change'
+                                   group by user_id, local_day, dedupe_key having count(*) > 1) twice
+            """) == 0)
+    }
+
     @Test func aDryRunChangesNothingAndABadCircleFailsAlone() async throws {
         let database = try await TestDatabase.fresh()
         try Self.circles(database)

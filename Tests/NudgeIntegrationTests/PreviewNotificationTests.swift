@@ -13,6 +13,15 @@ func previews(_ database: TestDatabase, at now: Date) async throws -> RunSummary
     }
 }
 
+/// Runs preview-notifications in this process at `now`, writing nothing.
+func previewsDryRun(_ database: TestDatabase, at now: Date) async throws -> RunSummary {
+    try await database.withDatabase { db in
+        let job = PreviewNotificationsJob(definition: jobDefinition("preview-notifications"))
+        let options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50, concurrency: 1, dryRun: true)
+        return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+    }
+}
+
 /// Coaches, users with their channels and streaks, and their calls, inserted with SQL.
 enum Calls {
     static let coaches = ["Coach Max", "Dr. Luna", "Mama Rosa"]
@@ -271,6 +280,107 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(marked == "true -")
     }
 
+    /// More calls due within a minute than a page holds, one of them unusable (its user's zone):
+    /// pages by due time meet each once, on a dry run (which writes nothing, so only where each
+    /// page starts moves it on) as on a real one.
+    @Test func moreCallsThanAPageAreEachMetOnce() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("""
+            insert into users (id, timezone, locale, created_at)
+            select md5('burst-' || n)::uuid, case when n = 60 then 'Mars/Olympus' else 'Europe/Paris' end, 'en', '2026-01-01'
+              from generate_series(1, 130) n;
+            insert into user_push_tokens (user_id, device_token, platform)
+            select id, md5(id::text) || md5(id::text || ':device'), 'ios' from users;
+            insert into scheduled_calls (user_id, scheduled_at, topic)
+            select id, timestamptz '2026-03-29T06:20:00Z' + (abs(hashtext(id::text)) % 3) * interval '30 seconds', 'fitness_checkin'
+              from users;
+            """)
+        let dry = try await previewsDryRun(database, at: at("2026-03-29T06:14:30Z"))
+        #expect(dry.counts.processed == 130 && dry.counts.failed == 1, "\(dry.counts)")
+        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        let real = try await previews(database, at: at("2026-03-29T06:14:30Z"))
+        #expect(real.counts.processed == 130 && real.counts.succeeded == 129 && real.counts.failed == 1, "\(real.counts)")
+        #expect(try database.count("select count(distinct payload->>'call_id') from notification_outbox where notification_type = 'preview_push'") == 129)
+        #expect(try database.count("select count(*) from scheduled_calls where preview_sent and preview_for = scheduled_at") == 129)
+    }
+
+    /// Path A's push refused (the call away at its due time), the call back before its fallback's
+    /// time: the fallback is refused with its push, not sent in its place; the job queues both
+    /// again, and the push goes, alone.
+    @Test func aFallbackIsNotSentInPlaceOfAPushRefusedForItsCall() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1)
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)'")
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:02Z"))
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:31Z"))
+        #expect(world.twilio.requests.isEmpty)
+        _ = try await previews(db, at: at("2026-03-29T06:16:01Z"))
+        for second in ["06:16:02", "06:16:32", "06:16:45"] {
+            _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T\(second)Z"))
+        }
+        let lines = try world.sent(call)
+        #expect(lines.count == 1 && lines.first?.hasPrefix("preview_push push") == true, "\(lines)")
+        #expect(world.twilio.requests.isEmpty)
+    }
+
+    /// An SMS whose request may have reached Twilio (its dispatcher died) is failed as unknown, even
+    /// when its call has moved meanwhile; the call back at its time, it is not queued again.
+    @Test func anSMSWhoseOutcomeIsUnknownIsNeverQueuedAgain() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1, preference: "sms_only")
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
+        try db.psql("""
+            update notification_outbox set status = 'sending', claimed_by = 42, lease_until = '2026-03-29T06:15:30Z',
+                   attempts = 1, request_left_at = '2026-03-29T06:15:02Z', next_attempt_at = null
+             where notification_type = 'preview_sms';
+            update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)';
+            """)
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:02Z"))
+        let ended = try db.value("select status || ' ' || last_error from notification_outbox")
+        #expect(ended.hasPrefix("failed outcome unknown"), "\(ended)")
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+        _ = try await previews(db, at: at("2026-03-29T06:17:01Z"))
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:17:02Z"))
+        #expect(world.twilio.requests.isEmpty)
+        #expect(try db.value("select status from notification_outbox") == "failed")
+    }
+
+    /// A push that went, its call cancelled before the fallback's time: the fallback is refused,
+    /// and the call still says its preview was sent. A call cancelled before its preview, then
+    /// pending again at the same time, gets it.
+    @Test func theCallSaysWhatReachedTheUser() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        for n in 1...2 { try Calls.user(db, n) }
+        let sent = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        let back = try Calls.call(db, 2, at: "2026-03-29T06:20:00Z")
+        _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
+        try db.psql("update scheduled_calls set status = 'cancelled' where id = '\(back)'")
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:02Z"))
+        try db.psql("""
+            update scheduled_calls set status = 'cancelled' where id = '\(sent)';
+            update scheduled_calls set status = 'pending' where id = '\(back)';
+            """)
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:31Z"))
+        #expect(try world.sent(sent).count == 1)
+        let marked = try db.value("select preview_sent::text || ' ' || coalesce(preview_note, '-') from scheduled_calls where id = '\(sent)'")
+        #expect(marked == "true -")
+        #expect(world.twilio.requests.isEmpty)
+        _ = try await previews(db, at: at("2026-03-29T06:16:01Z"))
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:02Z"))
+        let lines = try world.sent(back)
+        #expect(lines.count == 1 && lines.first?.contains("calling in 4 min") == true, "\(lines)")
+    }
+
     /// `preview_due_at`, what the job pages by, follows the call's time and its user's lead,
     /// whatever the app writes; the preview goes at the lead the user has when it is due.
     @Test func theDueTimeFollowsTheCallAndTheUsersLead() async throws {
@@ -288,7 +398,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try due(call) == "03-29 06:55")
         try db.psql("update users set notification_lead_min = 15 where id = '\(Fixture.userID(1))'")
         #expect(try due(call) == "03-29 06:45")
-        #expect(try due(done) == "03-28 06:15")
+        // Every call of the user's, whatever its status: a call done or cancelled may be pending again.
+        #expect(try due(done) == "03-28 06:05")
         let later = try Calls.call(db, 1, at: "2026-03-29T09:00:00Z")
         #expect(try due(later) == "03-29 08:45")
         // Nothing is due at 06:40; at 06:44 the preview for 06:45 is queued, "in 15 min".
@@ -329,10 +440,11 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
                     .hasPrefix("false the call began at 2026-03-29T06:02:00Z"))
         // Dispatch told the calls whose preview it refused.
         let told = try world.database.psql("""
-            select preview_sent::text || ' ' || (preview_for = scheduled_at)::text || ' ' || preview_note from scheduled_calls
+            select preview_sent::text || ' ' || coalesce(preview_for::text, 'undecided') || ' ' || preview_note from scheduled_calls
              where id in ('\(cancelled)', '\(done)') order by status
             """)
-        #expect(told == "false true not sent: the call is cancelled, no longer pending\nfalse true not sent: the call is completed, no longer pending")
+        // (Left undecided, as their time is still ahead: pending again, the job decides them anew.)
+        #expect(told == "false undecided not sent: the call is cancelled, no longer pending\nfalse undecided not sent: the call is completed, no longer pending")
         #expect(try world.database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(3))'") == 0)
     }
 

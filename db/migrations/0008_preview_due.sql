@@ -3,7 +3,9 @@
 
 -- scheduled_at − the user's notification_lead_min. The app writes scheduled_calls and users;
 -- triggers keep this column right whatever it writes: a call inserted, moved or given to
--- another user; a user's lead changed.
+-- another user; a user's lead changed (every call of theirs, whatever its status, since a
+-- cancelled call may be pending again). A load that bypasses triggers (session_replication_role
+-- = replica, as `nudge seed` does) writes it itself: a call without it is never read.
 alter table scheduled_calls add column preview_due_at timestamptz;
 update scheduled_calls c set preview_due_at = c.scheduled_at - make_interval(mins => u.notification_lead_min)
   from users u where u.id = c.user_id;
@@ -21,7 +23,7 @@ create trigger scheduled_calls_preview_due before insert or update of scheduled_
 create function nudge_user_lead_changed() returns trigger language plpgsql as $$
 begin
     update scheduled_calls set preview_due_at = scheduled_at - make_interval(mins => new.notification_lead_min)
-     where user_id = new.id and status = 'pending';
+     where user_id = new.id;
     return null;
 end
 $$;
@@ -30,8 +32,8 @@ create trigger users_notification_lead after update of notification_lead_min on 
     execute function nudge_user_lead_changed();
 
 -- What preview-notifications reads every minute: the pending calls not decided for their time,
--- by due time. A decided call leaves it; so does, after a few hours, one never decided (found
--- too late: its user's time zone unknown, an outage).
+-- by due time, from a few hours back to two minutes ahead. A decided call leaves the index; one
+-- never decided (its user's time zone unknown) drops out of the range read after a few hours.
 drop index idx_scheduled_calls_preview;
 create index idx_scheduled_calls_preview_due on scheduled_calls(preview_due_at, id)
     where status = 'pending' and preview_for is distinct from scheduled_at;

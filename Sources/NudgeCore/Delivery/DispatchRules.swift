@@ -58,10 +58,13 @@ public enum DispatchRules {
     public struct PushState: Sendable, Equatable {
         public let status: String
         public let confirmedAt: Date?
+        /// Refused for its call (`callStep`): its job may queue it again, the call back.
+        public let refusedForCall: Bool
 
-        public init(status: String, confirmedAt: Date?) {
+        public init(status: String, confirmedAt: Date?, refusedForCall: Bool = false) {
             self.status = status
             self.confirmedAt = confirmedAt
+            self.refusedForCall = refusedForCall
         }
     }
 
@@ -108,15 +111,16 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .failed("gave up: its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
                 continue
             }
-            // A call's preview goes only while its call is pending at the time it was queued for.
-            if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
-                plan.outcomes[row.id] = .suppressed(step: callStep, reason: refusal)
-                continue
-            }
-            // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time.
+            // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time,
+            // and before anything else could make it a refusal that its job might queue again.
             if row.channel == "sms", let left = row.requestLeftAt {
                 plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
                     "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
+                continue
+            }
+            // A call's preview goes only while its call is pending at the time it was queued for.
+            if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
+                plan.outcomes[row.id] = .suppressed(step: callStep, reason: refusal)
                 continue
             }
             if row.channel == "email" || row.channel == "sms" {
@@ -359,6 +363,11 @@ public enum DispatchRules {
         guard let key = row.payloadObject?["fallback_for"]?.text, let push = facts.pushes[key] else { return nil }
         if let confirmed = push.confirmedAt {
             return .suppressed(step: "fallback", reason: "the push was confirmed delivered at \(confirmed.formatted(.iso8601))")
+        }
+        // A push refused for its call goes again with its fallback if the call comes back to its
+        // time: the fallback is refused with it, never sent in its place.
+        if push.refusedForCall {
+            return .suppressed(step: callStep, reason: "its push was refused for its call; both are queued again if the call comes back")
         }
         guard row.payloadObject?["send_when"]?.text == "push_failed" else { return nil }
         switch push.status {

@@ -29,7 +29,7 @@ public struct CallInTime: Sendable {
     public let user: UserInTime
 }
 
-/// The calls whose preview is to be decided, in id order: still `pending`, not decided for the
+/// The calls whose preview is to be decided, by due time: still `pending`, not decided for the
 /// time they are at now (`preview_for`, which a re-scheduled call no longer matches), whose
 /// preview falls due within `lookAhead` of the page's instant, and which began at most
 /// `lateBy` ago (so that one found too late is skipped with a reason, once). `--user` keeps the
@@ -37,9 +37,9 @@ public struct CallInTime: Sendable {
 ///
 /// Only what can be due is read (SPEC §5): the page walks `idx_scheduled_calls_preview_due`,
 /// the undecided pending calls by `preview_due_at` (`scheduled_at − notification_lead_min`,
-/// which triggers keep up to date, migration 0008), between the earliest due time a call not yet
-/// `lateBy` old can have and the horizon. A decided call leaves that index in the batch's
-/// write, so a run's pages read the calls still to decide, whatever the table holds.
+/// which triggers keep up to date, migration 0008), and id, from the earliest due time a call not
+/// yet `lateBy` old can have, or the last call of the page before, to the horizon: each page
+/// reads its own calls, whatever the table holds and however many fall due at once.
 public struct CallSource: WorkSource {
     public typealias Item = CallInTime
 
@@ -66,13 +66,24 @@ public struct CallSource: WorkSource {
             """
     }
 
+    /// Where a page starts: after the last call of the page before, at that call's due time.
+    /// (One whose call is gone since: from the start. One moved since: from its new due time;
+    /// what that skips, the next minute's run meets, within the look-ahead.)
+    private func after(_ request: PageRequest) -> SQLFragment {
+        guard let last = request.after else { return "true" }
+        return """
+            (c.preview_due_at, c.id) > (coalesce((select k.preview_due_at from scheduled_calls k where k.id = \(last)), '-infinity'),
+                                        \(last))
+            """
+    }
+
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<CallInTime>] {
         let query: SQLFragment = """
             select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, u.timezone, u.locale, u.created_at
               from scheduled_calls c join users u on u.id = c.user_id
-             where \(request.notPaused) and c.id > \(request.keysetStart) and \(conditions(request))
-             order by c.id
+             where \(request.notPaused) and \(after(request)) and \(conditions(request))
+             order by c.preview_due_at, c.id
              limit \(request.limit)
             """
         let rows = try await connection.query(try query.query(), logger: request.logger)

@@ -575,8 +575,9 @@ public struct JobRunner<J: Job>: Sendable {
 
     /// The job's own writes, then the work marks and the outbox, which the runner owns. A message
     /// whose key is queued already is not queued again, with one exception: a call's preview that
-    /// dispatch refused because its call had moved away (`DispatchRules.callStep`) is queued anew
-    /// when the call is back at that time and its job decides the preview again.
+    /// dispatch refused for its call (`DispatchRules.callStep`: moved away, cancelled) and that
+    /// reached no one is queued anew when its job decides it again (the call back at that time,
+    /// pending again).
     private func writes(for changes: [PlannedChange<J.Change>], context: RunContext) -> BatchWrites {
         guard !changes.isEmpty else { return BatchWrites() }
         var writes = job.writes(for: changes, run: context)
@@ -605,14 +606,27 @@ public struct JobRunner<J: Job>: Sendable {
                               \(messages.map(\.1.deliverAfter)), \(messages.map(\.1.title)), \(messages.map(\.1.body)),
                               \(messages.map(\.1.payload)))
                        as m(dedupe_key, user_id, local_day, notification_type, channel, deliver_after, title, body, payload)
-                on conflict (dedupe_key) do update
-                   set local_day = excluded.local_day, deliver_after = excluded.deliver_after, title = excluded.title,
-                       body = excluded.body, payload = excluded.payload, run_id = excluded.run_id, status = 'pending',
-                       next_attempt_at = null, attempts = 0, last_error = null, delivered_to = '{}', delivery_id = null,
-                       sent_at = null, request_left_at = null, lease_until = null, claimed_by = null
-                 where notification_outbox.status = 'suppressed'
-                   and notification_outbox.last_error like \(DispatchRules.callStep + ": %")
+                on conflict (dedupe_key) do nothing
                 """)
+            // A call's preview refused because its call was elsewhere, which reached no one: queued
+            // anew with what the job decided now. (A separate step: the insert's own conflict
+            // clause may not touch one row twice, and a batch may queue a key twice.)
+            let revivable = messages.filter { NotificationKind.of($0.1.type).isTimeCritical }
+            if !revivable.isEmpty {
+                writes.step("nudge_outbox_revived", """
+                    update notification_outbox o
+                       set local_day = m.local_day, deliver_after = m.deliver_after, title = m.title, body = m.body,
+                           payload = m.payload::jsonb, run_id = \(context.runID), status = 'pending', next_attempt_at = null,
+                           attempts = 0, last_error = null, lease_until = null, claimed_by = null
+                      from unnest(\(revivable.map { $0.1.dedupeKey(job: name, userID: $0.0) }), \(revivable.map(\.1.localDay)),
+                                  \(revivable.map(\.1.deliverAfter)), \(revivable.map(\.1.title)), \(revivable.map(\.1.body)),
+                                  \(revivable.map(\.1.payload)))
+                           as m(dedupe_key, local_day, deliver_after, title, body, payload)
+                     where o.dedupe_key = m.dedupe_key and o.job = \(name) and o.status = 'suppressed'
+                       and o.last_error like \(DispatchRules.callStep + ": %")
+                       and o.sent_at is null and o.delivered_to = '{}' and o.request_left_at is null
+                    """)
+            }
         }
         return writes
     }

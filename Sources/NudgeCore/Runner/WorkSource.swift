@@ -8,7 +8,8 @@ import PostgresNIO
 /// is the runner's, whatever the items are.
 ///
 /// Two ways of paging exist:
-/// - **keyset** (`isQueue == false`): the items in id order, a page after the last id; a run
+/// - **keyset** (`isQueue == false`): the items in the source's order (users by id, calls by due
+///   time and id), a page after the last item, which its id names; a run
 ///   takes the job's lock and keeps a checkpoint, so that an interrupted run resumes after it.
 /// - **queue** (`isQueue == true`): each page claims the items due now, with a lease, so that any
 ///   number of runs work side by side without a lock; a run drains the queue in passes until its

@@ -116,21 +116,22 @@ public struct DispatchJob: Job {
         let pushKeys = Array(Set(rows.compactMap { $0.payloadObject?["fallback_for"]?.text }))
         guard !callIDs.isEmpty || !pushKeys.isEmpty else { return ([:], [:]) }
         let answer = try await connection.query("""
-            select c.user_id, 'call', c.id::text, c.status, c.scheduled_at
+            select c.user_id, 'call', c.id::text, c.status, c.scheduled_at, false
               from scheduled_calls c where c.id = any(\(callIDs))
             union all
             select o.user_id, 'push', o.dedupe_key, o.status,
                    (select min(coalesce(l.delivered_at, l.created_at)) from notification_logs l
-                     where l.outbox_id = o.id and (l.delivered_at is not null or l.delivered or l.status in ('delivered', 'opened')))
+                     where l.outbox_id = o.id and (l.delivered_at is not null or l.delivered or l.status in ('delivered', 'opened'))),
+                   o.status = 'suppressed' and o.last_error like \(DispatchRules.callStep + ": %")
               from notification_outbox o where o.dedupe_key = any(\(pushKeys))
             """, logger: run.logger)
         var calls: [UUID: [UUID: DispatchRules.CallState]] = [:]
         var pushes: [UUID: [String: DispatchRules.PushState]] = [:]
-        for try await (user, kind, key, status, instant) in answer.decode((UUID, String, String, String, Date?).self) {
+        for try await (user, kind, key, status, instant, refused) in answer.decode((UUID, String, String, String, Date?, Bool).self) {
             if kind == "call", let id = UUID(uuidString: key), let instant {
                 calls[user, default: [:]][id] = DispatchRules.CallState(status: status, scheduledAt: instant)
             } else if kind == "push" {
-                pushes[user, default: [:]][key] = DispatchRules.PushState(status: status, confirmedAt: instant)
+                pushes[user, default: [:]][key] = DispatchRules.PushState(status: status, confirmedAt: instant, refusedForCall: refused)
             }
         }
         return (calls, pushes)
@@ -318,7 +319,7 @@ public struct DispatchJob: Job {
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
-        var refusedPreviews: [UUID: (Date, String)] = [:]
+        var refusedPreviews: [UUID: (row: Int64, scheduledAt: Date, text: String, reason: String)] = [:]
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
@@ -397,8 +398,10 @@ public struct DispatchJob: Job {
                     if row.channel == "push", step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at))
                     }
-                    if step == DispatchRules.callStep, let call = row.call {
-                        refusedPreviews[call.id] = (call.scheduledAt, reason)
+                    // The call is told when its preview itself (not a fallback) reached no one.
+                    if step == DispatchRules.callStep, row.type != "fallback_sms", row.sentAt == nil, row.deliveredTo.isEmpty,
+                       let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                        refusedPreviews[call.id] = (row.id, call.scheduledAt, at, reason)
                     }
                     logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
                              sentAt: nil, device: nil, content: nil, runID: run.runID)
@@ -480,18 +483,26 @@ public struct DispatchJob: Job {
         }
         if !refusedPreviews.isEmpty {
             // The call is told its preview was not sent, while the decision the row came from is
-            // its latest (the job has not decided it again for a new time). A call that moved
-            // away is left undecided, so that moved back it is decided again: the runner then
-            // revives the refused row (`DispatchRules.callStep`).
+            // its latest (the job has not decided it again for a new time), this dispatcher still
+            // holds the row, and no other row of that preview reached the user. A call whose time
+            // is still ahead is left undecided, so that moved back (or pending again) the job
+            // decides it again and the runner revives the refused rows (`DispatchRules.callStep`).
             let refused = refusedPreviews.sorted { $0.key.uuidString < $1.key.uuidString }
             writes.step("refused_previews", """
                 update scheduled_calls c
                    set preview_sent = false, preview_sent_at = null, preview_note = 'not sent: ' || v.reason,
-                       preview_for = case when abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 1 then c.preview_for end,
+                       preview_for = case when v.scheduled_at > \(run.now) then null else c.preview_for end,
                        updated_at = \(run.now)
-                  from unnest(\(refused.map(\.key)), \(refused.map(\.value.0)), \(refused.map(\.value.1)))
-                       as v(id, scheduled_at, reason)
+                  from unnest(\(refused.map(\.key)), \(refused.map(\.value.row)), \(refused.map(\.value.scheduledAt)),
+                              \(refused.map(\.value.text)), \(refused.map(\.value.reason)))
+                       as v(id, row_id, scheduled_at, scheduled_text, reason)
                  where c.id = v.id and abs(extract(epoch from c.preview_for - v.scheduled_at)) < 1
+                   and exists (select 1 from notification_outbox o
+                                where o.id = v.row_id and o.status = 'sending' and o.claimed_by = \(run.claim))
+                   and not exists (select 1 from notification_outbox o
+                                    where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
+                                      and o.payload->>'scheduled_at' = v.scheduled_text
+                                      and (o.sent_at is not null or o.delivered_to <> '{}'))
                 """)
         }
         if !fallbacksNow.isEmpty {
