@@ -239,6 +239,22 @@ import Testing
         #expect(plan([other], now: callAt.addingTimeInterval(5 * 3600)).deliveries.map(\.keepFor) == [24 * 3600])
     }
 
+    /// Two calls' previews due within the grouping window go as two pushes, each its own.
+    @Test func twoCallsPreviewsAreNeverOnePush() {
+        let other = UUID(uuidString: "5d1e0b7a-2c4f-4e8a-9b6d-0a1b2c3d4e5f")!
+        let first = row(1, type: "preview_push", channel: "push", due: previewAt)
+        let second = QueuedNotification(id: 2, type: "preview_push", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
+                                        deliverAfter: previewAt, title: "Dr. Luna is calling in 5 min! 🌱", body: "Today: goals.",
+                                        payload: #"{"call_id":"\#(other.uuidString.lowercased())","scheduled_at":"2026-03-29T07:00:00Z"}"#)
+        let facts = DispatchRules.UserFacts(
+            devices: [Device(tokenID: UUID(), token: "a1b2c3d4e5f6", platform: "ios")], phone: nil,
+            calls: [call: DispatchRules.CallState(status: "pending", scheduledAt: callAt),
+                    other: DispatchRules.CallState(status: "pending", scheduledAt: callAt)])
+        let planned = DispatchRules.plan(rows: [first, second], facts: facts, providers: [.apns: .ready], locale: "en", calendar: utc,
+                                         now: previewAt)
+        #expect(planned.deliveries.map(\.rows) == [[1], [2]])
+    }
+
     /// A preview's key names its call and the call's time, not the user's local day: a user who
     /// changes time zone between two decisions of the same call time cannot get two.
     @Test func aPreviewsKeyIsItsCallAndTimeWhateverTheDay() {
@@ -315,10 +331,10 @@ import Testing
                     == .waiting(until: now.addingTimeInterval(DispatchRules.fallbackPoll), reason: "waiting for the push's outcome"))
         // A push still held 30 s after the fallback's time has not reached the user: the SMS goes.
         #expect(plan([whenFailed], push: trying, now: now.addingTimeInterval(30)).outcomes[4] == .sms(0))
-        // A push refused for its call takes its fallback with it, on either path.
+        // A push refused for its call: its fallback waits for it to be queued again, on either path.
         let refused = DispatchRules.PushState(status: "suppressed", confirmedAt: nil, refusedForCall: true)
         for fallback in [unconfirmed, whenFailed] {
-            guard case .suppressed(step: DispatchRules.callStep, _)? = plan([fallback], push: refused, now: now).outcomes[fallback.id] else {
+            guard case .waiting? = plan([fallback], push: refused, now: now.addingTimeInterval(60)).outcomes[fallback.id] else {
                 Issue.record("a fallback went in place of a push refused for its call")
                 continue
             }

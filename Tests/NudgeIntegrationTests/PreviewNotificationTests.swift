@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NudgeStandIns
 import Synchronization
 import Testing
@@ -379,6 +380,64 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:02Z"))
         let lines = try world.sent(back)
         #expect(lines.count == 1 && lines.first?.contains("calling in 4 min") == true, "\(lines)")
+    }
+
+    /// A page starts after the last call of the one before as that page read it: the call moved
+    /// meanwhile (a day later) does not make the next page skip the calls between.
+    @Test func aPageStartsWhereThePageBeforeEndedEvenIfItsLastCallMoved() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("""
+            insert into users (id, timezone, locale, created_at)
+            select md5('burst-' || n)::uuid, 'Europe/Paris', 'en', '2026-01-01' from generate_series(1, 120) n;
+            insert into scheduled_calls (user_id, scheduled_at, topic)
+            select id, timestamptz '2026-03-29T06:20:00Z' + (abs(hashtext(id::text)) % 3) * interval '30 seconds', 'fitness_checkin'
+              from users;
+            """)
+        let source = CallSource(lookAhead: PreviewNotificationsJob.lookAhead)
+        let calendars = CalendarCache()
+        @Sendable func request(after last: Paged<CallInTime>?) -> PageRequest {
+            PageRequest(job: "preview-notifications", runID: 1, pageID: 1, now: at("2026-03-29T06:14:30Z"), after: last?.id,
+                        afterTime: last.flatMap(source.pagedAt), limit: 50, shard: .whole, users: [], window: nil, dryRun: true,
+                        logger: Logger(label: "test"))
+        }
+        let pages = try await database.withDatabase { db in
+            try await db.withConnection { connection in
+                let first = try await source.page(request(after: nil), calendars: calendars, on: connection)
+                try database.psql("update scheduled_calls set scheduled_at = scheduled_at + interval '1 day' where id = '\(first.last!.id)'")
+                let second = try await source.page(request(after: first.last), calendars: calendars, on: connection)
+                let third = try await source.page(request(after: second.last), calendars: calendars, on: connection)
+                return [first, second, third].map { $0.map(\.id) }
+            }
+        }
+        #expect(pages.map(\.count) == [50, 50, 20])
+        #expect(Set(pages.flatMap { $0 }).count == 120)
+    }
+
+    /// A call moved away and back whose user changed path in between: the rows of the first
+    /// decision that the second does not queue are withdrawn, and the user gets one preview.
+    @Test func aCallDecidedAgainOnAnotherPathGetsOnePreview() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1)
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:30:00Z")
+        _ = try await previews(db, at: at("2026-03-29T06:23:01Z"))
+        // Moved earlier, decided for 06:20 at 06:13; the user asks for SMS only; back to 06:30.
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+        _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
+        try db.psql("""
+            update users set notification_pref = 'sms_only' where id = '\(Fixture.userID(1))';
+            update scheduled_calls set scheduled_at = '2026-03-29T06:30:00Z' where id = '\(call)';
+            """)
+        try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 13)
+        let lines = try world.sent(call)
+        #expect(lines.count == 1 && lines.first?.hasPrefix("preview_sms sms") == true, "\(lines)")
+        #expect(world.push.apns.requests.isEmpty)
+        let withdrawn = try db.psql("""
+            select notification_type || ' ' || status from notification_outbox
+             where payload->>'scheduled_at' = '2026-03-29T06:30:00Z' and status = 'cancelled' order by 1
+            """)
+        #expect(withdrawn == "fallback_sms cancelled\npreview_push cancelled")
     }
 
     /// `preview_due_at`, what the job pages by, follows the call's time and its user's lead,

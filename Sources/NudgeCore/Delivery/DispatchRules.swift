@@ -181,8 +181,10 @@ public enum DispatchRules {
         var open = deliverable.filter { $0.deliveryID == nil }
         var waitingEarly = early.filter { $0.deliveryID == nil && facts.preferences.pushRefusal(for: $0.kind) == nil }
         while let first = open.first {
+            // (Two calls' previews never go as one: each says its own call.)
             let joins: (QueuedNotification) -> Bool = {
                 $0.kind.group == first.kind.group && $0.dueAt.timeIntervalSince(first.dueAt) < groupWindow
+                    && $0.call?.id == first.call?.id
             }
             groups.append(open.filter(joins) + waitingEarly.filter(joins))
             open.removeAll(where: joins)
@@ -364,10 +366,11 @@ public enum DispatchRules {
         if let confirmed = push.confirmedAt {
             return .suppressed(step: "fallback", reason: "the push was confirmed delivered at \(confirmed.formatted(.iso8601))")
         }
-        // A push refused for its call goes again with its fallback if the call comes back to its
-        // time: the fallback is refused with it, never sent in its place.
+        // A push refused for its call (the call was away) is queued again if the call is back at
+        // its time: the fallback waits for it, never sent in its place. Refused itself when its
+        // own turn finds the call away, or begun.
         if push.refusedForCall {
-            return .suppressed(step: callStep, reason: "its push was refused for its call; both are queued again if the call comes back")
+            return .waiting(until: now.addingTimeInterval(fallbackPoll), reason: "its push was refused for its call; waiting for it to be queued again")
         }
         guard row.payloadObject?["send_when"]?.text == "push_failed" else { return nil }
         switch push.status {

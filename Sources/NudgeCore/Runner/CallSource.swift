@@ -10,13 +10,21 @@ public struct CallRow: Sendable, Equatable {
     public let topic: String?
     /// `users.notification_lead_min`: how many minutes before the call its preview goes.
     public let leadMinutes: Int
+    /// `scheduled_calls.preview_due_at` as read: where the call stands in the pages' order.
+    public let dueAt: Date
+    /// Whether its preview was decided before (`preview_for` set, or cleared by dispatch when it
+    /// refused the preview: `preview_note` 'not sent: …'): rows queued then may still be waiting.
+    public let decidedBefore: Bool
 
-    public init(id: UUID, userID: UUID, scheduledAt: Date, topic: String?, leadMinutes: Int) {
+    public init(id: UUID, userID: UUID, scheduledAt: Date, topic: String?, leadMinutes: Int, dueAt: Date? = nil,
+                decidedBefore: Bool = false) {
+        self.decidedBefore = decidedBefore
         self.id = id
         self.userID = userID
         self.scheduledAt = scheduledAt
         self.topic = topic
         self.leadMinutes = leadMinutes
+        self.dueAt = dueAt ?? scheduledAt.addingTimeInterval(-Double(leadMinutes) * 60)
     }
 
     /// When its preview is due: `scheduled_at − notification_lead_min`.
@@ -66,21 +74,29 @@ public struct CallSource: WorkSource {
             """
     }
 
-    /// Where a page starts: after the last call of the page before, at that call's due time.
-    /// (One whose call is gone since: from the start. One moved since: from its new due time;
-    /// what that skips, the next minute's run meets, within the look-ahead.)
+    /// Where a page starts: after the last call of the page before, at the due time its page read
+    /// (`pagedAt`). A resumed run, or a page that ended on an unusable call, knows only its id: its
+    /// due time now, or, the call gone, the start of the range.
     private func after(_ request: PageRequest) -> SQLFragment {
         guard let last = request.after else { return "true" }
+        if let time = request.afterTime { return "(c.preview_due_at, c.id) > (\(time), \(last))" }
         return """
-            (c.preview_due_at, c.id) > (coalesce((select k.preview_due_at from scheduled_calls k where k.id = \(last)), '-infinity'),
-                                        \(last))
+            (c.preview_due_at, c.id) > (coalesce((select k.preview_due_at from scheduled_calls k where k.id = \(last)),
+                                                 \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))), \(last))
             """
+    }
+
+    public func pagedAt(_ item: Paged<CallInTime>) -> Date? {
+        guard case .item(_, let call) = item else { return nil }
+        return call.call.dueAt
     }
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<CallInTime>] {
         let query: SQLFragment = """
-            select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, u.timezone, u.locale, u.created_at
+            select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, c.preview_due_at,
+                   c.preview_for is not null or coalesce(c.preview_note like 'not sent:%', false),
+                   u.timezone, u.locale, u.created_at
               from scheduled_calls c join users u on u.id = c.user_id
              where \(request.notPaused) and \(after(request)) and \(conditions(request))
              order by c.preview_due_at, c.id
@@ -89,12 +105,13 @@ public struct CallSource: WorkSource {
         let rows = try await connection.query(try query.query(), logger: request.logger)
         var page: [Paged<CallInTime>] = []
         page.reserveCapacity(request.limit)
-        for try await (id, userID, scheduledAt, topic, lead, timezone, locale, createdAt)
-            in rows.decode((UUID, UUID, Date, String?, Int, String?, String, Date).self) {
+        for try await (id, userID, scheduledAt, topic, lead, dueAt, decidedBefore, timezone, locale, createdAt)
+            in rows.decode((UUID, UUID, Date, String?, Int, Date, Bool, String?, String, Date).self) {
             do {
                 let user = try calendars.place(UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt))
                 page.append(.item(id, CallInTime(call: CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic,
-                                                               leadMinutes: lead), user: user)))
+                                                               leadMinutes: lead, dueAt: dueAt, decidedBefore: decidedBefore),
+                                                  user: user)))
             } catch {
                 page.append(.unusable(id, "the user's \(error)"))
             }

@@ -178,7 +178,8 @@ public struct JobRunner<J: Job>: Sendable {
             // A cron run decides each batch at the time it really is; a run at --now at that instant.
             context.now = max(context.now, options.clock.now())
             let pageID = loop.totals.nextPage()
-            let request = pageRequest(after: state.after, runID: loop.runID, pageID: pageID, now: context.now, logger: logger)
+            let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
+                                      now: context.now, logger: logger)
             let page = try await readPage(request, calendars: state.calendars, logger: logger, on: db)
             if page.isEmpty {
                 // An empty page: the end of the items, of this pass over a queue, or a pause.
@@ -196,6 +197,7 @@ public struct JobRunner<J: Job>: Sendable {
                 continue
             }
             let last = page[page.count - 1].id
+            let lastTime = source.pagedAt(page[page.count - 1])
             state.batch += 1
             state.passFoundWork = true
             var batchContext = context
@@ -212,6 +214,7 @@ public struct JobRunner<J: Job>: Sendable {
                 return (.interrupted, "stopped by a signal; the \(source.noun)s whose outside calls were cut short are left to the next run")
             }
             state.after = source.isQueue && !options.dryRun ? nil : last
+            state.afterTime = source.isQueue && !options.dryRun ? nil : lastTime
         }
     }
 
@@ -617,7 +620,7 @@ public struct JobRunner<J: Job>: Sendable {
                     update notification_outbox o
                        set local_day = m.local_day, deliver_after = m.deliver_after, title = m.title, body = m.body,
                            payload = m.payload::jsonb, run_id = \(context.runID), status = 'pending', next_attempt_at = null,
-                           attempts = 0, last_error = null, lease_until = null, claimed_by = null
+                           attempts = 0, last_error = null, lease_until = null, claimed_by = null, delivery_id = null
                       from unnest(\(revivable.map { $0.1.dedupeKey(job: name, userID: $0.0) }), \(revivable.map(\.1.localDay)),
                                   \(revivable.map(\.1.deliverAfter)), \(revivable.map(\.1.title)), \(revivable.map(\.1.body)),
                                   \(revivable.map(\.1.payload)))
@@ -672,8 +675,10 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: Paging, locks, kill switch
 
-    private func pageRequest(after: UUID?, runID: Int64, pageID: Int64 = 0, now: Date, logger: Logger) -> PageRequest {
-        PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, limit: options.batchSize, shard: options.shard,
+    private func pageRequest(after: UUID?, afterTime: Date? = nil, runID: Int64, pageID: Int64 = 0, now: Date,
+                             logger: Logger) -> PageRequest {
+        PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, afterTime: afterTime, limit: options.batchSize,
+                    shard: options.shard,
                     users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
     }
 
@@ -832,6 +837,8 @@ final class RunTotals: Sendable {
 
 struct BatchLoopState {
     var after: UUID?
+    /// The last item's place in a source that pages by a time before its id (`WorkSource.pagedAt`).
+    var afterTime: Date?
     /// Whether the current pass over a queue has met an item yet.
     var passFoundWork = false
     var batch = 0

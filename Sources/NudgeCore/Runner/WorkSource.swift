@@ -42,6 +42,11 @@ public protocol WorkSource: Sendable {
     /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
     /// draining run sleeps); nil when none is.
     func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date?
+
+    /// For a keyset source ordered by a time before its id (calls by their preview's due time):
+    /// that time of `item` as its page read it, so that the next page starts after it even if the
+    /// row has moved since (`PageRequest.afterTime`). Nil for a source ordered by id alone.
+    func pagedAt(_ item: Paged<Item>) -> Date?
 }
 
 extension WorkSource {
@@ -52,6 +57,8 @@ extension WorkSource {
     }
 
     public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? { nil }
+
+    public func pagedAt(_ item: Paged<Item>) -> Date? { nil }
 }
 
 /// One item of a page, or why it cannot be worked on.
@@ -76,6 +83,9 @@ public struct PageRequest: Sendable {
     public let now: Date
     /// Keyset pages: the last id of the page before; nil for the first.
     public let after: UUID?
+    /// Keyset pages of a source ordered by a time before its id: the last item's time as read
+    /// (`WorkSource.pagedAt`); nil for the first page, a resumed run, or an item read unusable.
+    public var afterTime: Date? = nil
     public let limit: Int
     public let shard: Shard
     /// `--user`: only these users (or only their items); empty for all.

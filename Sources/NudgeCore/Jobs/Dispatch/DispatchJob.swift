@@ -319,7 +319,7 @@ public struct DispatchJob: Job {
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
-        var refusedPreviews: [UUID: (row: Int64, scheduledAt: Date, text: String, reason: String)] = [:]
+        var refusedPreviews: [(call: UUID, row: Int64, scheduledAt: Date, text: String, reason: String)] = []
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
@@ -401,7 +401,7 @@ public struct DispatchJob: Job {
                     // The call is told when its preview itself (not a fallback) reached no one.
                     if step == DispatchRules.callStep, row.type != "fallback_sms", row.sentAt == nil, row.deliveredTo.isEmpty,
                        let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
-                        refusedPreviews[call.id] = (row.id, call.scheduledAt, at, reason)
+                        refusedPreviews.append((call.id, row.id, call.scheduledAt, at, reason))
                     }
                     logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
                              sentAt: nil, device: nil, content: nil, runID: run.runID)
@@ -483,26 +483,31 @@ public struct DispatchJob: Job {
         }
         if !refusedPreviews.isEmpty {
             // The call is told its preview was not sent, while the decision the row came from is
-            // its latest (the job has not decided it again for a new time), this dispatcher still
-            // holds the row, and no other row of that preview reached the user. A call whose time
-            // is still ahead is left undecided, so that moved back (or pending again) the job
-            // decides it again and the runner revives the refused rows (`DispatchRules.callStep`).
-            let refused = refusedPreviews.sorted { $0.key.uuidString < $1.key.uuidString }
+            // its latest (the job has not decided it again for a new time) or the call is back at
+            // that time (the refusal read it away: the call is decided again), this dispatcher
+            // still holds the row, and no other row of that preview reached the user. A call
+            // whose time is still ahead is left undecided, so that moved back (or pending again)
+            // the job decides it again and the runner revives the refused rows
+            // (`DispatchRules.callStep`).
+            let refused = refusedPreviews.sorted { ($0.call.uuidString, $0.row) < ($1.call.uuidString, $1.row) }
             writes.step("refused_previews", """
                 update scheduled_calls c
                    set preview_sent = false, preview_sent_at = null, preview_note = 'not sent: ' || v.reason,
                        preview_for = case when v.scheduled_at > \(run.now) then null else c.preview_for end,
                        updated_at = \(run.now)
-                  from unnest(\(refused.map(\.key)), \(refused.map(\.value.row)), \(refused.map(\.value.scheduledAt)),
-                              \(refused.map(\.value.text)), \(refused.map(\.value.reason)))
+                  from unnest(\(refused.map(\.call)), \(refused.map(\.row)), \(refused.map(\.scheduledAt)),
+                              \(refused.map(\.text)), \(refused.map(\.reason)))
                        as v(id, row_id, scheduled_at, scheduled_text, reason)
-                 where c.id = v.id and abs(extract(epoch from c.preview_for - v.scheduled_at)) < 1
+                 where c.id = v.id
+                   and (abs(extract(epoch from c.preview_for - v.scheduled_at)) < 1
+                        or abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 1)
                    and exists (select 1 from notification_outbox o
                                 where o.id = v.row_id and o.status = 'sending' and o.claimed_by = \(run.claim))
                    and not exists (select 1 from notification_outbox o
                                     where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
                                       and o.payload->>'scheduled_at' = v.scheduled_text
-                                      and (o.sent_at is not null or o.delivered_to <> '{}'))
+                                      and (o.sent_at is not null or o.delivered_to <> '{}'
+                                           or (o.channel = 'sms' and o.last_error like 'outcome unknown%')))
                 """)
         }
         if !fallbacksNow.isEmpty {

@@ -52,10 +52,14 @@ public struct PreviewNotificationsJob: Job {
     /// What becomes of one call: its preview queued on `path`, or not, with why.
     public struct Change: Sendable, Equatable {
         public let callID: UUID
+        public let userID: UUID
         /// The call time it was decided for.
         public let scheduledAt: Date
         public let path: PreviewPath?
         public let note: String?
+        /// Whether the call was decided before: rows an earlier decision queued for this time and
+        /// this one does not (the user's path changed) are withdrawn.
+        public var decidedBefore = false
     }
 
     // MARK: Reading
@@ -96,7 +100,8 @@ public struct PreviewNotificationsJob: Job {
         let call = item.call
         let now = run.now
         func skip(_ outcome: String, _ note: String) -> Decision<Change> {
-            .act(PlannedChange(itemID: call.id, change: Change(callID: call.id, scheduledAt: call.scheduledAt, path: nil, note: note),
+            .act(PlannedChange(itemID: call.id, change: Change(callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: nil, note: note,
+                                              decidedBefore: call.decidedBefore),
                                work: [], notifications: [], tally: ["skipped:\(outcome)": 1]))
         }
         if call.leadMinutes == 0 {
@@ -173,7 +178,8 @@ public struct PreviewNotificationsJob: Job {
             messages.append(message("preview_sms", channel: "sms", at: sendAt, title: "", body: sms.text, extra: smsExtra(sms)))
         }
         return .act(PlannedChange(itemID: call.id,
-                                  change: Change(callID: call.id, scheduledAt: call.scheduledAt, path: path, note: note),
+                                  change: Change(callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: path,
+                                                 note: note, decidedBefore: call.decidedBefore),
                                   work: [], notifications: messages, tally: ["queued:\(path.rawValue)": 1]))
     }
 
@@ -197,6 +203,26 @@ public struct PreviewNotificationsJob: Job {
                    as v(id, scheduled_at, sent, note)
              where c.id = v.id and abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 0.001 and c.status = 'pending'
             """)
+        // A call decided again for a time it had been decided for (moved away and back) may still
+        // have rows of that decision waiting: those this one does not queue again (another path
+        // now) are withdrawn, so that the user gets one preview.
+        let again = changes.filter(\.change.decidedBefore)
+        if !again.isEmpty {
+            let keys = again.flatMap { planned in planned.change.path == nil ? [] : planned.notifications.map {
+                $0.dedupeKey(job: definition.name, userID: planned.change.userID)
+            } }
+            writes.step("superseded_previews", """
+                update notification_outbox o
+                   set status = 'cancelled', next_attempt_at = 'infinity',
+                       last_error = 'superseded: the preview was decided again for this call time'
+                  from unnest(\(again.map(\.change.userID)), \(again.map { $0.change.callID.uuidString.lowercased() }),
+                              \(again.map { $0.change.scheduledAt.formatted(.iso8601) }))
+                       as v(user_id, call_id, scheduled_at)
+                 where o.user_id = v.user_id and o.job = \(definition.name) and o.status = 'pending'
+                   and o.payload->>'call_id' = v.call_id and o.payload->>'scheduled_at' = v.scheduled_at
+                   and o.dedupe_key <> all(\(keys))
+                """)
+        }
         return writes
     }
 }
