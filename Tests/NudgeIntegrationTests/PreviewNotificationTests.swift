@@ -321,6 +321,12 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:31Z"))
         #expect(world.twilio.requests.isEmpty)
         _ = try await previews(db, at: at("2026-03-29T06:16:01Z"))
+        // Both queued again: the fallback 30 s after the push's new time, whatever it waited for.
+        let queued = try db.psql("""
+            select notification_type || ' ' || status || ' ' || to_char(deliver_after at time zone 'UTC', 'HH24:MI:SS')
+              from notification_outbox order by 1
+            """)
+        #expect(queued == "fallback_sms pending 06:16:31\npreview_push pending 06:16:01")
         for second in ["06:16:02", "06:16:32", "06:16:45"] {
             _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T\(second)Z"))
         }
@@ -438,6 +444,32 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
              where payload->>'scheduled_at' = '2026-03-29T06:30:00Z' and status = 'cancelled' order by 1
             """)
         #expect(withdrawn == "fallback_sms cancelled\npreview_push cancelled")
+    }
+
+    /// Decided on path A, then B, then A again for the same call time (moved away and back each
+    /// time): the rows withdrawn by the B decision are queued again, and B's SMS withdrawn.
+    @Test func rowsWithdrawnByAnotherPathComeBackWithIt() async throws {
+        let database = try await TestDatabase.fresh()
+        try Calls.coaches(database)
+        try Calls.user(database, 1)
+        let call = try Calls.call(database, 1, at: "2026-03-29T06:30:00Z")
+        func decide(at instant: String, preference: String, callAt: String) async throws {
+            try database.psql("""
+                update users set notification_pref = '\(preference)' where id = '\(Fixture.userID(1))';
+                update scheduled_calls set scheduled_at = '\(callAt)' where id = '\(call)';
+                """)
+            _ = try await previews(database, at: at(instant))
+        }
+        try await decide(at: "2026-03-29T06:23:01Z", preference: "push_only", callAt: "2026-03-29T06:30:00Z")
+        try await decide(at: "2026-03-29T06:13:01Z", preference: "push_only", callAt: "2026-03-29T06:20:00Z")
+        try await decide(at: "2026-03-29T06:23:10Z", preference: "sms_only", callAt: "2026-03-29T06:30:00Z")
+        try await decide(at: "2026-03-29T06:13:10Z", preference: "sms_only", callAt: "2026-03-29T06:20:00Z")
+        try await decide(at: "2026-03-29T06:23:20Z", preference: "push_only", callAt: "2026-03-29T06:30:00Z")
+        let rows = try database.psql("""
+            select notification_type || ' ' || status from notification_outbox
+             where payload->>'scheduled_at' = '2026-03-29T06:30:00Z' order by 1
+            """)
+        #expect(rows == "fallback_sms pending\npreview_push pending\npreview_sms cancelled")
     }
 
     /// `preview_due_at`, what the job pages by, follows the call's time and its user's lead,

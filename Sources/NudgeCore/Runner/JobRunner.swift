@@ -611,22 +611,28 @@ public struct JobRunner<J: Job>: Sendable {
                        as m(dedupe_key, user_id, local_day, notification_type, channel, deliver_after, title, body, payload)
                 on conflict (dedupe_key) do nothing
                 """)
-            // A call's preview refused because its call was elsewhere, which reached no one: queued
-            // anew with what the job decided now. (A separate step: the insert's own conflict
-            // clause may not touch one row twice, and a batch may queue a key twice.)
+            // A call's preview decided again (the call back at that time, pending again) whose row
+            // reached no one: queued anew with what the job decided now, whether it was refused for
+            // its call, withdrawn by a decision on another path, or still waiting (a fallback held
+            // behind a refused push keeps its 30 s after the push's new time). (A step of its own:
+            // the insert's conflict clause may not touch one row twice, and a batch may queue a
+            // key twice.)
             let revivable = messages.filter { NotificationKind.of($0.1.type).isTimeCritical }
             if !revivable.isEmpty {
                 writes.step("nudge_outbox_revived", """
                     update notification_outbox o
                        set local_day = m.local_day, deliver_after = m.deliver_after, title = m.title, body = m.body,
                            payload = m.payload::jsonb, run_id = \(context.runID), status = 'pending', next_attempt_at = null,
-                           attempts = 0, last_error = null, lease_until = null, claimed_by = null, delivery_id = null
+                           attempts = case when o.status = 'pending' then o.attempts else 0 end, last_error = null,
+                           lease_until = null, claimed_by = null, delivery_id = null
                       from unnest(\(revivable.map { $0.1.dedupeKey(job: name, userID: $0.0) }), \(revivable.map(\.1.localDay)),
                                   \(revivable.map(\.1.deliverAfter)), \(revivable.map(\.1.title)), \(revivable.map(\.1.body)),
                                   \(revivable.map(\.1.payload)))
                            as m(dedupe_key, local_day, deliver_after, title, body, payload)
-                     where o.dedupe_key = m.dedupe_key and o.job = \(name) and o.status = 'suppressed'
-                       and o.last_error like \(DispatchRules.callStep + ": %")
+                     where o.dedupe_key = m.dedupe_key and o.job = \(name)
+                       and (o.status = 'pending'
+                            or (o.status = 'suppressed' and o.last_error like \(DispatchRules.callStep + ": %"))
+                            or (o.status = 'cancelled' and o.last_error like 'superseded:%'))
                        and o.sent_at is null and o.delivered_to = '{}' and o.request_left_at is null
                     """)
             }
