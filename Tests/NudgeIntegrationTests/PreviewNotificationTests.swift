@@ -472,6 +472,33 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(rows == "fallback_sms pending\npreview_push pending\npreview_sms cancelled")
     }
 
+    /// The SMS went (path B); the call then moved away and back while the user switched to push:
+    /// the push decided for the same call time does not go, one preview a call time.
+    @Test func aPreviewThatReachedTheUserIsNotFollowedByAnotherPath() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1, preference: "sms_only")
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        try await world.simulate(from: at("2026-03-29T06:13:00Z"), minutes: 3)
+        #expect(world.twilio.sent.count == 1)
+        try db.psql("""
+            update users set notification_pref = 'push_only' where id = '\(Fixture.userID(1))';
+            update scheduled_calls set scheduled_at = '2026-03-29T06:18:00Z' where id = '\(call)';
+            """)
+        _ = try await previews(db, at: at("2026-03-29T06:16:10Z"))
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+        _ = try await previews(db, at: at("2026-03-29T06:16:20Z"))
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:21Z"))
+        #expect(world.push.apns.requests.isEmpty)
+        #expect(try world.sent(call).count == 1)
+        let once = try db.value("""
+            select status || ' ' || split_part(last_error, ':', 1) from notification_outbox
+             where notification_type = 'preview_push' and payload->>'scheduled_at' = '2026-03-29T06:20:00Z'
+            """)
+        #expect(once == "suppressed once")
+    }
+
     /// `preview_due_at`, what the job pages by, follows the call's time and its user's lead,
     /// whatever the app writes; the preview goes at the lead the user has when it is due.
     @Test func theDueTimeFollowsTheCallAndTheUsersLead() async throws {

@@ -46,10 +46,26 @@ public enum DispatchRules {
     public struct CallState: Sendable, Equatable {
         public let status: String
         public let scheduledAt: Date
+        /// The call's preview rows that reached the user (sent, on some device, or an SMS whose
+        /// outcome is unknown): their outbox id, the call time they were for, their key.
+        public let reached: [Reached]
 
-        public init(status: String, scheduledAt: Date) {
+        public struct Reached: Sendable, Equatable {
+            public let row: Int64
+            public let scheduledAt: String
+            public let key: String
+
+            public init(row: Int64, scheduledAt: String, key: String) {
+                self.row = row
+                self.scheduledAt = scheduledAt
+                self.key = key
+            }
+        }
+
+        public init(status: String, scheduledAt: Date, reached: [Reached] = []) {
             self.status = status
             self.scheduledAt = scheduledAt
+            self.reached = reached
         }
     }
 
@@ -121,6 +137,12 @@ public enum DispatchRules {
             // A call's preview goes only while its call is pending at the time it was queued for.
             if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
                 plan.outcomes[row.id] = .suppressed(step: callStep, reason: refusal)
+                continue
+            }
+            // ...and once per call time: a row of another decision (another path) that reached
+            // the user already is the preview; only this row's own push may have its fallback.
+            if let already = alreadyReached(row, facts: facts) {
+                plan.outcomes[row.id] = .suppressed(step: "once", reason: already)
                 continue
             }
             if row.channel == "email" || row.channel == "sms" {
@@ -295,6 +317,17 @@ public enum DispatchRules {
         case nil:
             return .waiting(until: now.addingTimeInterval(providerWait), reason: "\(name) is not configured")
         }
+    }
+
+    /// Why a preview row must not go because another row of its call time reached the user, or
+    /// nil. A fallback SMS after its own push is the fallback's own rule (`fallbackHold`).
+    static func alreadyReached(_ row: QueuedNotification, facts: UserFacts) -> String? {
+        guard let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text,
+              let state = facts.calls[call.id] else { return nil }
+        let ownPush = row.payloadObject?["fallback_for"]?.text
+        guard let other = state.reached.first(where: { $0.row != row.id && $0.scheduledAt == at && $0.key != ownPush })
+        else { return nil }
+        return "the preview for this call time already reached the user (outbox row \(other.row)); one preview a call time"
     }
 
     /// How long APNs and FCM keep a push for a device that is offline: its kind's time, and a

@@ -116,20 +116,31 @@ public struct DispatchJob: Job {
         let pushKeys = Array(Set(rows.compactMap { $0.payloadObject?["fallback_for"]?.text }))
         guard !callIDs.isEmpty || !pushKeys.isEmpty else { return ([:], [:]) }
         let answer = try await connection.query("""
-            select c.user_id, 'call', c.id::text, c.status, c.scheduled_at, false
+            select c.user_id, 'call', c.id::text, c.status, c.scheduled_at, false,
+                   coalesce((select array_agg(o.id::text || ' ' || coalesce(o.payload->>'scheduled_at', '') || ' ' || o.dedupe_key)
+                               from notification_outbox o
+                              where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
+                                and (o.sent_at is not null or o.delivered_to <> '{}'
+                                     or (o.channel = 'sms' and o.last_error like 'outcome unknown%'))), '{}')
               from scheduled_calls c where c.id = any(\(callIDs))
             union all
             select o.user_id, 'push', o.dedupe_key, o.status,
                    (select min(coalesce(l.delivered_at, l.created_at)) from notification_logs l
                      where l.outbox_id = o.id and (l.delivered_at is not null or l.delivered or l.status in ('delivered', 'opened'))),
-                   o.status = 'suppressed' and o.last_error like \(DispatchRules.callStep + ": %")
+                   o.status = 'suppressed' and o.last_error like \(DispatchRules.callStep + ": %"), '{}'::text[]
               from notification_outbox o where o.dedupe_key = any(\(pushKeys))
             """, logger: run.logger)
         var calls: [UUID: [UUID: DispatchRules.CallState]] = [:]
         var pushes: [UUID: [String: DispatchRules.PushState]] = [:]
-        for try await (user, kind, key, status, instant, refused) in answer.decode((UUID, String, String, String, Date?, Bool).self) {
+        for try await (user, kind, key, status, instant, refused, reached)
+            in answer.decode((UUID, String, String, String, Date?, Bool, [String]).self) {
             if kind == "call", let id = UUID(uuidString: key), let instant {
-                calls[user, default: [:]][id] = DispatchRules.CallState(status: status, scheduledAt: instant)
+                let rows = reached.compactMap { text -> DispatchRules.CallState.Reached? in
+                    let parts = text.split(separator: " ", maxSplits: 2).map(String.init)
+                    guard parts.count == 3, let row = Int64(parts[0]) else { return nil }
+                    return DispatchRules.CallState.Reached(row: row, scheduledAt: parts[1], key: parts[2])
+                }
+                calls[user, default: [:]][id] = DispatchRules.CallState(status: status, scheduledAt: instant, reached: rows)
             } else if kind == "push" {
                 pushes[user, default: [:]][key] = DispatchRules.PushState(status: status, confirmedAt: instant, refusedForCall: refused)
             }
