@@ -106,6 +106,11 @@ public struct DispatchJob: Job {
         return facts
     }
 
+    /// An outbox row `o` that reached the user: sent, on some device, or an SMS whose outcome is
+    /// unknown (it may have). A call's preview is one such row a call time.
+    static let reachedTheUser =
+        "(o.sent_at is not null or o.delivered_to <> '{}' or (o.channel = 'sms' and o.last_error like 'outcome unknown%'))"
+
     /// For the batch's call previews (seed 000): each call as it stands now, and each push a
     /// fallback SMS depends on, with its delivery receipt if the app recorded one. No statement
     /// when the batch has none.
@@ -120,8 +125,7 @@ public struct DispatchJob: Job {
                    coalesce((select array_agg(o.id::text || ' ' || coalesce(o.payload->>'scheduled_at', '') || ' ' || o.dedupe_key)
                                from notification_outbox o
                               where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
-                                and (o.sent_at is not null or o.delivered_to <> '{}'
-                                     or (o.channel = 'sms' and o.last_error like 'outcome unknown%'))), '{}')
+                                and \(unescaped: Self.reachedTheUser)), '{}')
               from scheduled_calls c where c.id = any(\(callIDs))
             union all
             select o.user_id, 'push', o.dedupe_key, o.status,
@@ -517,8 +521,7 @@ public struct DispatchJob: Job {
                    and not exists (select 1 from notification_outbox o
                                     where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
                                       and o.payload->>'scheduled_at' = v.scheduled_text
-                                      and (o.sent_at is not null or o.delivered_to <> '{}'
-                                           or (o.channel = 'sms' and o.last_error like 'outcome unknown%')))
+                                      and \(unescaped: Self.reachedTheUser))
                 """)
         }
         if !fallbacksNow.isEmpty {
