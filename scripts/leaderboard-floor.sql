@@ -1,5 +1,5 @@
 -- The floor of leaderboard-refresh: the boards a first refresh at :now computes, by the same
--- rules (seed 003 Features 3 and 5, as the README states them), in set-based SQL alone with
+-- rules (seed 003 Features 3 and 5, as docs/jobs/leaderboard-refresh.md states them), in set-based SQL alone with
 -- window functions, written independently of the job's Swift. Its result goes to the table
 -- leaderboard_floor, shaped like fitcircle_leaderboard_entries; the tests and scripts/bench
 -- compare the two.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Nudge installed as the README says (`scripts/install`), into a temporary prefix.
+/// Nudge installed as docs/operations.md says (`scripts/install`), into a temporary prefix.
 private struct Installation {
     let prefix: URL
     var home: URL { prefix.appendingPathComponent("opt/nudge") }
@@ -51,7 +51,7 @@ private struct Installation {
         #expect(!log.contains(database.url))
     }
 
-    @Test func theInstalledFilesAreWhatTheREADMESays() throws {
+    @Test func theInstalledFilesAreWhatTheOperationsGuideSays() throws {
         let installed = try Installation()
         defer { installed.remove() }
         let mode = try FileManager.default.attributesOfItem(atPath: installed.envFile.path)[.posixPermissions] as? Int

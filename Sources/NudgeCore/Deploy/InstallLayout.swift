@@ -1,4 +1,4 @@
-/// Where an installed Nudge lives, as the README installs it (`scripts/install`): the paths the
+/// Where an installed Nudge lives, as docs/operations.md installs it (`scripts/install`): the paths the
 /// generated crontab and systemd units name. `--prefix` installs (and the tests) move them all.
 public struct InstallLayout: Sendable, Equatable {
     /// The binary, with `jobs/`, `db/` and `templates/` beside its folder.
