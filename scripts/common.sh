@@ -18,10 +18,10 @@ build_nudge() {
   fi
 }
 
-# start_pg NAME: starts the private server NAME (scripts/pg) and sets url (its DATABASE_URL), sock
-# (its socket folder) and port.
+# start_pg NAME [--fast] [--tls]: starts the private server NAME (scripts/pg) and sets url (its
+# DATABASE_URL), sock (its socket folder) and port.
 start_pg() {
-  url=$(scripts/pg start "$1")
+  url=$(scripts/pg start "$@")
   sock=${url#*host=}; sock=${sock%%&*}
   port=${url##*port=}
 }
