@@ -26,6 +26,17 @@ start_pg() {
   port=${url##*port=}
 }
 
+# unset_env PATTERN…: unsets every environment variable whose name matches one of the glob patterns.
+unset_env() {
+  local variable pattern
+  for variable in $(compgen -e); do
+    for pattern in "$@"; do
+      # shellcheck disable=SC2053  # the pattern is a glob on purpose
+      if [[ $variable == $pattern ]]; then unset "$variable"; break; fi
+    done
+  done
+}
+
 # url_of DB: the DATABASE_URL of database DB on the server start_pg started.
 url_of() { echo "${url/\/nudge\?/\/$1?}"; }
 
