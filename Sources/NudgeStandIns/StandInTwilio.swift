@@ -31,6 +31,7 @@ public final class StandInTwilio: Sendable {
         public var messagingServiceSID: String? { fields["MessagingServiceSid"] }
         public var body: String? { fields["Body"] }
         public var statusCallback: String? { fields["StatusCallback"] }
+        public var validityPeriod: Int? { fields["ValidityPeriod"].flatMap { Int($0) } }
     }
 
     public enum Answer: Sendable {

@@ -136,7 +136,8 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
                 == .suppressed(step: "devices", reason: "no active device (user_push_tokens, users.fcm_token)"))
         let apnsMissing: [DeliveryProvider: ProviderState] = [.apns: .unavailable("APNs is not configured (…)"), .fcm: .ready]
         let onlyIPhone = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], devices: [iphone], providers: apnsMissing)
-        #expect(onlyIPhone.outcomes[1] == .waiting(until: at("2026-03-10T12:10:00Z"), reason: "APNs is not configured (…)"))
+        // Parked for APNs until its shelf life ends (a day, by default), unless APNs is configured sooner.
+        #expect(onlyIPhone.outcomes[1] == .waiting(until: at("2026-03-11T12:00:00Z"), reason: "APNs is not configured (…)", parkedFor: .apns))
         let both = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], providers: apnsMissing)
         #expect(both.deliveries[0].targets == [pixel])
         #expect(both.deliveries[0].waiting == [iphone])
@@ -145,11 +146,11 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
     @Test func aPayloadOverFourKilobytesAndARowThatKeptKillingItsDispatcherFail() {
         let huge = #"{"note":"\#(String(repeating: "x", count: 5000))"}"#
         let result = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", payload: huge),
-                           row(2, "social_engagement", due: "2026-03-10T12:00:00Z", attempts: 4),
+                           row(2, "social_engagement", due: "2026-03-10T12:00:00Z", attempts: 5),
                            row(3, "social_engagement", due: "2026-03-10T12:00:00Z", payload: "[1, 2]")])
         guard case .failed(let reason)? = result.outcomes[1] else { Issue.record("not failed"); return }
         #expect(reason.contains("over APNs' limit of 4096"))
-        #expect(result.outcomes[2] == .failed("gave up: its last 3 attempts ended without a result (the dispatcher stopped while sending)"))
+        #expect(result.outcomes[2] == .failed("gave up: its last 4 attempts ended without a result (the dispatcher stopped while sending)"))
         #expect(result.outcomes[3] == .failed("its payload is not a JSON object"))
     }
 
@@ -187,27 +188,31 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(settled.countsAsAttempt)
     }
 
-    @Test func theThirdFailedAttemptEndsIt() {
-        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 3), delivery: delivery,
-                                           results: [iphone.key: .retry("APNs 500 InternalServerError", after: nil),
+    @Test func theFourthFailedAttemptEndsIt() {
+        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 4), delivery: delivery,
+                                           results: [iphone.key: .unavailable("APNs 500 InternalServerError", after: nil),
                                                      pixel.key: .invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false)],
                                            now: now, jitter: 0.5)
         #expect(settled.status == .failed)
         #expect(settled.lastError != nil)
     }
 
-    @Test func aConfigurationErrorWaitsWithoutSpendingAnAttempt() {
+    /// Parked for the provider until its shelf life ends (the end of the local day for a streak
+    /// at risk), unless the provider is back first.
+    @Test func aConfigurationErrorParksTheRowWithoutSpendingAnAttempt() {
         let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
                                            results: [iphone.key: .configuration("APNs 403 InvalidProviderToken"),
                                                      pixel.key: .notSent("FCM is paused", after: nil)],
                                            now: now, jitter: 0)
         #expect(settled.status == .pending)
-        #expect(settled.nextAttemptAt == now.addingTimeInterval(DispatchRules.providerWait))
+        #expect(settled.nextAttemptAt == delivery.expiresAt)
+        #expect(settled.parkedFor == .apns)
         #expect(!settled.countsAsAttempt)
     }
 
-    @Test(arguments: [(1, 0.0, 15.0), (1, 1.0, 30.0), (2, 0.0, 30.0), (2, 1.0, 60.0)])
-    func backoffDoublesWithJitter(_ attempts: Int, _ jitter: Double, _ delay: Double) {
+    /// Seed 003's "3 retries with exponential backoff": 30 s, 2 min, 8 min, each between half and all.
+    @Test(arguments: [(1, 0.0, 15.0), (1, 1.0, 30.0), (2, 0.0, 60.0), (2, 1.0, 120.0), (3, 1.0, 480.0)])
+    func backoffQuadruplesWithJitter(_ attempts: Int, _ jitter: Double, _ delay: Double) {
         #expect(DispatchRules.retryDelay(afterAttempt: attempts, retryAfter: nil, jitter: jitter) == delay)
     }
 }

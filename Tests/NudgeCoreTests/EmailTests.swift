@@ -108,7 +108,7 @@ import Testing
         #expect(ResendClient.classify(status: 429, headers: [:], body: body("daily_quota_exceeded"))
                 == .throttled("Resend 429 daily_quota_exceeded: words", after: 3600))
         #expect(ResendClient.classify(status: 500, headers: [:], body: body("internal_server_error"))
-                == .retry("Resend 500 internal_server_error: words", after: nil))
+                == .unavailable("Resend 500 internal_server_error: words", after: nil))
         #expect(ResendClient.classify(status: 422, headers: [:], body: body("validation_error")) == .rejected("Resend 422 validation_error: words"))
         #expect(ResendClient.classify(status: 409, headers: [:], body: body("invalid_idempotent_request"))
                 == .rejected("Resend 409 invalid_idempotent_request: words"))
@@ -121,7 +121,7 @@ import Testing
         #expect(ResendClient.classify(status: 429, headers: headers([("ratelimit-reset", "inf")]), body: body("rate_limit_exceeded"))
                 == .throttled("Resend 429 rate_limit_exceeded: words", after: 1))
         #expect(ResendClient.classify(status: 503, headers: headers([("ratelimit-reset", "1e30")]), body: body("x"))
-                == .retry("Resend 503 x: words", after: 86_400))
+                == .unavailable("Resend 503 x: words", after: 86_400))
         #expect(ResendClient.classify(status: 403, headers: [:], body: body("invalid_api_key")) == .configuration("Resend 403 invalid_api_key: words"))
     }
 
@@ -129,15 +129,19 @@ import Testing
         let row = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: LocalDate(year: 2026, month: 3, day: 22)!,
                                      deliverAfter: Date(timeIntervalSince1970: 0), title: "s", body: "t")
         let now = Date(timeIntervalSince1970: 1_000)
-        #expect(DispatchRules.settleEmail(row, result: .delivered(providerID: "x"), now: now, jitter: 0).status == .sent)
-        let retry = DispatchRules.settleEmail(row, result: .retry("500", after: nil), now: now, jitter: 0)
+        let expiry = now.addingTimeInterval(48 * 3600)
+        #expect(DispatchRules.settleEmail(row, result: .delivered(providerID: "x"), now: now, expiresAt: expiry, jitter: 0).status == .sent)
+        let retry = DispatchRules.settleEmail(row, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0)
         #expect(retry.status == .pending && retry.countsAsAttempt && retry.nextAttemptAt == now.addingTimeInterval(15))
-        let throttled = DispatchRules.settleEmail(row, result: .throttled("429", after: 7), now: now, jitter: 0)
+        let throttled = DispatchRules.settleEmail(row, result: .throttled("429", after: 7), now: now, expiresAt: expiry, jitter: 0)
         #expect(throttled.status == .pending && !throttled.countsAsAttempt && throttled.nextAttemptAt == now.addingTimeInterval(7))
-        #expect(DispatchRules.settleEmail(row, result: .rejected("422"), now: now, jitter: 0).status == .failed)
+        #expect(DispatchRules.settleEmail(row, result: .rejected("422"), now: now, expiresAt: expiry, jitter: 0).status == .failed)
         let last = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
-                                      title: "s", body: "t", attempts: 3)
-        #expect(DispatchRules.settleEmail(last, result: .retry("500", after: nil), now: now, jitter: 0).status == .failed)
+                                      title: "s", body: "t", attempts: 4)
+        #expect(DispatchRules.settleEmail(last, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .failed)
+        // Resend down, paused or not configured: parked for it, until its shelf life ends, with no attempt spent.
+        let parked = DispatchRules.settleEmail(row, result: .notSent("Resend is down", after: nil), now: now, expiresAt: expiry, jitter: 0)
+        #expect(parked.status == .pending && !parked.countsAsAttempt && parked.parkedFor == .resend && parked.nextAttemptAt == expiry)
     }
 
     /// An email row goes to the user's address unless a switch (either table's), a missing

@@ -233,10 +233,11 @@ import Testing
         #expect(plan([push], now: previewAt).deliveries.map(\.keepFor) == [300])
         #expect(plan([push], now: callAt.addingTimeInterval(-120.4)).deliveries.map(\.keepFor) == [120])
         #expect(plan([push], now: callAt.addingTimeInterval(-0.2)).deliveries.map(\.keepFor) == [1])
-        // Another push keeps its kind's time.
+        // Another push is kept until its shelf life ends (a day after its time, by default).
         let other = QueuedNotification(id: 2, type: "streak_at_risk", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
                                        deliverAfter: previewAt, title: "Streak at risk", body: "Check in today", payload: "{}")
-        #expect(plan([other], now: callAt.addingTimeInterval(5 * 3600)).deliveries.map(\.keepFor) == [24 * 3600])
+        let left: TimeInterval = 24 * 3600 - 300 - 5 * 3600
+        #expect(plan([other], now: callAt.addingTimeInterval(5 * 3600)).deliveries.map(\.keepFor) == [left])
     }
 
     /// Two calls' previews due within the grouping window go as two pushes, each its own.
@@ -343,14 +344,14 @@ import Testing
 
     @Test func anSMSIsSettledWithoutEverRepeatingAnUnknownOutcome() {
         let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
-        #expect(DispatchRules.settleSMS(sms, result: .delivered(providerID: "SM1"), now: previewAt, jitter: 0).status == .sent)
-        let unknown = DispatchRules.settleSMS(sms, result: .rejected(TwilioClient.unknownOutcome("no answer")), now: previewAt, jitter: 0)
+        #expect(DispatchRules.settleSMS(sms, result: .delivered(providerID: "SM1"), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0).status == .sent)
+        let unknown = DispatchRules.settleSMS(sms, result: .rejected(TwilioClient.unknownOutcome("no answer")), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0)
         #expect(unknown.status == .failed)
         // Never left: tried again within seconds, since the call is minutes away.
-        let retry = DispatchRules.settleSMS(sms, result: .retry("refused", after: nil), now: previewAt, jitter: 1)
+        let retry = DispatchRules.settleSMS(sms, result: .unavailable("refused", after: nil), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 1)
         #expect(retry.status == .pending)
         #expect(retry.nextAttemptAt == previewAt.addingTimeInterval(DispatchRules.timeCriticalRetry))
-        let throttled = DispatchRules.settleSMS(sms, result: .throttled("20429", after: 2), now: previewAt, jitter: 0)
+        let throttled = DispatchRules.settleSMS(sms, result: .throttled("20429", after: 2), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0)
         #expect(throttled.status == .pending)
         #expect(!throttled.countsAsAttempt)
     }

@@ -13,9 +13,9 @@ func jobDefinition(_ name: String) -> JobDefinition {
 func dispatch(_ database: TestDatabase, environment: [String: String], at now: Date, lanes: Int = 1) async throws -> RunSummary {
     try await database.withDatabase { db in
         try await DeliveryServices.with(Environment(environment), dryRun: false) { push in
-            let job = DispatchJob(definition: jobDefinition("dispatch"), push: push, lease: 120, dryRun: false)
             var options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50, concurrency: 50)
             options.lanes = lanes
+            let job = DispatchJob(definition: jobDefinition("dispatch"), push: push, lease: 120, dryRun: false, clock: options.clock)
             return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
         }
     }
@@ -60,9 +60,11 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         let t = zone.times
         // User 1: the standard quiet hours (22:00–08:00), no weekend pause.
         try Outbox.user(database, 1, zone: zone.name)
-        let atRisk = try Outbox.queue(database, 1, type: "streak_at_risk", at: t["sat 23:00"]!)
+        let atRisk = try Outbox.queue(database, 1, type: "weekly_digest", at: t["sat 23:00"]!)
         let reminder = try Outbox.queue(database, 1, type: "daily_checkin", at: t["sat 23:30"]!)
-        let moved = try Outbox.queue(database, 1, type: "leaderboard_change", at: t["sun 01:45"]!)
+        let moved = try Outbox.queue(database, 1, type: "streak_milestone", at: t["sun 01:45"]!)
+        // Worth sending only on its own day: held to 08:00, it would go out stale.
+        let stale = try Outbox.queue(database, 1, type: "streak_at_risk", at: t["sat 23:00"]!)
         let cheer = try Outbox.queue(database, 1, type: "social_engagement", at: t["sun 10:00"]!)
         let goal = try Outbox.queue(database, 1, type: "weekly_goal_progress", at: t["sun 11:00"]!)
         let submit = try Outbox.queue(database, 1, type: "data_submission", at: t["sun 12:00"]!)
@@ -73,7 +75,10 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
             insert into notification_preferences (user_id, dnd_start, dnd_end, pause_weekends)
             values ('\(Fixture.userID(2))', '23:00', '07:00', true)
             """)
-        let weekend = try Outbox.queue(database, 2, type: "social_engagement", at: t["sat 20:30"]!)
+        // Sunday noon: held by the weekend pause, then the night, within its day's shelf life.
+        let weekend = try Outbox.queue(database, 2, type: "streak_milestone", at: t["sun 12:00"]!)
+        // Saturday evening: the weekend pause would hold it past its six hours.
+        let cheered = try Outbox.queue(database, 2, type: "social_engagement", at: t["sat 20:30"]!)
         let critical = try Outbox.queue(database, 2, type: "daily_checkin", at: t["sun 12:00"]!)
 
         var now = at(t["sat 20:00"]!)
@@ -89,11 +94,15 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         #expect(try sent(reminder) == t["sat 23:30"]!)           // critical: through quiet hours
         #expect(try sent(atRisk) == t["sun 08:00"]!)              // deferred to the window's end…
         #expect(try sent(moved) == t["sun 08:00"]!)               // …on the night the clocks change
+        #expect(try sent(stale) == "suppressed")                  // past its shelf life by then
+        #expect(try database.value("select last_error from notification_outbox where id = \(stale)")
+                .hasPrefix("expired: streak_at_risk due \(t["sat 23:00"]!) was worth sending until"))
         #expect(try sent(cheer) == t["sun 10:00"]!)               // the day's third
         #expect(try sent(goal) == "suppressed")                   // a fourth is over the cap
         #expect(try sent(submit) == "suppressed")
         #expect(try sent(evening) == t["sun 20:00"]!)             // critical: never held by the cap
         #expect(try sent(weekend) == t["mon 07:00"]!)             // the weekend, then the night
+        #expect(try sent(cheered) == "suppressed")                // stale by Monday morning
         #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
         #expect(try database.value("select last_error from notification_outbox where id = \(goal)")
                 .hasPrefix("caps: daily cap: 3 notifications already sent on"))

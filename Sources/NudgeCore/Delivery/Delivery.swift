@@ -113,8 +113,14 @@ public enum ProviderState: Sendable, Equatable {
 public enum SendResult: Sendable, Equatable {
     /// The provider took it: `apns-id`, the FCM message name, the Resend email id.
     case delivered(providerID: String)
-    /// A time-out, a 429 for this device or a 5xx: worth another attempt, after `after` at the least.
+    /// An answer about this request that another attempt may change (APNs' 429 for one device,
+    /// FCM's per-device quota, Resend's 408): worth another attempt, after `after` at the least.
     case retry(String, after: TimeInterval?)
+    /// The provider did not answer about this notification: a 5xx, no answer within the time-out,
+    /// a connection refused or cut. Another attempt while attempts remain; when most answers are
+    /// like this the provider is down (`ChannelHealth`), and its notifications wait for it
+    /// without spending attempts.
+    case unavailable(String, after: TimeInterval?)
     /// The provider says this device's token is no longer valid: the token is deactivated.
     /// `unknownToProvider` marks the answers that a wrong configuration also gives for every
     /// token (APNs 400 `BadDeviceToken`, FCM `SENDER_ID_MISMATCH`): many of them at once pause the
@@ -135,8 +141,27 @@ public enum SendResult: Sendable, Equatable {
     public var reason: String? {
         switch self {
         case .delivered: nil
-        case .retry(let why, _), .invalidToken(let why, _), .rejected(let why), .configuration(let why), .throttled(let why, _),
-             .notSent(let why, _): why
+        case .retry(let why, _), .unavailable(let why, _), .invalidToken(let why, _), .rejected(let why), .configuration(let why),
+             .throttled(let why, _), .notSent(let why, _): why
+        }
+    }
+
+    /// Whether this answer says the provider is in trouble rather than anything about the
+    /// notification: a 5xx, a time-out, a refused connection, or an SMS whose request may have
+    /// left into such trouble (its outcome unknown).
+    public var isOutage: Bool {
+        switch self {
+        case .unavailable: true
+        case .rejected(let why): why.hasPrefix(TwilioClient.unknownOutcomePrefix)
+        default: false
+        }
+    }
+
+    /// Whether the provider answered at all (anything but an outage, a wait or a send not made).
+    public var isAnswer: Bool {
+        switch self {
+        case .delivered, .retry, .invalidToken, .rejected, .configuration, .throttled: !isOutage
+        case .unavailable, .notSent: false
         }
     }
 }

@@ -8,12 +8,15 @@ import Foundation
 public enum DispatchRules {
     /// Seed 004: "Batch notifications within 5 min window".
     public static let groupWindow: TimeInterval = 5 * 60
-    /// Seed 003 F6: "Retry failed sends 3x with exponential backoff".
-    public static let maxAttempts = 3
-    /// The first retry's delay; each further one doubles it (with jitter, see `retryDelay`).
+    /// Seed 003 F6: "Retry failed sends 3x with exponential backoff": the first attempt and three
+    /// retries. Only an answer about the notification or its device spends one; a provider that is
+    /// down, not configured or over its quota spends none (`ChannelHealth`).
+    public static let maxAttempts = 4
+    /// The first retry's delay; each further one is four times the last: 30 s, 2 min, 8 min (with
+    /// jitter, see `retryDelay`).
     public static let firstRetryDelay: TimeInterval = 30
-    /// How long a notification whose devices' provider cannot be used now (not configured,
-    /// paused) waits before dispatch looks at it again.
+    /// How long a notification waits when its provider holds it for a reason that passes on its
+    /// own (a token it will not call unknown before it has confirmed its configuration).
     public static let providerWait: TimeInterval = 10 * 60
 
     public struct UserFacts: Sendable {
@@ -101,8 +104,10 @@ public enum DispatchRules {
         case suppressed(step: String, reason: String)
         /// Held by quiet hours or the weekend pause until `until`.
         case deferred(until: Date, reason: String)
-        /// Its devices' providers cannot be used now; it is looked at again at `until`.
-        case waiting(until: Date, reason: String)
+        /// Its devices' providers cannot be used now; it is looked at again at `until`. Parked for a
+        /// provider (down, paused, not configured), it waits until its shelf life ends, unless
+        /// the provider is back sooner (`ChannelHealth` wakes its rows).
+        case waiting(until: Date, reason: String, parkedFor: DeliveryProvider? = nil)
         /// Claimed ahead of its time to join a delivery, it joined none: back as it was.
         case released
         case failed(String)
@@ -116,9 +121,10 @@ public enum DispatchRules {
     }
 
     /// The plan for one user's claimed rows at `now`. Rows due after `now` (claimed within the
-    /// grouping window) go out only with a delivery of their group that is due.
+    /// grouping window) go out only with a delivery of their group that is due. A row past its
+    /// shelf life is not sent (`ShelfLife`).
     public static func plan(rows: [QueuedNotification], facts: UserFacts, providers: [DeliveryProvider: ProviderState],
-                            locale: String, calendar: LocalCalendar, now: Date) -> Plan {
+                            locale: String, calendar: LocalCalendar, now: Date, shelfLife: ShelfLife = .fallback) -> Plan {
         var plan = Plan()
         var deliverable: [QueuedNotification] = []
         var early: [QueuedNotification] = []
@@ -145,13 +151,19 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: "once", reason: already)
                 continue
             }
+            // Past its shelf life, a notification is stale: not sent, whatever held it.
+            let expiry = shelfLife.expiry(of: row, calendar: calendar)
+            if row.dueAt.timeIntervalSince(now) <= 0.001, now >= expiry {
+                plan.outcomes[row.id] = .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
+                continue
+            }
             if row.channel == "email" || row.channel == "sms" {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
                 } else if row.channel == "email" {
-                    planEmail(row, facts: facts, provider: providers[.resend], now: now, into: &plan)
+                    planEmail(row, facts: facts, provider: providers[.resend], now: now, expiry: expiry, into: &plan)
                 } else {
-                    planSMS(row, facts: facts, provider: providers[.twilio], now: now, into: &plan)
+                    planSMS(row, facts: facts, provider: providers[.twilio], now: now, expiry: expiry, into: &plan)
                 }
                 continue
             }
@@ -170,11 +182,6 @@ public enum DispatchRules {
                 continue
             }
             let kind = row.kind
-            // A call preview after its call began is worthless (seed 000): it is not sent late.
-            if kind.isTimeCritical, now.timeIntervalSince(row.deliverAfter) > kind.keepFor {
-                plan.outcomes[row.id] = .suppressed(step: "expired", reason: "\(kind.type) due \(row.deliverAfter.formatted(.iso8601)) is too late to send")
-                continue
-            }
             // 1. Preferences.
             if let refusal = facts.preferences.pushRefusal(for: kind) {
                 plan.outcomes[row.id] = .suppressed(step: "preferences", reason: refusal)
@@ -182,7 +189,10 @@ public enum DispatchRules {
             }
             // 2. Quiet hours and the weekend pause: held until they end, never dropped.
             if !kind.passesQuietHours, let quiet = facts.preferences.quietHours.release(at: now, calendar: calendar) {
-                plan.outcomes[row.id] = .deferred(until: quiet.until, reason: quiet.reason)
+                // Held past its shelf life, it would go out stale: it ends now instead.
+                plan.outcomes[row.id] = quiet.until >= expiry
+                    ? .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife) + "; \(quiet.reason) until \(quiet.until.formatted(.iso8601))")
+                    : .deferred(until: quiet.until, reason: quiet.reason)
                 continue
             }
             deliverable.append(row)
@@ -240,19 +250,29 @@ public enum DispatchRules {
             let ready = targets.filter { providers[$0.provider] == .ready }
             // Waiting for a provider only while no device has it: once one has, the user has it.
             if ready.isEmpty && !targets.isEmpty && lead.deliveredTo.isEmpty {
+                // Held for a while (a quota): looked at again then. Otherwise parked for a provider
+                // until it is back or the group's shelf life ends.
                 var reasons: Set<String> = []
-                var wait = providerWait
+                var heldFor: TimeInterval?
+                var parkedFor: DeliveryProvider?
                 for device in targets {
                     switch providers[device.provider] {
-                    case .unavailable(let why)?: reasons.insert(why)
                     case .held(let why, let seconds)?:
                         reasons.insert(why)
-                        wait = min(wait, max(1, seconds))
-                    default: reasons.insert("\(device.provider.displayName) is not configured")
+                        heldFor = min(heldFor ?? .infinity, max(1, seconds))
+                    case .unavailable(let why)?:
+                        reasons.insert(why)
+                        parkedFor = parkedFor ?? device.provider
+                    default:
+                        reasons.insert("\(device.provider.displayName) is not configured")
+                        parkedFor = parkedFor ?? device.provider
                     }
                 }
+                let expiry = group.map { shelfLife.expiry(of: $0, calendar: calendar) }.min()!
                 for row in group {
-                    plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(wait), reason: reasons.sorted().joined(separator: "; "))
+                    plan.outcomes[row.id] = heldFor.map {
+                        .waiting(until: min(now.addingTimeInterval($0), expiry), reason: reasons.sorted().joined(separator: "; "))
+                    } ?? .waiting(until: expiry, reason: reasons.sorted().joined(separator: "; "), parkedFor: parkedFor)
                 }
                 continue
             }
@@ -263,10 +283,11 @@ public enum DispatchRules {
             }
             if !counted { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge)) }
             let index = plan.deliveries.count
+            let expiry = group.map { shelfLife.expiry(of: $0, calendar: calendar) }.min()!
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   keepFor: keepFor(lead, kind: kind, now: now)))
+                                                   keepFor: keepFor(lead, until: expiry, now: now), expiresAt: expiry))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
         return plan
@@ -276,7 +297,8 @@ public enum DispatchRules {
     /// switch in either table), an address that can be sent to, and Resend ready. Emails are not
     /// held by quiet hours (they do not wake anyone) nor by the push caps; their job queues each
     /// at most once per user and period.
-    static func planEmail(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, into plan: inout Plan) {
+    static func planEmail(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
+                          into plan: inout Plan) {
         if let refusal = facts.preferences.emailRefusal(for: row.type) {
             plan.outcomes[row.id] = .suppressed(step: "preferences", reason: refusal)
             return
@@ -293,30 +315,37 @@ public enum DispatchRules {
             plan.outcomes[row.id] = .failed("its payload is not an email (email_type, html)")
             return
         }
-        if let wait = wait(for: provider, named: "Resend", now: now) {
+        if let wait = wait(for: provider, .resend, now: now, expiry: expiry) {
             plan.outcomes[row.id] = wait
             return
         }
         plan.outcomes[row.id] = .email(plan.emails.count)
-        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, request: EmailRequest(
+        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: expiry, request: EmailRequest(
             to: address, subject: row.title, html: payload.html, text: row.body, unsubscribeURL: payload.unsubscribeURL,
             tags: payload.tags.merging(["email_type": payload.emailType]) { mine, _ in mine },
             idempotencyKey: PlannedEmail.idempotencyKey(row: row.id))))
     }
 
     /// How long a row sent through one provider (an email, an SMS) waits when that provider
-    /// cannot be used now (held by its quota, paused, not configured); nil when it is ready.
-    static func wait(for provider: ProviderState?, named name: String, now: Date) -> RowOutcome? {
-        switch provider {
+    /// cannot be used now: held by its quota, for that long; down, paused or not configured,
+    /// parked until it is back or the row's shelf life ends. Nil when it is ready.
+    static func wait(for state: ProviderState?, _ provider: DeliveryProvider, now: Date, expiry: Date) -> RowOutcome? {
+        switch state {
         case .ready?:
             return nil
         case .held(let why, let seconds)?:
-            return .waiting(until: now.addingTimeInterval(max(1, min(seconds, providerWait))), reason: why)
+            return .waiting(until: min(now.addingTimeInterval(max(1, min(seconds, providerWait))), expiry), reason: why)
         case .unavailable(let why)?:
-            return .waiting(until: now.addingTimeInterval(providerWait), reason: why)
+            return .waiting(until: expiry, reason: why, parkedFor: provider)
         case nil:
-            return .waiting(until: now.addingTimeInterval(providerWait), reason: "\(name) is not configured")
+            return .waiting(until: expiry, reason: "\(provider.displayName) is not configured", parkedFor: provider)
         }
+    }
+
+    /// Why a row is not sent past its shelf life.
+    static func expired(_ row: QueuedNotification, at expiry: Date, shelfLife: ShelfLife) -> String {
+        "\(row.type) due \(row.deliverAfter.formatted(.iso8601)) was worth sending until \(expiry.formatted(.iso8601)) "
+            + "(shelf life: \(shelfLife.rule(type: row.type, channel: row.channel)))"
     }
 
     /// Why a preview row must not go because another row of its call time reached the user, or
@@ -330,12 +359,14 @@ public enum DispatchRules {
         return "the preview for this call time already reached the user (outbox row \(other.row)); one preview a call time"
     }
 
-    /// How long APNs and FCM keep a push for a device that is offline: its kind's time, and a
-    /// call's preview no longer than until the call begins ("calling in 5 min" shown during the
-    /// call, or after it, misleads); at least a second, since FCM reads 0 as "now or never".
-    static func keepFor(_ row: QueuedNotification, kind: NotificationKind, now: Date) -> TimeInterval {
-        guard let call = row.call else { return kind.keepFor }
-        return max(1, min(kind.keepFor, call.scheduledAt.timeIntervalSince(now).rounded(.down)))
+    /// How long APNs and FCM keep a push for a device that is offline: until its shelf life
+    /// ends, and a call's preview no longer than until the call begins ("calling in 5 min" shown
+    /// during the call, or after it, misleads); at least a second, since FCM reads 0 as "now or
+    /// never".
+    static func keepFor(_ row: QueuedNotification, until expiry: Date, now: Date) -> TimeInterval {
+        var end = expiry
+        if let call = row.call { end = min(end, call.scheduledAt) }
+        return max(1, end.timeIntervalSince(now).rounded(.down))
     }
 
     /// The step a preview refused by `callRefusal` is suppressed under. Its refusal holds only
@@ -363,7 +394,8 @@ public enum DispatchRules {
     /// its push did not reach the user (`fallbackHold`); a phone number Twilio takes; one
     /// segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
     /// preview, which the user asked for.
-    static func planSMS(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, into plan: inout Plan) {
+    static func planSMS(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
+                        into plan: inout Plan) {
         if let hold = fallbackHold(row, facts: facts, now: now) {
             plan.outcomes[row.id] = hold
             return
@@ -381,12 +413,15 @@ public enum DispatchRules {
             plan.outcomes[row.id] = .failed("the SMS would be \(measured.segments) segments (\(measured.units) \(measured.encoding.rawValue) units): only one is sent")
             return
         }
-        if let wait = wait(for: provider, named: "Twilio", now: now) {
+        if let wait = wait(for: provider, .twilio, now: now, expiry: expiry) {
             plan.outcomes[row.id] = wait
             return
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)
-        plan.texts.append(PlannedSMS(row: row.id, request: SMSRequest(to: phone, body: row.body, outboxID: row.id)))
+        // Twilio keeps it no longer than it is worth: until the call begins, or its shelf life ends.
+        let until = row.call.map { min($0.scheduledAt, expiry) } ?? expiry
+        plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
+            to: phone, body: row.body, outboxID: row.id, validFor: Int(until.timeIntervalSince(now).rounded(.down)))))
     }
 
     /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
@@ -422,54 +457,59 @@ public enum DispatchRules {
     /// How an SMS row stands after its attempt: sent once Twilio took it; failed, never repeated,
     /// when Twilio refused it or its outcome is unknown (seed 000: a failed preview SMS is logged,
     /// not retried); a request that never left tries again soon; Twilio's rate limit (20429),
-    /// Twilio paused or not configured, leave it waiting without spending an attempt.
-    public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, jitter: Double) -> Settlement {
-        settleSingle(row, result: result, marker: "sms", provider: "Twilio", now: now, jitter: jitter)
+    /// Twilio down, paused or not configured, leave it waiting without spending an attempt.
+    public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+                                 jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "sms", provider: .twilio, now: now, expiresAt: expiresAt, jitter: jitter)
     }
 
     /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
     /// tries again with the same idempotency key while attempts remain; a refusal fails it with
-    /// Resend's words; a rate limit, a quota or Resend paused leaves it waiting without
+    /// Resend's words; a rate limit, a quota, Resend down or paused leaves it waiting without
     /// spending an attempt.
-    public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, jitter: Double) -> Settlement {
-        settleSingle(row, result: result, marker: "email", provider: "Resend", now: now, jitter: jitter)
+    public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+                                   jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter)
     }
 
     /// A row sent as one request to one provider (an email, an SMS); `marker` is what
     /// `delivered_to` records once it went.
-    static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: String, now: Date,
-                             jitter: Double) -> Settlement {
+    static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
+                             now: Date, expiresAt: Date, jitter: Double) -> Settlement {
         switch result {
         case .delivered?:
             return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
                               countsAsAttempt: true)
-        case .retry(let why, let after)?:
+        case .retry(let why, let after)?, .unavailable(let why, let after)?:
             guard row.attempts < maxAttempts else {
                 return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
             }
             var delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
             if row.kind.isTimeCritical { delay = min(delay, max(timeCriticalRetry, after ?? 0)) }
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(delay), deliveredTo: [], sentAt: nil,
-                              lastError: why, countsAsAttempt: true)
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(delay), expiresAt), deliveredTo: [],
+                              sentAt: nil, lastError: why, countsAsAttempt: true)
         case .rejected(let why)?, .invalidToken(let why, _)?:
             return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
         case .throttled(let why, let after)?, .notSent(let why, let after?)?:
             let wait = after.isFinite ? min(max(1, after), 24 * 3600) : providerWait
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(wait), deliveredTo: [], sentAt: nil,
-                              lastError: why, countsAsAttempt: false)
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
+                              sentAt: nil, lastError: why, countsAsAttempt: false)
         case .configuration(let why)?, .notSent(let why, nil)?:
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,
-                              lastError: why, countsAsAttempt: false)
+            return Settlement(status: .pending, nextAttemptAt: expiresAt, deliveredTo: [], sentAt: nil, lastError: why,
+                              countsAsAttempt: false, parkedFor: provider)
         case nil:
-            return Settlement(status: .pending, nextAttemptAt: now.addingTimeInterval(providerWait), deliveredTo: [], sentAt: nil,
-                              lastError: "\(provider): no result (the run stopped before this \(marker)'s turn)", countsAsAttempt: false)
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(firstRetryDelay), expiresAt),
+                              deliveredTo: [], sentAt: nil,
+                              lastError: "\(provider.displayName): no result (the run stopped before this \(marker)'s turn)",
+                              countsAsAttempt: false)
         }
     }
 
-    /// The delay before attempt `attempts + 1`: 30 s, then 60 s…, each between half and all of
-    /// that (`jitter` in 0...1 picks where), and never less than the provider's `retry-after`.
+    /// The delay before attempt `attempts + 1`: 30 s, then 2 min, then 8 min, each between half
+    /// and all of that (`jitter` in 0...1 picks where), and never less than the provider's
+    /// `retry-after`.
     public static func retryDelay(afterAttempt attempts: Int, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
-        let ceiling = firstRetryDelay * Double(1 << max(0, min(attempts - 1, 10)))
+        let ceiling = firstRetryDelay * Double(1 << (2 * max(0, min(attempts - 1, 8))))
         return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), retryAfter ?? 0)
     }
 
@@ -484,20 +524,24 @@ public enum DispatchRules {
         public let lastError: String?
         /// Whether this attempt counts towards `maxAttempts`: not when no provider was asked.
         public let countsAsAttempt: Bool
+        /// The provider a `pending` row waits for, parked until it is back (or its shelf life ends).
+        public var parkedFor: DeliveryProvider? = nil
     }
 
     /// Settles a row of `delivery` from the results of its attempt, device by device: delivered
     /// devices are remembered; a retryable failure leaves it pending for a later attempt while
-    /// attempts remain; a provider that cannot be used now (not configured, paused, over its
-    /// quota) leaves it waiting without spending one, unless some device already has it;
+    /// attempts remain; a provider that cannot be used now (down, paused, not configured, over
+    /// its quota) leaves it waiting without spending one, unless some device already has it;
     /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
     public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
                               now: Date, jitter: Double) -> Settlement {
         var delivered = row.deliveredTo
         var retryAfter: TimeInterval?
         var retryable = false
+        // Held for a while (a quota: `blockedFor`), or parked for a provider until it is back.
         var blocked = !delivery.waiting.isEmpty
         var blockedFor: TimeInterval?
+        var parkedFor = delivery.waiting.first?.provider
         var askedAProvider = false
         var lastError: String?
         for device in delivery.targets {
@@ -506,7 +550,7 @@ public enum DispatchRules {
             case .delivered?:
                 delivered.insert(device.key)
                 askedAProvider = true
-            case .retry(let why, let after)?:
+            case .retry(let why, let after)?, .unavailable(let why, let after)?:
                 retryable = true
                 retryAfter = max(retryAfter ?? 0, after ?? 0)
                 lastError = "\(name) \(device.shortToken): \(why)"
@@ -520,9 +564,11 @@ public enum DispatchRules {
                 lastError = "\(name): \(why)"
             case .configuration(let why)?, .notSent(let why, nil)?:
                 blocked = true
+                parkedFor = parkedFor ?? device.provider
                 lastError = "\(name): \(why)"
             case nil:
                 blocked = true
+                blockedFor = min(blockedFor ?? .infinity, firstRetryDelay)
                 lastError = "\(name): no result (the run stopped before this device's turn)"
             }
         }
@@ -530,10 +576,13 @@ public enum DispatchRules {
             lastError = "waiting for \(Set(delivery.waiting.map(\.provider.displayName)).sorted().joined(separator: ", "))"
         }
         let sentAt = row.sentAt ?? (delivered.count > row.deliveredTo.count ? now : nil)
-        let wait = now.addingTimeInterval(min(blockedFor ?? providerWait, providerWait))
+        // Held for a while, it is looked at again then; parked, when its shelf life ends (or
+        // when the provider is back, which wakes it).
+        let wait = min(blockedFor.map { now.addingTimeInterval(min($0, providerWait)) } ?? delivery.expiresAt, delivery.expiresAt)
+        let parked = blockedFor == nil ? parkedFor : nil
         if retryable && row.attempts < maxAttempts {
             let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
-            let next = now.addingTimeInterval(delay)
+            let next = min(now.addingTimeInterval(delay), delivery.expiresAt)
             return Settlement(status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
                               sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
         }
@@ -542,7 +591,7 @@ public enum DispatchRules {
         // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
         if blocked && !retryable && delivered.isEmpty && !(askedAProvider && row.attempts >= maxAttempts) {
             return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
-                              lastError: lastError, countsAsAttempt: askedAProvider)
+                              lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)
         }
         if !delivered.isEmpty {
             return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
@@ -567,6 +616,8 @@ public struct PlannedDelivery: Sendable, Equatable {
     public let waiting: [Device]
     /// How long APNs and FCM keep it for an offline device.
     public let keepFor: TimeInterval
+    /// When its rows' shelf life ends (the earliest of them).
+    public let expiresAt: Date
 
     public var collapseID: String { "nudge-\(id)" }
 }
@@ -576,6 +627,8 @@ public struct PlannedEmail: Sendable, Equatable {
     public let row: Int64
     /// `email_logs.email_type`.
     public let emailType: String
+    /// When its shelf life ends.
+    public let expiresAt: Date
     public let request: EmailRequest
 
     /// The row's: every attempt at it, after a crash too, carries the same key, and Resend
@@ -586,5 +639,7 @@ public struct PlannedEmail: Sendable, Equatable {
 /// One SMS of the plan: its row and what Twilio is asked.
 public struct PlannedSMS: Sendable, Equatable {
     public let row: Int64
+    /// When its shelf life ends.
+    public let expiresAt: Date
     public let request: SMSRequest
 }

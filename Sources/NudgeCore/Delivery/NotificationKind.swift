@@ -21,11 +21,9 @@ public struct NotificationKind: Sendable, Equatable {
     public let group: String
     /// Where the notification opens the app when its payload names no `deep_link`.
     public let deepLink: String
-    /// How long APNs and FCM keep it for a device that is offline.
-    public let keepFor: TimeInterval
 
     init(_ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
-         group: String? = nil, deepLink: String, keepFor: TimeInterval = 24 * 3600) {
+         group: String? = nil, deepLink: String) {
         self.type = type
         self.isCritical = critical
         self.isTimeCritical = timeCritical
@@ -33,7 +31,6 @@ public struct NotificationKind: Sendable, Equatable {
         self.caps = caps
         self.group = group ?? type
         self.deepLink = deepLink
-        self.keepFor = keepFor
     }
 
     /// Whether quiet hours and the weekend pause let it through.
@@ -56,9 +53,9 @@ public struct NotificationKind: Sendable, Equatable {
         NotificationKind("data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],
                          deepLink: "fitcircle://submit"),
         NotificationKind("leaderboard_change", pushSwitch: "push_leaderboard_change", caps: [.perLocalDay(3), .perHour(1)],
-                         deepLink: "fitcircle://leaderboard", keepFor: 3600),
+                         deepLink: "fitcircle://leaderboard"),
         NotificationKind("social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],
-                         deepLink: "fitcircle://social", keepFor: 6 * 3600),
+                         deepLink: "fitcircle://social"),
         NotificationKind("weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)],
                          deepLink: "fitcircle://digest"),
         NotificationKind("challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
@@ -67,13 +64,10 @@ public struct NotificationKind: Sendable, Equatable {
         // Seed 002: push-trigger decided it against the user's own frequency; one a day at most.
         NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
         // Seed 000: five minutes before a call the user asked for.
-        NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
-                         keepFor: 600),
+        NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
         // Its SMS (path B), and the SMS after a push that did not reach the user (paths A and C).
-        NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
-                         keepFor: 600),
-        NotificationKind("fallback_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call",
-                         keepFor: 600),
+        NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
+        NotificationKind("fallback_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
     ].map { ($0.type, $0) })
 
     /// The kind of `type`; a type this catalogue does not know is optional, has no switch of its

@@ -28,14 +28,16 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     /// For a queue job: how many batches a run works on at once (`--lanes`), each claimed on its
     /// own connection.
     public let lanes: Int?
+    /// For dispatch: how long after its time each type of notification is still worth sending.
+    public let shelfLife: ShelfLife?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
     public let batchSize: Int
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, killSwitch: String,
-                enabledByDefault: Bool, batchSize: Int) {
+                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, shelfLife: ShelfLife? = nil,
+                killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
         self.schedule = schedule
@@ -46,6 +48,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.drainSeconds = drainSeconds
         self.concurrency = concurrency
         self.lanes = lanes
+        self.shelfLife = shelfLife
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize

@@ -54,7 +54,7 @@ public enum JobRegistry {
                 let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
                                                            in: shortest...3_600)
                 return try await body(DispatchJob(definition: definition, push: push, lease: TimeInterval(lease),
-                                                  dryRun: setup.options.dryRun))
+                                                  dryRun: setup.options.dryRun, clock: setup.options.clock))
             }
         default:
             throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")

@@ -117,8 +117,11 @@ public final class APNsClient: PushService {
             let token: String
             do {
                 token = try await tokens.token(database: context.database, logger: context.logger)
+            } catch let error as NudgeError where error.kind == .configuration {
+                return .configuration("could not make the APNs provider token: \(error)")
             } catch {
-                return .configuration("could not make the APNs provider token: \(describe(error))")
+                // The token store's database did not answer: a passing trouble, not the key's.
+                return .unavailable("could not make the APNs provider token: \(describe(error))", after: nil)
             }
             let result = await post(push, token: token)
             // An expired provider token is renewed once, unless it is too young to be replaced.
@@ -161,7 +164,7 @@ public final class APNsClient: PushService {
         do {
             (head, body) = try await http.exchangeUntilHead(request, on: client)
         } catch {
-            return .result(.retry(ProviderHTTP.describe(error), after: nil))
+            return .result(.unavailable(ProviderHTTP.describe(error), after: nil))
         }
         let status = Int(head.status.code)
         if status == 200 {
@@ -191,8 +194,11 @@ public final class APNsClient: PushService {
             return .expiredProviderToken
         case (429, "TooManyProviderTokenUpdates"):
             return .result(.throttled(text, after: max(retryAfter?.seconds ?? 0, 60)))
-        case (429, _), (500...599, _), (400, "IdleTimeout"):
+        case (429, _), (400, "IdleTimeout"):
+            // Too many requests for this device token, or a connection APNs found idle.
             return .result(.retry(text, after: retryAfter.map { $0.seconds }))
+        case (500...599, _):
+            return .result(.unavailable(text, after: retryAfter.map { $0.seconds }))
         case (403, _), (400, "BadTopic"), (400, "TopicDisallowed"), (400, "MissingTopic"), (400, "BadCertificate"),
              (400, "BadCertificateEnvironment"), (404, _), (405, _):
             // A key, team, topic or endpoint Apple refuses: Nudge's configuration, not the device.

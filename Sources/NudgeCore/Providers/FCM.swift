@@ -117,6 +117,9 @@ public final class FCMClient: PushService {
             + "&assertion=" + formEncode(try configuration.grant(at: instant))
         request.body = .bytes(ByteBuffer(string: form))
         let (head, body) = try await http.exchange(request, on: client)
+        if head.status.code >= 500 || head.status.code == 429 || head.status.code == 408 {
+            throw TokenEndpointTrouble(status: Int(head.status.code))
+        }
         struct Answer: Decodable {
             let access_token: String?
             let expires_in: Int?
@@ -132,6 +135,12 @@ public final class FCMClient: PushService {
         return ProviderToken(value: token, issuedAt: instant, expiresAt: instant.addingTimeInterval(lifetime - renewBeforeExpiry))
     }
 
+    /// The token endpoint answered that it could not serve now (5xx, 429, 408): not the account's fault.
+    struct TokenEndpointTrouble: Error, CustomStringConvertible {
+        let status: Int
+        var description: String { "the FCM token endpoint answered HTTP \(status)" }
+    }
+
     static func formEncode(_ text: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
@@ -143,8 +152,13 @@ public final class FCMClient: PushService {
             let token: String
             do {
                 token = try await tokens.token(database: context.database, logger: context.logger)
+            } catch let error as NudgeError where error.kind == .configuration {
+                // The token endpoint refused the service account (invalid_grant, a deleted key).
+                return .configuration("could not get an FCM access token: \(error)")
             } catch {
-                return .configuration("could not get an FCM access token: \(describe(error))")
+                // A token endpoint that timed out or answered 5xx, or the token store's database:
+                // a passing trouble, tried again like any unanswered send.
+                return .unavailable("could not get an FCM access token: \(describe(error))", after: nil)
             }
             let result = await post(push, token: token)
             // An access token the server no longer takes is replaced once.
@@ -170,12 +184,12 @@ public final class FCMClient: PushService {
         do {
             (head, body) = try await http.exchangeUntilHead(request, on: client)
         } catch {
-            return .retry(ProviderHTTP.describe(error), after: nil)
+            return .unavailable(ProviderHTTP.describe(error), after: nil)
         }
         if head.status.code == 200 {
             struct Sent: Decodable { let name: String }
             guard let sent = try? JSONDecoder().decode(Sent.self, from: body) else {
-                return .retry("FCM answered 200 without a message name", after: nil)
+                return .unavailable("FCM answered 200 without a message name", after: nil)
             }
             return .delivered(providerID: sent.name)
         }
@@ -223,13 +237,14 @@ public final class FCMClient: PushService {
             // The project's quota: every send waits, none spends an attempt.
             return .throttled(text, after: max(retryAfter ?? 0, quotaPause))
         case "UNAVAILABLE", "INTERNAL":
-            return .retry(text, after: retryAfter)
+            return .unavailable(text, after: retryAfter)
         case "THIRD_PARTY_AUTH_ERROR", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND":
             // The APNs key in Firebase, the service account, a project that does not exist:
             // configuration, never a reason to prune a token.
             return .configuration(text)
         default:
-            if status >= 500 || status == 408 { return .retry(text, after: retryAfter) }
+            if status >= 500 { return .unavailable(text, after: retryAfter) }
+            if status == 408 { return .retry(text, after: retryAfter) }
             if status == 429 { return .throttled(text, after: max(retryAfter ?? 0, quotaPause)) }
             if status == 401 || status == 403 { return .configuration(text) }
             return .rejected(text)

@@ -65,14 +65,19 @@ public struct DeliveryServices: Sendable {
     public let states: [DeliveryProvider: ProviderState]
     /// How long a send waits for the provider's answer (`NUDGE_PUSH_TIMEOUT_SECONDS`).
     public let timeout: Duration
+    /// Who each configured provider is configured as (key and team ids, topic, project, sender,
+    /// endpoint; never a secret): a provider paused for its configuration is tried again at once
+    /// by a dispatcher configured otherwise.
+    public let identities: [DeliveryProvider: String]
 
     public init(services: [DeliveryProvider: any PushService], email: ResendClient? = nil, sms: TwilioClient? = nil,
-                states: [DeliveryProvider: ProviderState], timeout: Duration) {
+                states: [DeliveryProvider: ProviderState], timeout: Duration, identities: [DeliveryProvider: String] = [:]) {
         self.services = services
         self.email = email
         self.sms = sms
         self.states = states
         self.timeout = timeout
+        self.identities = identities
     }
 
     /// Builds the services the environment configures, runs `body` with them, and shuts them
@@ -84,30 +89,37 @@ public struct DeliveryServices: Sendable {
         var email: ResendClient?
         var sms: TwilioClient?
         var states: [DeliveryProvider: ProviderState] = [:]
+        var identities: [DeliveryProvider: String] = [:]
         let http = ProviderHTTP(extraTrustedRoots: environment["NUDGE_CA_FILE"],
                                 timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
         do {
             if let configuration = try APNsConfiguration(environment: environment) {
                 if !dryRun { services[.apns] = try APNsClient(configuration: configuration, http: http) }
                 states[.apns] = .ready
+                identities[.apns] = [configuration.teamID, configuration.keyID, configuration.bundleID, configuration.environmentName,
+                                     configuration.baseURL].joined(separator: " ")
             } else {
                 states[.apns] = .unavailable("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)")
             }
             if let configuration = try FCMConfiguration(environment: environment) {
                 if !dryRun { services[.fcm] = try FCMClient(configuration: configuration, http: http) }
                 states[.fcm] = .ready
+                identities[.fcm] = [configuration.projectID, configuration.clientEmail, configuration.privateKeyID,
+                                    configuration.baseURL].joined(separator: " ")
             } else {
                 states[.fcm] = .unavailable("FCM is not configured (GOOGLE_APPLICATION_CREDENTIALS)")
             }
             if let configuration = try ResendConfiguration(environment: environment) {
                 if !dryRun { email = try ResendClient(configuration: configuration, http: http) }
                 states[.resend] = .ready
+                identities[.resend] = [configuration.from, configuration.baseURL].joined(separator: " ")
             } else {
                 states[.resend] = .unavailable("Resend is not configured (RESEND_API_KEY, RESEND_FROM)")
             }
             if let configuration = try TwilioConfiguration(environment: environment) {
                 if !dryRun { sms = try TwilioClient(configuration: configuration, http: http) }
                 states[.twilio] = .ready
+                identities[.twilio] = [configuration.accountSID, configuration.from, configuration.baseURL].joined(separator: " ")
             } else {
                 states[.twilio] = .unavailable("Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM)")
             }
@@ -117,7 +129,8 @@ public struct DeliveryServices: Sendable {
             await sms?.shutdown()
             throw error
         }
-        let all = DeliveryServices(services: services, email: email, sms: sms, states: states, timeout: http.timeout)
+        let all = DeliveryServices(services: services, email: email, sms: sms, states: states, timeout: http.timeout,
+                                   identities: identities)
         do {
             let result = try await body(all)
             for service in services.values { await service.shutdown() }

@@ -148,7 +148,7 @@ public final class ResendClient: Sendable {
             (head, answer) = try await http.exchangeUntilHead(request, on: client)
         } catch {
             // The idempotency key makes another attempt safe, whether or not this one arrived.
-            return .retry("Resend: \(ProviderHTTP.describe(error))", after: nil)
+            return .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil)
         }
         return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
     }
@@ -162,7 +162,7 @@ public final class ResendClient: Sendable {
         }
         let answer = try? JSONDecoder().decode(Answer.self, from: body)
         if status == 200 {
-            guard let id = answer?.id, !id.isEmpty else { return .retry("Resend answered 200 without an email id", after: nil) }
+            guard let id = answer?.id, !id.isEmpty else { return .unavailable("Resend answered 200 without an email id", after: nil) }
             return .delivered(providerID: id)
         }
         let name = answer?.name ?? "HTTP \(status)"
@@ -190,7 +190,7 @@ public final class ResendClient: Sendable {
         case (408, _):
             return .retry(text, after: retryAfter)
         case (let code, _) where code >= 500:
-            return .retry(text, after: retryAfter)
+            return .unavailable(text, after: retryAfter)
         default:
             // 400, 409 (the key used for another email), 422, 451: this email fails, with Resend's words.
             return .rejected(text)

@@ -10,8 +10,8 @@ import NIOPosix
 /// Wire format: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` on `api.twilio.com`,
 /// HTTP Basic authentication (the account SID and the auth token), a form-encoded body
 /// (`application/x-www-form-urlencoded`): `To` (E.164), `From` (a Twilio number) or
-/// `MessagingServiceSid` (`MG…`), `Body`, and `StatusCallback`, the URL Twilio posts the
-/// message's statuses to. 201 `{"sid": "SM…", "status": "queued", …}`; an error is `{"code",
+/// `MessagingServiceSid` (`MG…`), `Body`, `StatusCallback`, the URL Twilio posts the
+/// message's statuses to, and `ValidityPeriod` (seconds Twilio may queue it, 1 to 36,000). 201 `{"sid": "SM…", "status": "queued", …}`; an error is `{"code",
 /// "message", "more_info", "status"}`: 400 a number or body Twilio refuses (21211 not a valid
 /// `To`, 21610 the user replied STOP, 21614 not a mobile), 401/403 the account (20003), 429
 /// (20429) too many requests, which Twilio never processed, 5xx Twilio's own trouble.
@@ -60,11 +60,15 @@ public struct SMSRequest: Sendable, Equatable {
     /// The outbox row: the status callback names it, so that the statuses of a message whose
     /// SID Nudge never learnt (the answer was lost) still find its log.
     public let outboxID: Int64
+    /// Twilio's `ValidityPeriod`: how many seconds Twilio may keep trying to deliver it (1 to
+    /// 36,000); past that the SMS is not delivered at all ("calling in 5 min" hours late misleads).
+    public let validFor: Int
 
-    public init(to: PhoneNumber, body: String, outboxID: Int64) {
+    public init(to: PhoneNumber, body: String, outboxID: Int64, validFor: Int = 36_000) {
         self.to = to
         self.body = body
         self.outboxID = outboxID
+        self.validFor = min(max(validFor, 1), 36_000)
     }
 }
 
@@ -94,6 +98,7 @@ public final class TwilioClient: Sendable {
         fields.append(configuration.from.hasPrefix("MG") ? ("MessagingServiceSid", configuration.from) : ("From", configuration.from))
         fields.append(("Body", request.body))
         if let callback = statusCallback(for: request) { fields.append(("StatusCallback", callback)) }
+        fields.append(("ValidityPeriod", String(request.validFor)))
         return fields
     }
 
@@ -110,13 +115,15 @@ public final class TwilioClient: Sendable {
             return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
         } catch {
             let why = ProviderHTTP.describe(error)
-            if Self.neverLeft(error) { return .retry("Twilio: \(why) (the request never left)", after: nil) }
+            if Self.neverLeft(error) { return .unavailable("Twilio: \(why) (the request never left)", after: nil) }
             return .rejected(Self.unknownOutcome("Twilio: \(why)"))
         }
     }
 
+    static let unknownOutcomePrefix = "outcome unknown: "
+
     static func unknownOutcome(_ why: String) -> String {
-        "outcome unknown: \(why); the SMS may have been sent, and is not sent again (Twilio has no idempotency key)"
+        unknownOutcomePrefix + "\(why); the SMS may have been sent, and is not sent again (Twilio has no idempotency key)"
     }
 
     /// Whether an exchange failed before its request could reach Twilio: no connection was made.

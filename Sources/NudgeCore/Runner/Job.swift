@@ -47,11 +47,19 @@ public protocol Job: Sendable {
     /// Whether `complete` calls an outside service; the runner calls it only then.
     var completesOutside: Bool { get }
 
+    /// How many statements `afterBatch` or `tend` sends one after the other at most.
+    var bookkeepingStatements: Int { get }
+
     /// Carries out the part of a decided change that needs an outside service (push-trigger's LLM
     /// copy), between the decision and the batch's write. The runner calls it for up to
     /// `--concurrency` users of a batch at once. A thrown error fails this user alone; a `UserSkip`
     /// skips them with its reason; a `RunStop` leaves the user undone and ends the run after this batch.
     func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change>
+
+    /// The batch's changes once every outside call of the batch ended, before they are written:
+    /// for a job whose reading of one answer depends on what the whole batch learnt (dispatch:
+    /// a provider found down late in the batch). Pure; the identity unless the job says otherwise.
+    func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>]
 
     /// How long the runner leaves between one batch's outside calls and the next batch's.
     var pauseBetweenBatches: Duration { get }
@@ -64,6 +72,12 @@ public protocol Job: Sendable {
     /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
     /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
     func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
+
+    /// State the job shares with its other runs, kept while no batch is at work: called before a
+    /// run's first page and, for a queue, about every second while it waits for the next item
+    /// (dispatch: the providers' health and their probes). Its errors are logged and the
+    /// run goes on.
+    func tend(run: RunContext, on connection: PostgresConnection) async throws
 
     /// A configuration error the job met on its way without stopping (dispatch: a provider
     /// paused for the rest of the run): the run goes to its end, then reports it and exits 1.
@@ -87,11 +101,17 @@ extension Job {
         change
     }
 
+    public func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>] { changes }
+
     public var pauseBetweenBatches: Duration { .zero }
 
     public var outsideTimeLimit: Duration? { nil }
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
+
+    public func tend(run: RunContext, on connection: PostgresConnection) async throws {}
+
+    public var bookkeepingStatements: Int { readStatements }
 
     public var runProblem: String? { nil }
 

@@ -100,6 +100,7 @@ public struct JobRunner<J: Job>: Sendable {
             try await source.count(pageRequest(after: nil, runID: runID, now: options.now, logger: logger), on: connection)
         }
         observer.runStarted(runID: runID, job: name, usersInScope: inScope, resumedFrom: resume?.runID)
+        await tend(context: context, on: db)
         // A queue is drained in passes until this instant; a run at an explicit --now drains what
         // is due at that instant and ends.
         let drainUntil = ContinuousClock.now + (options.nowIsExplicit || options.dryRun ? .zero : options.drainFor)
@@ -192,7 +193,7 @@ public struct JobRunner<J: Job>: Sendable {
                     continue
                 }
                 guard source.isQueue, try await waitForNextPass(state: &state, until: loop.drainUntil, runID: loop.runID,
-                                                                totals: loop.totals, logger: logger, on: db)
+                                                                totals: loop.totals, context: context, on: db)
                 else { return (.succeeded, nil) }
                 continue
             }
@@ -320,7 +321,7 @@ public struct JobRunner<J: Job>: Sendable {
                 try await Task.sleep(until: previous + job.pauseBetweenBatches)
             }
             let outside = await completeOutside(planned, context: context)
-            planned = outside.completed
+            planned = job.review(outside.completed, run: context)
             failures += outside.failed
             skipped += outside.skipped
             undone = outside.undone
@@ -384,7 +385,7 @@ public struct JobRunner<J: Job>: Sendable {
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
-            state.tally.merge(try await db(statements: job.readStatements) { try await job.afterBatch(run: context, on: db.connection) },
+            state.tally.merge(try await db(statements: job.bookkeepingStatements) { try await job.afterBatch(run: context, on: db.connection) },
                               uniquingKeysWith: +)
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
@@ -712,7 +713,8 @@ public struct JobRunner<J: Job>: Sendable {
     /// (looking again every second, for items queued meanwhile) and ends when nothing falls due
     /// before its deadline, on a signal or when the job is paused.
     private func waitForNextPass(state: inout BatchLoopState, until deadline: ContinuousClock.Instant, runID: Int64,
-                                 totals: RunTotals, logger: Logger, on db: BoundedConnection) async throws -> Bool {
+                                 totals: RunTotals, context: RunContext, on db: BoundedConnection) async throws -> Bool {
+        let logger = context.logger
         defer { state.passFoundWork = false }
         if options.nowIsExplicit || options.dryRun { return state.passFoundWork && !options.dryRun }
         while ContinuousClock.now < deadline {
@@ -721,6 +723,7 @@ public struct JobRunner<J: Job>: Sendable {
                 let counts = totals.counts
                 try await db { try await db.connection.query(RunLedger.heartbeat(runID: runID, counts: counts), logger: logger) }
             }
+            await tend(context: context, on: db)
             let now = options.clock.now()
             let request = pageRequest(after: nil, runID: runID, now: now, logger: logger)
             let next: Date? = try await db { try await source.nextDue(after: now, request: request, on: db.connection) }
@@ -732,6 +735,19 @@ public struct JobRunner<J: Job>: Sendable {
             try? await Task.sleep(for: min(.seconds(wait), .seconds(1), left))
         }
         return false
+    }
+
+    /// The job's `tend`, at the time it is now; an error is logged and the run goes on (unless the
+    /// connection is gone, which the next use of it reports).
+    private func tend(context: RunContext, on db: BoundedConnection) async {
+        var context = context
+        context.now = max(context.now, options.clock.now())
+        let now = context
+        do {
+            try await db(statements: job.bookkeepingStatements) { try await job.tend(run: now, on: db.connection) }
+        } catch {
+            context.logger.warning("the job's shared state could not be kept", metadata: [LogKey.reason: "\(describe(error))"])
+        }
     }
 
     private func checkUsersExist(on connection: PostgresConnection, logger: Logger) async throws {

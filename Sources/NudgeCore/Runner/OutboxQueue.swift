@@ -143,11 +143,12 @@ public struct OutboxQueue: WorkSource {
                 update notification_outbox
                    set status = 'pending', lease_until = null, claimed_by = null, attempts = greatest(0, attempts - 1)
                  where user_id = any(\(untouched)) and status = 'sending' and claimed_by = \(run.claim)
+                   and (next_attempt_at is null or next_attempt_at < 'infinity')
                 """)
         }
         let failures = failed.filter { !changed.contains($0.0) }
         if !failures.isEmpty {
-            let backoff: SQLFragment = "make_interval(secs => \(DispatchRules.firstRetryDelay) * 2 ^ greatest(0, o.attempts - 1))"
+            let backoff: SQLFragment = "make_interval(secs => \(DispatchRules.firstRetryDelay) * 4 ^ greatest(0, o.attempts - 1))"
             // Only a row that was due spent an attempt (one claimed ahead of its time did not).
             let lastAttempt: SQLFragment = """
                 (o.attempts >= \(DispatchRules.maxAttempts) and coalesce(o.next_attempt_at, o.deliver_after) <= \(run.now))
@@ -161,6 +162,7 @@ public struct OutboxQueue: WorkSource {
                        last_error = f.reason, lease_until = null, claimed_by = null
                   from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(user_id, reason)
                  where o.user_id = f.user_id and o.status = 'sending' and o.claimed_by = \(run.claim)
+                   and \(unescaped: Self.open)
                 returning o.id, o.user_id, o.notification_type, o.channel, o.status, o.title, o.body, o.payload, o.last_error,
                           o.attempts
                 """)

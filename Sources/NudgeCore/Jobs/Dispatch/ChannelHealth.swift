@@ -1,48 +1,66 @@
 import Foundation
+import Logging
+import PostgresNIO
 import Synchronization
 
-/// What a run has learnt about each push provider. A provider is paused for the rest of the run
-/// when it refuses Nudge's configuration (a key, a topic, a project), or when it calls many
-/// tokens unknown at once: a burst of `BadDeviceToken` or `SENDER_ID_MISMATCH` answers across
-/// many devices is the signature of a wrong environment (sandbox tokens sent to production), a
-/// wrong bundle id or project, not of that many broken tokens, so those tokens are kept and their
-/// notifications wait. Uninstalled apps (APNs 410, FCM `UNREGISTERED`) never count towards it. A
-/// provider over its project's quota is held for the time it asks. A pause is a configuration
-/// error the run reports (exit 1); a quota is not.
+/// What a dispatcher knows about each provider: the shared `provider_health` rows as last read
+/// (`ProviderHealth`), what its own sends learnt since (written after each batch, and while the
+/// queue is idle), and the quotas providers asked it to respect. Every send asks it first
+/// (`hold`), every answer is recorded, and every answer is read through it before a row is
+/// settled (`interpret`): a 5xx from a provider found down parks the notification instead of
+/// spending an attempt; an unknown token from a provider that has not confirmed its
+/// configuration waits instead of being deactivated.
 public final class ChannelHealth: Sendable {
-    /// A burst: at least this many unknown-token answers…
-    static let burstMinimum = 5
-    /// …making up at least half of the provider's last `window` answers.
-    static let window = 100
-
     private struct State {
-        var paused: [DeliveryProvider: (reason: String, burst: Bool)] = [:]
+        var shared: [DeliveryProvider: ProviderHealth] = [:]
+        var pending: [DeliveryProvider: ProviderHealth.Delta] = [:]
         var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
-        /// The provider's last answers, oldest first: whether each called the token unknown.
-        var recent: [DeliveryProvider: [Bool]] = [:]
     }
 
     private let state = Mutex(State())
     private let configured: [DeliveryProvider: ProviderState]
+    /// Each configured provider's identity (`DeliveryServices.identities`): who it is configured as.
+    private let identities: [DeliveryProvider: String]
+    private let clock: any RunClock
 
-    public init(configured: [DeliveryProvider: ProviderState]) {
+    /// How many parked rows a dispatcher wakes at a time for a provider that is up.
+    static let wakeBatch = 2_000
+
+    public init(configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
+                clock: any RunClock = SystemClock()) {
         self.configured = configured
+        self.identities = identities
+        self.clock = clock
     }
 
-    /// Each provider's state now: not configured, paused, held by its quota, or ready.
-    public var states: [DeliveryProvider: ProviderState] {
+    /// Each provider's health as this dispatcher sees it now: the shared row with its own news.
+    private func current(_ provider: DeliveryProvider, in state: State) -> ProviderHealth {
+        let shared = state.shared[provider] ?? ProviderHealth()
+        guard let delta = state.pending[provider], !delta.isEmpty else { return shared }
+        return shared.applying(delta, now: clock.now(), config: identities[provider] ?? "")
+    }
+
+    public func health(_ provider: DeliveryProvider) -> ProviderHealth {
+        state.withLock { current(provider, in: $0) }
+    }
+
+    /// Each provider's state for a user's rows: not configured, down or paused (unless one of the
+    /// rows is that provider's probe), held by its quota, or ready.
+    public func states(probing rows: [Int64] = []) -> [DeliveryProvider: ProviderState] {
         var states = configured
-        for provider in DeliveryProvider.allCases {
-            if let (why, after) = hold(provider) { states[provider] = after.map { .held(why, for: $0) } ?? .unavailable(why) }
+        for provider in DeliveryProvider.allCases where configured[provider] == .ready {
+            if let (why, after) = hold(provider, rows: rows) { states[provider] = after.map { .held(why, for: $0) } ?? .unavailable(why) }
         }
         return states
     }
 
-    /// Why `provider` may not be asked now, and for how long (nil: for the rest of the run).
-    public func hold(_ provider: DeliveryProvider) -> (reason: String, after: TimeInterval?)? {
+    /// Why `provider` may not be asked now for `rows`, and for how long (nil: until it is back).
+    public func hold(_ provider: DeliveryProvider, rows: [Int64] = []) -> (reason: String, after: TimeInterval?)? {
         state.withLock { state in
-            if let paused = state.paused[provider] {
-                return ("\(provider.displayName) is paused for this run: \(paused.reason)", nil)
+            let health = current(provider, in: state)
+            if !health.allowsSending(config: identities[provider] ?? ""),
+               !rows.contains(where: { (state.shared[provider]?.probeRows ?? []).contains($0) }) {
+                return (health.summary(of: provider) ?? "\(provider.displayName) is not available", nil)
             }
             if let throttled = state.throttledUntil[provider] {
                 let left = ContinuousClock.now.duration(to: throttled.until)
@@ -55,53 +73,250 @@ public final class ChannelHealth: Sendable {
         }
     }
 
-    /// Why the run must report a configuration error: the providers paused, each with its reason.
+    /// Why the run must report a configuration error: the providers paused under this
+    /// dispatcher's own configuration, each with its reason.
     public var problems: [String] {
-        state.withLock { state in
-            state.paused.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.displayName) paused: \($0.value.reason)" }
+        DeliveryProvider.allCases.compactMap { provider in
+            let health = self.health(provider)
+            guard configured[provider] == .ready, health.state == .paused, health.config == identities[provider] else { return nil }
+            return "\(provider.displayName) paused: \(health.reason ?? "its configuration was refused")"
         }
     }
 
-    /// Takes one answer into account; pauses the provider on a configuration error or a burst,
-    /// holds it on a quota.
+    /// The providers that are not up, in an operator's words.
+    public var outages: [String] {
+        DeliveryProvider.allCases.compactMap { provider in
+            guard configured[provider] == .ready else { return nil }
+            return health(provider).summary(of: provider)
+        }
+    }
+
+    /// Takes one answer into account.
     public func record(_ result: SendResult, from provider: DeliveryProvider) {
         state.withLock { state in
-            switch result {
-            case .configuration(let why):
-                if state.paused[provider] == nil { state.paused[provider] = (why, false) }
-                return
-            case .throttled(let why, let after):
+            if case .throttled(let why, let after) = result {
                 let seconds = after.isFinite ? min(max(after, 0), 24 * 3600) : 60
                 let until = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
                 if (state.throttledUntil[provider]?.until).map({ $0 < until }) ?? true {
                     state.throttledUntil[provider] = (until, why)
                 }
-                return
-            case .notSent:
-                return
-            case .invalidToken(_, let unknownToProvider):
-                state.recent[provider, default: []].append(unknownToProvider)
-            default:
-                state.recent[provider, default: []].append(false)
             }
-            if state.recent[provider]!.count > Self.window { state.recent[provider]!.removeFirst() }
-            let answers = state.recent[provider]!
-            let unknown = answers.count { $0 }
-            if state.paused[provider] == nil, unknown >= Self.burstMinimum, unknown * 2 >= answers.count {
-                state.paused[provider] = ("""
-                    \(unknown) of its last \(answers.count) answers called the device token unknown: a configuration error \
-                    (APNS_ENVIRONMENT sandbox against production tokens, the wrong APNS_BUNDLE_ID or FCM project?), \
-                    so no token was deactivated
-                    """, true)
+            if case .notSent = result { return }
+            let trial = (state.shared[provider]?.state ?? .up) != .up
+            var delta = state.pending[provider] ?? ProviderHealth.Delta()
+            if result.isOutage {
+                delta.outages += 1
+                delta.lastOutage = result.reason
+                if trial { delta.trialOutages += 1 }
+            } else {
+                delta.answers += 1
+                if trial { delta.trialAnswers += 1 }
+                switch result {
+                case .invalidToken(_, true):
+                    delta.unknownTokens += 1
+                case .configuration(let why):
+                    delta.configuration = delta.configuration ?? why
+                default:
+                    if trial { delta.trialAccepted += 1 }
+                }
             }
+            state.pending[provider] = delta
         }
     }
 
-    /// What an answer means once the run's view of the provider is known: an unknown token from a
-    /// provider paused for a burst is the configuration's fault, not the token's.
+    /// What an answer means once the provider's state is known: no answer from a provider that
+    /// is down is a wait for it, not an attempt; an unknown token from a provider paused for a
+    /// burst is the configuration's fault, and from one that has not yet confirmed its
+    /// configuration, a wait.
     public func interpret(_ result: SendResult, from provider: DeliveryProvider) -> SendResult {
-        guard case .invalidToken(let why, true) = result,
-              let paused = state.withLock({ $0.paused[provider] }), paused.burst else { return result }
-        return .configuration("\(why), taken as a configuration error: \(paused.reason)")
+        let health = self.health(provider)
+        switch result {
+        case .unavailable(let why, _) where health.state == .down:
+            return .notSent("\(health.summary(of: provider) ?? provider.displayName) (this one: \(why))", after: nil)
+        case .invalidToken(let why, true) where health.state == .paused && health.burst:
+            return .configuration("\(why), taken as a configuration error: \(health.reason ?? "")")
+        case .invalidToken(let why, true) where !health.confirmsTokens:
+            return .notSent("""
+                \(why); kept until \(provider.displayName) has taken other tokens, since a wrong configuration gets the same \
+                answer for every token
+                """, after: DispatchRules.providerWait)
+        default:
+            return result
+        }
+    }
+
+    // MARK: The shared rows
+
+    /// Writes what this dispatcher learnt since it last did, reads every provider's row back,
+    /// and then, for each provider it is configured for: when it is not up and a probe is due,
+    /// wakes a few of its parked rows to try it; when it is up, wakes the next of its parked
+    /// rows. Each row is written only as it was read (its `version`), read again when another
+    /// dispatcher wrote it first. Nothing is written on a dry run. At most
+    /// `statements` statements.
+    public func sync(now: Date, dryRun: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+        var taken: [DeliveryProvider: ProviderHealth.Delta] = dryRun ? [:] : state.withLock { state in
+            defer { state.pending = [:] }
+            return state.pending.filter { !$0.value.isEmpty }
+        }
+        do {
+            var rows: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
+            for _ in 0..<Self.writeAttempts {
+                rows = try await read(on: connection, logger: logger)
+                guard !taken.isEmpty else { break }
+                var written: [DeliveryProvider: ProviderHealth] = [:]
+                for (provider, delta) in taken {
+                    written[provider] = (rows[provider]?.health ?? ProviderHealth())
+                        .applying(delta, now: now, config: identities[provider] ?? "")
+                }
+                let done = try await write(written, versions: rows.mapValues(\.version), on: connection, logger: logger)
+                for provider in done {
+                    log(provider, from: rows[provider]?.health.state ?? .up, to: written[provider]!, delta: taken[provider]!, logger: logger)
+                    rows[provider] = (written[provider]!, (rows[provider]?.version ?? 0) + 1)
+                    taken[provider] = nil
+                }
+            }
+            if !taken.isEmpty { throw NudgeError(.database, "provider_health kept changing under this dispatcher's write") }
+            var shared = rows.mapValues(\.health)
+            if !dryRun {
+                var ready: [DeliveryProvider] = []
+                for provider in DeliveryProvider.allCases where configured[provider] == .ready {
+                    guard let health = shared[provider] else { continue }
+                    if health.probeDue(at: now) {
+                        if let probe = try await claimProbe(provider, health: health, now: now, on: connection, logger: logger) {
+                            shared[provider]?.probeRows = probe
+                            shared[provider]?.probeAt = now.addingTimeInterval(health.probeInterval)
+                        }
+                    } else if health.state == .up {
+                        ready.append(provider)
+                    }
+                }
+                if !ready.isEmpty { try await wake(ready, now: now, on: connection, logger: logger) }
+            }
+            state.withLock { $0.shared = shared }
+        } catch {
+            state.withLock { state in
+                for (provider, delta) in taken { state.pending[provider, default: .init()].add(delta) }
+            }
+            throw error
+        }
+    }
+
+    /// How many times a dispatcher reads and writes the rows when others write them meanwhile.
+    static let writeAttempts = 3
+    /// The most statements `sync` sends: a read and a write per attempt, a probe per provider,
+    /// and the wake.
+    public static let statements = 2 * writeAttempts + DeliveryProvider.allCases.count + 1
+
+    private func log(_ provider: DeliveryProvider, from before: ProviderHealth.State, to health: ProviderHealth,
+                     delta: ProviderHealth.Delta, logger: Logger) {
+        guard before != health.state else { return }
+        logger.notice("provider state changed", metadata: [
+            "nudge.provider": "\(provider.rawValue)", LogKey.status: "\(health.state.rawValue)",
+            LogKey.reason: "\(health.summary(of: provider) ?? "answering again")",
+            "nudge.answers": "\(delta.answers)", "nudge.outages": "\(delta.outages)",
+        ])
+    }
+
+    private func read(on connection: PostgresConnection,
+                      logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
+        let rows = try await connection.query("""
+            select provider, state, since, reason, config, burst, probe_at, probe_rows, window_start, window_answers,
+                   window_outages, tokens_start, tokens_answers, tokens_unknown, version
+              from provider_health
+            """, logger: logger)
+        var read: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
+        for try await (name, state, since, reason, config, burst, probeAt, probeRows, windowStart, windowAnswers, windowOutages,
+                       tokensStart, tokensAnswers, tokensUnknown, version)
+            in rows.decode((String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, Date?, Int, Int, Int64).self) {
+            guard let provider = DeliveryProvider(rawValue: name) else { continue }
+            var health = ProviderHealth()
+            health.state = ProviderHealth.State(rawValue: state) ?? .up
+            health.since = since
+            health.reason = reason
+            health.config = config
+            health.burst = burst
+            health.probeAt = probeAt
+            health.probeRows = probeRows
+            health.window = .init(start: windowStart, answers: windowAnswers, outages: windowOutages)
+            health.tokens = .init(start: tokensStart, answers: tokensAnswers, unknown: tokensUnknown)
+            read[provider] = (health, version)
+        }
+        return read
+    }
+
+    /// Writes each row where it still is at the version read; returns the providers written.
+    private func write(_ rows: [DeliveryProvider: ProviderHealth], versions: [DeliveryProvider: Int64],
+                       on connection: PostgresConnection, logger: Logger) async throws -> [DeliveryProvider] {
+        let providers = rows.keys.sorted { $0.rawValue < $1.rawValue }
+        let all = providers.map { rows[$0]! }
+        let never = Date(timeIntervalSince1970: 0)
+        let answer = try await connection.query("""
+            update provider_health h
+               set state = v.state, since = nullif(v.since, \(never)), reason = nullif(v.reason, ''),
+                   config = nullif(v.config, ''), burst = v.burst, probe_at = nullif(v.probe_at, \(never)),
+                   probe_rows = case when v.keep_probe then h.probe_rows else '{}' end,
+                   window_start = nullif(v.window_start, \(never)), window_answers = v.window_answers,
+                   window_outages = v.window_outages, tokens_start = nullif(v.tokens_start, \(never)),
+                   tokens_answers = v.tokens_answers, tokens_unknown = v.tokens_unknown, version = h.version + 1, updated_at = now()
+              from unnest(\(providers.map(\.rawValue)), \(providers.map { versions[$0] ?? 0 }), \(all.map(\.state.rawValue)),
+                          \(all.map { $0.since ?? never }), \(all.map { $0.reason ?? "" }), \(all.map { $0.config ?? "" }),
+                          \(all.map(\.burst)), \(all.map { $0.probeAt ?? never }), \(all.map { !$0.probeRows.isEmpty }),
+                          \(all.map { $0.window.start ?? never }), \(all.map(\.window.answers)), \(all.map(\.window.outages)),
+                          \(all.map { $0.tokens.start ?? never }), \(all.map(\.tokens.answers)), \(all.map(\.tokens.unknown)))
+                   as v(provider, version, state, since, reason, config, burst, probe_at, keep_probe, window_start, window_answers,
+                        window_outages, tokens_start, tokens_answers, tokens_unknown)
+             where h.provider = v.provider and h.version = v.version
+            returning h.provider
+            """, logger: logger)
+        var written: [DeliveryProvider] = []
+        for try await name in answer.decode(String.self) {
+            if let provider = DeliveryProvider(rawValue: name) { written.append(provider) }
+        }
+        return written
+    }
+
+    /// Takes the provider's next probe, unless another dispatcher took it first: wakes up to
+    /// `probeSize` of its parked rows, which any dispatcher then sends to it. Returns their ids.
+    private func claimProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
+                            on connection: PostgresConnection, logger: Logger) async throws -> [Int64]? {
+        let next = now.addingTimeInterval(health.probeInterval)
+        let rows = try await connection.query("""
+            with picked as (
+                select id from notification_outbox
+                 where waiting_for = \(provider.rawValue) and status = 'pending'
+                 order by id limit \(ProviderHealth.probeSize)
+                   for update skip locked
+            ), woken as (
+                update notification_outbox o set next_attempt_at = \(now), waiting_for = null
+                  from picked p where o.id = p.id
+                returning o.id
+            )
+            update provider_health
+               set probe_at = \(next), probe_rows = coalesce((select array_agg(id order by id) from woken), '{}'),
+                   version = version + 1, updated_at = now()
+             where provider = \(provider.rawValue) and state <> 'up' and (probe_at is null or probe_at <= \(now))
+            returning probe_rows
+            """, logger: logger)
+        for try await probe in rows.decode([Int64].self) {
+            logger.info("probing a provider that is not up", metadata: [
+                "nudge.provider": "\(provider.rawValue)", "nudge.rows": "\(probe.count)",
+            ])
+            return probe
+        }
+        return nil
+    }
+
+    /// Wakes the next of the rows parked for providers that are up again (or configured now).
+    private func wake(_ providers: [DeliveryProvider], now: Date, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("""
+            with picked as (
+                select id from notification_outbox
+                 where waiting_for = any(\(providers.map(\.rawValue))) and status = 'pending'
+                 order by waiting_for, id limit \(Self.wakeBatch)
+                   for update skip locked
+            )
+            update notification_outbox o set next_attempt_at = \(now), waiting_for = null
+              from picked p where o.id = p.id
+            """, logger: logger)
     }
 }

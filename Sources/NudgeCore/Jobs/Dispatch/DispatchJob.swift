@@ -13,16 +13,19 @@ public struct DispatchJob: Job {
     public let source: OutboxQueue
     let push: DeliveryServices
     let health: ChannelHealth
+    let shelfLife: ShelfLife
     let dryRun: Bool
 
     /// How far back the caps look (a week, and a day for the local day's edges).
     static let capsLookBack: TimeInterval = 8 * 24 * 3600
 
-    public init(definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool) {
+    public init(definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool,
+                clock: any RunClock = SystemClock()) {
         self.definition = definition
         self.source = OutboxQueue(lease: lease)
         self.push = push
-        self.health = ChannelHealth(configured: push.states)
+        self.health = ChannelHealth(configured: push.states, identities: push.identities, clock: clock)
+        self.shelfLife = definition.shelfLife ?? .fallback
         self.dryRun = dryRun
     }
 
@@ -44,6 +47,8 @@ public struct DispatchJob: Job {
 
     public var completesOutside: Bool { !dryRun }
 
+    public var bookkeepingStatements: Int { ChannelHealth.statements }
+
     /// A batch's sends together: each waits for its answer's head within the push time-out;
     /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
     public var outsideTimeLimit: Duration? { Self.outsideTimeLimit(pushTimeout: push.timeout) }
@@ -60,7 +65,7 @@ public struct DispatchJob: Job {
         let missing = DeliveryProvider.allCases.compactMap { provider -> String? in
             guard case .unavailable(let why)? = push.states[provider] else { return nil }
             return why
-        }
+        } + health.outages
         guard !missing.isEmpty else { return nil }
         return missing.joined(separator: "; ") + "; notifications waiting for a provider: \(tally["waiting", default: 0]), none dropped"
     }
@@ -68,6 +73,17 @@ public struct DispatchJob: Job {
     public var runProblem: String? {
         let problems = health.problems
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
+    }
+
+    /// The providers' shared state: read before the first batch and while the queue is idle,
+    /// written with what each batch learnt (`ChannelHealth.sync`).
+    public func tend(run: RunContext, on connection: PostgresConnection) async throws {
+        try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
+    }
+
+    public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
+        try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
+        return [:]
     }
 
     // MARK: Reading
@@ -124,8 +140,8 @@ public struct DispatchJob: Job {
             select c.user_id, 'call', c.id::text, c.status, c.scheduled_at, false,
                    coalesce((select array_agg(o.id::text || ' ' || coalesce(o.payload->>'scheduled_at', '') || ' ' || o.dedupe_key)
                                from notification_outbox o
-                              where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
-                                and \(unescaped: Self.reachedTheUser)), '{}')
+                              where o.user_id = c.user_id and o.created_at >= \(run.now.addingTimeInterval(-Self.capsLookBack))
+                                and o.payload->>'call_id' = c.id::text and \(unescaped: Self.reachedTheUser)), '{}')
               from scheduled_calls c where c.id = any(\(callIDs))
             union all
             select o.user_id, 'push', o.dedupe_key, o.status,
@@ -156,8 +172,9 @@ public struct DispatchJob: Job {
 
     public func decide(for item: UserNotifications, facts: Facts?, run: RunContext) throws -> Decision<Change> {
         guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
-        let plan = DispatchRules.plan(rows: item.rows, facts: facts, providers: health.states, locale: item.user.user.locale,
-                                      calendar: item.user.calendar, now: run.now)
+        let plan = DispatchRules.plan(rows: item.rows, facts: facts, providers: health.states(probing: item.rows.map(\.id)),
+                                      locale: item.user.user.locale, calendar: item.user.calendar, now: run.now,
+                                      shelfLife: shelfLife)
         var tally: [String: Int] = [:]
         for outcome in plan.outcomes.values {
             switch outcome {
@@ -188,11 +205,11 @@ public struct DispatchJob: Job {
         let context = SendContext(database: run.database, logger: run.logger)
         let deliveries = change.change.plan.deliveries
         let kindOf = Dictionary(uniqueKeysWithValues: change.change.rows.map { ($0.id, $0.kind) })
-        var sends: [(index: Int, device: Device, push: PushRequest)] = []
+        var sends: [(index: Int, device: Device, push: PushRequest, rows: [Int64])] = []
         for (index, delivery) in deliveries.enumerated() {
             let timeCritical = delivery.rows.contains { kindOf[$0]?.isTimeCritical ?? false }
             for device in delivery.targets {
-                sends.append((index, device, PushRequest(delivery: delivery, device: device, timeCritical: timeCritical)))
+                sends.append((index, device, PushRequest(delivery: delivery, device: device, timeCritical: timeCritical), delivery.rows))
             }
         }
         var results = change.change.results
@@ -202,14 +219,14 @@ public struct DispatchJob: Job {
         let texts = change.change.plan.texts
         if sends.count == 1 && emails.isEmpty && texts.isEmpty {
             // Most users have one device and one delivery: no task of its own.
-            results[sends[0].index][sends[0].device.key] = await send(sends[0].push, context: context)
+            results[sends[0].index][sends[0].device.key] = await send(sends[0].push, rows: sends[0].rows, context: context)
         } else {
             enum Sent: Sendable {
                 case push(Int, String, SendResult), email(Int, SendResult), sms(Int, SendResult)
             }
             await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
-                    group.addTask { .push(send.index, send.device.key, await self.send(send.push, context: context)) }
+                    group.addTask { .push(send.index, send.device.key, await self.send(send.push, rows: send.rows, context: context)) }
                 }
                 for (index, email) in emails.enumerated() {
                     group.addTask { .email(index, await self.send(email)) }
@@ -230,50 +247,63 @@ public struct DispatchJob: Job {
         done.results = results
         done.emailResults = emailResults
         done.smsResults = smsResults
-        // What the summary counts: pushes per provider, tokens found gone, and what became of each
-        // row, as the batch's write will settle it (a burst found later in the batch may still
-        // turn a "failed" into a wait).
-        var tally = change.tally
-        for (index, delivery) in deliveries.enumerated() {
-            for device in delivery.targets {
-                switch results[index][device.key] {
-                case .delivered?: tally["pushes_sent:\(device.provider.rawValue)", default: 0] += 1
-                case .invalidToken?: tally["tokens_deactivated", default: 0] += 1
-                default: break
+        return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: change.tally)
+    }
+
+    /// The batch's answers once all of them are in, read through what they taught about each
+    /// provider (`ChannelHealth.interpret`: an outage found late in the batch still turns its
+    /// early 503s into waits, and enough accepted tokens make an unknown one believed); the write
+    /// settles each row by these, and the summary counts what it will write: pushes per
+    /// provider, tokens found gone, and what became of each row.
+    public func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>] {
+        changes.map { planned in
+            var change = planned.change
+            var tally = planned.tally
+            for (index, delivery) in change.plan.deliveries.enumerated() {
+                for device in delivery.targets {
+                    guard let result = change.results[index][device.key] else { continue }
+                    let interpreted = health.interpret(result, from: device.provider)
+                    change.results[index][device.key] = interpreted
+                    switch interpreted {
+                    case .delivered: tally["pushes_sent:\(device.provider.rawValue)", default: 0] += 1
+                    case .invalidToken: tally["tokens_deactivated", default: 0] += 1
+                    default: break
+                    }
+                }
+                for row in change.rows where delivery.rows.contains(row.id) {
+                    let settled = DispatchRules.settle(row, delivery: delivery, results: change.results[index], now: run.now, jitter: 0)
+                    count(settled, sent: "sent", into: &tally)
                 }
             }
-            let interpreted = Dictionary(uniqueKeysWithValues: delivery.targets.compactMap { device in
-                results[index][device.key].map { (device.key, health.interpret($0, from: device.provider)) }
-            })
-            for row in change.change.rows where delivery.rows.contains(row.id) {
-                let settled = DispatchRules.settle(row, delivery: delivery, results: interpreted, now: run.now, jitter: 0)
-                switch settled.status {
-                case .sent: tally["sent", default: 0] += 1
-                case .failed: tally["failed", default: 0] += 1
-                case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
-                }
+            change.emailResults = change.emailResults.map { $0.map { health.interpret($0, from: .resend) } }
+            change.smsResults = change.smsResults.map { $0.map { health.interpret($0, from: .twilio) } }
+            // An email or an SMS: one request, one row.
+            for (index, email) in change.plan.emails.enumerated() {
+                guard let row = change.rows.first(where: { $0.id == email.row }) else { continue }
+                count(DispatchRules.settleEmail(row, result: change.emailResults[index], now: run.now, expiresAt: email.expiresAt,
+                                                jitter: 0), sent: "emails_sent", into: &tally)
             }
-        }
-        // An email or an SMS: one request, one row.
-        let single = emails.enumerated().map { (row: $0.element.row, sent: "emails_sent", result: emailResults[$0.offset]) }
-            + texts.enumerated().map { (row: $0.element.row, sent: "sms_sent", result: smsResults[$0.offset]) }
-        for message in single {
-            let row = change.change.rows.first { $0.id == message.row }!
-            let settled = row.channel == "sms"
-                ? DispatchRules.settleSMS(row, result: message.result, now: run.now, jitter: 0)
-                : DispatchRules.settleEmail(row, result: message.result, now: run.now, jitter: 0)
-            switch settled.status {
-            case .sent: tally[message.sent, default: 0] += 1
-            case .failed: tally["failed", default: 0] += 1
-            case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
+            for (index, text) in change.plan.texts.enumerated() {
+                guard let row = change.rows.first(where: { $0.id == text.row }) else { continue }
+                count(DispatchRules.settleSMS(row, result: change.smsResults[index], now: run.now, expiresAt: text.expiresAt,
+                                              jitter: 0), sent: "sms_sent", into: &tally)
             }
+            return PlannedChange(itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
+                                 tally: tally)
         }
-        return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: tally)
+    }
+
+    private func count(_ settled: DispatchRules.Settlement, sent: String, into tally: inout [String: Int]) {
+        switch settled.status {
+        case .sent: tally[sent, default: 0] += 1
+        case .failed: tally["failed", default: 0] += 1
+        case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
+        }
     }
 
     /// One email through Resend, unless Resend is paused or not configured.
     private func send(_ email: PlannedEmail) async -> SendResult {
-        if let hold = health.hold(.resend) { return .notSent(hold.reason, after: hold.after) }
+        if let hold = health.hold(.resend, rows: [email.row]) { return .notSent(hold.reason, after: hold.after) }
         guard let client = push.email else { return .notSent("Resend is not configured", after: nil) }
         let result = await client.send(email.request)
         health.record(result, from: .resend)
@@ -285,7 +315,7 @@ public struct DispatchJob: Job {
     /// this run's claim on it holds): a dispatcher that dies before recording the outcome leaves
     /// that mark, and the row is never sent again.
     private func send(_ text: PlannedSMS, run: RunContext) async -> SendResult {
-        if let hold = health.hold(.twilio) { return .notSent(hold.reason, after: hold.after) }
+        if let hold = health.hold(.twilio, rows: [text.row]) { return .notSent(hold.reason, after: hold.after) }
         guard let client = push.sms else { return .notSent("Twilio is not configured", after: nil) }
         guard let database = run.database else { return .notSent("no database to record the SMS's request in", after: nil) }
         let row = text.row, claim = run.claim, logger = run.logger
@@ -312,9 +342,9 @@ public struct DispatchJob: Job {
     }
 
     /// One push through its provider, unless the provider is paused or not configured.
-    private func send(_ push: PushRequest, context: SendContext) async -> SendResult {
+    private func send(_ push: PushRequest, rows: [Int64], context: SendContext) async -> SendResult {
         let provider = push.device.provider
-        if let hold = health.hold(provider) { return .notSent(hold.reason, after: hold.after) }
+        if let hold = health.hold(provider, rows: rows) { return .notSent(hold.reason, after: hold.after) }
         guard let service = self.push.services[provider] else {
             return .notSent("\(provider.displayName) is not configured", after: nil)
         }
@@ -341,13 +371,16 @@ public struct DispatchJob: Job {
         /// SMS, an answer that says Twilio took nothing (its rate limit, its configuration) is no
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
-        func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: String) -> String? {
+        func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
+                          expiresAt: Date) -> String? {
             let jitter = Self.jitter(delivery: row.id, attempt: row.attempts)
             let settled = row.channel == "sms"
-                ? DispatchRules.settleSMS(row, result: result, now: run.now, jitter: jitter)
-                : DispatchRules.settleEmail(row, result: result, now: run.now, jitter: jitter)
+                ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
+                : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
-                        deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt)
+                        deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
+                        waitingFor: settled.parkedFor)
+            let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
                 logs.add(userID, row, status: "sent", provider: provider, providerID: providerID, error: nil, sentAt: run.now,
@@ -372,17 +405,13 @@ public struct DispatchJob: Job {
                 switch outcome {
                 case .deliver(let index):
                     let delivery = change.plan.deliveries[index]
-                    var results: [String: SendResult] = [:]
-                    for device in delivery.targets {
-                        guard let result = change.results[index][device.key] else { continue }
-                        results[device.key] = health.interpret(result, from: device.provider)
-                    }
+                    let results = change.results[index]
                     // One jitter for the delivery: its rows stay together for their retry.
                     let settled = DispatchRules.settle(row, delivery: delivery, results: results, now: run.now,
                                                        jitter: Self.jitter(delivery: delivery.id, attempt: row.attempts))
                     updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                                 deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
-                                attemptUndone: !settled.countsAsAttempt)
+                                attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
                     if settled.status == .failed, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at))
                     }
@@ -401,11 +430,13 @@ public struct DispatchJob: Job {
                         }
                     }
                 case .email(let index):
-                    if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: "resend") {
+                    if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
+                                                     expiresAt: change.plan.emails[index].expiresAt) {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
-                    settleSingle(row, userID: userID, result: change.smsResults[index], provider: "twilio")
+                    settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
+                                 expiresAt: change.plan.texts[index].expiresAt)
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
@@ -426,9 +457,9 @@ public struct DispatchJob: Job {
                     logs.add(userID, row, status: "deferred", provider: nil, providerID: nil,
                              error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
                              runID: run.runID)
-                case .waiting(let until, let reason):
+                case .waiting(let until, let reason, let parkedFor):
                     updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true)
+                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor)
                 case .released:
                     if row.type == "fallback_sms", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
@@ -462,12 +493,12 @@ public struct DispatchJob: Job {
                    delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
                    delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
-                   lease_until = null, claimed_by = null,
+                   lease_until = null, claimed_by = null, waiting_for = nullif(v.waiting_for, ''),
                    -- An SMS's mark goes with its outcome; a row put back untouched keeps it.
                    request_left_at = case when v.keep_next then o.request_left_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
-                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone))
-                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone)
+                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor))
+                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {
@@ -599,6 +630,8 @@ private struct RowUpdates {
     var sentAts: [Date] = []
     var errors: [String] = []
     var undone: [Int] = []
+    /// The provider a row is parked for (empty: none).
+    var waitingFor: [String] = []
 
     /// The row at `index` put back due at `instant` rather than when it was.
     mutating func dueNow(at index: Int, _ instant: Date) {
@@ -607,7 +640,7 @@ private struct RowUpdates {
     }
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
-                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false) {
+                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status)
@@ -618,6 +651,7 @@ private struct RowUpdates {
         sentAts.append(sentAt ?? never)
         errors.append(error ?? "")
         undone.append(attemptUndone ? 1 : 0)
+        self.waitingFor.append(waitingFor?.rawValue ?? "")
     }
 }
 
@@ -677,7 +711,7 @@ private struct FactsStatement: PostgresPreparedStatement {
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v3"
+    static let name = "nudge_dispatch_facts_v4"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -721,12 +755,18 @@ private struct FactsStatement: PostgresPreparedStatement {
                   -- Each delivery once (a grouped one is several rows): what the caps count.
                   select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
                          array_agg(coalesce(p.challenge, '')) as challenges
-                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at,
-                                 o.payload->>'fitcircle_id' as challenge
-                            from notification_outbox o
-                           where o.user_id = u.id and o.sent_at is not null and o.channel = 'push'
-                             and (o.sent_at >= $2
-                                  or o.notification_type = 'challenge_milestone')
+                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at, o.challenge
+                            from (
+                                -- The last days' pushes (idx_outbox_user_sent), and every challenge milestone
+                                -- (idx_outbox_user_type): never the user's whole history.
+                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id' as challenge
+                                  from notification_outbox r
+                                 where r.user_id = u.id and r.sent_at >= $2 and r.sent_at is not null and r.channel = 'push'
+                                union
+                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id'
+                                  from notification_outbox r
+                                 where r.user_id = u.id and r.notification_type = 'challenge_milestone' and r.sent_at is not null
+                                   and r.channel = 'push') o
                            order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true
         """
 

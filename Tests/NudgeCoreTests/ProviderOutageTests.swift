@@ -1,0 +1,194 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+private let iphone = Device(tokenID: UUID(), token: String(repeating: "ab", count: 32), platform: "ios")
+private let paris = try! LocalCalendar(identifier: "Europe/Paris")
+
+/// The shelf lives `jobs/dispatch.json` ships.
+private let shipped: ShelfLife = {
+    let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("jobs/dispatch.json")
+    return try! JSONDecoder().decode(JobDefinition.self, from: Data(contentsOf: url)).shelfLife!
+}()
+
+private func row(_ id: Int64, _ type: String, channel: String = "push", due: String, payload: String = "{}",
+                 dueAt: String? = nil) -> QueuedNotification {
+    QueuedNotification(id: id, type: type, channel: channel, localDay: LocalDate(iso8601: String(due.prefix(10)))!,
+                       deliverAfter: at(due), dueAt: dueAt.map(at), title: "t", body: "b", payload: payload)
+}
+
+private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .ready],
+                  preferences: DeliveryPreferences = .standard, now: String) -> DispatchRules.Plan {
+    DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: [iphone], address: "ana@example.com"),
+                       providers: providers, locale: "en", calendar: paris, now: at(now), shelfLife: shipped)
+}
+
+@Suite struct ShelfLifeTests {
+    @Test func eachTypeIsWorthSendingForItsOwnTime() {
+        // Monday 18:00 in Paris (16:00 UTC): a streak at risk is worth sending until Paris's midnight.
+        #expect(shipped.expiry(of: row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T23:00:00Z"))
+        #expect(shipped.expiry(of: row(2, "proactive_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
+        #expect(shipped.expiry(of: row(3, "weekly_digest", due: "2026-03-08T19:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
+        #expect(shipped.expiry(of: row(4, "weekly_digest", channel: "email", due: "2026-03-08T19:00:00Z"), calendar: paris)
+                == at("2026-03-10T19:00:00Z"))
+        #expect(shipped.expiry(of: row(5, "preview_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T16:10:00Z"))
+        // A move on a daily board at 22:30 is stale at midnight, when the board resets; on a weekly board, after 2 hours.
+        #expect(shipped.expiry(of: row(6, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"daily"}"#),
+                               calendar: paris) == at("2026-03-09T23:00:00Z"))
+        #expect(shipped.expiry(of: row(7, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"weekly"}"#),
+                               calendar: paris) == at("2026-03-09T23:30:00Z"))
+        // On the board's last evening, a weekly board's move ends with the week.
+        #expect(shipped.expiry(of: row(8, "leaderboard_change", due: "2026-03-15T22:30:00Z", payload: #"{"period":"weekly"}"#),
+                               calendar: paris) == at("2026-03-15T23:00:00Z"))
+        // A type no one named: a day for a push.
+        #expect(shipped.expiry(of: row(9, "something_new", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-10T16:00:00Z"))
+    }
+
+    @Test func aShelfLifeTheFileCannotSayIsRefusedWithItsName() {
+        let bad = Data(#"{"streak_at_risk": "until tomorrow"}"#.utf8)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(ShelfLife.self, from: bad) }
+        #expect(ShelfLife.parse("90s") == .duration(90))
+        #expect(ShelfLife.parse("End of local day") == .endOfLocalDay)
+        #expect(ShelfLife.parse("end of period, at most 2h") == .endOfPeriod(atMost: 7200))
+        #expect(ShelfLife.parse("0m") == nil)
+        #expect(ShelfLife.parse("-3h") == nil)
+    }
+
+    /// Monday's "streak at risk" after an outage is not sent on Tuesday morning, nor does it use
+    /// up Tuesday's cap: it ends suppressed, expired.
+    @Test func aNotificationPastItsShelfLifeIsNotSent() {
+        let result = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z", dueAt: "2026-03-10T07:00:00Z")],
+                          now: "2026-03-10T07:00:00Z")
+        guard case .suppressed(step: "expired", let reason)? = result.outcomes[1] else {
+            Issue.record("sent stale: \(String(describing: result.outcomes[1]))")
+            return
+        }
+        #expect(reason.contains("worth sending until 2026-03-09T23:00:00Z (shelf life: end of local day)"))
+        #expect(result.deliveries.isEmpty)
+    }
+
+    /// Quiet hours from 22:00 would hold a 21:30 leaderboard move until 08:00: past its board's
+    /// day, so it ends now instead of going out stale in the morning.
+    @Test func aDeferralPastTheShelfLifeEndsTheRowNow() {
+        var late = DeliveryPreferences()
+        late.quietHours = QuietHours(start: LocalTime(hour: 21, minute: 0)!, end: LocalTime(hour: 8, minute: 0)!, pauseWeekends: false)
+        let result = plan([row(1, "leaderboard_change", due: "2026-03-09T20:30:00Z", payload: #"{"period":"daily"}"#),
+                           row(2, "social_engagement", due: "2026-03-09T20:30:00Z")],
+                          preferences: late, now: "2026-03-09T20:30:00Z")
+        guard case .suppressed(step: "expired", _)? = result.outcomes[1] else {
+            Issue.record("deferred past its shelf life: \(String(describing: result.outcomes[1]))")
+            return
+        }
+        // A social push is worth six hours: until 03:30 in Paris, before the quiet hours end.
+        guard case .suppressed(step: "expired", _)? = result.outcomes[2] else { Issue.record("kept"); return }
+        let weekly = plan([row(3, "weekly_goal_progress", due: "2026-03-09T19:30:00Z")], preferences: late, now: "2026-03-09T20:30:00Z")
+        guard case .suppressed(step: "expired", _)? = weekly.outcomes[3] else { Issue.record("kept past its day"); return }
+        // At 07:00 the quiet hour left ends well within its six hours: deferred, as ever.
+        let morning = plan([row(4, "social_engagement", due: "2026-03-09T06:00:00Z")], preferences: late, now: "2026-03-09T06:00:00Z")
+        #expect(morning.outcomes[4] == .deferred(until: at("2026-03-09T07:00:00Z"), reason: "quiet hours 21:00–08:00"))
+    }
+
+    /// A provider that cannot be used parks its notifications until their shelf life ends; one
+    /// held by its quota has them looked at again when the quota allows.
+    @Test func aRowWaitingForAProviderIsParkedUntilItsShelfLifeEnds() {
+        let down = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
+                        providers: [.apns: .unavailable("APNs is down"), .fcm: .ready], now: "2026-03-09T16:00:00Z")
+        #expect(down.outcomes[1] == .waiting(until: at("2026-03-09T23:00:00Z"), reason: "APNs is down", parkedFor: .apns))
+        let held = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
+                        providers: [.apns: .held("quota", for: 90), .fcm: .ready], now: "2026-03-09T16:00:00Z")
+        #expect(held.outcomes[1] == .waiting(until: at("2026-03-09T16:01:30Z"), reason: "quota"))
+        let email = plan([row(2, "weekly_digest", channel: "email", due: "2026-03-08T19:00:00Z",
+                              payload: #"{"email_type":"weekly_digest","html":"<p>hi</p>","tags":{}}"#)],
+                         providers: [.resend: .unavailable("Resend is down")], now: "2026-03-08T19:00:00Z")
+        #expect(email.outcomes[2] == .waiting(until: at("2026-03-10T19:00:00Z"), reason: "Resend is down", parkedFor: .resend))
+    }
+}
+
+@Suite struct ProviderHealthTests {
+    let now = at("2026-03-09T16:00:00Z")
+
+    private func answers(_ answers: Int, outages: Int = 0, unknown: Int = 0, trial: Bool = false) -> ProviderHealth.Delta {
+        var delta = ProviderHealth.Delta()
+        delta.answers = answers + unknown
+        delta.outages = outages
+        delta.unknownTokens = unknown
+        if outages > 0 { delta.lastOutage = "APNs 503 ServiceUnavailable" }
+        if trial {
+            delta.trialAnswers = answers + unknown
+            delta.trialOutages = outages
+            delta.trialAccepted = answers
+        }
+        return delta
+    }
+
+    @Test func mostlyUnansweredRequestsMakeAProviderDownAndAnAnsweredProbeBringsItBack() {
+        let healthy = ProviderHealth().applying(answers(40, outages: 2), now: now, config: "c")
+        #expect(healthy.state == .up)
+        let down = healthy.applying(answers(0, outages: 200), now: now.addingTimeInterval(1), config: "c")
+        #expect(down.state == .down)
+        #expect(down.reason?.contains("got no answer (last: APNs 503 ServiceUnavailable)") == true)
+        #expect(down.probeAt == now.addingTimeInterval(1 + ProviderHealth.downProbeInterval))
+        #expect(!down.allowsSending(config: "c"))
+        #expect(down.probeDue(at: now.addingTimeInterval(31)))
+        let stillDown = down.applying(answers(0, outages: 3, trial: true), now: now.addingTimeInterval(40), config: "c")
+        #expect(stillDown.state == .down)
+        let back = stillDown.applying(answers(3, trial: true), now: now.addingTimeInterval(80), config: "c")
+        #expect(back.state == .up)
+        #expect(back.allowsSending(config: "c"))
+        // Two failures among few answers are the notifications' own trouble, not an outage.
+        #expect(ProviderHealth().applying(answers(1, outages: 2), now: now, config: "c").state == .up)
+    }
+
+    /// A wrong environment at three pushes a minute: each cron minute adds its answers to the
+    /// shared window, no token is believed unknown meanwhile, and the second minute pauses it.
+    @Test func aWrongEnvironmentAtATrickleIsFoundAcrossRuns() {
+        var health = ProviderHealth()
+        health = health.applying(answers(0, unknown: 3), now: now, config: "sandbox")
+        #expect(health.state == .up)
+        #expect(!health.confirmsTokens)
+        health = health.applying(answers(0, unknown: 3), now: now.addingTimeInterval(60), config: "sandbox")
+        #expect(health.state == .paused)
+        #expect(health.burst)
+        #expect(!health.allowsSending(config: "sandbox"))
+        // The fix (production) is tried at once; a token it takes brings the provider back.
+        #expect(health.allowsSending(config: "production"))
+        let fixed = health.applying(answers(1, trial: true), now: now.addingTimeInterval(120), config: "production")
+        #expect(fixed.state == .up)
+        // An unknown token again is no proof: the pause holds.
+        #expect(health.applying(answers(0, unknown: 1, trial: true), now: now.addingTimeInterval(120), config: "sandbox").state == .paused)
+    }
+
+    @Test func aTokenIsBelievedUnknownOnlyOnceTheProviderTookOthers() {
+        var health = ProviderHealth().applying(answers(4, unknown: 1), now: now, config: "c")
+        #expect(!health.confirmsTokens)
+        health = health.applying(answers(2), now: now.addingTimeInterval(5), config: "c")
+        #expect(health.confirmsTokens)
+    }
+
+    @Test func theDispatcherReadsAnswersThroughTheProvidersState() {
+        let health = ChannelHealth(configured: [.apns: .ready, .fcm: .ready], identities: [.apns: "c", .fcm: "f"],
+                                   clock: FixedClock(now))
+        for _ in 0..<5 { health.record(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns) }
+        guard case .notSent(let why, nil) = health.interpret(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns) else {
+            Issue.record("an outage spent an attempt")
+            return
+        }
+        #expect(why.hasPrefix("APNs is down since 2026-03-09T16:00:00Z"))
+        #expect(health.hold(.apns) != nil)
+        #expect(health.states()[.apns] == .unavailable(health.hold(.apns)!.reason))
+        #expect(health.hold(.fcm) == nil)
+        // A lone unknown token from FCM, which has confirmed nothing yet: kept, the row waits.
+        guard case .notSent(_, DispatchRules.providerWait?) = health.interpret(.invalidToken("FCM 400 INVALID_ARGUMENT", unknownToProvider: true),
+                                                                                from: .fcm) else {
+            Issue.record("deactivated a token before FCM confirmed its configuration")
+            return
+        }
+        #expect(health.interpret(.invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false), from: .fcm)
+                == .invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false))
+        #expect(health.problems.isEmpty)
+        #expect(health.outages.count == 1)
+    }
+}

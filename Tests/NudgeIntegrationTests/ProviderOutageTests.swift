@@ -1,0 +1,179 @@
+import Foundation
+import NudgeStandIns
+import Synchronization
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+/// Whether the stand-ins are in their outage, and what they took: shared by their scripts.
+private final class Outage: Sendable {
+    private let state = Mutex((down: true, taken: [String]()))
+
+    var isDown: Bool { state.withLock { $0.down } }
+    var taken: [String] { state.withLock { $0.taken } }
+
+    func end() { state.withLock { $0.down = false } }
+
+    /// What the stand-in answers: an error during the outage, else it takes `what`.
+    func answer<Answer: Sendable>(_ what: String, down: Answer, up: Answer) -> Answer {
+        let isDown = state.withLock { state in
+            if !state.down { state.taken.append(what) }
+            return state.down
+        }
+        return isDown ? down : up
+    }
+}
+
+/// An email row for user n, due at `instant`.
+@discardableResult
+private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) throws -> Int64 {
+    let id = Fixture.userID(n)
+    return Int64(try database.value("""
+        insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
+                                         payload)
+        values ('test:\(id):email', 'test', '\(id)', '\(instant.prefix(10))', 'weekly_digest', 'email', '\(instant)',
+                'Your week', 'You walked 52,000 steps.', '{"email_type":"weekly_digest","html":"<p>52,000 steps</p>","tags":{}}')
+        returning id
+        """))!
+}
+
+@Suite(.serialized) struct ProviderOutageTests {
+    /// APNs, FCM and Resend answer 503 to everything for 8 minutes while dispatch runs every
+    /// minute and notifications keep falling due, then recover: every notification reaches every
+    /// device (and every address) exactly once, none ends failed, and while they were down each
+    /// minute's run asked them only a probe's few sends.
+    @Test func anOutageOfMinutesLosesNothingAndSendsEachOnce() async throws {
+        let database = try await TestDatabase.fresh()
+        let outage = Outage()
+        let push = try await PushStandIns.start(
+            apns: { request in
+                outage.answer("apns \(request.deviceToken) \(request.collapseID ?? "")",
+                              down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
+            },
+            fcm: { request in
+                outage.answer("fcm \(request.deviceToken) \(request.collapseKey ?? "")",
+                              down: .reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable."), up: .accept)
+            })
+        defer { Task { await push.shutdown() } }
+        let resend = try await StandInResend.start(script: { email in
+            outage.answer("resend \(email.idempotencyKey ?? "")",
+                          down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
+        })
+        defer { Task { await resend.shutdown() } }
+        var environment = push.environment
+        environment.merge(["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
+                           "RESEND_BASE_URL": resend.baseURL, "RESEND_REQUESTS_PER_SECOND": "100"]) { _, new in new }
+
+        // 30 iPhones, 10 Android phones, 10 users with both; every user has an address.
+        for n in 1...50 {
+            try Outbox.user(database, n, ios: n <= 30 || n > 40 ? 1 : 0, android: n > 30 ? 1 : 0)
+            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+        }
+        // Each user's notifications fall due through the outage, a few every minute.
+        let start = at("2026-03-10T12:00:00Z")
+        func minute(_ m: Int) -> String { ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(m) * 60)) }
+        var pushes = 0
+        for n in 1...50 {
+            try Outbox.queue(database, n, type: "streak_at_risk", at: minute(n % 8))
+            try Outbox.queue(database, n, type: "fitcircle_invite", at: minute((n + 3) % 8))
+            try queueEmail(database, n, at: minute((n + 5) % 8))
+            pushes += 2 * ((n <= 30 || n > 40 ? 1 : 0) + (n > 30 ? 1 : 0))
+        }
+
+        var requestsDuringOutage: [Int] = []
+        for m in 0..<14 {
+            if m == 8 { outage.end() }
+            let before = push.apns.requestCount + push.fcm.requestCount + resend.requests.count
+            let summary = try await dispatch(database, environment: environment, at: start.addingTimeInterval(Double(m) * 60))
+            #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
+            if (1..<8).contains(m) { requestsDuringOutage.append(push.apns.requestCount + push.fcm.requestCount + resend.requests.count - before) }
+        }
+
+        let statuses = try database.psql("select status, count(*) from notification_outbox group by 1 order by 1")
+        let unsent = try database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
+        #expect(statuses == "sent|150", "\(unsent)")
+        let taken = outage.taken
+        #expect(taken.count == pushes + 50)
+        #expect(Set(taken).count == taken.count, "a device or an address got one notification twice")
+        #expect(resend.sent.count == 50)
+        // While down, each minute asked each provider a probe's few sends, not its whole backlog.
+        #expect(requestsDuringOutage.allSatisfy { $0 <= 3 * ProviderHealth.probeSize + 6 }, "\(requestsDuringOutage)")
+        // No attempt was spent on the outage: seed 003's retries are left for the notifications' own trouble.
+        #expect(try database.count("select count(*) from notification_outbox where attempts > 1") == 0)
+        #expect(try database.psql("select provider, state from provider_health order by 1") == "apns|up\nfcm|up\nresend|up\ntwilio|up")
+        // What an operator reads meanwhile: the logs name the outage, the rows say what they wait for.
+        #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
+    }
+
+    /// APNs down for 30 hours: a streak at risk, worth sending on its own local day, is never
+    /// delivered after that day ended; it ends suppressed (`expired`), and uses no later day's
+    /// cap. The day after's reminder goes out once APNs is back.
+    @Test func aLongOutageLetsNothingStaleGoOut() async throws {
+        let database = try await TestDatabase.fresh()
+        let outage = Outage()
+        let push = try await PushStandIns.start(apns: { request in
+            outage.answer("apns \(request.deviceToken) \(request.collapseID ?? "")",
+                          down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
+        })
+        defer { Task { await push.shutdown() } }
+        let zones = ["Europe/Paris", "America/Los_Angeles", "Asia/Tokyo"]
+        var atRisk: [Int64] = []
+        for n in 1...12 {
+            try Outbox.user(database, n, zone: zones[n % 3])
+            // 18:00 on Monday 9 March, local.
+            let local = try database.value("select to_char(('2026-03-09 18:00'::timestamp at time zone '\(zones[n % 3])') at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
+            atRisk.append(try Outbox.queue(database, n, type: "streak_at_risk", at: local, day: "2026-03-09"))
+        }
+        var now = at("2026-03-09T02:00:00Z")
+        let recovery = now.addingTimeInterval(30 * 3600)
+        // The day after's check-in reminder, due when APNs comes back.
+        let reminder = try Outbox.queue(database, 1, type: "daily_checkin", at: "2026-03-10T08:00:00Z")
+        while now <= recovery.addingTimeInterval(3600) {
+            if now >= recovery { outage.end() }
+            let summary = try await dispatch(database, environment: push.environment, at: now)
+            #expect(summary.exitCode == 0, "\(summary.message ?? "")")
+            now = now.addingTimeInterval(20 * 60)
+        }
+        let stale = try database.psql("""
+            select status || ' ' || split_part(last_error, ':', 1) from notification_outbox where id = any('{\(atRisk.map(String.init).joined(separator: ","))}')
+             group by 1
+            """)
+        #expect(stale == "suppressed expired")
+        #expect(try database.count("""
+            select count(*) from notification_logs where status = 'suppressed' and error_msg like 'expired: streak_at_risk%'
+            """) == 12)
+        #expect(!outage.taken.contains { $0.hasSuffix("nudge-\(atRisk[0])") })
+        #expect(outage.taken.count == 1)
+        #expect(try database.value("select status from notification_outbox where id = \(reminder)") == "sent")
+    }
+
+    /// A wrong APNS_ENVIRONMENT at three notifications a minute: every token is called unknown,
+    /// but never enough at once within one run to look like a burst. Across runs the shared
+    /// window sees it, the provider is paused and the runs say so, and no valid token is
+    /// deactivated on the way.
+    @Test func aWrongEnvironmentAtATrickleDeactivatesNoValidToken() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(apns: { _ in .reject(status: 400, reason: "BadDeviceToken") })
+        defer { Task { await push.shutdown() } }
+        let start = at("2026-03-10T12:00:00Z")
+        var exits: [Int32] = []
+        for m in 0..<5 {
+            for k in 1...3 {
+                let n = m * 3 + k
+                try Outbox.user(database, n)
+                try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(m) * 60)))
+            }
+            let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
+            exits.append(summary.exitCode)
+        }
+        #expect(try database.count("select count(*) from user_push_tokens where not active") == 0)
+        #expect(try database.psql("select state, burst from provider_health where provider = 'apns'") == "paused|t")
+        // Found in the second minute; every run after it says so and exits 1 until it is fixed.
+        #expect(exits.last == 1)
+        #expect(exits.first == 0)
+        #expect(try database.count("select count(*) from notification_outbox where status <> 'pending'") == 0)
+        // Paused, APNs is asked nothing more but a probe now and then.
+        #expect(push.apns.requestCount <= 9)
+    }
+}
