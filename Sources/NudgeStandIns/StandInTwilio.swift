@@ -79,11 +79,11 @@ public final class StandInTwilio: Sendable {
     public static func start(port: Int = 0,
                              accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
                              authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
-                             onSent: (@Sendable (Message) -> Void)? = nil,
+                             onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
                              script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
-            (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), .zero)
+            (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), latency)
         }
         return StandInTwilio(accountSID: accountSID, authToken: authToken, server: server, state: state)
     }

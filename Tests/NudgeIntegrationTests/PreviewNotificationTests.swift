@@ -75,12 +75,12 @@ struct PreviewWorld: Sendable {
     let confirming: Set<Int>
 
     static func start(confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
-                      fcm: @escaping StandInFCM.Script = { _ in .accept },
+                      fcm: @escaping StandInFCM.Script = { _ in .accept }, twilioLatency: Duration = .zero,
                       twilio script: @escaping StandInTwilio.Script = { _ in .accept }) async throws -> PreviewWorld {
         let database = try await TestDatabase.fresh()
         try Calls.coaches(database)
         return PreviewWorld(database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
-                            twilio: try await StandInTwilio.start(script: script), confirming: confirming)
+                            twilio: try await StandInTwilio.start(latency: twilioLatency, script: script), confirming: confirming)
     }
 
     var environment: [String: String] {

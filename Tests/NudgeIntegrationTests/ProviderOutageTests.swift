@@ -176,4 +176,31 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         // Paused, APNs is asked nothing more but a probe now and then.
         #expect(push.apns.requestCount <= 9)
     }
+
+    /// A Twilio that takes 0.6 s to answer each request while 300 call previews (SMS only) fall
+    /// due in one minute, sent by a dispatcher as cron starts it (four lanes of 100 users): the
+    /// requests wait for one of Twilio's connections outside their time-out, each phone gets its
+    /// one SMS, and none is "outcome unknown".
+    @Test func aSlowTwilioGetsEverySMSOnce() async throws {
+        let world = try await PreviewWorld.start(twilioLatency: .milliseconds(600))
+        defer { Task { await world.shutdown() } }
+        for n in 1...300 { try Calls.user(world.database, n, preference: "sms_only", ios: 0) }
+        try world.database.psql("""
+            insert into scheduled_calls (user_id, scheduled_at, status, topic)
+            select id, '2026-03-29T06:20:00Z', 'pending', 'fitness_checkin' from users
+            """)
+        _ = try await previews(world.database, at: at("2026-03-29T06:15:00Z"))
+        #expect(try world.database.count("select count(*) from notification_outbox where channel = 'sms'") == 300)
+        let result = try await world.database.nudge(["run", "dispatch", "--now", "2026-03-29T06:15:02Z"], environment: world.environment)
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        let outcomes = try world.database.psql("select status, count(*) from notification_outbox group by 1")
+        let detail = try world.database.psql("select status, last_error, count(*) from notification_outbox group by 1, 2")
+        #expect(outcomes == "sent|300", "\(detail)")
+        #expect(try world.database.count("select count(*) from notification_outbox where last_error like 'outcome unknown%'") == 0)
+        let perPhone = Dictionary(grouping: world.twilio.sent, by: \.to)
+        #expect(perPhone.count == 300)
+        #expect(perPhone.values.allSatisfy { $0.count == 1 })
+        // Twilio keeps none of them past its call.
+        #expect(world.twilio.sent.allSatisfy { ($0.validityPeriod ?? 0) > 0 && ($0.validityPeriod ?? .max) <= 300 })
+    }
 }

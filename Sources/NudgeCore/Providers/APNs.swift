@@ -23,6 +23,7 @@ public struct APNsConfiguration: Sendable {
     public let environmentName: String
     public let baseURL: String
     /// HTTP/2 connections to APNs (each `HTTPClient` keeps one per host): `APNS_CONNECTIONS`.
+    /// Each carries `APNsClient.streamsPerConnection` requests at once.
     public let connections: Int
     let privateKey: P256.Signing.PrivateKey
     let keyBytes: Data
@@ -82,9 +83,13 @@ public final class APNsClient: PushService {
     private let http: ProviderHTTP
     /// A few clients, each with its HTTP/2 connection, taken in turn.
     private let clients: [HTTPClient]
+    private let slots: ProviderSlots
     private let next = Counter()
     private let clock: any RunClock
     public let tokens: ProviderTokenStore
+
+    /// Requests in flight on one connection: well within the streams APNs allows on one.
+    static let streamsPerConnection = 100
 
     /// Renewed after 50 minutes, never before 20 (Apple's window is 20 to 60).
     static let renewAfter: TimeInterval = 50 * 60
@@ -97,6 +102,7 @@ public final class APNsClient: PushService {
         var clients: [HTTPClient] = []
         for _ in 0..<configuration.connections { clients.append(try http.makeClient(http2: true, connectionsPerHost: 1)) }
         self.clients = clients
+        slots = ProviderSlots(limit: configuration.connections * Self.streamsPerConnection)
         tokens = ProviderTokenStore(provider: "apns", credential: "\(configuration.teamID).\(configuration.keyID)",
                                     secret: configuration.keyBytes, renewAfter: Self.renewAfter,
                                     keepAtLeast: Self.keepAtLeast, clock: clock) { instant in
@@ -159,12 +165,16 @@ public final class APNsClient: PushService {
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: push.content.apnsBody))
         let client = clients[next.increment() % clients.count]
+        let exchanged = await http.exchangeUntilHead(request, on: client, in: slots)
         let head: HTTPResponseHead
         let body: Data
-        do {
-            (head, body) = try await http.exchangeUntilHead(request, on: client)
-        } catch {
-            return .result(.unavailable(ProviderHTTP.describe(error), after: nil))
+        switch exchanged {
+        case .success(let answer)?:
+            (head, body) = answer
+        case .failure(let failure)?:
+            return .result(.unavailable(failure.description, after: nil))
+        case nil:
+            return .result(.notSent("APNs: no stream was free for it before the batch's bound (it never left)", after: 1))
         }
         let status = Int(head.status.code)
         if status == 200 {

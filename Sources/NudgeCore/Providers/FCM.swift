@@ -21,6 +21,8 @@ public struct FCMConfiguration: Sendable {
     public let privateKeyID: String
     public let tokenURI: String
     public let baseURL: String
+    /// Requests in flight at once on FCM's HTTP/2 connection (`FCM_CONCURRENCY`).
+    public let concurrency: Int
     let privateKey: _RSA.Signing.PrivateKey
     let keyBytes: Data
 
@@ -66,6 +68,7 @@ public struct FCMConfiguration: Sendable {
         privateKeyID = account.private_key_id ?? ""
         tokenURI = account.token_uri ?? "https://oauth2.googleapis.com/token"
         baseURL = environment["FCM_BASE_URL"] ?? "https://fcm.googleapis.com"
+        concurrency = try environment.integer("FCM_CONCURRENCY", default: 100, in: 1...1_000)
         keyBytes = Data(pem.utf8)
     }
 
@@ -84,6 +87,7 @@ public final class FCMClient: PushService {
     let configuration: FCMConfiguration
     private let http: ProviderHTTP
     private let client: HTTPClient
+    private let slots: ProviderSlots
     public let tokens: ProviderTokenStore
 
     /// An access token is renewed five minutes before it expires.
@@ -96,6 +100,7 @@ public final class FCMClient: PushService {
         self.http = http
         let client = try http.makeClient(http2: true, connectionsPerHost: 8)
         self.client = client
+        slots = ProviderSlots(limit: configuration.concurrency)
         tokens = ProviderTokenStore(provider: "fcm", credential: "\(configuration.clientEmail).\(configuration.privateKeyID)",
                                     secret: configuration.keyBytes, renewAfter: 3600 - Self.renewBeforeExpiry,
                                     clock: clock) { instant in
@@ -179,12 +184,16 @@ public final class FCMClient: PushService {
         let ttl = push.keepFor
         request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: push.collapseID,
                                                                        timeToLive: ttl)))
+        let exchanged = await http.exchangeUntilHead(request, on: client, in: slots)
         let head: HTTPResponseHead
         let body: Data
-        do {
-            (head, body) = try await http.exchangeUntilHead(request, on: client)
-        } catch {
-            return .unavailable(ProviderHTTP.describe(error), after: nil)
+        switch exchanged {
+        case .success(let answer)?:
+            (head, body) = answer
+        case .failure(let failure)?:
+            return .unavailable(failure.description, after: nil)
+        case nil:
+            return .notSent("FCM: no stream was free for it before the batch's bound (it never left)", after: 1)
         }
         if head.status.code == 200 {
             struct Sent: Decodable { let name: String }

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 
 /// How every provider client (the LLM, APNs, FCM and its token endpoint) talks HTTP: TLS verified
 /// against the system's roots and those of `NUDGE_CA_FILE` (never turned off), a connect
@@ -66,6 +67,24 @@ public struct ProviderHTTP: Sendable {
                 Data(body.readableBytesView))
     }
 
+    /// `exchangeUntilHead` once `slots` has a place for it: the answer, why there was none, or nil
+    /// when the task was cancelled while it waited (the request never left).
+    public func exchangeUntilHead(_ request: HTTPClientRequest, on client: HTTPClient,
+                                  in slots: ProviderSlots) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
+        await slots.run {
+            do {
+                return .success(try await exchangeUntilHead(request, on: client))
+            } catch {
+                return .failure(ExchangeFailure(description: Self.describe(error)))
+            }
+        }
+    }
+
+    /// Why an exchange had no answer, in an operator's words.
+    public struct ExchangeFailure: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
     /// `retry-after` in seconds (an integer or a decimal) or as an HTTP date.
     public static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
         guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
@@ -91,5 +110,77 @@ public struct ProviderHTTP: Sendable {
         if error is TimedOut { return "no answer within the time-out" }
         if let error = error as? NIOSSLError { return "TLS: \(error)" }
         return "\(error)"
+    }
+}
+
+/// At most `limit` requests to one provider at once: what its connection pool carries. A request
+/// waits here for its turn, outside its exchange's time-out (a request still queued has not
+/// left, and its wait is no answer from the provider), and gives up when its task is cancelled
+/// (the batch's bound), having sent nothing.
+public final class ProviderSlots: Sendable {
+    public let limit: Int
+    private struct State {
+        var free: Int
+        var waiters: [(id: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+        /// Waits begun and not yet queued, and those of them cancelled meanwhile.
+        var starting: Set<Int> = []
+        var cancelled: Set<Int> = []
+        var nextID = 0
+    }
+    private let state: Mutex<State>
+
+    public init(limit: Int) {
+        self.limit = max(1, limit)
+        state = Mutex(State(free: max(1, limit)))
+    }
+
+    /// Runs `body` in a slot; nil, without running it, when the task was cancelled first.
+    public func run<T: Sendable>(_ body: () async -> T) async -> T? {
+        guard await acquire() else { return nil }
+        defer { release() }
+        return await body()
+    }
+
+    private func acquire() async -> Bool {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            state.starting.insert(state.nextID)
+            return state.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now: Bool? = state.withLock { state in
+                    state.starting.remove(id)
+                    if state.cancelled.remove(id) != nil { return false }
+                    if state.free > 0 {
+                        state.free -= 1
+                        return true
+                    }
+                    state.waiters.append((id, continuation))
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiting: CheckedContinuation<Bool, Never>? = state.withLock { state in
+                if let index = state.waiters.firstIndex(where: { $0.id == id }) {
+                    return state.waiters.remove(at: index).continuation
+                }
+                if state.starting.contains(id) { state.cancelled.insert(id) }
+                return nil
+            }
+            waiting?.resume(returning: false)
+        }
+    }
+
+    private func release() {
+        let next: CheckedContinuation<Bool, Never>? = state.withLock { state in
+            guard !state.waiters.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiters.removeFirst().continuation
+        }
+        next?.resume(returning: true)
     }
 }

@@ -23,10 +23,13 @@ public struct ResendConfiguration: Sendable {
     public let replyTo: String?
     /// The team's request rate (Resend's default: 2 a second), `RESEND_REQUESTS_PER_SECOND`.
     public let requestsPerSecond: Int
+    /// How many requests at once (`RESEND_CONNECTIONS`, one HTTP/1 connection each).
+    public let connections: Int
     let apiKey: String
 
     /// Reads `RESEND_API_KEY`, `RESEND_FROM` (`Name <address>` or an address, of a domain verified
-    /// with Resend), `RESEND_REPLY_TO`, `RESEND_REQUESTS_PER_SECOND` and `RESEND_BASE_URL` (tests).
+    /// with Resend), `RESEND_REPLY_TO`, `RESEND_REQUESTS_PER_SECOND`, `RESEND_CONNECTIONS` and
+    /// `RESEND_BASE_URL` (tests).
     /// Nil when neither the key nor the sender is set.
     public init?(environment: Environment) throws(NudgeError) {
         let key = environment["RESEND_API_KEY"], from = environment["RESEND_FROM"]
@@ -46,6 +49,7 @@ public struct ResendConfiguration: Sendable {
         self.replyTo = environment["RESEND_REPLY_TO"]
         self.baseURL = base
         self.requestsPerSecond = try environment.integer("RESEND_REQUESTS_PER_SECOND", default: 2, in: 1...1_000)
+        self.connections = try environment.integer("RESEND_CONNECTIONS", default: 8, in: 1...100)
     }
 
     static func isSender(_ text: String) -> Bool {
@@ -85,6 +89,7 @@ public final class ResendClient: Sendable {
     private let http: ProviderHTTP
     private let client: HTTPClient
     private let pace: SendPace
+    private let slots: ProviderSlots
 
     /// How long a send may wait for its turn under the rate limit; longer, and the email waits
     /// in the outbox instead (without spending an attempt).
@@ -98,8 +103,9 @@ public final class ResendClient: Sendable {
     public init(configuration: ResendConfiguration, http: ProviderHTTP) throws(NudgeError) {
         self.configuration = configuration
         self.http = http
-        client = try http.makeClient(http2: false, connectionsPerHost: 4)
+        client = try http.makeClient(http2: false, connectionsPerHost: configuration.connections)
         pace = SendPace(perSecond: configuration.requestsPerSecond)
+        slots = ProviderSlots(limit: configuration.connections)
     }
 
     public func shutdown() async {
@@ -142,15 +148,17 @@ public final class ResendClient: Sendable {
         request.headers.add(name: "user-agent", value: Self.userAgent)
         request.headers.add(name: "idempotency-key", value: email.idempotencyKey)
         request.body = .bytes(ByteBuffer(bytes: body(for: email)))
-        let head: HTTPResponseHead
-        let answer: Data
-        do {
-            (head, answer) = try await http.exchangeUntilHead(request, on: client)
-        } catch {
-            // The idempotency key makes another attempt safe, whether or not this one arrived.
-            return .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil)
+        let http = self.http, client = self.client
+        let answered = await slots.run { () async -> SendResult in
+            do {
+                let (head, answer) = try await http.exchangeUntilHead(request, on: client)
+                return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
+            } catch {
+                // The idempotency key makes another attempt safe, whether or not this one arrived.
+                return .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil)
+            }
         }
-        return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
+        return answered ?? .notSent("Resend: no connection was free for it before the batch's bound (it never left)", after: 1)
     }
 
     /// What Resend's answer means for Nudge (Resend's "Errors" reference).

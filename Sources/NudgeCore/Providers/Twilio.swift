@@ -27,10 +27,14 @@ public struct TwilioConfiguration: Sendable {
     /// Where Twilio posts a message's statuses (`nudge serve`'s `/webhooks/twilio`); nil without
     /// `NUDGE_PUBLIC_URL`.
     public let statusCallback: String?
+    /// How many requests at once (`TWILIO_CONNECTIONS`, one HTTP/1 connection each): beyond the
+    /// account's concurrency limit Twilio answers 429 (20429) and takes nothing.
+    public let connections: Int
     let authToken: String
 
-    /// Reads `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN`, `TWILIO_FROM`, `TWILIO_BASE_URL` (tests)
-    /// and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when none of the three is set.
+    /// Reads `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN`, `TWILIO_FROM`, `TWILIO_CONNECTIONS`,
+    /// `TWILIO_BASE_URL` (tests) and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when
+    /// none of the three is set.
     public init?(environment: Environment) throws(NudgeError) {
         let sid = environment["TWILIO_ACCOUNT_SID"], token = environment["TWILIO_AUTH_TOKEN"], from = environment["TWILIO_FROM"]
         if sid == nil && token == nil && from == nil { return nil }
@@ -47,6 +51,7 @@ public struct TwilioConfiguration: Sendable {
         self.authToken = token
         self.from = from
         self.baseURL = base
+        self.connections = try environment.integer("TWILIO_CONNECTIONS", default: 20, in: 1...100)
         self.statusCallback = try environment["NUDGE_PUBLIC_URL"].map { url throws(NudgeError) in
             try PublicURL(url).url + TwilioWebhook.path
         }
@@ -76,11 +81,13 @@ public final class TwilioClient: Sendable {
     let configuration: TwilioConfiguration
     private let http: ProviderHTTP
     private let client: HTTPClient
+    private let slots: ProviderSlots
 
     public init(configuration: TwilioConfiguration, http: ProviderHTTP) throws(NudgeError) {
         self.configuration = configuration
         self.http = http
-        client = try http.makeClient(http2: false, connectionsPerHost: 4)
+        client = try http.makeClient(http2: false, connectionsPerHost: configuration.connections)
+        slots = ProviderSlots(limit: configuration.connections)
     }
 
     public func shutdown() async {
@@ -102,7 +109,19 @@ public final class TwilioClient: Sendable {
         return fields
     }
 
-    public func send(_ sms: SMSRequest) async -> SendResult {
+    /// Sends `sms` once a connection is free for it. `leaving` runs then, just before the
+    /// request is written: it records that the SMS is leaving (Twilio has no idempotency key), or
+    /// answers why it must not (nil: it goes). A request that never got a connection before its
+    /// task was cancelled did not leave, and says so.
+    public func send(_ sms: SMSRequest, leaving: @Sendable () async -> SendResult? = { nil }) async -> SendResult {
+        let sent = await slots.run { () async -> SendResult in
+            if let refusal = await leaving() { return refusal }
+            return await exchange(sms)
+        }
+        return sent ?? .notSent("Twilio: no connection was free for it before the batch's bound (it never left)", after: 1)
+    }
+
+    private func exchange(_ sms: SMSRequest) async -> SendResult {
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json")
         request.method = .POST
         let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()

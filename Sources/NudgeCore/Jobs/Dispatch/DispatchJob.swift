@@ -310,33 +310,35 @@ public struct DispatchJob: Job {
         return result
     }
 
-    /// One SMS through Twilio, unless Twilio is paused or not configured. Twilio has no idempotency
-    /// key, so the row records that its request is leaving before it leaves (and only while
-    /// this run's claim on it holds): a dispatcher that dies before recording the outcome leaves
-    /// that mark, and the row is never sent again.
+    /// One SMS through Twilio, unless Twilio is down, paused or not configured. Twilio has no
+    /// idempotency key, so once a connection is free for it, the row records that its request is
+    /// leaving before it is written (and only while this run's claim on it holds): a dispatcher
+    /// that dies before recording the outcome leaves that mark, and the row is never sent again.
+    /// A request that waited for a connection and never got one did not leave: no mark, and it is
+    /// tried again like any other.
     private func send(_ text: PlannedSMS, run: RunContext) async -> SendResult {
         if let hold = health.hold(.twilio, rows: [text.row]) { return .notSent(hold.reason, after: hold.after) }
         guard let client = push.sms else { return .notSent("Twilio is not configured", after: nil) }
         guard let database = run.database else { return .notSent("no database to record the SMS's request in", after: nil) }
         let row = text.row, claim = run.claim, logger = run.logger
-        let marked: Bool
-        do {
-            marked = try await database.withConnection { connection in
-                try await database.bounded(connection) {
-                    let rows = try await connection.query("""
-                        update notification_outbox set request_left_at = now()
-                         where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
-                        returning id
-                        """, logger: logger)
-                    for try await _ in rows.decode(Int64.self) { return true }
-                    return false
+        let result = await client.send(text.request) { () async -> SendResult? in
+            do {
+                let marked = try await database.withConnection { connection in
+                    try await database.bounded(connection) {
+                        let rows = try await connection.query("""
+                            update notification_outbox set request_left_at = now()
+                             where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
+                            returning id
+                            """, logger: logger)
+                        for try await _ in rows.decode(Int64.self) { return true }
+                        return false
+                    }
                 }
+                return marked ? nil : .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry)
+            } catch {
+                return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
             }
-        } catch {
-            return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
         }
-        guard marked else { return .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry) }
-        let result = await client.send(text.request)
         health.record(result, from: .twilio)
         return result
     }
