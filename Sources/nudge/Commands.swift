@@ -21,9 +21,24 @@ struct ListJobs: AsyncParsableCommand {
             }
             print(table(rows))
             print("\nDelivery (dispatch):")
-            for (provider, state) in DeliveryServices.describe(bootstrap.environment) {
-                print("  \(provider.displayName): \(state)")
+            // What every dispatcher knows of each provider, when the database can be asked.
+            var health: [DeliveryProvider: ProviderHealth] = [:]
+            var unread: String?
+            if bootstrap.environment["DATABASE_URL"] != nil {
+                do {
+                    health = try await bootstrap.withDatabase("list", limits: DatabaseLimits(statementTimeout: .seconds(10)),
+                                                              connections: 1) { database in
+                        try await ChannelHealth.shared(in: database)
+                    }
+                } catch {
+                    unread = describe(error)
+                }
             }
+            for (provider, state) in DeliveryServices.describe(bootstrap.environment) {
+                let now = health[provider]?.summary(of: provider).map { " — \($0)" } ?? ""
+                print("  \(provider.displayName): \(state)\(now)")
+            }
+            if let unread { print("  (whether each provider is up was not read: \(unread))") }
             for definition in bootstrap.catalog.definitions {
                 print("\n\(definition.name): \(definition.summary)")
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import NudgeCore
 
@@ -190,5 +191,37 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
                 == .invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false))
         #expect(health.problems.isEmpty)
         #expect(health.outages.count == 1)
+    }
+}
+
+@Suite struct ProviderSlotsTests {
+    /// No more requests at once than the slots; a request cancelled while it waits never runs.
+    @Test func slotsHoldTheirLimitAndACancelledWaitSendsNothing() async {
+        let slots = ProviderSlots(limit: 2)
+        final class Counts: Sendable { let state = Mutex((now: 0, most: 0, ran: 0)) }
+        let box = Counts()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    _ = await slots.run {
+                        box.state.withLock { $0.now += 1; $0.most = max($0.most, $0.now); $0.ran += 1 }
+                        try? await Task.sleep(for: .milliseconds(20))
+                        box.state.withLock { $0.now -= 1 }
+                    }
+                }
+            }
+        }
+        #expect(box.state.withLock { $0.most } == 2)
+        #expect(box.state.withLock { $0.ran } == 10)
+        let held = ProviderSlots(limit: 1)
+        let holder = Task { await held.run { try? await Task.sleep(for: .seconds(30)) } }
+        try? await Task.sleep(for: .milliseconds(50))
+        let waiter = Task { await held.run { true } }
+        try? await Task.sleep(for: .milliseconds(50))
+        waiter.cancel()
+        #expect(await waiter.value == nil)
+        holder.cancel()
+        _ = await holder.value
+        #expect(await held.run { true } == true)
     }
 }

@@ -175,6 +175,11 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         #expect(try database.count("select count(*) from notification_outbox where status <> 'pending'") == 0)
         // Paused, APNs is asked nothing more but a probe now and then.
         #expect(push.apns.requestCount <= 9)
+        // What an operator reads.
+        let list = try await database.nudge(["list"], environment: push.environment)
+        #expect(list.stdout.contains("APNs: configured: sandbox, topic \(push.apns.bundleID) — APNs is paused since"), "\(list.stdout)")
+        #expect(list.stdout.contains("FCM: configured: project"))
+        #expect(!list.stdout.contains("FCM is"))
     }
 
     /// A Twilio that takes 0.6 s to answer each request while 300 call previews (SMS only) fall

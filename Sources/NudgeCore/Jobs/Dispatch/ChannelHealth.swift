@@ -161,7 +161,7 @@ public final class ChannelHealth: Sendable {
         do {
             var rows: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
             for _ in 0..<Self.writeAttempts {
-                rows = try await read(on: connection, logger: logger)
+                rows = try await Self.read(on: connection, logger: logger)
                 guard !taken.isEmpty else { break }
                 var written: [DeliveryProvider: ProviderHealth] = [:]
                 for (provider, delta) in taken {
@@ -217,8 +217,15 @@ public final class ChannelHealth: Sendable {
         ])
     }
 
-    private func read(on connection: PostgresConnection,
-                      logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
+    /// Every provider's row as it stands, for an operator (`nudge list`).
+    public static func shared(in database: Database) async throws -> [DeliveryProvider: ProviderHealth] {
+        try await database.withConnection { connection in
+            try await database.bounded(connection) { try await read(on: connection, logger: database.logger).mapValues(\.health) }
+        }
+    }
+
+    private static func read(on connection: PostgresConnection,
+                             logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
         let rows = try await connection.query("""
             select provider, state, since, reason, config, burst, probe_at, probe_rows, window_start, window_answers,
                    window_outages, tokens_start, tokens_answers, tokens_unknown, version

@@ -90,11 +90,13 @@ public struct DispatchJob: Job {
 
     public func loadFacts(for items: [UserNotifications], run: RunContext,
                           on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        // The previews' facts first: a query sent while another's rows are still unread waits for
+        // them, and they wait to be read (the run stood still until its time bound).
+        let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
         let rows = try await connection.execute(
             FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack)),
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
-        let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
                        platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff, phone) in rows {
             var preferences = DeliveryPreferences()
@@ -321,19 +323,22 @@ public struct DispatchJob: Job {
         guard let client = push.sms else { return .notSent("Twilio is not configured", after: nil) }
         guard let database = run.database else { return .notSent("no database to record the SMS's request in", after: nil) }
         let row = text.row, claim = run.claim, logger = run.logger
+        @Sendable func mark(on connection: PostgresConnection) async throws -> Bool {
+            try await database.bounded(connection) {
+                let rows = try await connection.query("""
+                    update notification_outbox set request_left_at = now()
+                     where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
+                    returning id
+                    """, logger: logger)
+                // (Read to its end: the connection is ready for the next query.)
+                var marked = false
+                for try await _ in rows.decode(Int64.self) { marked = true }
+                return marked
+            }
+        }
         let result = await client.send(text.request) { () async -> SendResult? in
             do {
-                let marked = try await database.withConnection { connection in
-                    try await database.bounded(connection) {
-                        let rows = try await connection.query("""
-                            update notification_outbox set request_left_at = now()
-                             where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
-                            returning id
-                            """, logger: logger)
-                        for try await _ in rows.decode(Int64.self) { return true }
-                        return false
-                    }
-                }
+                let marked = try await database.withConnection(mark)
                 return marked ? nil : .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry)
             } catch {
                 return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
@@ -390,7 +395,8 @@ public struct DispatchJob: Job {
                 return providerID
             case .notSent?, nil:
                 return nil
-            case .throttled? where row.channel == "sms", .configuration? where row.channel == "sms":
+            case .throttled?, .configuration? where row.channel == "sms":
+                // A wait the provider asked for (its rate), not an attempt: nothing to log.
                 return nil
             case let other?:
                 logs.add(userID, row, status: "failed", provider: provider, providerID: nil, error: other.reason, sentAt: nil,
