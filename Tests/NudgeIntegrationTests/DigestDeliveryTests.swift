@@ -192,7 +192,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             }
         }
         defer { server.cancel() }
-        #expect(try eventually { port.withLock { $0 } > 0 })
+        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
         let base = "http://127.0.0.1:\(port.withLock { $0 })"
 
         _ = try await weeklyDigest(database, at: at(Self.londonSunday), publicURL: base)
@@ -257,7 +257,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             }
         }
         defer { server.cancel() }
-        #expect(try eventually { port.withLock { $0 } > 0 })
+        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
         let base = "http://127.0.0.1:\(port.withLock { $0 })"
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: UUID(uuidString: Fixture.userID(1))!, type: .weeklyDigest)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-browser-\(UUID())")

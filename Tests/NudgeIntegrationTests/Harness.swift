@@ -260,6 +260,17 @@ final class RunningProcess: @unchecked Sendable {
 }
 
 /// Polls `condition` every 20 ms for up to `seconds`.
+/// `eventually` for a condition another task of this process must make true (a server it starts):
+/// it sleeps without holding one of the few threads that task needs.
+func eventuallyHere(seconds: Double = 30, _ condition: () throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return false
+}
+
 func eventually(seconds: Double = 30, _ condition: () throws -> Bool) throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {

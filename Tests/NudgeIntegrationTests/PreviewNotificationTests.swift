@@ -638,7 +638,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
             }
         }
         defer { server.cancel() }
-        #expect(try eventually { port.withLock { $0 } > 0 })
+        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
         for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z", topic: "streak_celebrate") }
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
 

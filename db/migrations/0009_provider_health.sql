@@ -26,7 +26,8 @@ create table provider_health (
     tokens_unknown  integer not null default 0,
     -- Each write adds one: a dispatcher writes what it learnt only onto the row it read.
     version         bigint not null default 0,
-    updated_at      timestamptz not null default now()
+    -- When a dispatcher last wrote it (null: never).
+    updated_at      timestamptz
 );
 insert into provider_health (provider) values ('apns'), ('fcm'), ('resend'), ('twilio');
 
