@@ -197,17 +197,23 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(settled.lastError != nil)
     }
 
-    /// Parked for the provider until its shelf life ends (the end of the local day for a streak
-    /// at risk), unless the provider is back first.
+    /// Parked for its one provider until its shelf life ends, unless the provider is back first
+    /// and wakes it; waiting for two, it looks again every minute (either may come back first).
     @Test func aConfigurationErrorParksTheRowWithoutSpendingAnAttempt() {
-        let settled = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
-                                           results: [iphone.key: .configuration("APNs 403 InvalidProviderToken"),
-                                                     pixel.key: .notSent("FCM is paused", after: nil)],
-                                           now: now, jitter: 0)
-        #expect(settled.status == .pending)
-        #expect(settled.nextAttemptAt == delivery.expiresAt)
-        #expect(settled.parkedFor == .apns)
-        #expect(!settled.countsAsAttempt)
+        let iPhoneOnly = DispatchRules.plan(rows: [row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")], facts: .init(devices: [iphone]),
+                                            providers: ready, locale: "en", calendar: utc, now: at("2026-03-10T12:00:00Z")).deliveries[0]
+        let one = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: iPhoneOnly,
+                                       results: [iphone.key: .configuration("APNs 403 InvalidProviderToken")], now: now, jitter: 0)
+        #expect(one.status == .pending && !one.countsAsAttempt)
+        #expect(one.nextAttemptAt == iPhoneOnly.expiresAt)
+        #expect(one.parkedFor == .apns)
+        let two = DispatchRules.settle(row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), delivery: delivery,
+                                       results: [iphone.key: .configuration("APNs 403 InvalidProviderToken"),
+                                                 pixel.key: .notSent("FCM is paused", after: nil)],
+                                       now: now, jitter: 0)
+        #expect(two.status == .pending && !two.countsAsAttempt)
+        #expect(two.nextAttemptAt == now.addingTimeInterval(DispatchRules.providersWait))
+        #expect(two.parkedFor == nil)
     }
 
     /// Seed 003's "3 retries with exponential backoff": 30 s, 2 min, 8 min, each between half and all.

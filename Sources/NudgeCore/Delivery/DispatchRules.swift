@@ -18,6 +18,9 @@ public enum DispatchRules {
     /// How long a notification waits when its provider holds it for a reason that passes on its
     /// own (a token it will not call unknown before it has confirmed its configuration).
     public static let providerWait: TimeInterval = 10 * 60
+    /// How often a notification whose devices' providers are all down or paused (two of them:
+    /// it parks for neither, since either may come back first) looks again.
+    public static let providersWait: TimeInterval = 60
 
     public struct UserFacts: Sendable {
         public let preferences: DeliveryPreferences
@@ -254,7 +257,7 @@ public enum DispatchRules {
                 // until it is back or the group's shelf life ends.
                 var reasons: Set<String> = []
                 var heldFor: TimeInterval?
-                var parkedFor: DeliveryProvider?
+                var parkedFor: Set<DeliveryProvider> = []
                 for device in targets {
                     switch providers[device.provider] {
                     case .held(let why, let seconds)?:
@@ -262,17 +265,24 @@ public enum DispatchRules {
                         heldFor = min(heldFor ?? .infinity, max(1, seconds))
                     case .unavailable(let why)?:
                         reasons.insert(why)
-                        parkedFor = parkedFor ?? device.provider
+                        parkedFor.insert(device.provider)
                     default:
                         reasons.insert("\(device.provider.displayName) is not configured")
-                        parkedFor = parkedFor ?? device.provider
+                        parkedFor.insert(device.provider)
                     }
                 }
                 let expiry = group.map { shelfLife.expiry(of: $0, calendar: calendar) }.min()!
+                // (A row parks for one provider, which wakes it; one waiting for two looks again
+                // every `providersWait`, since either may come back first.)
+                let why = reasons.sorted().joined(separator: "; ")
                 for row in group {
-                    plan.outcomes[row.id] = heldFor.map {
-                        .waiting(until: min(now.addingTimeInterval($0), expiry), reason: reasons.sorted().joined(separator: "; "))
-                    } ?? .waiting(until: expiry, reason: reasons.sorted().joined(separator: "; "), parkedFor: parkedFor)
+                    if let heldFor {
+                        plan.outcomes[row.id] = .waiting(until: min(now.addingTimeInterval(heldFor), expiry), reason: why)
+                    } else if parkedFor.count == 1 {
+                        plan.outcomes[row.id] = .waiting(until: expiry, reason: why, parkedFor: parkedFor.first)
+                    } else {
+                        plan.outcomes[row.id] = .waiting(until: min(now.addingTimeInterval(providersWait), expiry), reason: why)
+                    }
                 }
                 continue
             }
@@ -541,7 +551,7 @@ public enum DispatchRules {
         // Held for a while (a quota: `blockedFor`), or parked for a provider until it is back.
         var blocked = !delivery.waiting.isEmpty
         var blockedFor: TimeInterval?
-        var parkedFor = delivery.waiting.first?.provider
+        var parkedFor = Set(delivery.waiting.map(\.provider))
         var askedAProvider = false
         var lastError: String?
         for device in delivery.targets {
@@ -564,7 +574,7 @@ public enum DispatchRules {
                 lastError = "\(name): \(why)"
             case .configuration(let why)?, .notSent(let why, nil)?:
                 blocked = true
-                parkedFor = parkedFor ?? device.provider
+                parkedFor.insert(device.provider)
                 lastError = "\(name): \(why)"
             case nil:
                 blocked = true
@@ -576,10 +586,12 @@ public enum DispatchRules {
             lastError = "waiting for \(Set(delivery.waiting.map(\.provider.displayName)).sorted().joined(separator: ", "))"
         }
         let sentAt = row.sentAt ?? (delivered.count > row.deliveredTo.count ? now : nil)
-        // Held for a while, it is looked at again then; parked, when its shelf life ends (or
-        // when the provider is back, which wakes it).
+        // Held for a while, it is looked at again then; parked for its one provider, when its
+        // shelf life ends (or when the provider is back, which wakes it); waiting for two, every
+        // `providersWait`.
+        if blockedFor == nil && parkedFor.count > 1 { blockedFor = providersWait }
         let wait = min(blockedFor.map { now.addingTimeInterval(min($0, providerWait)) } ?? delivery.expiresAt, delivery.expiresAt)
-        let parked = blockedFor == nil ? parkedFor : nil
+        let parked = blockedFor == nil ? parkedFor.first : nil
         if retryable && row.attempts < maxAttempts {
             let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
             let next = min(now.addingTimeInterval(delay), delivery.expiresAt)

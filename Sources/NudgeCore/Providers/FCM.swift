@@ -182,7 +182,7 @@ public final class FCMClient: PushService {
         request.headers.add(name: "authorization", value: "Bearer \(token)")
         request.headers.add(name: "content-type", value: "application/json")
         let ttl = push.keepFor
-        request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: push.collapseID,
+        request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: Self.collapseKey(push),
                                                                        timeToLive: ttl)))
         let exchanged = await http.exchangeUntilHead(request, on: client, in: slots)
         let head: HTTPResponseHead
@@ -205,6 +205,11 @@ public final class FCMClient: PushService {
         return Self.classify(status: Int(head.status.code), body: body,
                              retryAfter: ProviderHTTP.retryAfter(head.headers).map { $0.seconds })
     }
+
+    /// FCM keeps at most four collapse keys per offline device: one a notification group
+    /// (`streak`, `leaderboard_change`…), so that a device back online gets the latest of each,
+    /// never one key per message.
+    static func collapseKey(_ push: PushRequest) -> String { "nudge-" + push.content.group }
 
     /// What an FCM error means for Nudge (Firebase's "FCM error codes").
     static func classify(status: Int, body: Data, retryAfter: TimeInterval?) -> SendResult {

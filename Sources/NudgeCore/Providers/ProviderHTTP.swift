@@ -138,6 +138,8 @@ public final class ProviderSlots: Sendable {
     public func run<T: Sendable>(_ body: () async -> T) async -> T? {
         guard await acquire() else { return nil }
         defer { release() }
+        // Cancelled as it got its slot: nothing is sent.
+        if Task.isCancelled { return nil }
         return await body()
     }
 

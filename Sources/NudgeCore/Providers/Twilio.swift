@@ -116,6 +116,8 @@ public final class TwilioClient: Sendable {
     public func send(_ sms: SMSRequest, leaving: @Sendable () async -> SendResult? = { nil }) async -> SendResult {
         let sent = await slots.run { () async -> SendResult in
             if let refusal = await leaving() { return refusal }
+            // The batch's bound came meanwhile: it does not leave (its mark goes with this answer).
+            if Task.isCancelled { return .notSent("Twilio: the batch's bound came before it left", after: 1) }
             return await exchange(sms)
         }
         return sent ?? .notSent("Twilio: no connection was free for it before the batch's bound (it never left)", after: 1)

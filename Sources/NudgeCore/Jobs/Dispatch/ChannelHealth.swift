@@ -14,6 +14,9 @@ public final class ChannelHealth: Sendable {
     private struct State {
         var shared: [DeliveryProvider: ProviderHealth] = [:]
         var pending: [DeliveryProvider: ProviderHealth.Delta] = [:]
+        /// What `sync` took from `pending` and is writing: still counted until the rows read back
+        /// replace `shared`.
+        var writing: [DeliveryProvider: ProviderHealth.Delta] = [:]
         var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
     }
 
@@ -36,7 +39,9 @@ public final class ChannelHealth: Sendable {
     /// Each provider's health as this dispatcher sees it now: the shared row with its own news.
     private func current(_ provider: DeliveryProvider, in state: State) -> ProviderHealth {
         let shared = state.shared[provider] ?? ProviderHealth()
-        guard let delta = state.pending[provider], !delta.isEmpty else { return shared }
+        var delta = state.writing[provider] ?? ProviderHealth.Delta()
+        delta.add(state.pending[provider] ?? ProviderHealth.Delta())
+        guard !delta.isEmpty else { return shared }
         return shared.applying(delta, now: clock.now(), config: identities[provider] ?? "")
     }
 
@@ -156,7 +161,8 @@ public final class ChannelHealth: Sendable {
     public func sync(now: Date, dryRun: Bool, on connection: PostgresConnection, logger: Logger) async throws {
         var taken: [DeliveryProvider: ProviderHealth.Delta] = dryRun ? [:] : state.withLock { state in
             defer { state.pending = [:] }
-            return state.pending.filter { !$0.value.isEmpty }
+            state.writing = state.pending.filter { !$0.value.isEmpty }
+            return state.writing
         }
         do {
             var rows: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
@@ -192,10 +198,14 @@ public final class ChannelHealth: Sendable {
                 }
                 if !ready.isEmpty { try await wake(ready, now: now, on: connection, logger: logger) }
             }
-            state.withLock { $0.shared = shared }
+            state.withLock { state in
+                state.shared = shared
+                state.writing = [:]
+            }
         } catch {
             state.withLock { state in
                 for (provider, delta) in taken { state.pending[provider, default: .init()].add(delta) }
+                state.writing = [:]
             }
             throw error
         }

@@ -67,7 +67,7 @@ public struct DispatchJob: Job {
             return why
         } + health.outages
         guard !missing.isEmpty else { return nil }
-        return missing.joined(separator: "; ") + "; notifications waiting for a provider: \(tally["waiting", default: 0]), none dropped"
+        return missing.joined(separator: "; ") + "; notifications waiting for a provider: \(tally["waiting", default: 0]) (each until it is back or its shelf life ends)"
     }
 
     public var runProblem: String? {
@@ -501,7 +501,8 @@ public struct DispatchJob: Job {
                    delivered_to = case when v.delivered_to = '' then '{}'::text[] else string_to_array(v.delivered_to, ',') end,
                    delivery_id = nullif(v.delivery_id, 0), sent_at = nullif(v.sent_at, \(never)),
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
-                   lease_until = null, claimed_by = null, waiting_for = nullif(v.waiting_for, ''),
+                   lease_until = null, claimed_by = null,
+                   waiting_for = case when v.keep_next then o.waiting_for else nullif(v.waiting_for, '') end,
                    -- An SMS's mark goes with its outcome; a row put back untouched keeps it.
                    request_left_at = case when v.keep_next then o.request_left_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
