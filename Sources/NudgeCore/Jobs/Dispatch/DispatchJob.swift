@@ -395,8 +395,10 @@ public struct DispatchJob: Job {
                 return providerID
             case .notSent?, nil:
                 return nil
-            case .throttled?, .configuration? where row.channel == "sms":
+            case .throttled?:
                 // A wait the provider asked for (its rate), not an attempt: nothing to log.
+                return nil
+            case .configuration? where row.channel == "sms":
                 return nil
             case let other?:
                 logs.add(userID, row, status: "failed", provider: provider, providerID: nil, error: other.reason, sentAt: nil,
