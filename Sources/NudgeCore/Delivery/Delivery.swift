@@ -156,12 +156,4 @@ public enum SendResult: Sendable, Equatable {
         default: false
         }
     }
-
-    /// Whether the provider answered at all (anything but an outage, a wait or a send not made).
-    public var isAnswer: Bool {
-        switch self {
-        case .delivered, .retry, .invalidToken, .rejected, .configuration, .throttled: !isOutage
-        case .unavailable, .notSent: false
-        }
-    }
 }
