@@ -2,7 +2,7 @@ import Foundation
 import NIOHTTP1
 import Synchronization
 
-/// A local Resend: `POST /emails` as Resend's API takes it. It checks `Authorization: Bearer`
+/// A local Resend: `POST /emails` and `POST /emails/batch` as Resend's API takes them. It checks `Authorization: Bearer`
 /// against its API key (403 `invalid_api_key`), asks for a `User-Agent` (as Resend does: 403
 /// without one), and validates the body: `from`, `to`, `subject`, `html` or `text`
 /// (422 `missing_required_field`), tags of ASCII letters, digits, `_` and `-` (422
@@ -58,16 +58,19 @@ public final class StandInResend: Sendable {
 
     /// The emails it took (sent), in order.
     public var sent: [Email] { state.log.withLock { $0.sent } }
-    /// Every request to `POST /emails`, answered or not.
+    /// Every email of every request to `POST /emails` or `POST /emails/batch`, answered or not.
     public var requests: [Email] { state.log.withLock { $0.requests } }
+    /// How many HTTP requests came (a batch is one).
+    public var requestCount: Int { state.log.withLock { $0.httpRequests } }
 
     final class State: Sendable {
         struct Log {
             var sent: [Email] = []
             var requests: [Email] = []
             var attempts: [String: Int] = [:]
+            var httpRequests = 0
             /// Per idempotency key: the body and the answer given.
-            var keys: [String: (body: Data, id: String)] = [:]
+            var keys: [String: (body: Data, answer: Data)] = [:]
         }
         let log = Mutex(Log())
     }
@@ -98,7 +101,9 @@ public final class StandInResend: Sendable {
 
     private static func reply(_ request: StandInHTTPServer.Request, apiKey: String, state: State,
                               onSent: (@Sendable (Email) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
-        guard request.path == "/emails" else { return error(404, "not_found", "The requested endpoint does not exist.") }
+        guard request.path == "/emails" || request.path == "/emails/batch" else {
+            return error(404, "not_found", "The requested endpoint does not exist.")
+        }
         guard request.method == .POST else { return error(405, "method_not_allowed", "Method is not allowed for the requested path.") }
         guard let authorization = request.headers["authorization"] else {
             return error(401, "missing_api_key", "Missing API key in the authorization header.")
@@ -107,24 +112,150 @@ public final class StandInResend: Sendable {
         guard let agent = request.headers["user-agent"], !agent.isEmpty else {
             return error(403, "validation_error", "The request is missing a User-Agent header.")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any] else {
-            return error(422, "validation_error", "The request body is not a JSON object.")
-        }
-        let missing = ["from", "to", "subject"].filter { object[$0] == nil }
-        if !missing.isEmpty { return error(422, "missing_required_field", "Missing `\(missing.joined(separator: "`, `"))` field.") }
-        if object["html"] == nil && object["text"] == nil {
-            return error(422, "missing_required_field", "Missing `html` or `text` field.")
-        }
-        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-        for tag in (object["tags"] as? [[String: String]]) ?? [] {
-            for text in [tag["name"] ?? "", tag["value"] ?? ""] where text.isEmpty || text.unicodeScalars.contains(where: { !allowed.contains($0) }) {
-                return error(422, "validation_error", "Tags should only contain ASCII letters, numbers, underscores, or dashes.")
-            }
-        }
+        state.log.withLock { $0.httpRequests += 1 }
         let key = request.headers["idempotency-key"]
         if let key, key.isEmpty || key.count > 256 {
             return error(400, "invalid_idempotency_key", "The key must be between 1-256 chars.")
         }
+        if request.path == "/emails/batch" {
+            return batch(request, key: key, agent: agent, state: state, onSent: onSent, script: script)
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any] else {
+            return error(422, "validation_error", "The request body is not a JSON object.")
+        }
+        if let (status, name, message) = problem(object) { return error(status, name, message) }
+        // A key seen before: the first answer again, nothing sent.
+        enum Seen { case new, same(Data), different }
+        let earlier: Seen = state.log.withLock { log in
+            guard let key, let seen = log.keys[key] else { return .new }
+            return seen.body == request.body ? .same(seen.answer) : .different
+        }
+        let attempt = count(key ?? String(decoding: request.body, as: UTF8.self), state: state)
+        let id = UUID().uuidString.lowercased()
+        let email = Email(id: id, fields: fields(object), body: request.body, idempotencyKey: key, userAgent: agent, attempt: attempt)
+        state.log.withLock { $0.requests.append(email) }
+        switch earlier {
+        case .same(let answer):
+            return .respond(status: 200, headers: [], body: answer)
+        case .different:
+            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
+        case .new:
+            break
+        }
+        let answer = standInJSON(["id": id])
+        func take() {
+            state.log.withLock { log in
+                log.sent.append(email)
+                if let key { log.keys[key] = (request.body, answer) }
+            }
+            onSent?(email)
+        }
+        switch script(email) {
+        case .accept:
+            take()
+            return .respond(status: 200, headers: [], body: answer)
+        case .acceptSilently:
+            take()
+            return .silence
+        case .reject(let status, let name, let message, let headers):
+            return error(status, name, message, headers: headers)
+        case .hang:
+            return .silence
+        }
+    }
+
+    private static func count(_ counter: String, state: State) -> Int {
+        state.log.withLock { log -> Int in
+            log.attempts[counter, default: 0] += 1
+            return log.attempts[counter]!
+        }
+    }
+
+    /// `POST /emails/batch`: an array of 1 to 100 emails. Strict validation (the default)
+    /// refuses the whole batch for one invalid email; `x-batch-validation: permissive` takes the
+    /// valid ones and names the others in `errors` by index. The script answers per email: a 422
+    /// refuses that email alone; any other refusal, silence or a hang answers for the whole
+    /// request (the first one met).
+    private static func batch(_ request: StandInHTTPServer.Request, key: String?, agent: String, state: State,
+                              onSent: (@Sendable (Email) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+        guard let list = try? JSONSerialization.jsonObject(with: request.body) as? [[String: Any]] else {
+            return error(422, "validation_error", "The request body must be an array of emails.")
+        }
+        guard (1...100).contains(list.count) else { return error(422, "validation_error", "A batch holds 1 to 100 emails.") }
+        let permissive = request.headers["x-batch-validation"] == "permissive"
+        enum Seen { case new, same(Data), different }
+        let earlier: Seen = state.log.withLock { log in
+            guard let key, let seen = log.keys[key] else { return .new }
+            return seen.body == request.body ? .same(seen.answer) : .different
+        }
+        let attempt = count(key ?? String(decoding: request.body, as: UTF8.self), state: state)
+        var refused: [Int: String] = [:]
+        var emails: [(index: Int, email: Email)] = []
+        for (index, object) in list.enumerated() {
+            if let (status, name, message) = problem(object) {
+                guard permissive else { return error(status, name, message) }
+                refused[index] = message
+                continue
+            }
+            let body = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+            emails.append((index, Email(id: UUID().uuidString.lowercased(), fields: fields(object), body: body, idempotencyKey: key,
+                                        userAgent: agent, attempt: attempt)))
+        }
+        state.log.withLock { $0.requests += emails.map(\.email) }
+        switch earlier {
+        case .same(let answer):
+            return .respond(status: 200, headers: [], body: answer)
+        case .different:
+            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
+        case .new:
+            break
+        }
+        var silent = false
+        for (index, email) in emails {
+            switch script(email) {
+            case .accept:
+                break
+            case .acceptSilently:
+                silent = true
+            case .reject(422, _, let message, _) where permissive:
+                refused[index] = message
+            case .reject(let status, let name, let message, let headers):
+                return error(status, name, message, headers: headers)
+            case .hang:
+                return .silence
+            }
+        }
+        let taken = emails.filter { refused[$0.index] == nil }.map(\.email)
+        let answer = standInJSON([
+            "data": taken.map { ["id": $0.id] },
+            "errors": refused.keys.sorted().map { ["index": $0, "message": refused[$0]!] as [String: Any] },
+        ])
+        state.log.withLock { log in
+            log.sent += taken
+            if let key { log.keys[key] = (request.body, answer) }
+        }
+        for email in taken { onSent?(email) }
+        return silent ? .silence : .respond(status: 200, headers: [], body: answer)
+    }
+
+    /// What Resend refuses in one email: its status, name and message; nil when it takes it.
+    private static func problem(_ object: [String: Any]) -> (Int, String, String)? {
+        let missing = ["from", "to", "subject"].filter { object[$0] == nil }
+        if !missing.isEmpty { return (422, "missing_required_field", "Missing `\(missing.joined(separator: "`, `"))` field.") }
+        if object["html"] == nil && object["text"] == nil {
+            return (422, "missing_required_field", "Missing `html` or `text` field.")
+        }
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+        for tag in (object["tags"] as? [[String: String]]) ?? [] {
+            for text in [tag["name"] ?? "", tag["value"] ?? ""] where text.isEmpty || text.unicodeScalars.contains(where: { !allowed.contains($0) }) {
+                return (422, "validation_error", "Tags should only contain ASCII letters, numbers, underscores, or dashes.")
+            }
+        }
+        return nil
+    }
+
+    /// An email's fields, as the tests read them.
+    private static func fields(_ object: [String: Any]) -> [String: any Sendable] {
         var fields: [String: any Sendable] = [:]
         for (name, value) in object {
             switch value {
@@ -135,46 +266,6 @@ public final class StandInResend: Sendable {
             default: fields[name] = "\(value)"
             }
         }
-        // A key seen before: the first answer again, nothing sent.
-        enum Seen { case new, same(String), different }
-        let earlier: Seen = state.log.withLock { log in
-            guard let key, let seen = log.keys[key] else { return .new }
-            return seen.body == request.body ? .same(seen.id) : .different
-        }
-        let counter = key ?? String(decoding: request.body, as: UTF8.self)
-        let attempt = state.log.withLock { log -> Int in
-            log.attempts[counter, default: 0] += 1
-            return log.attempts[counter]!
-        }
-        let id = UUID().uuidString.lowercased()
-        let email = Email(id: id, fields: fields, body: request.body, idempotencyKey: key, userAgent: agent, attempt: attempt)
-        state.log.withLock { $0.requests.append(email) }
-        switch earlier {
-        case .same(let id):
-            return .respond(status: 200, headers: [], body: standInJSON(["id": id]))
-        case .different:
-            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
-        case .new:
-            break
-        }
-        func take() {
-            state.log.withLock { log in
-                log.sent.append(email)
-                if let key { log.keys[key] = (request.body, id) }
-            }
-            onSent?(email)
-        }
-        switch script(email) {
-        case .accept:
-            take()
-            return .respond(status: 200, headers: [], body: standInJSON(["id": id]))
-        case .acceptSilently:
-            take()
-            return .silence
-        case .reject(let status, let name, let message, let headers):
-            return error(status, name, message, headers: headers)
-        case .hang:
-            return .silence
-        }
+        return fields
     }
 }

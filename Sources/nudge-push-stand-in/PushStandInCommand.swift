@@ -9,7 +9,8 @@ import Synchronization
 /// `delivered` to its status callback two seconds later, signed, as Twilio would. It writes into DIR the CA's certificate
 /// (`ca.pem`), the APNs provider key (`apns-key.p8`), the FCM service account
 /// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
-/// then it serves until stopped. Device tokens listed in `--unregistered` (one per line) are
+/// then it serves until stopped, keeping in DIR/resend-requests how many requests Resend's has
+/// had (a batch request is one). Device tokens listed in `--unregistered` (one per line) are
 /// answered as uninstalled apps are (APNs 410 Unregistered, FCM 404 UNREGISTERED); every other
 /// one is accepted. `--log` appends one line per push received (provider, the status answered,
 /// token's start, collapse id, title).
@@ -109,7 +110,12 @@ struct PushStandInCommand {
         try Data(env.utf8).write(to: directory.appendingPathComponent("env"))
         // Written straight to the file descriptor: whoever started the stand-ins waits for this line.
         FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL), Twilio \(twilio.baseURL)\n".utf8))
-        while true { try await Task.sleep(for: .seconds(3600)) }
+        // How many requests Resend's stand-in has had (a batch is one), for the benchmarks.
+        let requests = directory.appendingPathComponent("resend-requests")
+        while true {
+            try? Data("\(resend.requestCount)\n".utf8).write(to: requests, options: .atomic)
+            try await Task.sleep(for: .seconds(1))
+        }
     }
 
     static let usage = """

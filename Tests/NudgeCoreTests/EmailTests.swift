@@ -111,7 +111,7 @@ import Testing
                 == .unavailable("Resend 500 internal_server_error: words", after: nil))
         #expect(ResendClient.classify(status: 422, headers: [:], body: body("validation_error")) == .rejected("Resend 422 validation_error: words"))
         #expect(ResendClient.classify(status: 409, headers: [:], body: body("invalid_idempotent_request"))
-                == .rejected("Resend 409 invalid_idempotent_request: words"))
+                == .rejected("outcome unknown: Resend 409 invalid_idempotent_request: words"))
         #expect(ResendClient.classify(status: 409, headers: [:], body: body("concurrent_idempotent_requests"))
                 == .notSent("Resend 409 concurrent_idempotent_requests: words", after: 5))
         // Nudge's sender or key, not the email: Resend is paused and the emails wait.
@@ -123,6 +123,25 @@ import Testing
         #expect(ResendClient.classify(status: 503, headers: headers([("ratelimit-reset", "1e30")]), body: body("x"))
                 == .unavailable("Resend 503 x: words", after: 86_400))
         #expect(ResendClient.classify(status: 403, headers: [:], body: body("invalid_api_key")) == .configuration("Resend 403 invalid_api_key: words"))
+    }
+
+    /// A batch's answer, email by email: the ids in order to the emails Resend took, its words to
+    /// those it refused; an answer that does not account for every email sends none again.
+    @Test func aBatchAnswerSettlesEachEmail() {
+        let body = Data(#"{"data":[{"id":"a"},{"id":"c"}],"errors":[{"index":1,"message":"Invalid `to` field."}]}"#.utf8)
+        #expect(ResendClient.classifyBatch(status: 200, headers: [:], body: body, count: 3)
+                == [.delivered(providerID: "a"), .rejected("Resend refused it in its batch: Invalid `to` field."), .delivered(providerID: "c")])
+        let short = Data(#"{"data":[{"id":"a"}]}"#.utf8)
+        #expect(ResendClient.classifyBatch(status: 200, headers: [:], body: short, count: 2).allSatisfy { $0.isOutage })
+        let limited = ResendClient.classifyBatch(status: 429, headers: ["retry-after": "3"],
+                                                 body: Data(#"{"name":"rate_limit_exceeded","message":"Too many."}"#.utf8), count: 2)
+        #expect(limited == Array(repeating: .throttled("Resend 429 rate_limit_exceeded: Too many.", after: 3), count: 2))
+        let mismatch = ResendClient.classifyBatch(status: 409, headers: [:],
+                                                  body: Data(#"{"name":"invalid_idempotent_request","message":"m"}"#.utf8), count: 1)
+        #expect(mismatch[0].isOutage && mismatch[0].reason?.hasPrefix("outcome unknown: ") == true)
+        // The key: the same rows, in any order, the same key.
+        #expect(ResendClient.batchKey(rows: [3, 1, 2]) == ResendClient.batchKey(rows: [1, 2, 3]))
+        #expect(ResendClient.batchKey(rows: [1, 2]) != ResendClient.batchKey(rows: [1, 2, 3]))
     }
 
     @Test func anEmailSettlesByItsAnswer() {
@@ -160,10 +179,31 @@ import Testing
         #expect(plan() == .email(0))
         let planned = DispatchRules.plan(rows: [row], facts: .init(devices: [], address: "a@example.com"), providers: [.resend: .ready],
                                          locale: "en", calendar: calendar, now: now).emails[0]
-        #expect(planned.request.idempotencyKey == "nudge-outbox-5")
-        #expect(planned.request.unsubscribeURL == "https://n.example/u" && planned.request.html == "<p>hi</p>")
+        #expect(planned.batchKey == nil)
+        // Re-claimed after its batch left without a recorded outcome: it goes again in that batch, as
+        // it was (to the address it left for, the user's switches since notwithstanding), under its key,
+        // until Resend no longer holds the key; then it is not sent again.
+        func left(_ ago: TimeInterval, to address: String? = "old@example.com") -> QueuedNotification {
+            QueuedNotification(id: 5, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
+                               title: "Subject", body: "Text", payload: payload, requestLeftAt: now.addingTimeInterval(-ago),
+                               requestKey: ResendClient.batchKey(rows: [7, 5]), requestTo: address)
+        }
+        func planLeft(_ row: QueuedNotification) -> DispatchRules.Plan {
+            DispatchRules.plan(rows: [row], facts: .init(preferences: off, devices: [], address: "new@example.com"),
+                               providers: [.resend: .ready], locale: "en", calendar: calendar, now: now)
+        }
         var off = DeliveryPreferences()
         off.emailSwitchedOff = ["email_preferences.weekly_digest"]
+        let again = try #require(planLeft(left(30)).emails.first)
+        #expect(again.batchKey == ResendClient.batchKey(rows: [5, 7]) && again.request.to == "old@example.com")
+        #expect(again.request == DispatchRules.emailRequest(subject: "Subject", text: "Text", payload: try #require(EmailPayload.decode(payload)),
+                                                           to: "old@example.com"))
+        #expect(again.expiresAt == now.addingTimeInterval(ResendClient.keyLifetime - 30))
+        for lapsed in [left(ResendClient.keyLifetime), left(30, to: nil)] {
+            guard case .failed(let why)? = planLeft(lapsed).outcomes[5] else { Issue.record("\(lapsed) was not failed"); continue }
+            #expect(why.hasPrefix("outcome unknown: "))
+        }
+        #expect(planned.request.unsubscribeURL == "https://n.example/u" && planned.request.html == "<p>hi</p>")
         #expect(plan(off) == .suppressed(step: "preferences", reason: "weekly_digest emails are off (email_preferences.weekly_digest: unsubscribed)"))
         off.emailSwitchedOff = ["email_weekly_digest"]
         if case .suppressed? = plan(off) {} else { Issue.record("notification_preferences.email_weekly_digest did not hold it") }

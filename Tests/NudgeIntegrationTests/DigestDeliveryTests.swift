@@ -35,14 +35,16 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let emails = stand.resend.sent
         #expect(emails.count == 2)
+        // Both in one batch request, under the key its rows determine.
+        #expect(stand.resend.requestCount == 1)
+        let rows = try database.psql("select id from notification_outbox where channel = 'email'").split(separator: "\n").compactMap { Int64($0) }
         let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test")
         for n in 1...2 {
             let id = Fixture.userID(n)
             let email = try #require(emails.first { $0.to == ["user\(n)@example.test"] })
             #expect(email.from == "FitCircle <coach@fitcircle.example>")
             #expect(email.userAgent?.hasPrefix("nudge/") == true)
-            let outboxID = try database.value("select id from notification_outbox where user_id = '\(id)' and channel = 'email'")
-            #expect(email.idempotencyKey == "nudge-outbox-\(outboxID)")
+            #expect(email.idempotencyKey == ResendClient.batchKey(rows: rows))
             #expect(email.tags == ["email_type": "weekly_digest", "week_start": "2026-03-16"])
             // RFC 8058: an https URI in angle brackets, and the one-click pair.
             let header = try #require(email.headers["List-Unsubscribe"])
@@ -93,18 +95,21 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(try database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
     }
 
-    /// A 429 with retry-after waits that long without spending an attempt; a 500 and a time-out
-    /// are tried again (with the same idempotency key); a 422 fails the row with Resend's words.
-    @Test func a429A500A422AndATimeOutEachEndAsDescribed() async throws {
+    /// One batch of four digests, through Resend's bad answers: a 429 with retry-after waits
+    /// that long without spending an attempt and is no logged failure; a 500 for the four of them
+    /// finds Resend down, and they wait for it, keeping their batch's key; the probe half a
+    /// minute later sends that batch as it was, under that key; Resend refuses one email (422)
+    /// and takes the others: the refused one fails alone, with Resend's words.
+    @Test func a429A500AndA422EachEndAsDescribed() async throws {
         let database = try await TestDatabase.fresh()
-        let answers: [String: StandInResend.Answer] = [
-            "user1@example.test": .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
-                                          headers: [("retry-after", "7"), ("ratelimit-reset", "30")]),
-            "user2@example.test": .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred."),
-            "user3@example.test": .reject(status: 422, name: "validation_error", message: "Invalid `to` field."),
-            "user4@example.test": .hang,
-        ]
-        let stand = try await ResendStandIn.start { email in email.attempt == 1 ? answers[email.to.first ?? ""] ?? .accept : .accept }
+        let stand = try await ResendStandIn.start { email in
+            switch email.attempt {
+            case 1: .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                            headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
+            case 2: .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred.")
+            default: email.to == ["user3@example.test"] ? .reject(status: 422, name: "validation_error", message: "Invalid `to` field.") : .accept
+            }
+        }
         defer { Task { await stand.resend.shutdown() } }
         for n in 1...4 {
             try DigestFixture.user(database, n, zone: "Europe/London")
@@ -112,33 +117,35 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         }
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
         try database.psql("delete from notification_outbox where channel = 'push'")
-        var environment = stand.environment
-        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "2"
-        let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
-        func row(_ n: Int) throws -> String {
-            try database.value("""
-                select status || ' ' || attempts || ' ' || case when next_attempt_at = 'infinity' then '-'
-                            else extract(epoch from next_attempt_at - '2026-03-22T20:00:30Z')::int::text end
-                       || ' ' || coalesce(last_error, '') from notification_outbox where user_id = '\(Fixture.userID(n))'
+        func run(at now: String) async throws -> String {
+            let result = try await database.nudge(["run", "dispatch", "--now", now], environment: stand.environment)
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            return try database.psql("""
+                select distinct status || ' ' || attempts || ' ' || coalesce(waiting_for, '-') || ' '
+                       || case when next_attempt_at = 'infinity' then '-'
+                               else extract(epoch from next_attempt_at - '\(now)')::int::text end
+                       || ' ' || coalesce(split_part(last_error, ':', 1), '') from notification_outbox
                 """)
         }
-        let (row1, row2, row3, row4) = (try row(1), try row(2), try row(3), try row(4))
-        #expect(row1.hasPrefix("pending 0 7 Resend 429 rate_limit_exceeded"), "\(row1)")
-        #expect(row2.hasPrefix("pending 1 ") && row2.contains("Resend 500 internal_server_error"), "\(row2)")
-        #expect(row3 == "failed 1 - Resend 422 validation_error: Invalid `to` field.", "\(row3)")
-        #expect(row4.hasPrefix("pending 1 ") && row4.contains("no answer within the time-out"), "\(row4)")
-
-        let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:03:00Z"], environment: environment)
-        #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
+        #expect(try await run(at: "2026-03-22T20:00:30Z") == "pending 0 - 7 Resend 429 rate_limit_exceeded")
+        #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
+        // A minute on, the four unanswered find Resend down: parked, no attempt spent, the key
+        // kept, until Resend would no longer hold the key (23 hours after the batch first left).
+        let down = try await run(at: "2026-03-22T20:01:31Z")
+        #expect(down.hasPrefix("pending 0 resend \(Int(ResendClient.keyLifetime) - 61) Resend is down"), "\(down)")
+        #expect(try database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
+        _ = try await run(at: "2026-03-22T20:02:05Z")
         #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
-        // The retries carried the first attempt's idempotency key; the time-out's email was sent once.
-        for n in [2, 4] {
-            let tries = stand.resend.requests.filter { $0.to == ["user\(n)@example.test"] }
-            #expect(tries.count == 2 && Set(tries.compactMap(\.idempotencyKey)).count == 1)
-        }
+        #expect(try database.value("select last_error from notification_outbox where status = 'failed'")
+                == "Resend refused it in its batch: Invalid `to` field.")
+        // One key for every request: the batch as it first left. The probe's three rows sent it
+        // again; the fourth row, woken once Resend was back, sent it once more, and Resend
+        // answered from the key without sending anything twice.
+        #expect(stand.resend.requestCount == 4)
+        #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
         #expect(stand.resend.sent.count == 3)
         #expect(try database.count("select count(*) from email_logs") == 3)
+        #expect(try database.psql("select provider, state from provider_health where provider = 'resend'") == "resend|up")
     }
 
     /// dispatch killed (-9) after Resend took the email and before it recorded it: the next
@@ -171,6 +178,47 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
         #expect(try database.value("select status || ' ' || attempts from notification_outbox") == "sent 2")
         #expect(try database.value("select provider_id from email_logs") == stand.resend.sent[0].id)
+    }
+
+    /// A batch whose answer was lost (the dispatcher killed) goes again only as it was, even
+    /// when its rows are claimed apart: each claim sends the whole batch under its key, Resend
+    /// answers it again, and every email is sent once, its log naming the id Resend gave it.
+    @Test func aBatchClaimedApartGoesAgainAsItWas() async throws {
+        let database = try await TestDatabase.fresh()
+        let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }
+        defer { Task { await stand.resend.shutdown() } }
+        for n in 1...3 {
+            try DigestFixture.user(database, n, zone: "Europe/London")
+            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+        }
+        _ = try await weeklyDigest(database, at: at(Self.londonSunday))
+        try database.psql("delete from notification_outbox where channel = 'push'")
+        var environment = stand.environment
+        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
+        let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
+        #expect(try eventually { stand.resend.sent.count == 3 })
+        dispatcher.signal(SIGKILL)
+        _ = await dispatcher.finished()
+        #expect(stand.resend.requestCount == 1)
+        #expect(try database.count("select count(distinct request_key) from notification_outbox where request_to like 'user%'") == 1)
+        // The leases run out; the third user's row is due only later, so the first claim holds two.
+        try database.psql("""
+            update notification_outbox set lease_until = now() - interval '1 second';
+            update dispatch_leases set leased_until = now() - interval '1 second';
+            update notification_outbox set status = 'pending', claimed_by = null, lease_until = null,
+                   next_attempt_at = '2026-03-22T21:00:00Z'
+             where user_id = '\(Fixture.userID(3))';
+            """)
+        for now in ["2026-03-22T20:05:00Z", "2026-03-22T21:00:30Z"] {
+            let rerun = try await database.nudge(["run", "dispatch", "--now", now], environment: stand.environment)
+            #expect(rerun.status == 0, "\(rerun.stdout)\n\(rerun.stderr)")
+        }
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
+        #expect(stand.resend.sent.count == 3)
+        #expect(stand.resend.requestCount == 3)
+        #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
+        let logged = try database.psql("select provider_id from email_logs order by provider_id")
+        #expect(logged == stand.resend.sent.map(\.id).sorted().joined(separator: "\n"))
     }
 
     /// POSTing the List-Unsubscribe URL as a mail client does turns the digest email off (200,

@@ -1,5 +1,6 @@
 import Foundation
 import NudgeStandIns
+import PostgresNIO
 import Testing
 @testable import NudgeCore
 
@@ -141,5 +142,90 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         // It did not wait out its 30 seconds once nothing was due.
         #expect(Date().timeIntervalSince(started) < 15)
         #expect(try database.value("select status from notification_outbox") == "sent")
+    }
+}
+
+/// dispatch, with a batch whose facts take so long to read that its claims run out and another
+/// dispatcher takes one of its users meanwhile.
+private struct SlowFactsDispatch: Job {
+    let inner: DispatchJob
+    let stolen: UUID
+    var definition: JobDefinition { inner.definition }
+    var source: OutboxQueue { inner.source }
+    var readStatements: Int { inner.readStatements + 1 }
+    var completesOutside: Bool { inner.completesOutside }
+    var bookkeepingStatements: Int { inner.bookkeepingStatements }
+    var outsideTimeLimit: Duration? { inner.outsideTimeLimit }
+
+    func loadFacts(for items: [UserNotifications], run: RunContext, on connection: PostgresConnection) async throws
+        -> [UUID: DispatchJob.Facts] {
+        try await connection.query("""
+            update dispatch_leases set leased_until = now() - interval '1 second';
+            """, logger: run.logger)
+        try await connection.query("""
+            update dispatch_leases set run_id = -1, leased_until = now() + interval '2 minutes' where user_id = \(stolen)
+            """, logger: run.logger)
+        try await connection.query("""
+            update notification_outbox set claimed_by = -1, lease_until = now() + interval '2 minutes' where user_id = \(stolen)
+            """, logger: run.logger)
+        return try await inner.loadFacts(for: items, run: run, on: connection)
+    }
+
+    func decide(for item: UserNotifications, facts: DispatchJob.Facts?, run: RunContext) throws -> Decision<DispatchJob.Change> {
+        try inner.decide(for: item, facts: facts, run: run)
+    }
+
+    func complete(_ change: PlannedChange<DispatchJob.Change>, run: RunContext) async throws -> PlannedChange<DispatchJob.Change> {
+        try await inner.complete(change, run: run)
+    }
+
+    func completeTogether(_ changes: [PlannedChange<DispatchJob.Change>], run: RunContext) async -> [PlannedChange<DispatchJob.Change>] {
+        await inner.completeTogether(changes, run: run)
+    }
+
+    func review(_ changes: [PlannedChange<DispatchJob.Change>], run: RunContext) -> [PlannedChange<DispatchJob.Change>] {
+        inner.review(changes, run: run)
+    }
+
+    func writes(for changes: [PlannedChange<DispatchJob.Change>], run: RunContext) -> BatchWrites {
+        inner.writes(for: changes, run: run)
+    }
+
+    func tend(run: RunContext, on connection: PostgresConnection) async throws {
+        try await inner.tend(run: run, on: connection)
+    }
+
+    func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
+        try await inner.afterBatch(run: run, on: connection)
+    }
+}
+
+@Suite struct DispatchLeaseTests {
+    /// Facts read past the claims' lease: before anything is sent, the claims are renewed for
+    /// the batch's sends, and the user another dispatcher took meanwhile is left to it (skipped,
+    /// nothing sent to them); the others' notifications go out once.
+    @Test func aBatchWhoseClaimsRanOutRenewsThemBeforeSendingAndLeavesATakenUserAlone() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try queueForMany(database, users: 3, perUser: 1, at: "2026-03-10T12:00:00Z")
+        let stolen = try #require(UUID(uuidString: try database.value("select id from users order by id limit 1")))
+        let summary = try await database.withDatabase { db in
+            try await DeliveryServices.with(Environment(push.environment), dryRun: false) { services in
+                let options = RunOptions(now: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, nowIsExplicit: true,
+                                         batchSize: 50, concurrency: 50)
+                // A lease of 5 seconds: shorter than the batch's sends may take, so it is renewed.
+                let inner = DispatchJob(definition: jobDefinition("dispatch"), push: services, lease: 5, dryRun: false,
+                                        clock: options.clock)
+                return try await JobRunner(job: SlowFactsDispatch(inner: inner, stolen: stolen), options: options, database: db,
+                                           observer: SilentObserver()).run()
+            }
+        }
+        #expect(summary.counts.skipped == 1)
+        #expect(push.apns.requests.count == 2)
+        #expect(try database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
+                == "sending|-1|1\nsent||2")
+        // The others' claims were renewed before their sends (past the 5 seconds they began with).
+        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 2)
     }
 }

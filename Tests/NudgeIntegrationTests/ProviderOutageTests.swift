@@ -57,7 +57,7 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
             })
         defer { Task { await push.shutdown() } }
         let resend = try await StandInResend.start(script: { email in
-            outage.answer("resend \(email.idempotencyKey ?? "")",
+            outage.answer("resend \(email.to)",
                           down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
         })
         defer { Task { await resend.shutdown() } }

@@ -27,13 +27,19 @@ public struct QueuedNotification: Sendable, Equatable {
     public let payloadObject: [String: JSONValue]?
     /// What dispatch knows of its type, looked up once.
     public let kind: NotificationKind
-    /// When a request that may not be repeated (an SMS) left for it without its outcome being
-    /// recorded: its dispatcher died, or the answer was lost.
+    /// When a request left for it: an SMS's (which may not be repeated) while its outcome is
+    /// not recorded (its dispatcher died, or the answer was lost); an email's batch request, for
+    /// good (it goes again only as it was: `requestKey`).
     public let requestLeftAt: Date?
+    /// The Idempotency-Key of the Resend batch request an email left in, and the address it
+    /// went to (`ResendClient.batchKey`).
+    public let requestKey: String?
+    public let requestTo: String?
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
-                deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil) {
+                deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
+                requestTo: String? = nil) {
         self.id = id
         self.type = type
         self.channel = channel
@@ -50,6 +56,8 @@ public struct QueuedNotification: Sendable, Equatable {
         self.payloadObject = PushContent.payloadObject(payload)
         self.kind = NotificationKind.of(type)
         self.requestLeftAt = requestLeftAt
+        self.requestKey = requestKey
+        self.requestTo = requestTo
     }
 
     /// The scheduled call a preview is for (seed 000): its id and the call time it was queued for.

@@ -143,6 +143,16 @@ public enum DispatchRules {
                     "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
                 continue
             }
+            // An email whose batch request left was decided then: it goes again only in that batch,
+            // as it was (`planLeftEmail`), whatever has changed since.
+            if row.channel == "email", let key = row.requestKey, let left = row.requestLeftAt {
+                if row.dueAt.timeIntervalSince(now) > 0.001 {
+                    plan.outcomes[row.id] = .released
+                } else {
+                    planLeftEmail(row, key: key, leftAt: left, provider: providers[.resend], now: now, into: &plan)
+                }
+                continue
+            }
             // A call's preview goes only while its call is pending at the time it was queued for.
             if let call = row.call, let refusal = callRefusal(call, facts: facts, now: now) {
                 plan.outcomes[row.id] = .suppressed(step: callStep, reason: refusal)
@@ -330,10 +340,43 @@ public enum DispatchRules {
             return
         }
         plan.outcomes[row.id] = .email(plan.emails.count)
-        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: expiry, request: EmailRequest(
-            to: address, subject: row.title, html: payload.html, text: row.body, unsubscribeURL: payload.unsubscribeURL,
-            tags: payload.tags.merging(["email_type": payload.emailType]) { mine, _ in mine },
-            idempotencyKey: PlannedEmail.idempotencyKey(row: row.id))))
+        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: expiry, batchKey: nil,
+                                        request: emailRequest(subject: row.title, text: row.body, payload: payload, to: address)))
+    }
+
+    /// An email whose batch request left without a recorded answer (a time-out, a 5xx, a
+    /// dispatcher that stopped): it may have been sent, so it goes again only in that batch, the
+    /// same rows to the same addresses under the same key, and Resend sends it at most once. That
+    /// holds while Resend keeps the key (`ResendClient.keyLifetime`); past it, the email is not
+    /// sent again and fails as an unknown outcome. Waiting for Resend, it waits until then.
+    static func planLeftEmail(_ row: QueuedNotification, key: String, leftAt: Date, provider: ProviderState?, now: Date,
+                              into plan: inout Plan) {
+        let keyLapses = leftAt.addingTimeInterval(ResendClient.keyLifetime)
+        guard let payload = EmailPayload.decode(row.payload), let address = row.requestTo else {
+            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcomePrefix
+                + "its email left in a batch at \(leftAt.formatted(.iso8601)) and cannot be sent again as it was")
+            return
+        }
+        guard now < keyLapses else {
+            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcomePrefix
+                + "its email left in a batch at \(leftAt.formatted(.iso8601)) with no answer recorded, and Resend no longer "
+                + "holds its key: it may have been sent, and is not sent again")
+            return
+        }
+        if let wait = wait(for: provider, .resend, now: now, expiry: keyLapses) {
+            plan.outcomes[row.id] = wait
+            return
+        }
+        plan.outcomes[row.id] = .email(plan.emails.count)
+        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: keyLapses, batchKey: key,
+                                        request: emailRequest(subject: row.title, text: row.body, payload: payload, to: address)))
+    }
+
+    /// What Resend is asked for an email row (its subject and text, its payload's parts) to
+    /// `address`: the same row and address, the same request.
+    public static func emailRequest(subject: String, text: String, payload: EmailPayload, to address: String) -> EmailRequest {
+        EmailRequest(to: address, subject: subject, html: payload.html, text: text, unsubscribeURL: payload.unsubscribeURL,
+                     tags: payload.tags.merging(["email_type": payload.emailType]) { mine, _ in mine })
     }
 
     /// How long a row sent through one provider (an email, an SMS) waits when that provider
@@ -474,7 +517,7 @@ public enum DispatchRules {
     }
 
     /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
-    /// tries again with the same idempotency key while attempts remain; a refusal fails it with
+    /// tries again in its batch, under its key, while attempts remain; a refusal fails it with
     /// Resend's words; a rate limit, a quota, Resend down or paused leaves it waiting without
     /// spending an attempt.
     public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
@@ -639,13 +682,12 @@ public struct PlannedEmail: Sendable, Equatable {
     public let row: Int64
     /// `email_logs.email_type`.
     public let emailType: String
-    /// When its shelf life ends.
+    /// When its shelf life ends (for one whose batch left: when Resend stops holding its key).
     public let expiresAt: Date
+    /// The Idempotency-Key of the batch request it left in without a recorded answer: it goes
+    /// again in that batch, as it was. Nil: it has not left; it goes in a new batch.
+    public let batchKey: String?
     public let request: EmailRequest
-
-    /// The row's: every attempt at it, after a crash too, carries the same key, and Resend
-    /// sends it once (within Resend's 24 hours; a row's attempts end well before).
-    public static func idempotencyKey(row: Int64) -> String { "nudge-outbox-\(row)" }
 }
 
 /// One SMS of the plan: its row and what Twilio is asked.

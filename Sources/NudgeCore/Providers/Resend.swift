@@ -6,17 +6,21 @@ import Synchronization
 
 /// Resend, the email API (seed 003 Feature 7).
 ///
-/// Wire format: `POST /emails` on `api.resend.com`, headers `Authorization: Bearer <API key>`,
-/// `Content-Type: application/json`, a `User-Agent` (Resend refuses a request without one) and
-/// `Idempotency-Key` (at most 256 characters: the same key within 24 hours gets the first
-/// answer again and sends nothing). Body `{"from", "to": [address], "subject", "html", "text",
-/// "headers": {"List-Unsubscribe": "<https://…>", "List-Unsubscribe-Post":
-/// "List-Unsubscribe=One-Click"}, "tags": [{"name", "value"}]}` (tag names and values: ASCII
-/// letters, digits, `_` and `-`). 200 `{"id": "…"}`; an error is `{"statusCode", "name",
-/// "message"}`: 400/422 a field Resend refuses (`validation_error`, `invalid_from_address`…), 401/403
-/// the key or an unverified domain, 409 the idempotency key (`concurrent_idempotent_requests`: the
-/// first request is still at work), 429 the team's rate limit (`retry-after`, `ratelimit-reset`
-/// in seconds) or its daily or monthly quota, 5xx Resend's own trouble.
+/// Wire format: `POST /emails/batch` on `api.resend.com`, headers `Authorization: Bearer <API
+/// key>`, `Content-Type: application/json`, a `User-Agent` (Resend refuses a request without
+/// one), `x-batch-validation: permissive` (an email Resend refuses fails alone, the others go) and
+/// `Idempotency-Key` (at most 256 characters: the same key with the same body within 24 hours
+/// gets the first answer again and sends nothing; with another body, 409
+/// `invalid_idempotent_request`). Body: an array of at most 100 emails, each `{"from", "to":
+/// [address], "subject", "html", "text", "headers": {"List-Unsubscribe": "<https://…>",
+/// "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}, "tags": [{"name", "value"}]}` (tag
+/// names and values: ASCII letters, digits, `_` and `-`). 200 `{"data": [{"id": "…"}…],
+/// "errors": [{"index", "message"}…]}`: an id for each email taken, in order, and the refused
+/// ones by their index. An error is `{"statusCode", "name", "message"}`: 400/422 a field Resend
+/// refuses (`validation_error`, `invalid_from_address`…), 401/403 the key or an unverified
+/// domain, 409 the idempotency key (`concurrent_idempotent_requests`: the first request is still
+/// at work), 429 the team's rate limit (`retry-after`, `ratelimit-reset` in seconds) or its daily
+/// or monthly quota, 5xx Resend's own trouble.
 public struct ResendConfiguration: Sendable {
     public let from: String
     public let baseURL: String
@@ -69,18 +73,14 @@ public struct EmailRequest: Sendable, Equatable {
     /// `List-Unsubscribe`'s address; nil for an email the user may not stop.
     public let unsubscribeURL: String?
     public let tags: [String: String]
-    /// The same for every attempt at one outbox row: Resend sends it once.
-    public let idempotencyKey: String
 
-    public init(to: String, subject: String, html: String, text: String, unsubscribeURL: String?, tags: [String: String],
-                idempotencyKey: String) {
+    public init(to: String, subject: String, html: String, text: String, unsubscribeURL: String?, tags: [String: String]) {
         self.to = to
         self.subject = subject
         self.html = html
         self.text = text
         self.unsubscribeURL = unsubscribeURL
         self.tags = tags
-        self.idempotencyKey = idempotencyKey
     }
 }
 
@@ -135,30 +135,93 @@ public final class ResendClient: Sendable {
             .prefix(256))
     }
 
-    public func send(_ email: EmailRequest) async -> SendResult {
+    /// The most emails one batch request carries.
+    public static let batchLimit = 100
+    /// How long after a batch request left it may be sent again under its key: Resend keeps a key
+    /// for 24 hours, less an hour's margin.
+    public static let keyLifetime: TimeInterval = 23 * 3600
+
+    /// The Idempotency-Key of a batch of outbox rows: the same rows, the same key.
+    public static func batchKey(rows: [Int64]) -> String {
+        "nudge-batch-" + Digest.sha256Hex(rows.sorted().map(String.init).joined(separator: ",")).prefix(32)
+    }
+
+    /// Sends up to `batchLimit` emails in one request (`POST /emails/batch`, permissive
+    /// validation: an email Resend refuses fails alone) under `key`; each email's answer, in
+    /// order. Resend sends nothing twice for one key and body within 24 hours: a request sent
+    /// again, after a time-out or a crash, carries the same key and the same emails. `leaving`
+    /// runs once the request has its turn and a connection, just before it is written: it records
+    /// the batch's rows as having left, or answers false when it must not go (the claim on them
+    /// ended); nothing leaves then.
+    public func sendBatch(_ emails: [EmailRequest], key: String, leaving: @Sendable () async -> Bool = { true }) async -> [SendResult] {
+        guard !emails.isEmpty else { return [] }
         if let wait = pace.reserve(within: Self.longestWaitForTurn) {
             if wait > .zero { try? await Task.sleep(for: wait) }
         } else {
-            return .notSent("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now", after: 1)
+            let held = SendResult.notSent("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now", after: 1)
+            return emails.map { _ in held }
         }
-        var request = HTTPClientRequest(url: "\(configuration.baseURL)/emails")
+        var request = HTTPClientRequest(url: "\(configuration.baseURL)/emails/batch")
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(configuration.apiKey)")
         request.headers.add(name: "content-type", value: "application/json")
         request.headers.add(name: "user-agent", value: Self.userAgent)
-        request.headers.add(name: "idempotency-key", value: email.idempotencyKey)
-        request.body = .bytes(ByteBuffer(bytes: body(for: email)))
-        let http = self.http, client = self.client
-        let answered = await slots.run { () async -> SendResult in
+        request.headers.add(name: "idempotency-key", value: key)
+        request.headers.add(name: "x-batch-validation", value: "permissive")
+        let bodies = emails.map { String(decoding: body(for: $0), as: UTF8.self) }
+        request.body = .bytes(ByteBuffer(string: "[" + bodies.joined(separator: ",") + "]"))
+        let http = self.http, client = self.client, count = emails.count
+        let answered = await slots.run { () async -> [SendResult] in
+            guard await leaving() else {
+                return Array(repeating: .notSent("the claim on its rows ended before their batch left", after: 1), count: count)
+            }
             do {
                 let (head, answer) = try await http.exchangeUntilHead(request, on: client)
-                return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
+                return Self.classifyBatch(status: Int(head.status.code), headers: head.headers, body: answer, count: count)
             } catch {
-                // The idempotency key makes another attempt safe, whether or not this one arrived.
-                return .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil)
+                // The key makes another attempt safe, whether or not this one arrived.
+                return Array(repeating: .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil), count: count)
             }
         }
-        return answered ?? .notSent("Resend: no connection was free for it before the batch's bound (it never left)", after: 1)
+        return answered ?? Array(repeating: .notSent("Resend: no connection was free for it before the batch's bound (it never left)",
+                                                     after: 1), count: count)
+    }
+
+    /// A batch's answer, email by email: on 200, `{"data": [{"id"}…], "errors": [{"index",
+    /// "message"}…]}`, the ids going, in order, to the emails no error names; otherwise the
+    /// request's one answer for every email.
+    static func classifyBatch(status: Int, headers: HTTPHeaders, body: Data, count: Int) -> [SendResult] {
+        guard status == 200 else {
+            let answer = classify(status: status, headers: headers, body: body)
+            return Array(repeating: answer, count: count)
+        }
+        struct Answer: Decodable {
+            struct Sent: Decodable { let id: String? }
+            struct Refused: Decodable {
+                let index: Int
+                let message: String?
+            }
+            let data: [Sent]?
+            let errors: [Refused]?
+        }
+        let answer = try? JSONDecoder().decode(Answer.self, from: body)
+        var refused: [Int: String] = [:]
+        for error in answer?.errors ?? [] where (0..<count).contains(error.index) {
+            refused[error.index] = "Resend refused it in its batch: \(error.message ?? "no reason given")"
+        }
+        let ids = (answer?.data ?? []).compactMap(\.id)
+        guard ids.count + refused.count == count else {
+            // Not every email is accounted for: the batch goes again as it was, under its key,
+            // and Resend answers it again without sending anything twice.
+            return Array(repeating: .unavailable("Resend answered 200 with \(ids.count) ids for \(count - refused.count) emails",
+                                                 after: nil), count: count)
+        }
+        var taken = 0
+        return (0..<count).map { index in
+            if let why = refused[index] { return .rejected(why) }
+            defer { taken += 1 }
+            return .delivered(providerID: ids[taken])
+        }
     }
 
     /// What Resend's answer means for Nudge (Resend's "Errors" reference).
@@ -189,6 +252,10 @@ public final class ResendClient: Sendable {
         case (409, "concurrent_idempotent_requests"):
             // The first request with this key is still at work: wait for it without spending an attempt.
             return .notSent(text, after: max(retryAfter ?? 0, 5))
+        case (409, "invalid_idempotent_request"):
+            // The key went before with other emails (a batch that lost some of its rows since):
+            // what Resend did with them is unknown, and none is sent again.
+            return .rejected(TwilioClient.unknownOutcomePrefix + text)
         case (422, "invalid_from_address"), (422, "invalid_access"), (422, "invalid_region"):
             // Nudge's configuration, not this email: Resend is paused and the emails wait.
             return .configuration(text)

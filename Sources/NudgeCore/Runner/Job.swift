@@ -56,6 +56,10 @@ public protocol Job: Sendable {
     /// skips them with its reason; a `RunStop` leaves the user undone and ends the run after this batch.
     func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change>
 
+    /// Outside calls the batch's items make together, once each item's own are done (dispatch:
+    /// the batch's emails in Resend's batch requests). Each of its waits has its own bound.
+    func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>]
+
     /// The batch's changes once every outside call of the batch ended, before they are written:
     /// for a job whose reading of one answer depends on what the whole batch learnt (dispatch:
     /// a provider found down late in the batch). Pure; the identity unless the job says otherwise.
@@ -102,6 +106,8 @@ extension Job {
     }
 
     public func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>] { changes }
+
+    public func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>] { changes }
 
     public var pauseBetweenBatches: Duration { .zero }
 

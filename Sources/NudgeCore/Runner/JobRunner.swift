@@ -181,6 +181,7 @@ public struct JobRunner<J: Job>: Sendable {
             let pageID = loop.totals.nextPage()
             let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
                                       now: context.now, logger: logger)
+            let claimedAt = ContinuousClock.now
             let page = try await readPage(request, calendars: state.calendars, logger: logger, on: db)
             if page.isEmpty {
                 // An empty page: the end of the items, of this pass over a queue, or a pause.
@@ -204,7 +205,8 @@ public struct JobRunner<J: Job>: Sendable {
             var batchContext = context
             batchContext.pageID = pageID
             batchContext.logger[metadataKey: LogKey.batch] = "\(pageID)"
-            try await runBatch(page, state: &state, context: batchContext, ledger: loop.ledger, totals: loop.totals, on: db)
+            try await runBatch(page, claimedAt: claimedAt, state: &state, context: batchContext, ledger: loop.ledger,
+                               totals: loop.totals, on: db)
             observer.batchFinished(counts: loop.totals.counts)
             if let stop = state.stop {
                 logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
@@ -281,7 +283,8 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: One batch
 
-    private func runBatch(_ page: [Paged<J.Source.Item>], state: inout BatchLoopState, context: RunContext,
+    private func runBatch(_ page: [Paged<J.Source.Item>], claimedAt: ContinuousClock.Instant, state: inout BatchLoopState,
+                          context: RunContext,
                           ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
         let logger = context.logger
         var failures: [(UUID, String)] = []
@@ -316,12 +319,24 @@ public struct JobRunner<J: Job>: Sendable {
         }
 
         var undone: Set<UUID> = []
+        if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit {
+            // The claims must outlast the outside calls (each user's, then the batch's together)
+            // and the write: renewed when reading took long, and the users whose claim went to
+            // another run meanwhile are left to it, nothing sent for them.
+            let needed = (limit * 2).seconds + 20
+            let ids = planned.map(\.itemID)
+            let held = try await db { try await source.keep(page: ids, for: needed, claimedAt: claimedAt, run: context, on: db.connection) }
+            for id in ids where !held.contains(id) {
+                skipped.append((id, "its claim ran out before its outside calls and another run holds it now"))
+            }
+            planned.removeAll { !held.contains($0.itemID) }
+        }
         if job.completesOutside && !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
                 try await Task.sleep(until: previous + job.pauseBetweenBatches)
             }
             let outside = await completeOutside(planned, context: context)
-            planned = job.review(outside.completed, run: context)
+            planned = job.review(await job.completeTogether(outside.completed, run: context), run: context)
             failures += outside.failed
             skipped += outside.skipped
             undone = outside.undone

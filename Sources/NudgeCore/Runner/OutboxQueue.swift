@@ -23,7 +23,7 @@ public struct UserNotifications: Sendable {
 public struct OutboxQueue: WorkSource {
     /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
     typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, Date?, String?, String, Date)
+                            Int, [String], Int64?, Date?, Date?, String?, String?, String?, String, Date)
 
     public typealias Item = UserNotifications
 
@@ -50,17 +50,30 @@ public struct OutboxQueue: WorkSource {
             rows = read
         } else {
             var claimed: [ClaimedRow] = []
+            var users = Set<UUID>()
             for try await row in try await connection.execute(Claim(request: request, lease: lease, lookAhead: lookAhead),
-                                                              logger: request.logger) { claimed.append(row) }
+                                                              logger: request.logger) {
+                claimed.append(row)
+                users.insert(row.1)
+            }
+            // A page short by a few users lost them to a claim running at the same moment (their
+            // leases went to it): it is topped up once, so that pages stay full while the queue
+            // is (a full page is a full Resend batch request of emails).
+            if users.count < request.limit, users.count >= request.limit * 9 / 10 {
+                var more = request
+                more.limit = request.limit - users.count
+                for try await row in try await connection.execute(Claim(request: more, lease: lease, lookAhead: lookAhead),
+                                                                  logger: request.logger) { claimed.append(row) }
+            }
             rows = claimed
         }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
         for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, timezone, locale, createdAt) in rows {
+             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, timezone, locale, createdAt) in rows {
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
                                          deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
-                                         requestLeftAt: requestLeftAt)
+                                         requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo)
             if byUser.last?.0 == userID {
                 byUser[byUser.count - 1].2.append(row)
             } else {
@@ -76,6 +89,28 @@ public struct OutboxQueue: WorkSource {
         }
     }
 
+    /// Renews the page's claims (the users' leases and their rows') for `duration` from now, when
+    /// the lease taken at `claimedAt` has less than that left (reading the facts took long); the
+    /// users still held: not one whose lease ran out and another dispatcher took.
+    public func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+                     on connection: PostgresConnection) async throws -> Set<UUID> {
+        guard !ids.isEmpty, claimedAt.duration(to: .now).seconds + duration > lease else { return Set(ids) }
+        let answer = try await connection.query("""
+            with kept as (
+                update dispatch_leases set leased_until = now() + make_interval(secs => \(duration))
+                 where user_id = any(\(ids)) and run_id = \(run.claim)
+                returning user_id
+            ), rows as (
+                update notification_outbox o set lease_until = now() + make_interval(secs => \(duration))
+                  from kept where o.user_id = kept.user_id and o.status = 'sending' and o.claimed_by = \(run.claim)
+            )
+            select user_id from kept
+            """, logger: run.logger)
+        var held = Set<UUID>()
+        for try await id in answer.decode(UUID.self) { held.insert(id) }
+        return held
+    }
+
     /// Rows whose user no dispatcher holds now.
     private func unleased(_ request: PageRequest) -> SQLFragment {
         "not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > now())"
@@ -87,7 +122,7 @@ public struct OutboxQueue: WorkSource {
             select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                    coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
                    o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at, o.request_left_at,
-                   u.timezone, u.locale, u.created_at
+                   o.request_key, o.request_to, u.timezone, u.locale, u.created_at
               from (select distinct o.user_id from notification_outbox o
                      where \(unescaped: Self.open) and o.status = 'pending'
                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
@@ -192,7 +227,7 @@ private struct Claim: PostgresPreparedStatement {
     let lease: TimeInterval
     let lookAhead: TimeInterval
 
-    static let name = "nudge_outbox_claim_v4"
+    static let name = "nudge_outbox_claim_v6"
 
     static let sql = """
         with due as (
@@ -233,7 +268,7 @@ private struct Claim: PostgresPreparedStatement {
             returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                       coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, '') as title,
                       coalesce(o.body, '') as body, o.payload::text as payload, o.attempts, o.delivered_to,
-                      o.delivery_id, o.sent_at, o.request_left_at
+                      o.delivery_id, o.sent_at, o.request_left_at, o.request_key, o.request_to
         )
         select c.*, u.timezone, u.locale, u.created_at
           from claimed c join users u on u.id = c.user_id
@@ -251,9 +286,10 @@ private struct Claim: PostgresPreparedStatement {
         bindings.append(request.now.addingTimeInterval(lookAhead))
         bindings.append(request.claim)
         bindings.append(Int64(request.limit))
-        // How many due rows it looks at (and locks) to find its users: as many as the page's users,
-        // since locking a row writes it; a user with several due rows makes the page smaller.
-        bindings.append(Int64(request.limit))
+        // How many due rows it looks at (and locks) to find its users: two per user of the page,
+        // since locking a row writes it. A digest is a push and an email due at once: its users
+        // fill a page (a full Resend batch request); a user with more due rows makes it smaller.
+        bindings.append(Int64(request.limit * 2))
         bindings.append(Int64(request.shard.count))
         bindings.append(Int64(request.shard.index))
         bindings.append(request.users)

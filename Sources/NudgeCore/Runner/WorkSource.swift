@@ -39,6 +39,13 @@ public protocol WorkSource: Sendable {
     /// statement writes: no step may touch their rows.
     func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites
 
+    /// Before a batch's outside calls (a queue's claims): makes the page's claims last `duration`
+    /// more when what is left of them (they began at `claimedAt`) might not cover it; the items
+    /// still held, without those whose claim ran out and went to another run meanwhile, which
+    /// the batch must leave alone. All of them for a source without claims.
+    func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+              on connection: PostgresConnection) async throws -> Set<UUID>
+
     /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
     /// draining run sleeps); nil when none is.
     func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date?
@@ -54,6 +61,11 @@ extension WorkSource {
 
     public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
         BatchWrites()
+    }
+
+    public func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+                     on connection: PostgresConnection) async throws -> Set<UUID> {
+        Set(ids)
     }
 
     public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? { nil }
@@ -86,7 +98,7 @@ public struct PageRequest: Sendable {
     /// Keyset pages of a source ordered by a time before its id: the last item's time as read
     /// (`WorkSource.pagedAt`); nil for the first page, a resumed run, or an item read unusable.
     public var afterTime: Date? = nil
-    public let limit: Int
+    public var limit: Int
     public let shard: Shard
     /// `--user`: only these users (or only their items); empty for all.
     public let users: [UUID]

@@ -56,7 +56,9 @@ public struct DispatchJob: Job {
     static func outsideTimeLimit(pushTimeout: Duration) -> Duration { pushTimeout * 3 + .seconds(10) }
 
     /// The shortest lease a claim may have: the batch's sends, and time for its write, must end
-    /// before another dispatcher may take its rows.
+    /// before another dispatcher may take its rows. (The runner renews a batch's claims before
+    /// its sends when less is left of them than its users' sends, its emails' and its write may
+    /// take: `OutboxQueue.keep`.)
     static func shortestLease(pushTimeout: Duration) -> Int {
         Int(outsideTimeLimit(pushTimeout: pushTimeout).seconds.rounded(.up)) + 20
     }
@@ -215,23 +217,18 @@ public struct DispatchJob: Job {
             }
         }
         var results = change.change.results
-        var emailResults = change.change.emailResults
         var smsResults = change.change.smsResults
-        let emails = change.change.plan.emails
         let texts = change.change.plan.texts
-        if sends.count == 1 && emails.isEmpty && texts.isEmpty {
+        if sends.count == 1 && texts.isEmpty {
             // Most users have one device and one delivery: no task of its own.
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, rows: sends[0].rows, context: context)
         } else {
             enum Sent: Sendable {
-                case push(Int, String, SendResult), email(Int, SendResult), sms(Int, SendResult)
+                case push(Int, String, SendResult), sms(Int, SendResult)
             }
             await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
                     group.addTask { .push(send.index, send.device.key, await self.send(send.push, rows: send.rows, context: context)) }
-                }
-                for (index, email) in emails.enumerated() {
-                    group.addTask { .email(index, await self.send(email)) }
                 }
                 for (index, text) in texts.enumerated() {
                     group.addTask { .sms(index, await self.send(text, run: run)) }
@@ -239,7 +236,6 @@ public struct DispatchJob: Job {
                 for await sent in group {
                     switch sent {
                     case .push(let index, let key, let result): results[index][key] = result
-                    case .email(let index, let result): emailResults[index] = result
                     case .sms(let index, let result): smsResults[index] = result
                     }
                 }
@@ -247,9 +243,204 @@ public struct DispatchJob: Job {
         }
         var done = change.change
         done.results = results
-        done.emailResults = emailResults
         done.smsResults = smsResults
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: change.tally)
+    }
+
+    // MARK: Emails, together
+
+    /// The batch's emails, together, in Resend's batch requests of up to 100
+    /// (`ResendClient.sendBatch`), each request at once, all of them within `outsideTimeLimit`.
+    /// A new batch's key is its rows' (`ResendClient.batchKey`); its rows record that key and their
+    /// addresses as the request leaves (only while this run's claim on all of them holds), so that
+    /// a request without a recorded answer goes again only as it was: an email planned with its
+    /// batch's key is sent in that whole batch, rebuilt from the key's rows, whichever of them
+    /// this dispatcher holds, and Resend sends none of them twice.
+    public func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>] {
+        var results = changes.map(\.change.emailResults)
+        var fresh: [EmailSlot] = []
+        var again: [String: [EmailSlot]] = [:]
+        for (change, planned) in changes.enumerated() {
+            for (index, email) in planned.change.plan.emails.enumerated() {
+                if let hold = health.hold(.resend, rows: [email.row]) {
+                    results[change][index] = .notSent(hold.reason, after: hold.after)
+                } else if push.email == nil {
+                    results[change][index] = .notSent("Resend is not configured", after: nil)
+                } else if let key = email.batchKey {
+                    again[key, default: []].append(EmailSlot(change: change, index: index, email: email))
+                } else {
+                    fresh.append(EmailSlot(change: change, index: index, email: email))
+                }
+            }
+        }
+        if let client = push.email, !fresh.isEmpty || !again.isEmpty {
+            var requests: [EmailBatch] = []
+            fresh.sort { $0.email.row < $1.email.row }
+            for start in stride(from: 0, to: fresh.count, by: ResendClient.batchLimit) {
+                let slots = Array(fresh[start..<min(start + ResendClient.batchLimit, fresh.count)])
+                requests.append(EmailBatch(key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
+                                           emails: slots.map(\.email.request), slots: slots, isNew: true))
+            }
+            if !again.isEmpty {
+                switch await batchesAsTheyLeft(Array(again.keys), run: run) {
+                case .success(let members):
+                    for (key, slots) in again {
+                        guard let rows = members[key], Set(slots.map(\.email.row)).isSubset(of: Set(rows.map(\.id))),
+                              rows.allSatisfy({ $0.email != nil }) else {
+                            for slot in slots {
+                                results[slot.change][slot.index] = .rejected(TwilioClient.unknownOutcomePrefix
+                                    + "its email's batch left without an answer and cannot be sent again as it was")
+                            }
+                            continue
+                        }
+                        requests.append(EmailBatch(key: key, rows: rows.map(\.id), emails: rows.compactMap(\.email), slots: slots,
+                                                   isNew: false))
+                    }
+                case .failure(let why):
+                    for slot in again.values.joined() {
+                        results[slot.change][slot.index] = .notSent("could not read its email's batch: \(why)",
+                                                                     after: DispatchRules.timeCriticalRetry)
+                    }
+                }
+            }
+            for (slot, result) in await send(requests, through: client, run: run) {
+                results[slot.change][slot.index] = result
+            }
+        }
+        return changes.indices.map { index in
+            let planned = changes[index]
+            var change = planned.change
+            change.emailResults = results[index]
+            return PlannedChange(itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
+                                 tally: planned.tally)
+        }
+    }
+
+    /// One Resend batch request: its key, its rows and their emails in order, and the emails of
+    /// this dispatcher's batch among them.
+    private struct EmailBatch: Sendable {
+        let key: String
+        let rows: [Int64]
+        let emails: [EmailRequest]
+        let slots: [EmailSlot]
+        /// Whether it leaves for the first time (its rows are marked as it leaves).
+        let isNew: Bool
+    }
+
+    /// One email of a batch's changes: which change, which of its emails.
+    private struct EmailSlot: Sendable {
+        let change: Int
+        let index: Int
+        let email: PlannedEmail
+    }
+
+    /// Sends the requests at once (they share Resend's pace and connections), within
+    /// `outsideTimeLimit`; each email of this dispatcher's batch with its answer. A request still
+    /// waiting for its turn at the bound does not leave; one cut off on the way is unanswered
+    /// (it goes again under its key).
+    private func send(_ requests: [EmailBatch], through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult)] {
+        guard !requests.isEmpty else { return [] }
+        let limit = outsideTimeLimit ?? .seconds(60)
+        return await withTaskGroup(of: [(EmailSlot, SendResult)]?.self) { group in
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            for request in requests {
+                group.addTask { await self.send(request, through: client, run: run) }
+            }
+            var answered: [(EmailSlot, SendResult)] = []
+            var remaining = requests.count
+            while remaining > 0, let done = await group.next() {
+                guard let done else {
+                    group.cancelAll()
+                    continue
+                }
+                answered += done
+                remaining -= 1
+            }
+            group.cancelAll()
+            return answered
+        }
+    }
+
+    /// One batch request, its rows marked as it leaves when it is new; each answer is recorded
+    /// (a batch of a hundred unanswered is a hundred notifications unanswered).
+    private func send(_ request: EmailBatch, through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult)] {
+        let leaving: @Sendable () async -> Bool
+        if request.isNew {
+            leaving = { await self.markLeaving(request, run: run) }
+        } else {
+            leaving = { true }
+        }
+        let answers = await client.sendBatch(request.emails, key: request.key, leaving: leaving)
+        for answer in answers { health.record(answer, from: .resend) }
+        var byRow: [Int64: SendResult] = [:]
+        for (row, answer) in zip(request.rows, answers) { byRow[row] = answer }
+        return request.slots.map { slot in (slot, byRow[slot.email.row] ?? .unavailable("Resend gave no answer for it", after: nil)) }
+    }
+
+    /// Records on a new batch's rows their key, addresses and the time, as its request is about
+    /// to leave: all of them or none, and only while this run's claim on each holds. False
+    /// (nothing leaves) otherwise, or when the database did not answer.
+    private func markLeaving(_ request: EmailBatch, run: RunContext) async -> Bool {
+        guard let database = run.database else { return false }
+        let claim = run.claim, logger = run.logger, rows = request.rows, addresses = request.emails.map(\.to), key = request.key
+        // The run's clock (the key's lifetime counts from it).
+        let now = run.now
+        do {
+            return try await database.withConnection { connection in
+                try await database.bounded(connection) {
+                    let answer = try await connection.query("""
+                        with mine as (
+                            select o.id from notification_outbox o
+                             where o.id = any(\(rows)) and o.status = 'sending' and o.claimed_by = \(claim) and o.request_key is null
+                               for update
+                        ), whole as (select count(*) = \(rows.count) as held from mine)
+                        update notification_outbox o set request_key = \(key), request_to = v.address, request_left_at = \(now)
+                          from unnest(\(rows), \(addresses)) as v(id, address), whole
+                         where o.id = v.id and whole.held and o.id in (select id from mine)
+                        returning o.id
+                        """, logger: logger)
+                    // (Read to its end: the connection goes back to the pool ready for the next.)
+                    var marked = 0
+                    for try await _ in answer.decode(Int64.self) { marked += 1 }
+                    return marked == rows.count
+                }
+            }
+        } catch {
+            logger.warning("could not record a batch of emails before sending it; it waits", metadata: [LogKey.reason: "\(describe(error))"])
+            return false
+        }
+    }
+
+    /// The rows of batches that left before, by key, in id order, each with its email rebuilt as
+    /// it left (nil when it can no longer be).
+    private func batchesAsTheyLeft(_ keys: [String], run: RunContext)
+        async -> Result<[String: [(id: Int64, email: EmailRequest?)]], NudgeError> {
+        guard let database = run.database else { return .failure(NudgeError(.configuration, "no database")) }
+        let logger = run.logger
+        do {
+            return .success(try await database.withConnection { connection in
+                try await database.bounded(connection) {
+                    let answer = try await connection.query("""
+                        select request_key, id, coalesce(title, ''), coalesce(body, ''), payload::text, request_to
+                          from notification_outbox where request_key = any(\(keys)) order by request_key, id
+                        """, logger: logger)
+                    var members: [String: [(id: Int64, email: EmailRequest?)]] = [:]
+                    for try await (key, id, subject, text, payload, address)
+                        in answer.decode((String, Int64, String, String, String, String?).self) {
+                        let email = EmailPayload.decode(payload).flatMap { payload in
+                            address.map { DispatchRules.emailRequest(subject: subject, text: text, payload: payload, to: $0) }
+                        }
+                        members[key, default: []].append((id, email))
+                    }
+                    return members
+                }
+            })
+        } catch {
+            return .failure(NudgeError(.database, describe(error)))
+        }
     }
 
     /// The batch's answers once all of them are in, read through what they taught about each
@@ -301,15 +492,6 @@ public struct DispatchJob: Job {
         case .failed: tally["failed", default: 0] += 1
         case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
         }
-    }
-
-    /// One email through Resend, unless Resend is paused or not configured.
-    private func send(_ email: PlannedEmail) async -> SendResult {
-        if let hold = health.hold(.resend, rows: [email.row]) { return .notSent(hold.reason, after: hold.after) }
-        guard let client = push.email else { return .notSent("Resend is not configured", after: nil) }
-        let result = await client.send(email.request)
-        health.record(result, from: .resend)
-        return result
     }
 
     /// One SMS through Twilio, unless Twilio is down, paused or not configured. Twilio has no
@@ -505,8 +687,9 @@ public struct DispatchJob: Job {
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
                    lease_until = null, claimed_by = null,
                    waiting_for = case when v.keep_next then o.waiting_for else nullif(v.waiting_for, '') end,
-                   -- An SMS's mark goes with its outcome; a row put back untouched keeps it.
-                   request_left_at = case when v.keep_next then o.request_left_at end
+                   -- An SMS's mark goes with its outcome; a row put back untouched keeps it, and an
+                   -- email keeps its batch's for good (it goes again only in that batch).
+                   request_left_at = case when v.keep_next or o.channel = 'email' then o.request_left_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for)
