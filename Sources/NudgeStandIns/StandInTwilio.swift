@@ -186,6 +186,25 @@ public final class StandInTwilio: Sendable {
                       ("MessageStatus", status), ("SmsStatus", status), ("To", message.to ?? ""), ("ApiVersion", "2010-04-01")]
         if let from = message.from { fields.append(("From", from)) }
         if let errorCode { fields.append(("ErrorCode", errorCode)) }
+        return try await post(fields, to: url, signing: signing)
+    }
+
+    /// Relays a reply `body` from the number `from` to `url`, as Twilio posts an incoming message
+    /// to the number's "A message comes in" webhook (with Advanced Opt-Out, `OptOutType` says
+    /// what the reply did: STOP, START, HELP); returns the HTTP status the receiver answered with.
+    public func relay(reply body: String, from: String, to url: String, optOutType: String? = nil) async throws -> Int {
+        guard let target = URL(string: url) else { throw StandInError("not a URL: \(url)") }
+        let hex = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        var fields = [("AccountSid", accountSID), ("MessageSid", "SM" + hex), ("SmsSid", "SM" + hex), ("SmsMessageSid", "SM" + hex),
+                      ("SmsStatus", "received"), ("From", from), ("To", "+15005550006"), ("Body", body), ("NumMedia", "0"),
+                      ("NumSegments", "1"), ("ApiVersion", "2010-04-01")]
+        if let optOutType { fields.append(("OptOutType", optOutType)) }
+        return try await post(fields, to: target, signing: .genuine)
+    }
+
+    /// Posts a form to `url` as Twilio does, signed as `signing` says.
+    private func post(_ fields: [(String, String)], to url: URL, signing: Signing) async throws -> Int {
+        let callback = url.absoluteString
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")

@@ -409,4 +409,32 @@ import Testing
             "NUDGE_PUBLIC_URL": "https://nudge.example.com/"])))
         #expect(configured.statusCallback == "https://nudge.example.com/webhooks/twilio")
     }
+
+    /// A number that replied STOP takes no SMS: previews go by push when they can, whatever the
+    /// preference; dispatch suppresses an SMS to it; Twilio's 21610 and the replies are read as such.
+    @Test func aNumberThatRepliedStopGetsNoSMS() throws {
+        let phone = try #require(PhoneNumber("+15550100001"))
+        for preference in ["sms_only", "push_and_sms", "push_only"] {
+            #expect(PreviewPath.select(.init(preference: preference, push: true, phone: phone, smsOptedOut: true)) == .success(.push))
+        }
+        guard case .failure(let none) = PreviewPath.select(.init(preference: "push_only", push: false, phone: phone, smsOptedOut: true))
+        else { Issue.record("a STOP number without push got a path"); return }
+        #expect(none.description.contains("replied STOP"))
+        #expect(TwilioClient.isOptOut(TwilioClient.classify(status: 400, headers: [:], body: Data(
+            #"{"code":21610,"message":"Attempt to send to unsubscribed recipient","status":400}"#.utf8))))
+        #expect(!TwilioClient.isOptOut(TwilioClient.classify(status: 400, headers: [:], body: Data(#"{"code":21211,"message":"x"}"#.utf8))))
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": " stop. "]) == true)
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "Unstop"]) == false)
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "stop calling me at 6"]) == nil)
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "x", "OptOutType": "STOP"]) == true)
+        #expect(SMSStatus.optOut(["MessageStatus": "delivered", "Body": "STOP"]) == nil)
+        let row = QueuedNotification(id: 1, type: "preview_sms", channel: "sms", localDay: LocalDate(year: 2026, month: 3, day: 29)!,
+                                     deliverAfter: Date(timeIntervalSince1970: 1_774_764_900), title: "", body: "Coach Max is calling")
+        let plan = DispatchRules.plan(rows: [row], facts: .init(devices: [], phone: "+15550100001", smsOptedOut: true),
+                                      providers: [.twilio: .ready], locale: "en",
+                                      calendar: try LocalCalendar(identifier: "UTC"),
+                                      now: Date(timeIntervalSince1970: 1_774_764_930))
+        guard case .suppressed(let step, let reason)? = plan.outcomes[1] else { Issue.record("\(plan.outcomes)"); return }
+        #expect(step == "preferences" && reason.contains("STOP"))
+    }
 }

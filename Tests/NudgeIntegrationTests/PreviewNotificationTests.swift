@@ -675,6 +675,68 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
             """) == 0)
     }
 
+    /// A status callback that comes before its SMS's log is written is kept and applied by the
+    /// write; a number Twilio refuses with 21610 (it replied STOP) and one whose STOP reply
+    /// Twilio relays get no more SMS, and their next previews go by push; START lifts it.
+    @Test func aCallbackBeforeItsLogIsKeptAndAStopMovesPreviewsToPush() async throws {
+        let twilioBox = Mutex<StandInTwilio?>(nil)
+        let world = try await PreviewWorld.start(twilioLatency: .seconds(1), twilio: { message in
+            if message.to == Calls.phone(2) {
+                return .reject(status: 400, code: 21610, message: "Attempt to send to unsubscribed recipient")
+            }
+            // Delivered at once, reported while Nudge still waits for the API's answer.
+            if let twilio = twilioBox.withLock({ $0 }) { Task { _ = try? await twilio.report(message, status: "delivered") } }
+            return .accept
+        })
+        twilioBox.withLock { $0 = world.twilio }
+        defer { Task { await world.shutdown() } }
+        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let base = "http://127.0.0.1:\(chosen)"
+        let token = world.twilio.authToken
+        let port = Mutex(0)
+        let server = Task {
+            try await world.database.withDatabase { db in
+                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
+                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                    port.withLock { $0 = bound }
+                }
+            }
+        }
+        defer { server.cancel() }
+        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
+        for n in 1...3 { try Calls.user(world.database, n, preference: "sms_only") }
+        for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z") }
+        try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
+
+        // User 1's delivery came before its log: kept, then written with the log.
+        #expect(try world.database.value("""
+            select l.status || ' ' || l.delivered::text || ' ' || (l.delivered_at is not null)::text from notification_logs l
+             where l.user_id = '\(Fixture.userID(1))' and l.channel = 'sms'
+            """) == "delivered true true")
+        #expect(try world.database.count("select count(*) from sms_status_early") == 0)
+        // User 2's number replied STOP before: Twilio refused it (21610), and Nudge remembers.
+        #expect(try world.database.psql("select phone_number, source from sms_opt_outs") == "\(Calls.phone(2))|twilio 21610")
+
+        // User 1 replies STOP (Advanced Opt-Out off: the reply's text); user 3 through OptOutType.
+        let webhook = base + TwilioWebhook.path
+        #expect(try await world.twilio.relay(reply: "Stop", from: Calls.phone(1), to: webhook) == 200)
+        #expect(try await world.twilio.relay(reply: "please stop", from: Calls.phone(3), to: webhook) == 200)
+        #expect(try world.database.count("select count(*) from sms_opt_outs") == 2)
+        #expect(try await world.twilio.relay(reply: "arret", from: Calls.phone(3), to: webhook, optOutType: "STOP") == 200)
+        #expect(try world.database.count("select count(*) from sms_opt_outs") == 3)
+        // Their next previews go by push (each has an iPhone), though they asked for SMS only.
+        let texts = world.twilio.requests.count
+        let calls = try (1...3).map { try Calls.call(world.database, $0, at: "2026-03-29T06:40:00Z") }
+        try await world.simulate(from: at("2026-03-29T06:34:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
+        for call in calls { #expect(try world.sent(call).map { String($0.prefix(17)) } == ["preview_push push"]) }
+        #expect(world.twilio.requests.count == texts)
+        // START lifts it; nothing in any log names a number.
+        #expect(try await world.twilio.relay(reply: "START", from: Calls.phone(2), to: webhook) == 200)
+        #expect(try world.database.psql("select phone_number from sms_opt_outs order by 1") == "\(Calls.phone(1))\n\(Calls.phone(3))")
+        #expect(try world.database.count("select count(*) from notification_logs where coalesce(error_msg, '') like '%5550100%'") == 0)
+    }
+
     /// Twilio has no idempotency key: an SMS whose answer never came (a time-out), or whose
     /// dispatcher died after the request left, is recorded as such and never sent again; a 20429
     /// (never processed) is retried.

@@ -31,14 +31,18 @@ public enum DispatchRules {
         public let address: String?
         /// `users.phone_number`, read when the SMS is sent (nil: none).
         public let phone: String?
+        /// Whether that number replied STOP to Nudge's SMS (`sms_opt_outs`).
+        public let smsOptedOut: Bool
         /// The scheduled calls the user's previews are for, as they stand now (seed 000).
         public let calls: [UUID: CallState]
         /// The pushes the user's fallback SMS depend on, by the push row's deduplication key.
         public let pushes: [String: PushState]
 
         public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
-                    phone: String? = nil, calls: [UUID: CallState] = [:], pushes: [String: PushState] = [:]) {
+                    phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
+                    pushes: [String: PushState] = [:]) {
             self.preferences = preferences
+            self.smsOptedOut = smsOptedOut
             self.devices = devices
             self.past = past
             self.address = address
@@ -459,6 +463,11 @@ public enum DispatchRules {
         }
         guard let phone = PhoneNumber(text) else {
             plan.outcomes[row.id] = .suppressed(step: "phone", reason: "users.phone_number (\(PhoneNumber.mask(text))) is not an E.164 number")
+            return
+        }
+        guard !facts.smsOptedOut else {
+            plan.outcomes[row.id] = .suppressed(step: "preferences",
+                                                reason: "the number replied STOP to Nudge's SMS: none goes to it until it replies START")
             return
         }
         let measured = SMSText(row.body)

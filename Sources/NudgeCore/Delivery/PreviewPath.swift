@@ -26,22 +26,28 @@ public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
         public var phone: PhoneNumber?
         /// Whether `users.phone_number` holds something that is not a number (for the reason).
         public var phoneUnusable: Bool
+        /// Whether that number replied STOP to Nudge's SMS (`sms_opt_outs`): no SMS goes to it.
+        public var smsOptedOut: Bool
 
-        public init(preference: String, push: Bool, phone: PhoneNumber?, phoneUnusable: Bool = false) {
+        public init(preference: String, push: Bool, phone: PhoneNumber?, phoneUnusable: Bool = false, smsOptedOut: Bool = false) {
             self.preference = preference
             self.push = push
             self.phone = phone
             self.phoneUnusable = phoneUnusable
+            self.smsOptedOut = smsOptedOut
         }
     }
 
     /// The path for `reach`, or why there is none (seed 000: "No notification channel for user").
     /// Where the preference asks for a channel the user lacks, the other one is used: a preview on
     /// the other channel is better than none, since the call comes anyway. The one exception is
-    /// `sms_only` without a phone: the user asked for no pushes.
+    /// `sms_only` without a phone: the user asked for no pushes. A number that replied STOP
+    /// takes no SMS: the preview goes by push when it can, whatever the preference.
     public static func select(_ reach: Reach) -> Result<PreviewPath, NoChannel> {
-        let phone = reach.phone != nil
+        let phone = reach.phone != nil && !reach.smsOptedOut
         switch reach.preference {
+        case "sms_only" where reach.smsOptedOut && reach.push:
+            return .success(.push)
         case "sms_only":
             return phone ? .success(.sms) : .failure(NoChannel(reach: reach, asked: "SMS only"))
         case "push_and_sms":
@@ -61,7 +67,8 @@ public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
         let asked: String?
 
         public var description: String {
-            let phone = reach.phoneUnusable ? "no usable phone number (users.phone_number is not E.164)" : "no phone number"
+            let phone = reach.smsOptedOut ? "a number that replied STOP to Nudge's SMS"
+                : reach.phoneUnusable ? "no usable phone number (users.phone_number is not E.164)" : "no phone number"
             if let asked { return "no notification channel: the user asked for \(asked) and has \(phone)" }
             return "no notification channel: no push token (or push off) and \(phone)"
         }

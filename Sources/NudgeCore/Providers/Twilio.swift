@@ -143,6 +143,12 @@ public final class TwilioClient: Sendable {
 
     static let unknownOutcomePrefix = "outcome unknown: "
 
+    /// Whether Twilio refused the SMS because its number replied STOP (error 21610).
+    public static func isOptOut(_ result: SendResult) -> Bool {
+        guard case .rejected(let why) = result else { return false }
+        return why.hasPrefix("Twilio 400 21610")
+    }
+
     static func unknownOutcome(_ why: String) -> String {
         unknownOutcomePrefix + "\(why); the SMS may have been sent, and is not sent again (Twilio has no idempotency key)"
     }

@@ -47,7 +47,7 @@ public struct DispatchJob: Job {
 
     public var completesOutside: Bool { !dryRun }
 
-    public var bookkeepingStatements: Int { ChannelHealth.statements }
+    public var bookkeepingStatements: Int { ChannelHealth.statements + 1 }
 
     /// A batch's sends together: each waits for its answer's head within the push time-out;
     /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
@@ -81,6 +81,8 @@ public struct DispatchJob: Job {
     /// written with what each batch learnt (`ChannelHealth.sync`).
     public func tend(run: RunContext, on connection: PostgresConnection) async throws {
         try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
+        // Twilio callbacks kept for logs written since by a write that did not see them.
+        if !dryRun { _ = try await SMSStatus.applyKept(on: connection, logger: run.logger) }
     }
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
@@ -100,7 +102,7 @@ public struct DispatchJob: Job {
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff, phone) in rows {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff, phone, smsOptedOut) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -121,7 +123,7 @@ public struct DispatchJob: Job {
                 PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0])
             }
             facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address, phone: phone,
-                              calls: calls[id] ?? [:], pushes: pushes[id] ?? [:])
+                              smsOptedOut: smsOptedOut, calls: calls[id] ?? [:], pushes: pushes[id] ?? [:])
         }
         return facts
     }
@@ -554,6 +556,8 @@ public struct DispatchJob: Job {
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
         var refusedPreviews: [(call: UUID, row: Int64, scheduledAt: Date, text: String, reason: String)] = []
+        // Numbers whose SMS Twilio refused because they replied STOP (21610).
+        var optedOut: [String] = []
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
@@ -629,6 +633,9 @@ public struct DispatchJob: Job {
                 case .sms(let index):
                     settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
                                  expiresAt: change.plan.texts[index].expiresAt)
+                    if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
+                        optedOut.append(change.plan.texts[index].request.to.e164)
+                    }
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
@@ -696,14 +703,20 @@ public struct DispatchJob: Job {
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {
+            // An SMS's status callback that came before this write (kept in sms_status_early) is
+            // applied as its log is written, and forgotten.
             writes.step("attempt_logs", """
                 insert into notification_logs (user_id, call_id, type, notification_type, channel, status, title, body, payload,
-                                               provider, provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id)
-                select l.user_id, c.id, l.notification_type, l.notification_type, l.channel, l.status, nullif(l.title, ''),
-                       nullif(l.body, ''), l.payload::jsonb,
-                       nullif(l.provider, ''), nullif(l.provider_id, ''), nullif(l.error_msg, ''), nullif(l.sent_at, \(never)),
+                                               provider, provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id,
+                                               delivered, delivered_at)
+                select l.user_id, c.id, l.notification_type, l.notification_type, l.channel, coalesce(e.status, l.status),
+                       nullif(l.title, ''), nullif(l.body, ''), l.payload::jsonb,
+                       nullif(l.provider, ''), coalesce(nullif(l.provider_id, ''), e.message_sid),
+                       case when e.status = 'delivered' then null else coalesce(e.error_msg, nullif(l.error_msg, '')) end,
+                       nullif(l.sent_at, \(never)),
                        l.outbox_id, nullif(l.device_token_id, \(UUID.allZeros)),
-                       l.attempt, \(run.runID)
+                       l.attempt, \(run.runID), coalesce(e.status = 'delivered', false),
+                       case when e.status = 'delivered' then e.received_at end
                   from unnest(\(logs.userIDs), \(logs.types), \(logs.statuses), \(logs.titles), \(logs.bodies), \(logs.payloads),
                               \(logs.providers), \(logs.providerIDs), \(logs.errors), \(logs.sentAts), \(logs.outboxIDs),
                               \(logs.deviceIDs), \(logs.attempts), \(logs.channels), \(logs.callIDs))
@@ -711,7 +724,22 @@ public struct DispatchJob: Job {
                             outbox_id, device_token_id, attempt, channel, call_id)
                   -- (a call deleted since is named by no log: the column's foreign key)
                   left join scheduled_calls c on c.id = l.call_id
+                  left join lateral (
+                      select k.message_sid, k.status, k.error_msg, k.received_at from sms_status_early k
+                       where l.channel = 'sms'
+                         and (k.message_sid = nullif(l.provider_id, '')
+                              or (l.provider_id = '' and k.outbox_id = l.outbox_id and l.error_msg like 'outcome unknown%'))
+                       order by k.received_at limit 1) e on true
                 """)
+            let smsLogs = logs.outboxIDs.indices.filter { logs.channels[$0] == "sms" }
+            if !smsLogs.isEmpty {
+                writes.step("early_sms_statuses", """
+                    delete from sms_status_early
+                     where message_sid = any(\(smsLogs.map { logs.providerIDs[$0] }.filter { !$0.isEmpty }))
+                        or outbox_id = any(\(smsLogs.filter { logs.providerIDs[$0].isEmpty && logs.errors[$0].hasPrefix("outcome unknown") }
+                                              .map { logs.outboxIDs[$0] }))
+                    """)
+            }
         }
         if !emailsSent.isEmpty {
             // Seed 003 F7's log of the emails sent, beside notification_logs.
@@ -747,6 +775,13 @@ public struct DispatchJob: Job {
                                     where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
                                       and o.payload->>'scheduled_at' = v.scheduled_text
                                       and \(unescaped: Self.reachedTheUser))
+                """)
+        }
+        if !optedOut.isEmpty {
+            writes.step("sms_opt_outs", """
+                insert into sms_opt_outs (phone_number, opted_out_at, source)
+                select distinct n, \(run.now), 'twilio 21610' from unnest(\(optedOut)) as n
+                on conflict (phone_number) do nothing
                 """)
         }
         if !fallbacksNow.isEmpty {
@@ -900,12 +935,12 @@ private struct LogRows {
 /// and the deliveries the caps count.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], String?, [String], String?)
+                     [String], [Date], [String], String?, [String], String?, Bool)
 
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v4"
+    static let name = "nudge_dispatch_facts_v5"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -935,7 +970,10 @@ private struct FactsStatement: PostgresPreparedStatement {
                    coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'),
                    nullif(btrim(u.email), ''),
                    \(emailSwitchesOff),
-                   nullif(btrim(u.phone_number), '')
+                   nullif(btrim(u.phone_number), ''),
+                   -- The number as E.164 (PhoneNumber's), as sms_opt_outs keeps it.
+                   exists (select 1 from sms_opt_outs so
+                            where so.phone_number = '+' || regexp_replace(u.phone_number, '[^0-9]', '', 'g'))
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id

@@ -72,7 +72,9 @@ public struct PreviewNotificationsJob: Job {
                    and (exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
                         or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
                             and not exists (select 1 from user_push_tokens t
-                                             where t.user_id = u.id and t.device_token = u.fcm_token)))
+                                             where t.user_id = u.id and t.device_token = u.fcm_token))),
+                   exists (select 1 from sms_opt_outs so
+                            where so.phone_number = '+' || regexp_replace(u.phone_number, '[^0-9]', '', 'g'))
               from users u
               left join coach_personas p on p.id = u.coach_persona_id
               left join user_streaks s on s.user_id = u.id
@@ -80,11 +82,13 @@ public struct PreviewNotificationsJob: Job {
              where u.id = any(\(users))
             """, logger: run.logger)
         var byUser: [UUID: Facts] = [:]
-        for try await (id, coach, streak, preference, phone, push) in rows.decode((UUID, String?, Int, String, String?, Bool).self) {
+        for try await (id, coach, streak, preference, phone, push, optedOut)
+            in rows.decode((UUID, String?, Int, String, String?, Bool, Bool).self) {
             let number = phone.flatMap(PhoneNumber.init)
             let unusable = number == nil && !(phone ?? "").trimmingCharacters(in: .whitespaces).isEmpty
             byUser[id] = Facts(coach: coach, streak: max(0, streak),
-                               reach: PreviewPath.Reach(preference: preference, push: push, phone: number, phoneUnusable: unusable))
+                               reach: PreviewPath.Reach(preference: preference, push: push, phone: number, phoneUnusable: unusable,
+                                                        smsOptedOut: number != nil && optedOut))
         }
         var facts: [UUID: Facts] = [:]
         for call in calls {
