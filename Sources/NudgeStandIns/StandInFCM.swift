@@ -44,6 +44,8 @@ public final class StandInFCM: Sendable {
         case reject(status: Int, code: String, message: String = "", retryAfter: String? = nil)
         /// No answer for longer than any client waits.
         case hang
+        /// A 200's head and the start of its body, then nothing more.
+        case stallAfterHead
     }
 
     public typealias Script = @Sendable (Request) -> Answer
@@ -220,6 +222,8 @@ public final class StandInFCM: Sendable {
                           message: text.isEmpty ? "stand-in answered \(code)" : text, retryAfter: retryAfter), .zero)
         case .hang:
             return (.silence, .zero)
+        case .stallAfterHead:
+            return (.stallAfterHead, .zero)
         }
     }
 }

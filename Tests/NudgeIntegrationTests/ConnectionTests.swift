@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import Testing
+@testable import NudgeCore
 
 /// The test server also listens on 127.0.0.1 with TLS and a self-signed certificate, as a stock
 /// Debian server does (`scripts/pg start … --tls`): sslmode means what it means to libpq.
@@ -85,5 +87,30 @@ private struct TLSServer {
         let badMode = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=sometimes")])
         #expect(badMode.status == 1)
         #expect(badMode.stderr.contains("sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full"))
+    }
+}
+
+@Suite struct ConnectionPoolTests {
+    /// A wait for a connection that ends while every one of the process's connections is held
+    /// by its own work says so, rather than blaming the network; one that could not connect at
+    /// all still names the connection or network.
+    @Test func aPoolWaitSaysWhetherTheProcessHeldEveryConnection() async throws {
+        let database = try await TestDatabase.fresh()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let message = try await Database.with(try DatabaseURL(database.url), logger: logger,
+                                              limits: DatabaseLimits(statementTimeout: .seconds(1)), connections: 1) { db in
+            try await db.withConnection { _ in
+                do {
+                    _ = try await db.withConnection { _ in 0 }
+                    return "a second connection was leased"
+                } catch {
+                    return "\(error)"
+                }
+            }
+        }
+        #expect(message.contains("no free database connection within 11.0 seconds: all 1 of this process's connections stayed in use"),
+                "\(message)")
+        #expect(!message.contains("network"))
     }
 }

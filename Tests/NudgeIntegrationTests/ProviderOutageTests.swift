@@ -182,6 +182,27 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         #expect(!list.stdout.contains("FCM is"))
     }
 
+    /// FCM answers 200 and never finishes its body: the batch's sends end at their bound, FCM is
+    /// found down (not the database), the run and the rows say so in words, and the
+    /// notifications wait for it without spending an attempt.
+    @Test func aProviderThatStallsIsNamedAndWaitedFor() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(fcm: { _ in .stallAfterHead })
+        defer { Task { await push.shutdown() } }
+        for n in 1...3 {
+            try Outbox.user(database, n, ios: 0, android: 1)
+            try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        }
+        let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "1"]) { _, new in new }
+        let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))
+        #expect(summary.counts.failed == 0 && summary.tally["waiting"] == 3)
+        let note = try #require(summary.message)
+        #expect(note.contains("FCM is down since 2026-03-10T12:00:30Z: 3 of its last 3 requests got no answer "
+                              + "(last: no whole answer within the batch's time bound (it stalled))"), "\(note)")
+        #expect(!note.contains("database") && !note.contains("Cancellation"))
+        #expect(try database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
+    }
+
     /// A Twilio that takes 0.6 s to answer each request while 300 call previews (SMS only) fall
     /// due in one minute, sent by a dispatcher as cron starts it (four lanes of 100 users): the
     /// requests wait for one of Twilio's connections outside their time-out, each phone gets its

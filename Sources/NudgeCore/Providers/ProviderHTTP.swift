@@ -97,6 +97,9 @@ public struct ProviderHTTP: Sendable {
         return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
     }
 
+    /// A request cut off by its batch's bound: the answer had begun and did not end in time.
+    static let stalled = "no whole answer within the batch's time bound (it stalled)"
+
     /// Why an exchange failed, in an operator's words.
     public static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError {
@@ -104,10 +107,12 @@ public struct ProviderHTTP: Sendable {
             case .deadlineExceeded, .readTimeout: return "no answer within the time-out"
             case .connectTimeout: return "the connection timed out"
             case .remoteConnectionClosed: return "the server closed the connection"
+            case .cancelled: return Self.stalled
             default: return "\(error)"
             }
         }
         if error is TimedOut { return "no answer within the time-out" }
+        if error is CancellationError { return Self.stalled }
         if let error = error as? NIOSSLError { return "TLS: \(error)" }
         return "\(error)"
     }

@@ -42,6 +42,10 @@ public struct Database: Sendable {
     public let url: DatabaseURL
     public let limits: DatabaseLimits
     public let logger: Logger
+    /// The most connections the pool opens, and how many `withConnection` holds now: a wait for
+    /// a connection that ends with all of them held is this process's own doing, not the server's.
+    public let connections: Int
+    let held = HeldConnections()
 
     /// How long a command waits for the server before it gives up with exit 1. A pool left to
     /// itself retries for about a minute, which cron and an operator at a terminal would read as
@@ -68,7 +72,7 @@ public struct Database: Sendable {
             configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout,
                                                    connections: connections),
             backgroundLogger: poolLogger)
-        let database = Database(client: client, url: url, limits: limits, logger: logger)
+        let database = Database(client: client, url: url, limits: limits, logger: logger, connections: max(1, connections))
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         let work = ClosureService {
             let result: Swift.Result<Result, any Error>
@@ -180,16 +184,25 @@ public struct Database: Sendable {
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let leased = Leased()
         let limit = limits.answerTimeout
+        let held = self.held, connections = self.connections
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await client.withConnection { connection in
                     leased.happened.withLock { $0 = true }
+                    held.count.withLock { $0 += 1 }
+                    defer { held.count.withLock { $0 -= 1 } }
                     return try await body(connection)
                 }
             }
             group.addTask {
                 try await Task.sleep(for: limit)
                 guard leased.happened.withLock({ $0 }) else {
+                    if held.count.withLock({ $0 }) >= connections {
+                        throw NudgeError(.database, """
+                            no free database connection within \(limit): all \(connections) of this process's connections \
+                            stayed in use by its own work (the database answered; what held them had not finished)
+                            """)
+                    }
                     throw NudgeError(.database, "no connection to the database within \(limit) (lost connection or network)")
                 }
                 return nil
@@ -269,4 +282,9 @@ extension PostgresConnection {
         let wrapped = "do $\(tag)$ begin execute \(quote)\(sql)\(quote); end $\(tag)$"
         try await query(PostgresQuery(unsafeSQL: wrapped), logger: logger)
     }
+}
+
+/// How many pool connections `Database.withConnection` holds at the moment.
+final class HeldConnections: Sendable {
+    let count = Mutex(0)
 }
