@@ -108,9 +108,9 @@ private let logger = Logger(label: "test")
     /// A server that sends the response head and then stalls: the time-out bounds the whole
     /// exchange, body included, and the call is retried. (Unbounded, the call waits for ever.)
     /// The stand-in's stalled body never ends: only the client's own time-out ends the first
-    /// attempt. The retry leaves no sooner than that time-out (less the request's way there: a lower bound, which a busy
-    /// machine cannot break); a client that waited for ever would meet the test's time limit,
-    /// far above what a loaded machine takes.
+    /// attempt. The retry leaves no sooner than that time-out (less the request's way there): a
+    /// lower bound, which a busy machine cannot break. A client that waited for ever would meet
+    /// the test's time limit, far above what a loaded machine takes.
     @Test(.timeLimit(.minutes(3))) func aBodyThatStallsAfterTheHeadTimesOutAndIsRetried() async throws {
         // A time-out that a loaded test machine still answers a loopback reply within.
         try await withStandIn(scripted([.stallAfterHead])) { server in
