@@ -59,7 +59,7 @@ public struct OutboxQueue: WorkSource {
             // A page short by a few users lost them to a claim running at the same moment (their
             // leases went to it): it is topped up once, so that pages stay full while the queue
             // is (a full page is a full Resend batch request of emails).
-            if users.count < request.limit, users.count >= request.limit * 9 / 10 {
+            if !users.isEmpty, users.count < request.limit, users.count >= request.limit * 9 / 10 {
                 var more = request
                 more.limit = request.limit - users.count
                 for try await row in try await connection.execute(Claim(request: more, lease: lease, lookAhead: lookAhead),
