@@ -139,9 +139,13 @@ import Testing
         let mismatch = ResendClient.classifyBatch(status: 409, headers: [:],
                                                   body: Data(#"{"name":"invalid_idempotent_request","message":"m"}"#.utf8), count: 1)
         #expect(mismatch[0].isOutage && mismatch[0].reason?.hasPrefix("outcome unknown: ") == true)
-        // The key: the same rows, in any order, the same key.
-        #expect(ResendClient.batchKey(rows: [3, 1, 2]) == ResendClient.batchKey(rows: [1, 2, 3]))
-        #expect(ResendClient.batchKey(rows: [1, 2]) != ResendClient.batchKey(rows: [1, 2, 3]))
+        // The key: a batch's own (its rows, in any order, and its nonce); the same rows in a new
+        // batch get another.
+        let nonce = UUID()
+        #expect(ResendClient.batchKey(rows: [3, 1, 2], nonce: nonce) == ResendClient.batchKey(rows: [1, 2, 3], nonce: nonce))
+        #expect(ResendClient.batchKey(rows: [1, 2], nonce: nonce) != ResendClient.batchKey(rows: [1, 2, 3], nonce: nonce))
+        #expect(ResendClient.batchKey(rows: [1, 2, 3]) != ResendClient.batchKey(rows: [1, 2, 3]))
+        #expect(ResendClient.batchKey(rows: [1, 2, 3]).count <= 256)
     }
 
     @Test func anEmailSettlesByItsAnswer() {
@@ -182,11 +186,12 @@ import Testing
         #expect(planned.batchKey == nil)
         // Re-claimed after its batch left without a recorded outcome: it goes again in that batch, as
         // it was (to the address it left for, the user's switches since notwithstanding), under its key,
-        // until Resend no longer holds the key; then it is not sent again.
-        func left(_ ago: TimeInterval, to address: String? = "old@example.com") -> QueuedNotification {
+        // until Resend no longer holds the key or the batch's shelf life ends; then it is not sent again.
+        let key = ResendClient.batchKey(rows: [7, 5])
+        func left(_ ago: TimeInterval, to address: String? = "old@example.com", batchExpires: Date? = nil) -> QueuedNotification {
             QueuedNotification(id: 5, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
                                title: "Subject", body: "Text", payload: payload, requestLeftAt: now.addingTimeInterval(-ago),
-                               requestKey: ResendClient.batchKey(rows: [7, 5]), requestTo: address)
+                               requestKey: key, requestTo: address, requestExpiresAt: batchExpires)
         }
         func planLeft(_ row: QueuedNotification) -> DispatchRules.Plan {
             DispatchRules.plan(rows: [row], facts: .init(preferences: off, devices: [], address: "new@example.com"),
@@ -195,11 +200,13 @@ import Testing
         var off = DeliveryPreferences()
         off.emailSwitchedOff = ["email_preferences.weekly_digest"]
         let again = try #require(planLeft(left(30)).emails.first)
-        #expect(again.batchKey == ResendClient.batchKey(rows: [5, 7]) && again.request.to == "old@example.com")
+        #expect(again.batchKey == key && again.request.to == "old@example.com")
         #expect(again.request == DispatchRules.emailRequest(subject: "Subject", text: "Text", payload: try #require(EmailPayload.decode(payload)),
                                                            to: "old@example.com"))
         #expect(again.expiresAt == now.addingTimeInterval(ResendClient.keyLifetime - 30))
-        for lapsed in [left(ResendClient.keyLifetime), left(30, to: nil)] {
+        // A batch whose shelf life (its emails' earliest) ends first waits no longer than that.
+        #expect(planLeft(left(30, batchExpires: now.addingTimeInterval(600))).emails.first?.expiresAt == now.addingTimeInterval(600))
+        for lapsed in [left(ResendClient.keyLifetime), left(30, to: nil), left(30, batchExpires: now)] {
             guard case .failed(let why)? = planLeft(lapsed).outcomes[5] else { Issue.record("\(lapsed) was not failed"); continue }
             #expect(why.hasPrefix("outcome unknown: "))
         }

@@ -92,8 +92,7 @@ private struct TLSServer {
 
 @Suite struct ConnectionPoolTests {
     /// A wait for a connection that ends while every one of the process's connections is held
-    /// by its own work says so, rather than blaming the network; one that could not connect at
-    /// all still names the connection or network.
+    /// by its own work says so, rather than blaming the network.
     @Test func aPoolWaitSaysWhetherTheProcessHeldEveryConnection() async throws {
         let database = try await TestDatabase.fresh()
         var logger = Logger(label: "test")

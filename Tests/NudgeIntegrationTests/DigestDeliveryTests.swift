@@ -37,14 +37,16 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(emails.count == 2)
         // Both in one batch request, under the key its rows determine.
         #expect(stand.resend.requestCount == 1)
-        let rows = try database.psql("select id from notification_outbox where channel = 'email'").split(separator: "\n").compactMap { Int64($0) }
+        // The batch's key, on its rows.
+        let key = try database.value("select distinct request_key from notification_outbox where channel = 'email'")
+        #expect(key.hasPrefix("nudge-batch-"))
         let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test")
         for n in 1...2 {
             let id = Fixture.userID(n)
             let email = try #require(emails.first { $0.to == ["user\(n)@example.test"] })
             #expect(email.from == "FitCircle <coach@fitcircle.example>")
             #expect(email.userAgent?.hasPrefix("nudge/") == true)
-            #expect(email.idempotencyKey == ResendClient.batchKey(rows: rows))
+            #expect(email.idempotencyKey == key)
             #expect(email.tags == ["email_type": "weekly_digest", "week_start": "2026-03-16"])
             // RFC 8058: an https URI in angle brackets, and the one-click pair.
             let header = try #require(email.headers["List-Unsubscribe"])
@@ -95,19 +97,29 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(try database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
     }
 
-    /// One batch of four digests, through Resend's bad answers: a 429 with retry-after waits
-    /// that long without spending an attempt and is no logged failure; a 500 for the four of them
-    /// finds Resend down, and they wait for it, keeping their batch's key; the probe half a
-    /// minute later sends that batch as it was, under that key; Resend refuses one email (422)
-    /// and takes the others: the refused one fails alone, with Resend's words.
+    /// Four digests, through Resend's bad answers: a 429 with retry-after waits that long
+    /// without spending an attempt and is no logged failure, and the batch is forgotten (nothing
+    /// was sent); in a new batch, a 500 for the four of them finds Resend down, and they wait for
+    /// it, keeping that batch's key; the probe half a minute later sends that batch as it was,
+    /// under that key; Resend refuses one email (422) and takes the others: the refused one fails
+    /// alone, with Resend's words.
     @Test func a429A500AndA422EachEndAsDescribed() async throws {
         let database = try await TestDatabase.fresh()
+        // Each batch by the order its key first came in.
+        let keys = Mutex<[String]>([])
         let stand = try await ResendStandIn.start { email in
-            switch email.attempt {
-            case 1: .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
-                            headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
-            case 2: .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred.")
-            default: email.to == ["user3@example.test"] ? .reject(status: 422, name: "validation_error", message: "Invalid `to` field.") : .accept
+            let batch = keys.withLock { keys -> Int in
+                let key = email.idempotencyKey ?? ""
+                if let known = keys.firstIndex(of: key) { return known }
+                keys.append(key)
+                return keys.count - 1
+            }
+            switch (batch, email.attempt) {
+            case (0, _): return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                                        headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
+            case (_, 1): return .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred.")
+            default:
+                return email.to == ["user3@example.test"] ? .reject(status: 422, name: "validation_error", message: "Invalid `to` field.") : .accept
             }
         }
         defer { Task { await stand.resend.shutdown() } }
@@ -129,20 +141,21 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         }
         #expect(try await run(at: "2026-03-22T20:00:30Z") == "pending 0 - 7 Resend 429 rate_limit_exceeded")
         #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
+        #expect(try database.count("select count(*) from notification_outbox where request_key is not null or request_left_at is not null") == 0)
         // A minute on, the four unanswered find Resend down: parked, no attempt spent, the key
         // kept, until Resend would no longer hold the key (23 hours after the batch first left).
         let down = try await run(at: "2026-03-22T20:01:31Z")
-        #expect(down.hasPrefix("pending 0 resend \(Int(ResendClient.keyLifetime) - 61) Resend is down"), "\(down)")
+        #expect(down.hasPrefix("pending 0 resend \(Int(ResendClient.keyLifetime)) Resend is down"), "\(down)")
         #expect(try database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
         _ = try await run(at: "2026-03-22T20:02:05Z")
         #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
         #expect(try database.value("select last_error from notification_outbox where status = 'failed'")
                 == "Resend refused it in its batch: Invalid `to` field.")
-        // One key for every request: the batch as it first left. The probe's three rows sent it
-        // again; the fourth row, woken once Resend was back, sent it once more, and Resend
-        // answered from the key without sending anything twice.
+        // Two keys: the batch Resend refused whole, and the one that left after it. The probe's
+        // three rows sent that one again as it was; the fourth row, woken once Resend was back,
+        // sent it once more, and Resend answered from the key without sending anything twice.
         #expect(stand.resend.requestCount == 4)
-        #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
+        #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 2)
         #expect(stand.resend.sent.count == 3)
         #expect(try database.count("select count(*) from email_logs") == 3)
         #expect(try database.psql("select provider, state from provider_health where provider = 'resend'") == "resend|up")

@@ -1,6 +1,7 @@
 import Foundation
 import NudgeStandIns
 import PostgresNIO
+import Synchronization
 import Testing
 @testable import NudgeCore
 
@@ -145,11 +146,18 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
     }
 }
 
+/// What a test job saw, shared with the test.
+private final class LeaseLog: Sendable {
+    let seen = Mutex<[UUID: Bool]>([:])
+}
+
 /// dispatch, with a batch whose facts take so long to read that its claims run out and another
 /// dispatcher takes one of its users meanwhile.
 private struct SlowFactsDispatch: Job {
     let inner: DispatchJob
     let stolen: UUID
+    /// Per user sent to, whether their claim had a minute or more left as the sends began.
+    let leaseAtSends = LeaseLog()
     var definition: JobDefinition { inner.definition }
     var source: OutboxQueue { inner.source }
     var readStatements: Int { inner.readStatements + 1 }
@@ -161,6 +169,9 @@ private struct SlowFactsDispatch: Job {
         -> [UUID: DispatchJob.Facts] {
         try await connection.query("""
             update dispatch_leases set leased_until = now() - interval '1 second';
+            """, logger: run.logger)
+        try await connection.query("""
+            update notification_outbox set lease_until = now() - interval '1 second' where status = 'sending'
             """, logger: run.logger)
         try await connection.query("""
             update dispatch_leases set run_id = -1, leased_until = now() + interval '2 minutes' where user_id = \(stolen)
@@ -176,7 +187,20 @@ private struct SlowFactsDispatch: Job {
     }
 
     func complete(_ change: PlannedChange<DispatchJob.Change>, run: RunContext) async throws -> PlannedChange<DispatchJob.Change> {
-        try await inner.complete(change, run: run)
+        let user = change.itemID
+        if let database = run.database {
+            let renewed = try await database.withConnection { connection in
+                var renewed = false
+                for try await ok in try await connection.query("""
+                    select bool_and(o.lease_until > now() + interval '1 minute' and l.leased_until > now() + interval '1 minute')
+                      from notification_outbox o join dispatch_leases l on l.user_id = o.user_id
+                     where o.user_id = \(user) and o.claimed_by = \(run.claim)
+                    """, logger: run.logger).decode(Bool?.self) { renewed = ok ?? false }
+                return renewed
+            }
+            leaseAtSends.seen.withLock { $0[user] = renewed }
+        }
+        return try await inner.complete(change, run: run)
     }
 
     func completeTogether(_ changes: [PlannedChange<DispatchJob.Change>], run: RunContext) async -> [PlannedChange<DispatchJob.Change>] {
@@ -201,15 +225,17 @@ private struct SlowFactsDispatch: Job {
 }
 
 @Suite struct DispatchLeaseTests {
-    /// Facts read past the claims' lease: before anything is sent, the claims are renewed for
-    /// the batch's sends, and the user another dispatcher took meanwhile is left to it (skipped,
-    /// nothing sent to them); the others' notifications go out once.
+    /// Facts read past the claims' lease (the users' and their rows'): before anything is sent,
+    /// the claims are renewed for the batch's sends, and the user another dispatcher took
+    /// meanwhile is left to it (skipped, nothing sent to them); the others' notifications go out
+    /// once.
     @Test func aBatchWhoseClaimsRanOutRenewsThemBeforeSendingAndLeavesATakenUserAlone() async throws {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
         try queueForMany(database, users: 3, perUser: 1, at: "2026-03-10T12:00:00Z")
         let stolen = try #require(UUID(uuidString: try database.value("select id from users order by id limit 1")))
+        let holder = Mutex<SlowFactsDispatch?>(nil)
         let summary = try await database.withDatabase { db in
             try await DeliveryServices.with(Environment(push.environment), dryRun: false) { services in
                 let options = RunOptions(now: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, nowIsExplicit: true,
@@ -217,15 +243,19 @@ private struct SlowFactsDispatch: Job {
                 // A lease of 5 seconds: shorter than the batch's sends may take, so it is renewed.
                 let inner = DispatchJob(definition: jobDefinition("dispatch"), push: services, lease: 5, dryRun: false,
                                         clock: options.clock)
-                return try await JobRunner(job: SlowFactsDispatch(inner: inner, stolen: stolen), options: options, database: db,
-                                           observer: SilentObserver()).run()
+                let job = SlowFactsDispatch(inner: inner, stolen: stolen)
+                holder.withLock { $0 = job }
+                return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
             }
         }
         #expect(summary.counts.skipped == 1)
         #expect(push.apns.requests.count == 2)
         #expect(try database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
                 == "sending|-1|1\nsent||2")
-        // The others' claims were renewed before their sends (past the 5 seconds they began with).
         #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 2)
+        // The others' claims, run out, had been renewed before their sends (well past the 5
+        // seconds they began with).
+        let renewed = try #require(holder.withLock { $0 }).leaseAtSends.seen.withLock { $0 }
+        #expect(renewed.count == 2 && renewed.values.allSatisfy { $0 })
     }
 }

@@ -731,7 +731,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await world.simulate(from: at("2026-03-29T06:34:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
         for call in calls { #expect(try world.sent(call).map { String($0.prefix(17)) } == ["preview_push push"]) }
         #expect(world.twilio.requests.count == texts)
-        // START lifts it; nothing in any log names a number.
+        // START lifts it; no log row names a number.
         #expect(try await world.twilio.relay(reply: "START", from: Calls.phone(2), to: webhook) == 200)
         #expect(try world.database.psql("select phone_number from sms_opt_outs order by 1") == "\(Calls.phone(1))\n\(Calls.phone(3))")
         #expect(try world.database.count("select count(*) from notification_logs where coalesce(error_msg, '') like '%5550100%'") == 0)

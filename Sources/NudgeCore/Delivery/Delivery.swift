@@ -35,11 +35,13 @@ public struct QueuedNotification: Sendable, Equatable {
     /// went to (`ResendClient.batchKey`).
     public let requestKey: String?
     public let requestTo: String?
+    /// When that batch's shelf life ends: its emails' earliest.
+    public let requestExpiresAt: Date?
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
                 deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
-                requestTo: String? = nil) {
+                requestTo: String? = nil, requestExpiresAt: Date? = nil) {
         self.id = id
         self.type = type
         self.channel = channel
@@ -58,6 +60,7 @@ public struct QueuedNotification: Sendable, Equatable {
         self.requestLeftAt = requestLeftAt
         self.requestKey = requestKey
         self.requestTo = requestTo
+        self.requestExpiresAt = requestExpiresAt
     }
 
     /// The scheduled call a preview is for (seed 000): its id and the call time it was queued for.

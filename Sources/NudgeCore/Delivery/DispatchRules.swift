@@ -351,11 +351,13 @@ public enum DispatchRules {
     /// An email whose batch request left without a recorded answer (a time-out, a 5xx, a
     /// dispatcher that stopped): it may have been sent, so it goes again only in that batch, the
     /// same rows to the same addresses under the same key, and Resend sends it at most once. That
-    /// holds while Resend keeps the key (`ResendClient.keyLifetime`); past it, the email is not
-    /// sent again and fails as an unknown outcome. Waiting for Resend, it waits until then.
+    /// holds while Resend keeps the key (`ResendClient.keyLifetime`) and until the batch's shelf
+    /// life ends (its emails' earliest: the whole batch goes again, so none may be stale); past
+    /// either, the email is not sent again and fails as an unknown outcome. Waiting for Resend,
+    /// it waits until then.
     static func planLeftEmail(_ row: QueuedNotification, key: String, leftAt: Date, provider: ProviderState?, now: Date,
                               into plan: inout Plan) {
-        let keyLapses = leftAt.addingTimeInterval(ResendClient.keyLifetime)
+        let keyLapses = min(leftAt.addingTimeInterval(ResendClient.keyLifetime), row.requestExpiresAt ?? .distantFuture)
         guard let payload = EmailPayload.decode(row.payload), let address = row.requestTo else {
             plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcomePrefix
                 + "its email left in a batch at \(leftAt.formatted(.iso8601)) and cannot be sent again as it was")
@@ -363,8 +365,9 @@ public enum DispatchRules {
         }
         guard now < keyLapses else {
             plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcomePrefix
-                + "its email left in a batch at \(leftAt.formatted(.iso8601)) with no answer recorded, and Resend no longer "
-                + "holds its key: it may have been sent, and is not sent again")
+                + "its email left in a batch at \(leftAt.formatted(.iso8601)) with no answer recorded, and by "
+                + "\(keyLapses.formatted(.iso8601)) the batch's shelf life or Resend's hold on its key ended: it may have been "
+                + "sent, and is not sent again")
             return
         }
         if let wait = wait(for: provider, .resend, now: now, expiry: keyLapses) {

@@ -41,8 +41,9 @@ public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
     /// The path for `reach`, or why there is none (seed 000: "No notification channel for user").
     /// Where the preference asks for a channel the user lacks, the other one is used: a preview on
     /// the other channel is better than none, since the call comes anyway. The one exception is
-    /// `sms_only` without a phone: the user asked for no pushes. A number that replied STOP
-    /// takes no SMS: the preview goes by push when it can, whatever the preference.
+    /// `sms_only` without a phone: the user asked for no pushes. A number that replied STOP is
+    /// another matter: the user turned SMS off from the phone itself, and the preview goes by push
+    /// when it can, whatever the preference.
     public static func select(_ reach: Reach) -> Result<PreviewPath, NoChannel> {
         let phone = reach.phone != nil && !reach.smsOptedOut
         switch reach.preference {

@@ -141,9 +141,12 @@ public final class ResendClient: Sendable {
     /// for 24 hours, less an hour's margin.
     public static let keyLifetime: TimeInterval = 23 * 3600
 
-    /// The Idempotency-Key of a batch of outbox rows: the same rows, the same key.
-    public static func batchKey(rows: [Int64]) -> String {
-        "nudge-batch-" + Digest.sha256Hex(rows.sorted().map(String.init).joined(separator: ",")).prefix(32)
+    /// The Idempotency-Key of a new batch of outbox rows: its rows and a nonce of its own, so
+    /// that no other batch (of another database, or of the same rows sent again after an answer
+    /// that proved nothing was sent) ever has it. Its rows keep it: after a crash they go again
+    /// under it.
+    public static func batchKey(rows: [Int64], nonce: UUID = UUID()) -> String {
+        "nudge-batch-" + Digest.sha256Hex(rows.sorted().map(String.init).joined(separator: ",") + "/" + nonce.uuidString).prefix(32)
     }
 
     /// Sends up to `batchLimit` emails in one request (`POST /emails/batch`, permissive

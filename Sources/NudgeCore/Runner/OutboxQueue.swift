@@ -23,7 +23,7 @@ public struct UserNotifications: Sendable {
 public struct OutboxQueue: WorkSource {
     /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
     typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, Date?, String?, String?, String?, String, Date)
+                            Int, [String], Int64?, Date?, Date?, String?, String?, Date?, String?, String, Date)
 
     public typealias Item = UserNotifications
 
@@ -62,18 +62,28 @@ public struct OutboxQueue: WorkSource {
             if !users.isEmpty, users.count < request.limit, users.count >= request.limit * 9 / 10 {
                 var more = request
                 more.limit = request.limit - users.count
-                for try await row in try await connection.execute(Claim(request: more, lease: lease, lookAhead: lookAhead),
-                                                                  logger: request.logger) { claimed.append(row) }
+                // Best effort: the page stands without it (a retry of the whole page would not see
+                // the users the first claim already holds).
+                do {
+                    var extra: [ClaimedRow] = []
+                    for try await row in try await connection.execute(Claim(request: more, lease: lease, lookAhead: lookAhead),
+                                                                      logger: request.logger) { extra.append(row) }
+                    claimed += extra
+                } catch {
+                    request.logger.notice("could not top up a short page; it goes as it is", metadata: [LogKey.reason: "\(describe(error))"])
+                }
             }
             rows = claimed
         }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
         for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, timezone, locale, createdAt) in rows {
+             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, timezone, locale,
+             createdAt) in rows {
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
                                          deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
-                                         requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo)
+                                         requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo,
+                                         requestExpiresAt: requestExpiresAt)
             if byUser.last?.0 == userID {
                 byUser[byUser.count - 1].2.append(row)
             } else {
@@ -122,7 +132,7 @@ public struct OutboxQueue: WorkSource {
             select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                    coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
                    o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at, o.request_left_at,
-                   o.request_key, o.request_to, u.timezone, u.locale, u.created_at
+                   o.request_key, o.request_to, o.request_expires_at, u.timezone, u.locale, u.created_at
               from (select distinct o.user_id from notification_outbox o
                      where \(unescaped: Self.open) and o.status = 'pending'
                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
@@ -227,7 +237,7 @@ private struct Claim: PostgresPreparedStatement {
     let lease: TimeInterval
     let lookAhead: TimeInterval
 
-    static let name = "nudge_outbox_claim_v6"
+    static let name = "nudge_outbox_claim_v7"
 
     static let sql = """
         with due as (
@@ -268,7 +278,7 @@ private struct Claim: PostgresPreparedStatement {
             returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                       coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, '') as title,
                       coalesce(o.body, '') as body, o.payload::text as payload, o.attempts, o.delivered_to,
-                      o.delivery_id, o.sent_at, o.request_left_at, o.request_key, o.request_to
+                      o.delivery_id, o.sent_at, o.request_left_at, o.request_key, o.request_to, o.request_expires_at
         )
         select c.*, u.timezone, u.locale, u.created_at
           from claimed c join users u on u.id = c.user_id

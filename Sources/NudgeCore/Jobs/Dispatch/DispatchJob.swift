@@ -253,8 +253,9 @@ public struct DispatchJob: Job {
 
     /// The batch's emails, together, in Resend's batch requests of up to 100
     /// (`ResendClient.sendBatch`), each request at once, all of them within `outsideTimeLimit`.
-    /// A new batch's key is its rows' (`ResendClient.batchKey`); its rows record that key and their
-    /// addresses as the request leaves (only while this run's claim on all of them holds), so that
+    /// A new batch has a key of its own (`ResendClient.batchKey`); its rows record that key, their
+    /// addresses and the batch's shelf life (its emails' earliest) as the request leaves (only
+    /// while this run's claim on all of them holds), so that
     /// a request without a recorded answer goes again only as it was: an email planned with its
     /// batch's key is sent in that whole batch, rebuilt from the key's rows, whichever of them
     /// this dispatcher holds, and Resend sends none of them twice.
@@ -281,7 +282,8 @@ public struct DispatchJob: Job {
             for start in stride(from: 0, to: fresh.count, by: ResendClient.batchLimit) {
                 let slots = Array(fresh[start..<min(start + ResendClient.batchLimit, fresh.count)])
                 requests.append(EmailBatch(key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
-                                           emails: slots.map(\.email.request), slots: slots, isNew: true))
+                                           emails: slots.map(\.email.request), slots: slots, isNew: true,
+                                           expiresAt: slots.map(\.email.expiresAt).min()))
             }
             if !again.isEmpty {
                 switch await batchesAsTheyLeft(Array(again.keys), run: run) {
@@ -296,7 +298,7 @@ public struct DispatchJob: Job {
                             continue
                         }
                         requests.append(EmailBatch(key: key, rows: rows.map(\.id), emails: rows.compactMap(\.email), slots: slots,
-                                                   isNew: false))
+                                                   isNew: false, expiresAt: nil))
                     }
                 case .failure(let why):
                     for slot in again.values.joined() {
@@ -327,6 +329,8 @@ public struct DispatchJob: Job {
         let slots: [EmailSlot]
         /// Whether it leaves for the first time (its rows are marked as it leaves).
         let isNew: Bool
+        /// A new batch's shelf life: its emails' earliest end.
+        let expiresAt: Date?
     }
 
     /// One email of a batch's changes: which change, which of its emails.
@@ -388,6 +392,7 @@ public struct DispatchJob: Job {
     private func markLeaving(_ request: EmailBatch, run: RunContext) async -> Bool {
         guard let database = run.database else { return false }
         let claim = run.claim, logger = run.logger, rows = request.rows, addresses = request.emails.map(\.to), key = request.key
+        let expiresAt = min(request.expiresAt ?? .distantFuture, run.now.addingTimeInterval(ResendClient.keyLifetime))
         // The run's clock (the key's lifetime counts from it).
         let now = run.now
         do {
@@ -399,7 +404,8 @@ public struct DispatchJob: Job {
                              where o.id = any(\(rows)) and o.status = 'sending' and o.claimed_by = \(claim) and o.request_key is null
                                for update
                         ), whole as (select count(*) = \(rows.count) as held from mine)
-                        update notification_outbox o set request_key = \(key), request_to = v.address, request_left_at = \(now)
+                        update notification_outbox o
+                           set request_key = \(key), request_to = v.address, request_left_at = \(now), request_expires_at = \(expiresAt)
                           from unnest(\(rows), \(addresses)) as v(id, address), whole
                          where o.id = v.id and whole.held and o.id in (select id from mine)
                         returning o.id
@@ -565,14 +571,14 @@ public struct DispatchJob: Job {
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
         func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date) -> String? {
+                          expiresAt: Date, forgetRequest: Bool = false) -> String? {
             let jitter = Self.jitter(delivery: row.id, attempt: row.attempts)
             let settled = row.channel == "sms"
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
                 : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
-                        waitingFor: settled.parkedFor)
+                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
@@ -626,8 +632,19 @@ public struct DispatchJob: Job {
                         }
                     }
                 case .email(let index):
+                    // A new batch that Resend answered without sending anything (its rate, its quota, its
+                    // configuration) is forgotten: its rows go again in a new batch, under a new key.
+                    let email = change.plan.emails[index]
+                    let nothingSent: Bool
+                    switch change.emailResults[index] {
+                    case .throttled?, .configuration?: nothingSent = email.batchKey == nil
+                    default: nothingSent = false
+                    }
+                    // One that left in a new batch now goes again only under its key: not past Resend's hold on it.
+                    let until = email.batchKey == nil ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime))
+                                                      : email.expiresAt
                     if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
-                                                     expiresAt: change.plan.emails[index].expiresAt) {
+                                                     expiresAt: until, forgetRequest: nothingSent) {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
@@ -695,11 +712,18 @@ public struct DispatchJob: Job {
                    lease_until = null, claimed_by = null,
                    waiting_for = case when v.keep_next then o.waiting_for else nullif(v.waiting_for, '') end,
                    -- An SMS's mark goes with its outcome; a row put back untouched keeps it, and an
-                   -- email keeps its batch's for good (it goes again only in that batch).
-                   request_left_at = case when v.keep_next or o.channel = 'email' then o.request_left_at end
+                   -- email keeps its batch's for good (it goes again only in that batch), unless
+                   -- Resend's answer to a new batch proved nothing was sent.
+                   request_left_at = case when v.keep_next or (o.channel = 'email' and not v.forget_request)
+                                          then o.request_left_at end,
+                   request_key = case when v.forget_request then null else o.request_key end,
+                   request_to = case when v.forget_request then null else o.request_to end,
+                   request_expires_at = case when v.forget_request then null else o.request_expires_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
-                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor))
-                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for)
+                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor),
+                          \(updates.forgetRequest))
+                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
+                        forget_request)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {
@@ -861,6 +885,8 @@ private struct RowUpdates {
     var undone: [Int] = []
     /// The provider a row is parked for (empty: none).
     var waitingFor: [String] = []
+    /// Whether an email row forgets the batch request it left in (nothing was sent).
+    var forgetRequest: [Bool] = []
 
     /// The row at `index` put back due at `instant` rather than when it was.
     mutating func dueNow(at index: Int, _ instant: Date) {
@@ -869,7 +895,8 @@ private struct RowUpdates {
     }
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
-                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil) {
+                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
+                      forgetRequest: Bool = false) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status)
@@ -881,6 +908,7 @@ private struct RowUpdates {
         errors.append(error ?? "")
         undone.append(attemptUndone ? 1 : 0)
         self.waitingFor.append(waitingFor?.rawValue ?? "")
+        self.forgetRequest.append(forgetRequest)
     }
 }
 
