@@ -124,24 +124,12 @@ public final class StandInResend: Sendable {
             return error(422, "validation_error", "The request body is not a JSON object.")
         }
         if let (status, name, message) = problem(object) { return error(status, name, message) }
-        // A key seen before: the first answer again, nothing sent.
-        enum Seen { case new, same(Data), different }
-        let earlier: Seen = state.log.withLock { log in
-            guard let key, let seen = log.keys[key] else { return .new }
-            return seen.body == request.body ? .same(seen.answer) : .different
-        }
+        let earlier = seen(key, body: request.body, state: state)
         let attempt = count(key ?? String(decoding: request.body, as: UTF8.self), state: state)
         let id = UUID().uuidString.lowercased()
         let email = Email(id: id, fields: fields(object), body: request.body, idempotencyKey: key, userAgent: agent, attempt: attempt)
         state.log.withLock { $0.requests.append(email) }
-        switch earlier {
-        case .same(let answer):
-            return .respond(status: 200, headers: [], body: answer)
-        case .different:
-            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
-        case .new:
-            break
-        }
+        if let earlier { return earlier }
         let answer = standInJSON(["id": id])
         func take() {
             state.log.withLock { log in
@@ -164,6 +152,16 @@ public final class StandInResend: Sendable {
         }
     }
 
+    /// A key seen before: the first answer again for the same body (nothing sent), 409 for
+    /// another body. Nil for a new key.
+    private static func seen(_ key: String?, body: Data, state: State) -> StandInHTTPServer.Reply? {
+        state.log.withLock { log -> StandInHTTPServer.Reply? in
+            guard let key, let seen = log.keys[key] else { return nil }
+            return seen.body == body ? .respond(status: 200, headers: [], body: seen.answer)
+                : error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
+        }
+    }
+
     private static func count(_ counter: String, state: State) -> Int {
         state.log.withLock { log -> Int in
             log.attempts[counter, default: 0] += 1
@@ -183,11 +181,7 @@ public final class StandInResend: Sendable {
         }
         guard (1...100).contains(list.count) else { return error(422, "validation_error", "A batch holds 1 to 100 emails.") }
         let permissive = request.headers["x-batch-validation"] == "permissive"
-        enum Seen { case new, same(Data), different }
-        let earlier: Seen = state.log.withLock { log in
-            guard let key, let seen = log.keys[key] else { return .new }
-            return seen.body == request.body ? .same(seen.answer) : .different
-        }
+        let earlier = seen(key, body: request.body, state: state)
         let attempt = count(key ?? String(decoding: request.body, as: UTF8.self), state: state)
         var refused: [Int: String] = [:]
         var emails: [(index: Int, email: Email)] = []
@@ -202,14 +196,7 @@ public final class StandInResend: Sendable {
                                         userAgent: agent, attempt: attempt)))
         }
         state.log.withLock { $0.requests += emails.map(\.email) }
-        switch earlier {
-        case .same(let answer):
-            return .respond(status: 200, headers: [], body: answer)
-        case .different:
-            return error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
-        case .new:
-            break
-        }
+        if let earlier { return earlier }
         var silent = false
         for (index, email) in emails {
             switch script(email) {

@@ -164,6 +164,18 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     /// dispatch killed (-9) after Resend took the email and before it recorded it: the next
     /// dispatcher, once the claim's lease has run out, asks again with the same idempotency key,
     /// and Resend sends nothing twice.
+    /// The digest emails alone, through a dispatcher (as cron starts it, at 20:00:30) killed (-9)
+    /// once Resend's stand-in took `count` emails and before it answered them.
+    static func killDispatchOnceResendTook(_ count: Int, _ database: TestDatabase, _ stand: ResendStandIn) async throws {
+        try database.psql("delete from notification_outbox where channel = 'push'")
+        var environment = stand.environment
+        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
+        let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
+        #expect(try eventually { stand.resend.sent.count == count })
+        dispatcher.signal(SIGKILL)
+        _ = await dispatcher.finished()
+    }
+
     @Test func aKillBetweenSendingAndRecordingSendsNoSecondEmail() async throws {
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }
@@ -171,13 +183,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try DigestFixture.user(database, 1, zone: "Europe/London")
         try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
-        try database.psql("delete from notification_outbox where channel = 'push'")
-        var environment = stand.environment
-        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
-        let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        #expect(try eventually { stand.resend.sent.count == 1 })
-        dispatcher.signal(SIGKILL)
-        _ = await dispatcher.finished()
+        try await Self.killDispatchOnceResendTook(1, database, stand)
         #expect(try database.value("select status from notification_outbox") == "sending")
         // The lease runs out (as it would after its minutes).
         try database.psql("""
@@ -205,13 +211,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
-        try database.psql("delete from notification_outbox where channel = 'push'")
-        var environment = stand.environment
-        environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
-        let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        #expect(try eventually { stand.resend.sent.count == 3 })
-        dispatcher.signal(SIGKILL)
-        _ = await dispatcher.finished()
+        try await Self.killDispatchOnceResendTook(3, database, stand)
         #expect(stand.resend.requestCount == 1)
         #expect(try database.count("select count(distinct request_key) from notification_outbox where request_to like 'user%'") == 1)
         // The leases run out; the third user's row is due only later, so the first claim holds two.

@@ -146,6 +146,29 @@ struct PreviewWorld: Sendable {
     }
 
     func seconds(_ line: String) -> Double { Double(line.split(separator: " ")[2]) ?? .infinity }
+
+    /// `nudge serve` in this process on a free loopback port, checking Twilio's signatures: its
+    /// address (NUDGE_PUBLIC_URL for the SMS), once it listens, and its task (cancel to stop it).
+    func serve() async throws -> (base: String, server: Task<Void, any Error>) {
+        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let base = "http://127.0.0.1:\(chosen)"
+        let token = twilio.authToken, database = self.database
+        let port = Mutex(0)
+        let server = Task {
+            try await database.withDatabase { db in
+                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
+                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                    port.withLock { $0 = bound }
+                }
+            }
+        }
+        guard try await eventuallyHere({ port.withLock { $0 } > 0 }) else {
+            server.cancel()
+            throw TestFailure("nudge serve did not start listening")
+        }
+        return (base, server)
+    }
 }
 
 private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
@@ -624,21 +647,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         defer { Task { await world.shutdown() } }
         try Calls.user(world.database, 1, preference: "sms_only", streak: 4)
         try Calls.user(world.database, 2, preference: "sms_only", streak: 4)
-        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
-        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let base = "http://127.0.0.1:\(chosen)"
-        let token = world.twilio.authToken
-        let port = Mutex(0)
-        let server = Task {
-            try await world.database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
-                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
-                    port.withLock { $0 = bound }
-                }
-            }
-        }
+        let (base, server) = try await world.serve()
         defer { server.cancel() }
-        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
         for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z", topic: "streak_celebrate") }
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])
 
@@ -690,21 +700,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         })
         twilioBox.withLock { $0 = world.twilio }
         defer { Task { await world.shutdown() } }
-        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
-        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let base = "http://127.0.0.1:\(chosen)"
-        let token = world.twilio.authToken
-        let port = Mutex(0)
-        let server = Task {
-            try await world.database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
-                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
-                    port.withLock { $0 = bound }
-                }
-            }
-        }
+        let (base, server) = try await world.serve()
         defer { server.cancel() }
-        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
         for n in 1...3 { try Calls.user(world.database, n, preference: "sms_only") }
         for n in 1...2 { try Calls.call(world.database, n, at: "2026-03-29T06:20:00Z") }
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2, environment: ["NUDGE_PUBLIC_URL": base])

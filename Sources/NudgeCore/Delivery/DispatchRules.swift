@@ -339,13 +339,7 @@ public enum DispatchRules {
             plan.outcomes[row.id] = .failed("its payload is not an email (email_type, html)")
             return
         }
-        if let wait = wait(for: provider, .resend, now: now, expiry: expiry) {
-            plan.outcomes[row.id] = wait
-            return
-        }
-        plan.outcomes[row.id] = .email(plan.emails.count)
-        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: expiry, batchKey: nil,
-                                        request: emailRequest(subject: row.title, text: row.body, payload: payload, to: address)))
+        planSend(row, payload: payload, to: address, batchKey: nil, provider: provider, now: now, until: expiry, into: &plan)
     }
 
     /// An email whose batch request left without a recorded answer (a time-out, a 5xx, a
@@ -370,12 +364,19 @@ public enum DispatchRules {
                 + "sent, and is not sent again")
             return
         }
-        if let wait = wait(for: provider, .resend, now: now, expiry: keyLapses) {
+        planSend(row, payload: payload, to: address, batchKey: key, provider: provider, now: now, until: keyLapses, into: &plan)
+    }
+
+    /// An email that goes now (in a new batch, or again in the batch `batchKey`) unless Resend
+    /// cannot be used: then it waits, at most `until`.
+    private static func planSend(_ row: QueuedNotification, payload: EmailPayload, to address: String, batchKey: String?,
+                                 provider: ProviderState?, now: Date, until: Date, into plan: inout Plan) {
+        if let wait = wait(for: provider, .resend, now: now, expiry: until) {
             plan.outcomes[row.id] = wait
             return
         }
         plan.outcomes[row.id] = .email(plan.emails.count)
-        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: keyLapses, batchKey: key,
+        plan.emails.append(PlannedEmail(row: row.id, emailType: payload.emailType, expiresAt: until, batchKey: batchKey,
                                         request: emailRequest(subject: row.title, text: row.body, payload: payload, to: address)))
     }
 
