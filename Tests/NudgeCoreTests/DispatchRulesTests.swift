@@ -229,6 +229,18 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
                    payload: #"{"deep_link":"fitcircle://checkin","streak":12,"bonus":true,"meta":{"a":1}}"#)],
         facts: .init(devices: [iphone]), providers: ready, locale: "en", calendar: utc, now: at("2026-03-10T12:00:00Z")).deliveries[0].content
 
+    /// A call's preview breaks through a Focus (APNs `interruption-level: time-sensitive`); a
+    /// streak reminder does not ask to.
+    @Test func aPreviewIsTimeSensitiveAndAReminderIsNot() throws {
+        let preview = row(2, "preview_push", due: "2026-03-10T12:00:00Z", title: "Coach Max is calling in 5 min!", body: "Answer!")
+        let previewContent = PushContent(lead: preview, newest: preview, count: 1, kind: preview.kind, locale: "en")
+        for (content, level) in [(previewContent, "time-sensitive" as String?), (content, nil)] {
+            let object = try #require(JSONSerialization.jsonObject(with: content.apnsPayload()) as? [String: Any])
+            let aps = try #require(object["aps"] as? [String: Any])
+            #expect(aps["interruption-level"] as? String == level)
+        }
+    }
+
     @Test func apnsCarriesTheAlertInApsAndTheDeepLinkInData() throws {
         let object = try #require(JSONSerialization.jsonObject(with: content.apnsPayload()) as? [String: Any])
         let aps = try #require(object["aps"] as? [String: Any])

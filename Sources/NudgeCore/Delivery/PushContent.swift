@@ -12,6 +12,10 @@ public struct PushContent: Sendable, Equatable {
     public let group: String
     /// String values only: FCM's `data` takes nothing else, and both platforms get the same.
     public let data: [String: String]
+    /// Whether it must reach the user now (a call's preview): APNs' `interruption-level:
+    /// time-sensitive`, which iOS shows through a Focus and the scheduled summary (when the app
+    /// has the Time Sensitive Notifications capability). FCM's are all high priority.
+    public let timeSensitive: Bool
     /// The APNs payload, written once for every device and retry.
     public private(set) var apnsBody = Data()
 
@@ -27,6 +31,7 @@ public struct PushContent: Sendable, Equatable {
             body = newest.body
         }
         group = kind.group
+        timeSensitive = kind.isTimeCritical
         var data: [String: String] = [:]
         for (key, value) in newest.payloadObject ?? [:] {
             data[key] = value.text
@@ -39,11 +44,12 @@ public struct PushContent: Sendable, Equatable {
         apnsBody = apnsPayload()
     }
 
-    public init(title: String, body: String, group: String, data: [String: String]) {
+    public init(title: String, body: String, group: String, data: [String: String], timeSensitive: Bool = false) {
         self.title = title
         self.body = body
         self.group = group
         self.data = data
+        self.timeSensitive = timeSensitive
         apnsBody = apnsPayload()
     }
 
@@ -61,6 +67,7 @@ public struct PushContent: Sendable, Equatable {
                 $0.object {
                     $0.field("alert") { $0.object { $0.field("body", body); $0.field("title", title) } }
                     $0.field("badge") { $0.raw("1") }
+                    if timeSensitive { $0.field("interruption-level", "time-sensitive") }
                     $0.field("sound", "default")
                     $0.field("thread-id", group)
                 }
