@@ -101,8 +101,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     /// without spending an attempt and is no logged failure, and the batch is forgotten (nothing
     /// was sent); in a new batch, a 500 for the four of them finds Resend down, and they wait for
     /// it, keeping that batch's key; the probe half a minute later sends that batch as it was,
-    /// under that key; Resend refuses one email (422) and takes the others: the refused one fails
-    /// alone, with Resend's words.
+    /// under that key, and meets a 429, which proves nothing of the first request: the batch
+    /// keeps its key; sent as it was once more, Resend refuses one email (422) and takes the
+    /// others: the refused one fails alone, with Resend's words.
     @Test func a429A500AndA422EachEndAsDescribed() async throws {
         let database = try await TestDatabase.fresh()
         // Each batch by the order its key first came in.
@@ -118,6 +119,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             case (0, _): return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
                                         headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
             case (_, 1): return .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred.")
+            case (_, 2): return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                                        headers: [("retry-after", "5")])
             default:
                 return email.to == ["user3@example.test"] ? .reject(status: 422, name: "validation_error", message: "Invalid `to` field.") : .accept
             }
@@ -147,23 +150,26 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let down = try await run(at: "2026-03-22T20:01:31Z")
         #expect(down.hasPrefix("pending 0 resend \(Int(ResendClient.keyLifetime)) Resend is down"), "\(down)")
         #expect(try database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
+        let key = try database.value("select distinct request_key from notification_outbox")
         _ = try await run(at: "2026-03-22T20:02:05Z")
+        #expect(try database.psql("select distinct request_key from notification_outbox") == key)
+        for now in ["2026-03-22T20:02:40Z", "2026-03-22T20:03:40Z", "2026-03-22T20:04:40Z"]
+        where try database.count("select count(*) from notification_outbox where status = 'pending'") > 0 {
+            _ = try await run(at: now)
+        }
         #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
+        #expect(try database.psql("select distinct request_key from notification_outbox") == key)
         #expect(try database.value("select last_error from notification_outbox where status = 'failed'")
                 == "Resend refused it in its batch: Invalid `to` field.")
-        // Two keys: the batch Resend refused whole, and the one that left after it. The probe's
-        // three rows sent that one again as it was; the fourth row, woken once Resend was back,
-        // sent it once more, and Resend answered from the key without sending anything twice.
-        #expect(stand.resend.requestCount == 4)
+        // Two keys: the batch Resend refused whole, and the one that left after it, which every
+        // later request sent as it was (the probe's, its retry, the fourth row's once woken), and
+        // Resend answered from the key without sending anything twice.
         #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 2)
         #expect(stand.resend.sent.count == 3)
         #expect(try database.count("select count(*) from email_logs") == 3)
         #expect(try database.psql("select provider, state from provider_health where provider = 'resend'") == "resend|up")
     }
 
-    /// dispatch killed (-9) after Resend took the email and before it recorded it: the next
-    /// dispatcher, once the claim's lease has run out, asks again with the same idempotency key,
-    /// and Resend sends nothing twice.
     /// The digest emails alone, through a dispatcher (as cron starts it, at 20:00:30) killed (-9)
     /// once Resend's stand-in took `count` emails and before it answered them.
     static func killDispatchOnceResendTook(_ count: Int, _ database: TestDatabase, _ stand: ResendStandIn) async throws {
@@ -176,6 +182,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         _ = await dispatcher.finished()
     }
 
+    /// dispatch killed (-9) after Resend took the email and before it recorded it: the next
+    /// dispatcher, once the claim's lease has run out, asks again with the same idempotency key,
+    /// and Resend sends nothing twice.
     @Test func aKillBetweenSendingAndRecordingSendsNoSecondEmail() async throws {
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }

@@ -278,7 +278,9 @@ public struct DispatchJob: Job {
         }
         if let client = push.email, !fresh.isEmpty || !again.isEmpty {
             var requests: [EmailBatch] = []
-            fresh.sort { $0.email.row < $1.email.row }
+            // By shelf life: a batch goes again (after a lost answer) only until its earliest ends,
+            // so emails near the end of theirs go together, not with a hundred fresh ones.
+            fresh.sort { ($0.email.expiresAt, $0.email.row) < ($1.email.expiresAt, $1.email.row) }
             for start in stride(from: 0, to: fresh.count, by: ResendClient.batchLimit) {
                 let slots = Array(fresh[start..<min(start + ResendClient.batchLimit, fresh.count)])
                 requests.append(EmailBatch(key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
@@ -641,8 +643,8 @@ public struct DispatchJob: Job {
                     default: nothingSent = false
                     }
                     // One that left in a new batch now goes again only under its key: not past Resend's hold on it.
-                    let until = email.batchKey == nil ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime))
-                                                      : email.expiresAt
+                    let until = email.batchKey == nil && !nothingSent
+                        ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime)) : email.expiresAt
                     if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
                                                      expiresAt: until, forgetRequest: nothingSent) {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
