@@ -149,25 +149,37 @@ struct PreviewWorld: Sendable {
 
     /// `nudge serve` in this process on a free loopback port, checking Twilio's signatures: its
     /// address (NUDGE_PUBLIC_URL for the SMS), once it listens, and its task (cancel to stop it).
+    /// The port is chosen before the server binds it (the address goes into what it signs), so
+    /// another process may take it first: then another port is tried.
     func serve() async throws -> (base: String, server: Task<Void, any Error>) {
-        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
-        let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let base = "http://127.0.0.1:\(chosen)"
-        let token = twilio.authToken, database = self.database
-        let port = Mutex(0)
-        let server = Task {
-            try await database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
-                                          twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
-                    port.withLock { $0 = bound }
+        var failures: [String] = []
+        for _ in 1...3 {
+            let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+            let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+            let base = "http://127.0.0.1:\(chosen)"
+            let token = twilio.authToken, database = self.database
+            // The port it listens on, or why it stopped.
+            let state = Mutex<(port: Int, failure: String?)>((0, nil))
+            let server = Task {
+                do {
+                    try await database.withDatabase { db in
+                        try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
+                                                  twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                            state.withLock { $0.port = bound }
+                        }
+                    }
+                } catch {
+                    state.withLock { $0.failure = "\(error)" }
+                    throw error
                 }
             }
-        }
-        guard try await eventuallyHere({ port.withLock { $0 } > 0 }) else {
+            _ = try await eventuallyHere(seconds: 90) { state.withLock { $0.port > 0 || $0.failure != nil } }
+            let (port, failure) = state.withLock { ($0.port, $0.failure) }
+            if port > 0 { return (base, server) }
             server.cancel()
-            throw TestFailure("nudge serve did not start listening")
+            failures.append(failure ?? "not listening after 90 seconds")
         }
-        return (base, server)
+        throw TestFailure("nudge serve did not start listening: \(failures.joined(separator: "; "))")
     }
 }
 
