@@ -8,8 +8,9 @@
 --
 -- The boards: per circle whose boards can be due, in its zone, the board of each period holding today and the board
 -- before it, whose counted days (the period's days within starts_on–ends_on) have begun; a
--- board whose last counted day has ended stands at that end (its final ranks), once the grace
--- for late submissions (30 minutes) has passed, and is not computed within the grace.
+-- board whose last counted day has ended stands at that end (its final ranks) once that day has
+-- ended in every member's zone too (submission_date is the member's own day) and the grace for
+-- late submissions (30 minutes) has passed; it is not computed within the grace.
 
 drop table if exists leaderboard_floor;
 create unlogged table leaderboard_floor as
@@ -47,16 +48,22 @@ b1 as (
 b2 as (
     select b1.*, greatest(period_start, starts_on) as first_day, least(next_start - 1, ends_on) as last_day
       from b1),
-boards as (
+b3 as (
     select b2.*, ((last_day + 1)::timestamp at time zone tz) as ends
       from b2
      where first_day <= last_day and first_day <= today),
+-- When the last member's day ends: the latest of the circle's and every member's midnight.
+boards as (
+    select b3.*, greatest(b3.ends, (select max((b3.last_day + 1)::timestamp at time zone u.timezone)
+                                      from fitcircle_members m join users u on u.id = m.user_id
+                                     where m.fitcircle_id = b3.id)) as subs_end
+      from b3),
 -- The boards computed, and, for rank_change, the board before each (all-time has none).
 views as (
     select id as fitcircle_id, challenge_type, starts_on, period, period_start, first_day, last_day,
            least(:now::timestamptz, ends) as stands_at, 'board' as role, period_start as key_start
       from boards
-     where ends > :now::timestamptz or ends + interval '30 minutes' <= :now::timestamptz
+     where subs_end > :now::timestamptz or subs_end + interval '30 minutes' <= :now::timestamptz
     union all
     select p.fitcircle_id, p.challenge_type, p.starts_on, p.period, p.period_start, p.first_day, p.last_day,
            ((p.last_day + 1)::timestamp at time zone p.tz), 'previous', p.key_start
@@ -70,45 +77,50 @@ views as (
                                        else (bd.period_start - interval '1 month')::date end as period_start,
                         bd.period_start as next_start) pp
              where bd.period <> 'all_time'
-               and (bd.ends > :now::timestamptz or bd.ends + interval '30 minutes' <= :now::timestamptz)) p
+               and (bd.subs_end > :now::timestamptz or bd.subs_end + interval '30 minutes' <= :now::timestamptz)) p
      where p.first_day <= p.last_day),
 -- Each view's roster: joined by the instant it stands at, not left by then.
 roster as (
-    select v.*, m.user_id, m.starting_weight, m.target_weight
+    select v.*, m.user_id, m.starting_weight, m.target_weight, c.ends_on
       from views v
+      join fitcircles c on c.id = v.fitcircle_id
       join fitcircle_members m on m.fitcircle_id = v.fitcircle_id
                               and m.joined_at <= v.stands_at and (m.left_at is null or m.left_at > v.stands_at)),
--- The submissions each member made within the view's days, latest weight first.
-subs as (
-    select r.fitcircle_id, r.period, r.key_start, r.role, r.user_id, s.submission_date, s.steps, s.weight, s.submitted_at,
-           sum(s.steps) over w as steps_sum,
-           max(s.submitted_at) filter (where s.steps > 0) over w as steps_at,
-           first_value(s.weight) over lw as last_weight,
-           first_value(s.submitted_at) over lw as last_weight_at
+-- The steps each member submitted within the view's days.
+steps as (
+    select r.fitcircle_id, r.period, r.key_start, r.role, r.user_id,
+           sum(s.steps) as steps_sum, max(s.submitted_at) filter (where s.steps > 0) as steps_at
       from roster r
       join fitcircle_data_submissions s on s.fitcircle_id = r.fitcircle_id and s.user_id = r.user_id
                                         and s.submission_date between r.first_day and r.last_day
-    window w as (partition by r.fitcircle_id, r.period, r.key_start, r.role, r.user_id),
-           lw as (partition by r.fitcircle_id, r.period, r.key_start, r.role, r.user_id
-                  order by (s.weight is null), s.submission_date desc, s.submitted_at desc)),
-totals as (
-    select distinct on (fitcircle_id, period, key_start, role, user_id)
-           fitcircle_id, period, key_start, role, user_id, steps_sum, steps_at,
-           case when weight_seen then last_weight end as last_weight,
-           case when weight_seen then last_weight_at end as last_weight_at
-      from (select subs.*, bool_or(weight is not null) over (partition by fitcircle_id, period, key_start, role, user_id) as weight_seen
-              from subs) x
-     order by fitcircle_id, period, key_start, role, user_id),
--- A monthly weight-loss board measures from the last weight submitted before its first day.
-before as (
-    select distinct on (r.fitcircle_id, r.period, r.key_start, r.role, r.user_id)
-           r.fitcircle_id, r.period, r.key_start, r.role, r.user_id, s.weight as weight_before
+     where r.challenge_type = 'steps'
+     group by 1, 2, 3, 4, 5),
+-- A weight-loss member's weigh-ins from the challenge's first day to the view's last: a weight
+-- stands until the next one. Numbered oldest first, each with the latest weight beside it.
+weighed as (
+    select r.fitcircle_id, r.period, r.key_start, r.role, r.user_id, r.first_day, s.submission_date, s.weight, s.submitted_at,
+           row_number() over k as n,
+           first_value(s.weight) over (partition by r.fitcircle_id, r.period, r.key_start, r.role, r.user_id
+                                       order by s.submission_date desc, s.submitted_at desc) as latest
       from roster r
       join fitcircle_data_submissions s on s.fitcircle_id = r.fitcircle_id and s.user_id = r.user_id
-                                        and s.submission_date >= r.starts_on and s.submission_date < r.first_day
-                                        and s.weight is not null
-     where r.challenge_type = 'weight_loss' and r.period = 'monthly'
-     order by r.fitcircle_id, r.period, r.key_start, r.role, r.user_id, s.submission_date desc, s.submitted_at desc),
+                                        and s.submission_date between r.starts_on and r.last_day and s.weight is not null
+     where r.challenge_type = 'weight_loss'
+    window k as (partition by r.fitcircle_id, r.period, r.key_start, r.role, r.user_id
+                 order by s.submission_date, s.submitted_at)),
+-- The last weigh-in at another weight than the latest: the member has stood at the latest since
+-- the first weigh-in after it (a re-weigh at the same value keeps that time).
+weighed_runs as (
+    select weighed.*, max(n) filter (where weight <> latest)
+                          over (partition by fitcircle_id, period, key_start, role, user_id) as last_other
+      from weighed),
+weights as (
+    select fitcircle_id, period, key_start, role, user_id, min(latest) as last_weight,
+           min(submitted_at) filter (where n > coalesce(last_other, 0)) as last_weight_at,
+           (array_agg(weight order by submission_date desc, submitted_at desc)
+              filter (where submission_date < first_day))[1] as weight_before
+      from weighed_runs
+     group by 1, 2, 3, 4, 5),
 valued as (
     select r.fitcircle_id, r.period, r.key_start, r.role, r.user_id, r.challenge_type,
            case
@@ -117,28 +129,34 @@ valued as (
                else 'weight_lost'
            end as metric_type,
            case
-               when r.challenge_type = 'steps' then coalesce(t.steps_sum, 0)::numeric
-               when r.period in ('daily', 'weekly') then
-                   case when r.target_weight < r.starting_weight and t.last_weight is not null
-                        then round(100 * (r.starting_weight - t.last_weight) / (r.starting_weight - r.target_weight), 2) end
-               when r.period = 'monthly' then coalesce(bf.weight_before, r.starting_weight) - t.last_weight
-               else r.starting_weight - t.last_weight
+               when r.challenge_type = 'steps' then case when st.steps_sum > 0 then st.steps_sum::numeric end
+               when r.period in ('daily', 'weekly') and not r.target_weight < r.starting_weight then null
+               when r.period = 'daily' then
+                   round(100 * (r.starting_weight - w.last_weight) / (r.starting_weight - r.target_weight), 2)
+               -- The week's goal: (starting − target) ÷ the weeks remaining from its Monday (seed 003 Feature 2).
+               when r.period = 'weekly' then
+                   round(100 * greatest(1, (r.ends_on - r.period_start + 1 + 6) / 7)
+                             * (coalesce(w.weight_before, r.starting_weight) - w.last_weight)
+                             / (r.starting_weight - r.target_weight), 2)
+               when r.period = 'monthly' then coalesce(w.weight_before, r.starting_weight) - w.last_weight
+               else r.starting_weight - w.last_weight
            end as metric_value,
-           case when r.challenge_type = 'steps' then case when coalesce(t.steps_sum, 0) > 0 then t.steps_at end
-                else t.last_weight_at end as achieved_at
+           case when r.challenge_type = 'steps' then case when st.steps_sum > 0 then st.steps_at end
+                else w.last_weight_at end as achieved_at
       from roster r
-      left join totals t using (fitcircle_id, period, key_start, role, user_id)
-      left join before bf using (fitcircle_id, period, key_start, role, user_id)),
+      left join steps st using (fitcircle_id, period, key_start, role, user_id)
+      left join weights w using (fitcircle_id, period, key_start, role, user_id)),
+-- Members with a value hold places 1, 2, 3 …; a member without one holds none.
 ranked as (
     select valued.*,
-           row_number() over (partition by fitcircle_id, period, key_start, role
-                              order by metric_value desc nulls last,
-                                       case when metric_value is not null then achieved_at end asc nulls last,
-                                       user_id) as rank
+           case when metric_value is not null then
+               row_number() over (partition by fitcircle_id, period, key_start, role
+                                  order by metric_value desc nulls last, achieved_at asc nulls last, user_id)
+           end as rank
       from valued)
 select b.fitcircle_id, b.user_id, b.period, b.key_start as period_start, b.metric_type, b.metric_value, b.rank,
-       -- Against the places held with a value: nothing submitted there is no place to move from.
-       case when p.metric_value is not null and p.achieved_at is not null then (p.rank - b.rank)::int end as rank_change
+       -- Against the places held on the previous board.
+       case when p.rank is not null and b.rank is not null then (p.rank - b.rank)::int end as rank_change
   from ranked b
   left join ranked p on p.role = 'previous' and p.fitcircle_id = b.fitcircle_id and p.period = b.period
                     and p.key_start = b.key_start and p.user_id = b.user_id

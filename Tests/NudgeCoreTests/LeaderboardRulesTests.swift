@@ -19,64 +19,148 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
                  timezone: "Europe/Paris", locale: "en")
 }
 
+private func weighIn(_ date: String, _ weight: Decimal, at time: String) -> WeighIn {
+    WeighIn(day: day(date), weight: weight, at: instant(time))
+}
+
 @Suite struct LeaderboardStandingsTests {
+    private let steps = circle("Europe/Paris").circle
+    private let weightLoss = circle("Europe/Paris", challenge: .weightLoss).circle
+
     @Test func tiesGoToWhoeverReachedTheValueFirst() {
         let members = [member(1), member(2), member(3), member(4)]
         let totals: [UUID: SubmittedTotals] = [
             id(1): SubmittedTotals(steps: 9000, stepsAt: instant("2026-03-10T18:00:00Z")),
             id(2): SubmittedTotals(steps: 9000, stepsAt: instant("2026-03-10T07:30:00Z")),
             id(3): SubmittedTotals(steps: 12000, stepsAt: instant("2026-03-10T21:00:00Z")),
+            id(4): SubmittedTotals(steps: 8000, stepsAt: instant("2026-03-10T21:00:00Z")),
         ]
-        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, challenge: .steps, period: .daily,
+        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, circle: steps,
+                                                          board: .of(.daily, containing: day("2026-03-10"), circle: steps),
                                                           previousRanks: [id(1): 1, id(2): 2, id(4): 3])
         #expect(standings.map(\.userID) == [id(3), id(2), id(1), id(4)])
         #expect(standings.map(\.rank) == [1, 2, 3, 4])
-        #expect(standings.map(\.value) == [12000, 9000, 9000, 0])
+        #expect(standings.map(\.value) == [12000, 9000, 9000, 8000])
         // Places gained since the previous period's final board; none for who had no rank there.
         #expect(standings.map(\.rankChange) == [nil, 0, -2, -1])
         #expect(gaps.isEmpty)
+    }
+
+    @Test func membersWithNothingSubmittedHoldNoPlaceAndNoChange() {
+        let members = [member(1), member(2), member(3)]
+        let board = Board.of(.weekly, containing: day("2026-03-10"), circle: steps)
+        let nobody = LeaderboardStandings.rank(members: members, totals: [:], circle: steps, board: board,
+                                               previousRanks: [id(1): 1, id(2): 2, id(3): 3]).standings
+        #expect(nobody.allSatisfy { $0.rank == nil && $0.rankChange == nil && $0.value == nil })
+        #expect(LeaderboardStandings.placesHeld(nobody).isEmpty)
+        let one = LeaderboardStandings.rank(members: members, totals: [id(3): .init(steps: 40, stepsAt: instant("2026-03-10T09:00:00Z"))],
+                                            circle: steps, board: board, previousRanks: [id(3): 2]).standings
+        #expect(one.map(\.userID) == [id(3), id(1), id(2)])
+        #expect(one.map(\.rank) == [1, nil, nil])
+        #expect(one.map(\.rankChange) == [1, nil, nil])
+        // No move is ever about a place without a value.
+        #expect(LeaderboardMoves.moves(on: .weekly, before: [id(1): 5, id(3): 4], after: one).map(\.userID) == [id(3)])
     }
 
     @Test func equalValuesAndTimesFallBackToTheUserID() {
         let at = instant("2026-03-10T07:30:00Z")
         let (standings, _) = LeaderboardStandings.rank(
             members: [member(7), member(5)], totals: [id(7): .init(steps: 10, stepsAt: at), id(5): .init(steps: 10, stepsAt: at)],
-            challenge: .steps, period: .weekly, previousRanks: nil)
+            circle: steps, board: .of(.weekly, containing: day("2026-03-10"), circle: steps), previousRanks: nil)
         #expect(standings.map(\.userID) == [id(5), id(7)])
         #expect(standings.allSatisfy { $0.rankChange == nil })
     }
 
-    @Test func aTargetNotBelowTheStartGetsNoPercentageAndRanksLast() {
+    @Test func aTargetNotBelowTheStartGetsNoPercentageAndNoPlace() {
         let members = [member(1, start: 80, target: 80), member(2, start: 90, target: 80), member(3, start: 100, target: 90),
                        member(4, start: 70, target: 75), member(5)]
         let totals: [UUID: SubmittedTotals] = [
-            id(1): .init(weight: 75, weightAt: instant("2026-03-10T07:00:00Z")),
-            id(2): .init(weight: 87, weightAt: instant("2026-03-10T08:00:00Z")),
-            id(3): .init(weight: 96.25, weightAt: instant("2026-03-10T09:00:00Z")),
-            id(4): .init(weight: 69, weightAt: instant("2026-03-10T09:00:00Z")),
+            id(1): .init(weighIns: [weighIn("2026-03-10", 75, at: "2026-03-10T07:00:00Z")]),
+            id(2): .init(weighIns: [weighIn("2026-03-10", 87, at: "2026-03-10T08:00:00Z")]),
+            id(3): .init(weighIns: [weighIn("2026-03-10", 96.25, at: "2026-03-10T09:00:00Z")]),
+            id(4): .init(weighIns: [weighIn("2026-03-10", 69, at: "2026-03-10T09:00:00Z")]),
         ]
-        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss,
-                                                          period: .weekly, previousRanks: nil)
+        let (standings, gaps) = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                                          board: .of(.daily, containing: day("2026-03-10"), circle: weightLoss),
+                                                          previousRanks: nil)
         // (90 − 87) / (90 − 80) = 30 %, (100 − 96.25) / 10 = 37.5 %.
         #expect(standings.map(\.userID) == [id(3), id(2), id(1), id(4), id(5)])
         #expect(standings.map(\.value) == [37.5, 30, nil, nil, nil])
+        #expect(standings.map(\.rank) == [1, 2, nil, nil, nil])
         #expect(standings.allSatisfy { $0.metricType == "weight_loss_pct" })
         #expect(gaps.map(\.0) == [id(1), id(4), id(5)])
         #expect(gaps.map(\.1) == [.targetNotBelowStart, .targetNotBelowStart, .noGoal])
     }
 
+    @Test func weeklyWeighInsCarryForwardOnDailyBoards() {
+        // Weigh-ins on Mondays only: Wednesday's daily board still ranks by Monday's weight.
+        let members = [member(1, start: 90, target: 80), member(2, start: 100, target: 90)]
+        let totals: [UUID: SubmittedTotals] = [
+            id(1): .init(weighIns: [weighIn("2026-03-02", 89, at: "2026-03-02T07:00:00Z"),
+                                    weighIn("2026-03-09", 88, at: "2026-03-09T07:00:00Z")]),
+            id(2): .init(weighIns: [weighIn("2026-03-09", 97, at: "2026-03-09T06:00:00Z")]),
+        ]
+        let wednesday = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                                  board: .of(.daily, containing: day("2026-03-11"), circle: weightLoss),
+                                                  previousRanks: nil).standings
+        #expect(wednesday.map(\.userID) == [id(2), id(1)])
+        #expect(wednesday.map(\.value) == [30, 20])
+        #expect(wednesday.map(\.rank) == [1, 2])
+    }
+
+    @Test func theWeeklyBoardIsThePercentageOfTheWeeksGoal() {
+        // The challenge runs 2026-03-02 to 2026-04-26: from Monday 9 March, 7 weeks remain, so a
+        // member going from 90 to 80 has a week's goal of 10/7 kg.
+        let members = [member(1, start: 90, target: 80), member(2, start: 90, target: 83), member(3, start: 90, target: 80)]
+        let totals: [UUID: SubmittedTotals] = [
+            // 89 before the week, 88 in it: 1 kg of 10/7 = 70 %.
+            id(1): .init(weighIns: [weighIn("2026-03-02", 89, at: "2026-03-02T07:00:00Z"),
+                                    weighIn("2026-03-10", 88, at: "2026-03-10T07:00:00Z")]),
+            // No weight before the week: from the starting 90 to 89.5, 0.5 kg of 7/7 = 50 %.
+            id(2): .init(weighIns: [weighIn("2026-03-11", 89.5, at: "2026-03-11T07:00:00Z")]),
+            // Weighed last week only: still stands at it, nothing lost this week.
+            id(3): .init(weighIns: [weighIn("2026-03-03", 87, at: "2026-03-03T07:00:00Z")]),
+        ]
+        let week = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                             board: .of(.weekly, containing: day("2026-03-12"), circle: weightLoss),
+                                             previousRanks: nil).standings
+        #expect(week.map(\.userID) == [id(1), id(2), id(3)])
+        #expect(week.map(\.value) == [70, 50, 0])
+        #expect(week.map(\.rank) == [1, 2, 3])
+    }
+
+    @Test func aReweighAtTheSameValueKeepsTheEarlierTime() {
+        let members = [member(1, start: 90, target: 80), member(2, start: 90, target: 80)]
+        let totals: [UUID: SubmittedTotals] = [
+            // Reached 85 on Monday, weighed 85 again on Wednesday.
+            id(1): .init(weighIns: [weighIn("2026-03-09", 85, at: "2026-03-09T07:00:00Z"),
+                                    weighIn("2026-03-11", 85, at: "2026-03-11T07:00:00Z")]),
+            // Reached 85 on Tuesday.
+            id(2): .init(weighIns: [weighIn("2026-03-08", 86, at: "2026-03-08T07:00:00Z"),
+                                    weighIn("2026-03-10", 85, at: "2026-03-10T07:00:00Z")]),
+        ]
+        let daily = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                              board: .of(.daily, containing: day("2026-03-11"), circle: weightLoss),
+                                              previousRanks: nil).standings
+        #expect(daily.map(\.userID) == [id(1), id(2)])
+        #expect(daily.map(\.achievedAt) == [instant("2026-03-09T07:00:00Z"), instant("2026-03-10T07:00:00Z")])
+    }
+
     @Test func monthlyAndAllTimeWeightBoardsRankByTheWeightLost() {
         let members = [member(1, start: 80, target: 80), member(2, start: 90, target: 80)]
         let totals: [UUID: SubmittedTotals] = [
-            id(1): .init(weight: 76.5, weightAt: instant("2026-03-10T07:00:00Z"), weightBefore: 78),
-            id(2): .init(weight: 88, weightAt: instant("2026-03-10T08:00:00Z")),
+            id(1): .init(weighIns: [weighIn("2026-03-02", 78, at: "2026-03-02T07:00:00Z"),
+                                    weighIn("2026-04-10", 76.5, at: "2026-04-10T07:00:00Z")]),
+            id(2): .init(weighIns: [weighIn("2026-04-10", 88, at: "2026-04-10T08:00:00Z")]),
         ]
-        let monthly = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss, period: .monthly,
+        let april = Board.of(.monthly, containing: day("2026-04-12"), circle: weightLoss)
+        let monthly = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss, board: april,
                                                 previousRanks: nil).standings
         // This month: 78 → 76.5 and (no weight before the month) 90 → 88.
         #expect(monthly.map(\.value) == [2, 1.5])
         #expect(monthly.map(\.metricType) == ["weight_lost", "weight_lost"])
-        let allTime = LeaderboardStandings.rank(members: members, totals: totals, challenge: .weightLoss, period: .allTime,
+        let allTime = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                                board: .of(.allTime, containing: day("2026-04-12"), circle: weightLoss),
                                                 previousRanks: nil).standings
         #expect(allTime.map(\.userID) == [id(1), id(2)])
         #expect(allTime.map(\.value) == [3.5, 2])
@@ -188,6 +272,41 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
             == ["daily 2026-03-10 backfill", "weekly 2026-03-09 backfill", "monthly 2026-03-01 backfill", "all_time 2026-03-02 backfill"])
     }
 
+    @Test func aBoardStaysProvisionalUntilEveryMembersDayHasEnded() {
+        // A Paris circle (UTC+1 in March) with a member in Los Angeles (UTC−7 from 8 March): her
+        // Sunday the 15th ends at 07:00 UTC on Monday, eight hours after the circle's.
+        let paris = circle("Europe/Paris")
+        let losAngeles = try! LocalCalendar(identifier: "America/Los_Angeles")
+        let tokyo = try! LocalCalendar(identifier: "Asia/Tokyo")
+        let sunday = Board.of(.daily, containing: day("2026-03-15"), circle: paris.circle)
+        let week = Board.of(.weekly, containing: day("2026-03-15"), circle: paris.circle)
+        func due(_ now: String, members: [LocalCalendar]) -> [DueBoard] {
+            let looked = BoardState(inputs: "", checkedAt: instant("2026-03-15T22:55:00Z"), isFinal: false)
+            return LeaderboardCadence.due(for: paris, now: instant(now), window: nil, states: [sunday: looked, week: looked],
+                                          members: members)
+                .filter { [sunday, week].contains($0.board) }
+        }
+        func names(_ boards: [DueBoard]) -> [String] { boards.map { "\($0.board) \($0.reason.rawValue)" } }
+        let final = ["daily 2026-03-15 final", "weekly 2026-03-09 final"]
+        #expect(names(due("2026-03-15T23:40:00Z", members: [])) == final)
+        #expect(names(due("2026-03-15T23:40:00Z", members: [tokyo])) == final)
+        // 20:00 Sunday in Los Angeles: both boards are still provisional, refreshed hourly, and
+        // stand with the circle's roster of Sunday's end.
+        let evening = due("2026-03-16T03:00:00Z", members: [losAngeles, tokyo])
+        #expect(names(evening) == ["daily 2026-03-15 cadence", "weekly 2026-03-09 cadence"])
+        #expect(evening.allSatisfy { !$0.isFinal && $0.standsAt == instant("2026-03-15T23:00:00Z") })
+        // Her midnight: the grace for late submissions, then the final refresh.
+        #expect(due("2026-03-16T07:10:00Z", members: [losAngeles]).isEmpty)
+        #expect(names(due("2026-03-16T07:30:00Z", members: [losAngeles])) == final)
+        #expect(LeaderboardCadence.lastEnd(of: day("2026-03-15"), circle: paris.calendar, members: [losAngeles, tokyo])
+                == instant("2026-03-16T07:00:00Z"))
+        // The month's and all-time boards' daily refresh waits for her Sunday too.
+        #expect(LeaderboardCadence.slotStart(.monthly, at: instant("2026-03-16T03:00:00Z"), calendar: paris.calendar,
+                                             members: [losAngeles]) == instant("2026-03-15T07:30:00Z"))
+        #expect(LeaderboardCadence.slotStart(.allTime, at: instant("2026-03-16T07:30:00Z"), calendar: paris.calendar,
+                                             members: [losAngeles]) == instant("2026-03-16T07:30:00Z"))
+    }
+
     @Test func newfoundlandsShortDayHasItsSlotsAndItsMidnight() {
         // America/St_Johns springs forward at 02:00 on 8 March 2026 (−3:30 to −2:30): a 23-hour day.
         let stJohns = circle("America/St_Johns")
@@ -278,11 +397,20 @@ private func member(_ n: Int, start: Decimal? = nil, target: Decimal? = nil, joi
         let up = LeaderboardMoves.Move(userID: id(1), period: .daily, from: 6, to: 3)
         let down = LeaderboardMoves.Move(userID: id(1), period: .weekly, from: 2, to: 6)
         let top = LeaderboardMoves.Move(userID: id(1), period: .daily, from: 4, to: 1)
-        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "en") == "📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?")
-        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "en") == "📉 You dropped to #6 in 'Work Warriors'. Time to win back #5!")
-        #expect(LeaderboardMoves.body(top, circle: "Work Warriors", locale: "en") == "📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?")
-        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "fr") == "📈 Te voilà #3 dans « Work Warriors » ! Peux-tu décrocher la #2 ?")
-        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "fr") == "📉 Te voilà #6 dans « Work Warriors ». À toi de reprendre la #5 !")
+        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "en")
+                == "📈 You moved up to #3 on today's board in 'Work Warriors'! Can you reach #2?")
+        // The place to win back is the one lost, not the one above.
+        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "en")
+                == "📉 You dropped to #6 on this week's board in 'Work Warriors'. Time to win back #2!")
+        let fall = LeaderboardMoves.Move(userID: id(1), period: .daily, from: 1, to: 4)
+        #expect(LeaderboardMoves.body(fall, circle: "Work Warriors", locale: "en")
+                == "📉 You dropped to #4 on today's board in 'Work Warriors'. Time to win back #1!")
+        #expect(LeaderboardMoves.body(top, circle: "Work Warriors", locale: "en")
+                == "📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?")
+        #expect(LeaderboardMoves.body(up, circle: "Work Warriors", locale: "fr")
+                == "📈 Te voilà #3 au classement du jour dans « Work Warriors » ! Peux-tu décrocher la #2 ?")
+        #expect(LeaderboardMoves.body(down, circle: "Work Warriors", locale: "fr")
+                == "📉 Te voilà #6 au classement de la semaine dans « Work Warriors ». À toi de reprendre la #2 !")
         let payload = LeaderboardMoves.payload(up, circleID: id(900))
         #expect(payload.contains(#""deep_link":"fitcircle://circles/00000000-0000-0000-0000-000000000900/leaderboard?period=daily""#))
     }

@@ -114,11 +114,12 @@ extension TestDatabase {
     /// A board as the app shows it: member number, rank, value, movement.
     func board(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String) throws -> String {
         try database.psql("""
-            select u.n || ' #' || e.rank || ' ' || coalesce(trim_scale(e.metric_value)::text, '-') || ' ' || coalesce(e.rank_change::text, '-')
+            select u.n || ' #' || coalesce(e.rank::text, '-') || ' ' || coalesce(trim_scale(e.metric_value)::text, '-') || ' '
+                   || coalesce(e.rank_change::text, '-')
               from fitcircle_leaderboard_entries e
-              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 13) n) u on u.id = e.user_id
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 24) n) u on u.id = e.user_id
              where e.fitcircle_id = '\(circle)' and e.period = '\(period)' and e.period_start = '\(start)'
-             order by e.rank
+             order by e.rank nulls last, u.n
             """).replacingOccurrences(of: "\n", with: ", ")
     }
 
@@ -143,7 +144,7 @@ extension TestDatabase {
     func told(_ database: TestDatabase) throws -> String {
         try database.psql("""
             select u.n || ': ' || o.body from notification_outbox o
-              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 13) n) u on u.id = o.user_id
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 24) n) u on u.id = o.user_id
              where o.notification_type = 'leaderboard_change' order by o.deliver_after, u.n
             """)
     }
@@ -165,20 +166,20 @@ extension TestDatabase {
         #expect(try database.leaderboardDifferences() == "")
 
         // Kiritimati, 23:50 on the 10th: percentages of goal; 13's target equals their start, so
-        // 13 has none and ranks last, with the reason logged. Nobody weighed in on the 9th: nobody
+        // 13 has none and no place, with the reason logged. Nobody weighed in on the 9th: nobody
         // held a place there to move from, so no change is shown.
         let late = try await database.refreshLeaderboards("2026-03-10T09:50:00Z")
         #expect(late["members_without_goal"] ?? 0 >= 1)
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #3 - -")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #- - -")
         try expectBoard(database, Self.weight, "monthly", "2026-03-01", "12 #1 3 -, 13 #2 2 -, 11 #3 2 -")
         // 11 weighs in again at 00:20 local for the 10th (within the seed's grace): not counted at
         // 00:25, while the 10th waits for its final refresh, then counted at 00:31.
         try database.psql("update fitcircle_data_submissions set weight = 85, submitted_at = '2026-03-10T10:20:00Z' where user_id = md5('user-11')::uuid")
         try await database.refreshLeaderboards("2026-03-10T10:25:00Z")
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #3 - -")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #- - -")
         #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "f")
         try await database.refreshLeaderboards("2026-03-10T10:31:00Z")
-        try expectBoard(database, Self.weight, "daily", "2026-03-10", "11 #1 50 -, 12 #2 30 -, 13 #3 - -")
+        try expectBoard(database, Self.weight, "daily", "2026-03-10", "11 #1 50 -, 12 #2 30 -, 13 #- - -")
         #expect(try isFinal(database, Self.weight, "daily", "2026-03-10") == "t")
 
         // St John's, 11:00 on Wednesday the 11th. The 10th is final: 1 and 2 tie at 5,000 and 2
@@ -216,7 +217,7 @@ extension TestDatabase {
         #expect(try database.leaderboardDifferences(periods: ["daily", "weekly"]) == "")
         // This week, though, member 3 (French) climbed from #8 to #5 with real steps: told.
         let weekly = try told(database)
-        #expect(weekly == "3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?")
+        #expect(weekly == "3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?")
         #expect(try database.value("select payload->>'period' from notification_outbox") == "weekly")
 
         // 13:05: member 1 submits 50,000 steps: from #8 to #1 on the daily board, told at once.
@@ -225,8 +226,8 @@ extension TestDatabase {
         try await database.refreshLeaderboards("2026-03-11T15:35:00Z")
         let first = try told(database)
         #expect(first == """
-            3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?
-            1: 📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?
+            3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+            1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
             """)
         // The submission's rank after it, and the places the day gained against the day before (#5 on the 10th).
         #expect(try database.value("select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'") == "1 4")
@@ -241,10 +242,10 @@ extension TestDatabase {
         #expect(throttled["moves_throttled"] == 2)
         let second = try told(database)
         #expect(second == """
-            3: 📈 Te voilà #5 dans « Work Warriors » ! Peux-tu décrocher la #4 ?
-            1: 📈 You moved up to #1 in 'Work Warriors'! Can you stay on top?
-            2: 📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?
-            9: 📉 You dropped to #5 in 'Work Warriors'. Time to win back #4!
+            3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+            1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
+            2: 📈 You moved up to #3 on today's board in 'Work Warriors'! Can you reach #2?
+            9: 📉 You dropped to #5 on today's board in 'Work Warriors'. Time to win back #2!
             """)
 
         // 14:10, over an hour later: member 1 climbs back to #1 and is told again.
@@ -297,6 +298,100 @@ extension TestDatabase {
         #expect((backfill["boards_refreshed"] ?? 0) >= 2)
         #expect(try board(database, Self.steps, "daily", "2026-03-10") == tenth)
         #expect(try database.count("select count(*) from notification_outbox") == outbox)
+    }
+
+    /// A Paris circle with members in Los Angeles and Tokyo (`submission_date` is each member's
+    /// own day), another nobody submitted to, and a weight-loss circle weighing in on Mondays.
+    static func zones(_ database: TestDatabase) throws {
+        try database.psql("""
+            begin;
+            insert into users (id, timezone, locale, display_name, created_at) values
+              (md5('user-21')::uuid, 'America/Los_Angeles', 'en', 'Member 21', '2026-02-01T00:00:00Z'),
+              (md5('user-22')::uuid, 'Europe/Paris', 'fr', 'Member 22', '2026-02-01T00:00:00Z'),
+              (md5('user-23')::uuid, 'Asia/Tokyo', 'en', 'Member 23', '2026-02-01T00:00:00Z'),
+              (md5('user-24')::uuid, 'Europe/Paris', 'en', 'Member 24', '2026-02-01T00:00:00Z');
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on) values
+              ('00000000-0000-0000-0000-00000000c001', 'Paris Pacers', 'steps', 'Europe/Paris', '2026-03-02', '2026-03-29'),
+              ('00000000-0000-0000-0000-00000000c002', 'Quiet Circle', 'steps', 'Europe/Paris', '2026-03-02', '2026-03-29'),
+              ('00000000-0000-0000-0000-00000000c003', 'Monday Scales', 'weight_loss', 'Europe/Paris', '2026-03-02', '2026-03-29');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
+            select c, md5('user-' || n)::uuid, '2026-03-01T00:00:00Z', 90 + n, 80 + n
+              from unnest(array['00000000-0000-0000-0000-00000000c001'::uuid, '00000000-0000-0000-0000-00000000c002'::uuid,
+                                '00000000-0000-0000-0000-00000000c003'::uuid]) c, generate_series(21, 24) n;
+            -- Paris Pacers, Sunday the 15th: Paris and Tokyo members by day; 24 submits nothing.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at) values
+              ('00000000-0000-0000-0000-00000000c001', md5('user-22')::uuid, '2026-03-15', 12000, '2026-03-15T19:00:00Z'),
+              ('00000000-0000-0000-0000-00000000c001', md5('user-23')::uuid, '2026-03-15', 9000, '2026-03-15T11:00:00Z');
+            -- Monday Scales: weigh-ins on the Mondays only.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at) values
+              ('00000000-0000-0000-0000-00000000c003', md5('user-21')::uuid, '2026-03-02', 110, '2026-03-02T15:00:00Z'),
+              ('00000000-0000-0000-0000-00000000c003', md5('user-21')::uuid, '2026-03-09', 109, '2026-03-09T15:00:00Z'),
+              ('00000000-0000-0000-0000-00000000c003', md5('user-22')::uuid, '2026-03-09', 110, '2026-03-09T07:00:00Z');
+            commit;
+            """)
+    }
+
+    @Test func aMemberWestOfTheCircleHasTheirWholeSundayCounted() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.zones(database)
+        let paris = "00000000-0000-0000-0000-00000000c001"
+        // 23:00 in Paris: Sunday's boards stand as they are; 24, with nothing, holds no place.
+        try await database.refreshLeaderboards("2026-03-15T22:00:00Z")
+        try expectBoard(database, paris, "daily", "2026-03-15", "22 #1 12000 -, 23 #2 9000 -, 21 #- - -, 24 #- - -")
+        // 00:35 Monday in Paris: the circle's Sunday has ended, but not Los Angeles's (16:35).
+        try await database.refreshLeaderboards("2026-03-15T23:35:00Z")
+        #expect(try isFinal(database, paris, "daily", "2026-03-15") == "f")
+        // 20:00 Sunday in Los Angeles: 21 submits the day's 30,000 steps, counted on Sunday's
+        // daily board and on the week's, with the submission's rank.
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            values ('\(paris)', md5('user-21')::uuid, '2026-03-15', 30000, '2026-03-16T03:00:00Z')
+            """)
+        try await database.refreshLeaderboards("2026-03-16T03:05:00Z")
+        try expectBoard(database, paris, "daily", "2026-03-15", "21 #1 30000 -, 22 #2 12000 -, 23 #3 9000 -, 24 #- - -")
+        try expectBoard(database, paris, "weekly", "2026-03-09", "21 #1 30000 -, 22 #2 12000 -, 23 #3 9000 -, 24 #- - -")
+        #expect(try database.value("select rank_after_submission from fitcircle_data_submissions where user_id = md5('user-21')::uuid and fitcircle_id = '\(paris)'") == "1")
+        // (The month's and all-time boards take her Sunday at their daily refresh, once it is over.)
+        try database.leaderboardFloor("2026-03-16T03:05:00Z")
+        let differences03 = try database.leaderboardDifferences(periods: ["daily", "weekly"])
+        #expect(differences03 == "", "\(differences03)")
+        // Her midnight (07:00 UTC), then the grace: the boards are final, with her steps.
+        try await database.refreshLeaderboards("2026-03-16T07:10:00Z")
+        #expect(try isFinal(database, paris, "daily", "2026-03-15") == "f")
+        try await database.refreshLeaderboards("2026-03-16T07:30:00Z")
+        #expect(try isFinal(database, paris, "daily", "2026-03-15") == "t")
+        #expect(try isFinal(database, paris, "weekly", "2026-03-09") == "t")
+        try expectBoard(database, paris, "weekly", "2026-03-09", "21 #1 30000 -, 22 #2 12000 -, 23 #3 9000 -, 24 #- - -")
+        try database.leaderboardFloor("2026-03-16T07:30:00Z")
+        let differences07 = try database.leaderboardDifferences()
+        #expect(differences07 == "", "\(differences07)")
+        // Nobody was told of a move on a day that had ended for the circle.
+        #expect(try told(database) == "")
+    }
+
+    @Test func aBoardNobodySubmittedToHasNoRanksAndWeighInsCarryForward() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.zones(database)
+        let quiet = "00000000-0000-0000-0000-00000000c002", scales = "00000000-0000-0000-0000-00000000c003"
+        for now in ["2026-03-10T12:00:00Z", "2026-03-11T12:00:00Z", "2026-03-12T12:00:00Z"] {
+            try await database.refreshLeaderboards(now)
+        }
+        // Nobody submitted: no ranks, no arrows, on any board, and nobody told anything.
+        #expect(try database.count("select count(*) from fitcircle_leaderboard_entries where fitcircle_id = '\(quiet)'") > 0)
+        #expect(try database.count("""
+            select count(*) from fitcircle_leaderboard_entries
+             where fitcircle_id = '\(quiet)' and (rank is not null or rank_change is not null or metric_value is not null)
+            """) == 0)
+        #expect(try told(database) == "")
+        // Thursday's daily board carries Monday's weigh-ins: 21 from 111 to 109 and 22 from 112 to
+        // 110, 20 % each of a 10 kg goal; 22 reached it first, on Monday morning.
+        try expectBoard(database, scales, "daily", "2026-03-12", "22 #1 20 0, 21 #2 20 0, 23 #- - -, 24 #- - -")
+        // The week's board: from the weight before the week (110, or 22's starting 112) to Monday's,
+        // of the week's goal (10 kg over the 3 weeks left from the 9th): 30 % and 60 %. Last week
+        // 21 was first (1 kg of 10/4) and 22 had not weighed in.
+        try expectBoard(database, scales, "weekly", "2026-03-09", "22 #1 60 -, 21 #2 30 -1, 23 #- - -, 24 #- - -")
+        try database.leaderboardFloor("2026-03-12T12:00:00Z")
+        #expect(try database.leaderboardDifferences() == "")
     }
 
     /// Two circles of one batch telling one member of a move in the same hour: one notification,

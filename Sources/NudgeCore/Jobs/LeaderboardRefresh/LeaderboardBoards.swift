@@ -161,29 +161,43 @@ public enum LeaderboardCadence {
 
     /// Which of the candidate boards are due at `now`, given what is remembered of them.
     public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState],
-                           lastFinal: [LeaderboardPeriod: LocalDate] = [:]) -> [DueBoard] {
+                           lastFinal: [LeaderboardPeriod: LocalDate] = [:], members: [LocalCalendar] = []) -> [DueBoard] {
         due(among: candidates(for: circle, now: now, window: window, lastFinal: lastFinal), of: circle, now: now, window: window,
-            states: states)
+            states: states, members: members)
     }
 
-    /// Which of `boards` (the circle's candidates, already found) are due at `now`.
+    /// When the members can no longer submit for `day`: its end in the latest of the circle's zone
+    /// and the members' (`submission_date` is the member's own local date, so a Los Angeles
+    /// member's Sunday ends nine hours after a Paris circle's).
+    public static func lastEnd(of day: LocalDate, circle: LocalCalendar, members: [LocalCalendar]) -> Date {
+        members.reduce(circle.end(of: day)) { latest, calendar in max(latest, calendar.end(of: day)) }
+    }
+
+    /// Which of `boards` (the circle's candidates, already found) are due at `now`. A board stands
+    /// provisional, refreshed on its cadence, until its last day has ended for every member
+    /// (`members`: the calendars of their zones); its final refresh comes once the grace for late
+    /// submissions has passed after that.
     public static func due(among boards: [Board], of circle: CircleInTime, now: Date, window: DayWindow?,
-                           states: [Board: BoardState]) -> [DueBoard] {
+                           states: [Board: BoardState], members: [LocalCalendar] = []) -> [DueBoard] {
         let calendar = circle.calendar
         return boards.compactMap { board in
             let lastDay = board.countedDays(in: circle.circle)!.upperBound
+            // The roster of a board whose period is over is the members at its end in circle time.
             let ends = calendar.end(of: lastDay)
-            let isOver = now >= ends.addingTimeInterval(lateSubmissionGrace)
+            let submissionsEnd = lastEnd(of: lastDay, circle: calendar, members: members)
+            let isOver = now >= submissionsEnd.addingTimeInterval(lateSubmissionGrace)
             if window != nil {
                 return DueBoard(board: board, reason: .backfill, standsAt: min(now, ends), isFinal: isOver)
             }
             let state = states[board]
             if state?.isFinal == true { return nil }
             if isOver { return DueBoard(board: board, reason: .final, standsAt: ends, isFinal: true) }
-            // Between the period's end and the end of the grace, the board waits for its final refresh.
-            guard now < ends else { return nil }
-            if let checked = state?.checkedAt, checked >= slotStart(board.period, at: now, calendar: calendar) { return nil }
-            return DueBoard(board: board, reason: .cadence, standsAt: now, isFinal: false)
+            // Between the last member's midnight and the end of the grace, the board waits for its final refresh.
+            guard now < submissionsEnd else { return nil }
+            if let checked = state?.checkedAt, checked >= slotStart(board.period, at: now, calendar: calendar, members: members) {
+                return nil
+            }
+            return DueBoard(board: board, reason: .cadence, standsAt: min(now, ends), isFinal: false)
         }
     }
 
@@ -198,8 +212,10 @@ public enum LeaderboardCadence {
     /// When the cadence slot holding `now` began, counted from the circle's midnight (so that a
     /// day of 23 or 25 hours has its slots too): 5 minutes for a daily board from 06:00 to 23:00,
     /// an hour overnight and for a weekly board; for monthly and all-time boards the day, from
-    /// 00:30, when the day before can no longer change (the late-submission grace).
-    static func slotStart(_ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar) -> Date {
+    /// when the day before can no longer change: the late-submission grace after the last
+    /// member's midnight (00:30 in the circle's zone when nobody lives west of it).
+    static func slotStart(_ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar,
+                          members: [LocalCalendar] = []) -> Date {
         let today = calendar.localDate(at: now)
         let midnight = calendar.start(of: today)
         let slot: TimeInterval
@@ -209,8 +225,13 @@ public enum LeaderboardCadence {
             slot = (6..<23).contains(hour) ? 300 : 3600
         case .weekly: slot = 3600
         case .monthly, .allTime:
-            let afterGrace = midnight.addingTimeInterval(lateSubmissionGrace)
-            return now >= afterGrace ? afterGrace : calendar.start(of: today.adding(days: -1)).addingTimeInterval(lateSubmissionGrace)
+            // The latest day settled by now (members up to 26 hours west keep more than one open).
+            var day = today.adding(days: -1)
+            while true {
+                let settled = lastEnd(of: day, circle: calendar, members: members).addingTimeInterval(lateSubmissionGrace)
+                if now >= settled { return settled }
+                day = day.adding(days: -1)
+            }
         }
         let elapsed = now.timeIntervalSince(midnight)
         return midnight.addingTimeInterval((elapsed / slot).rounded(.down) * slot)

@@ -20,13 +20,13 @@ public enum LeaderboardMoves {
         public var places: Int { from - to }
     }
 
-    /// The moves worth telling on a refreshed board: members ranked before (with a value: a
-    /// place held with nothing submitted is no place to move from) and after, by 3 places or more.
+    /// The moves worth telling on a refreshed board: members who held a place before and hold
+    /// one after (a member without a value has none), 3 places or more apart.
     public static func moves(on period: LeaderboardPeriod, before: [UUID: Int], after: [Standing]) -> [Move] {
         guard period == .daily || period == .weekly else { return [] }
         return after.compactMap { standing in
-            guard let from = before[standing.userID], abs(from - standing.rank) >= threshold else { return nil }
-            return Move(userID: standing.userID, period: period, from: from, to: standing.rank)
+            guard let from = before[standing.userID], let to = standing.rank, abs(from - to) >= threshold else { return nil }
+            return Move(userID: standing.userID, period: period, from: from, to: to)
         }
     }
 
@@ -55,15 +55,24 @@ public enum LeaderboardMoves {
 
     public static func title(circle: String) -> String { circle }
 
-    /// The seed's copy: "📈 You moved up to #3 in 'Work Warriors'! Can you reach #2?", and the way down.
+    /// The seed's copy, naming the board that moved: "📈 You moved up to #3 on today's board in
+    /// 'Work Warriors'! Can you reach #2?"; the way down, the place lost to win back.
     public static func body(_ move: Move, circle: String, locale: String) -> String {
-        switch (locale, move.places > 0, move.to) {
-        case ("fr", true, 1): "📈 Te voilà #1 dans « \(circle) » ! Garde ta place !"
-        case ("fr", true, let rank): "📈 Te voilà #\(rank) dans « \(circle) » ! Peux-tu décrocher la #\(rank - 1) ?"
-        case ("fr", false, let rank): "📉 Te voilà #\(rank) dans « \(circle) ». À toi de reprendre la #\(rank - 1) !"
-        case (_, true, 1): "📈 You moved up to #1 in '\(circle)'! Can you stay on top?"
-        case (_, true, let rank): "📈 You moved up to #\(rank) in '\(circle)'! Can you reach #\(rank - 1)?"
-        case (_, false, let rank): "📉 You dropped to #\(rank) in '\(circle)'. Time to win back #\(rank - 1)!"
+        let french = locale == "fr"
+        let board = switch (french, move.period) {
+        case (true, .weekly): "au classement de la semaine"
+        case (true, _): "au classement du jour"
+        case (false, .weekly): "on this week's board"
+        case (false, _): "on today's board"
+        }
+        switch (french, move.places > 0, move.to) {
+        case (true, true, 1): return "📈 Te voilà #1 \(board) dans « \(circle) » ! Garde ta place !"
+        case (true, true, let rank): return "📈 Te voilà #\(rank) \(board) dans « \(circle) » ! Peux-tu décrocher la #\(rank - 1) ?"
+        case (true, false, let rank):
+            return "📉 Te voilà #\(rank) \(board) dans « \(circle) ». À toi de reprendre la #\(move.from) !"
+        case (false, true, 1): return "📈 You moved up to #1 \(board) in '\(circle)'! Can you stay on top?"
+        case (false, true, let rank): return "📈 You moved up to #\(rank) \(board) in '\(circle)'! Can you reach #\(rank - 1)?"
+        case (false, false, let rank): return "📉 You dropped to #\(rank) \(board) in '\(circle)'. Time to win back #\(move.from)!"
         }
     }
 

@@ -109,10 +109,25 @@ public struct LeaderboardRefreshJob: Job {
             }
         }
 
+        // The members' zones: a board is final only once its last day has ended in every one of them.
+        var zones: [UUID: [LocalCalendar]] = [:]
+        if !candidates.isEmpty {
+            let rows = try await connection.query("""
+                select distinct m.fitcircle_id, u.timezone
+                  from fitcircle_members m join users u on u.id = m.user_id
+                 where m.fitcircle_id = any(\(Array(Set(candidates.map(\.0))))) and u.timezone is not null
+                """, logger: logger)
+            for try await (circleID, timezone) in rows.decode((UUID, String).self) {
+                // A member's unknown zone is no later midnight than the circle's own (it fails their own jobs).
+                guard let calendar = try? calendars.calendar(for: timezone) else { continue }
+                zones[circleID, default: []].append(calendar)
+            }
+        }
+
         var due: [UUID: [DueBoard]] = [:]
         for circle in circles {
             let boards = LeaderboardCadence.due(among: candidatesOf[circle.circle.id]!, of: circle, now: run.now, window: run.window,
-                                                states: states[circle.circle.id] ?? [:])
+                                                states: states[circle.circle.id] ?? [:], members: zones[circle.circle.id] ?? [])
             if !boards.isEmpty { due[circle.circle.id] = boards }
         }
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
@@ -147,7 +162,8 @@ public struct LeaderboardRefreshJob: Job {
                        as b(i, fitcircle_id, base, first_day, last_day, stands_at, previous_ends)
                 """, logger: logger)
             for try await (index, digest) in rows.decode((Int, String).self) {
-                inputs[described[index].0, default: [:]][described[index].1] = "v2:" + digest
+                // v3: members without a value hold no place, weights carry forward (a change of rules recomputes every board).
+                inputs[described[index].0, default: [:]][described[index].1] = "v3:" + digest
             }
         }
 
@@ -189,12 +205,12 @@ public struct LeaderboardRefreshJob: Job {
                 select w.i, s.user_id,
                        coalesce(sum(s.steps) filter (where s.submission_date >= w.first_day), 0)::int8,
                        max(s.submitted_at) filter (where s.submission_date >= w.first_day and s.steps > 0),
-                       (array_agg(s.weight::text order by s.submission_date desc, s.submitted_at desc)
-                          filter (where s.submission_date >= w.first_day and s.weight is not null))[1],
-                       (array_agg(s.submitted_at order by s.submission_date desc, s.submitted_at desc)
-                          filter (where s.submission_date >= w.first_day and s.weight is not null))[1],
-                       (array_agg(s.weight::text order by s.submission_date desc, s.submitted_at desc)
-                          filter (where s.submission_date < w.first_day and s.weight is not null))[1]
+                       coalesce(array_agg(s.submission_date order by s.submission_date, s.submitted_at)
+                                  filter (where s.weight is not null), '{}'),
+                       coalesce(array_agg(s.weight::text order by s.submission_date, s.submitted_at)
+                                  filter (where s.weight is not null), '{}'),
+                       coalesce(array_agg(s.submitted_at order by s.submission_date, s.submitted_at)
+                                  filter (where s.weight is not null), '{}')
                   from unnest(\(Array(0..<windows.count)), \(windows.map(\.0)), \(windows.map(\.2.lowerBound)),
                               \(windows.map(\.2.upperBound)), \(windows.map(\.3)))
                        as w(i, fitcircle_id, first_day, last_day, read_from)
@@ -202,12 +218,14 @@ public struct LeaderboardRefreshJob: Job {
                                                    and s.submission_date between w.read_from and w.last_day
                  group by w.i, s.user_id
                 """, logger: logger)
-            for try await (index, userID, steps, stepsAt, weight, weightAt, before)
-                in rows.decode((Int, UUID, Int, Date?, String?, Date?, String?).self) {
+            for try await (index, userID, steps, stepsAt, days, weights, times)
+                in rows.decode((Int, UUID, Int, Date?, [LocalDate], [String], [Date]).self) {
                 let window = windows[index]
+                let weighIns = zip(days, zip(weights, times)).compactMap { day, weighed in
+                    Decimal(string: weighed.0).map { WeighIn(day: day, weight: $0, at: weighed.1) }
+                }
                 totals[window.0, default: [:]][window.1, default: [:]][userID] = SubmittedTotals(
-                    steps: steps, stepsAt: stepsAt, weight: weight.flatMap { Decimal(string: $0) }, weightAt: weightAt,
-                    weightBefore: before.flatMap { Decimal(string: $0) })
+                    steps: steps, stepsAt: stepsAt, weighIns: weighIns)
             }
         }
 
@@ -265,11 +283,11 @@ public struct LeaderboardRefreshJob: Job {
     }
 
     /// The first day whose submissions a board's values read: its first counted day; for a
-    /// monthly weight-loss board, the challenge's first (the last weight before the month). Nil
+    /// weight-loss board, the challenge's first (a weight stands until the next weigh-in). Nil
     /// for a board with no counted days.
     static func firstDayRead(by board: Board, in circle: CircleRow) -> LocalDate? {
         guard let days = board.countedDays(in: circle) else { return nil }
-        return circle.challenge == .weightLoss && board.period == .monthly ? circle.startsOn : days.lowerBound
+        return circle.challenge == .weightLoss ? circle.startsOn : days.lowerBound
     }
 
     /// The days whose submissions a board's values come from: its own and the previous board's
@@ -307,13 +325,12 @@ public struct LeaderboardRefreshJob: Job {
                 let ends = circle.calendar.end(of: days.upperBound)
                 previousRanks = LeaderboardStandings.placesHeld(LeaderboardStandings.rank(
                     members: facts.members.filter { $0.isOnRoster(at: ends) }, totals: facts.totals[previous] ?? [:],
-                    challenge: row.challenge, period: previous.period, previousRanks: nil).standings)
+                    circle: row, board: previous, previousRanks: nil).standings)
             }
             let (standings, gaps) = LeaderboardStandings.rank(members: roster, totals: facts.totals[board] ?? [:],
-                                                              challenge: row.challenge, period: board.period,
-                                                              previousRanks: previousRanks)
+                                                              circle: row, board: board, previousRanks: previousRanks)
             for (userID, gap) in gaps {
-                run.logger.notice("member ranks last on the board", metadata: [
+                run.logger.notice("member has no place on the board", metadata: [
                     LogKey.userID: "\(userID.uuidString.lowercased())", "nudge.circle": "\(row.id.uuidString.lowercased())",
                     "nudge.board": "\(board)", LogKey.reason: "\(gap)",
                 ])
@@ -330,8 +347,8 @@ public struct LeaderboardRefreshJob: Job {
             // places that day gained against the day before (the entry's).
             let byMember = Dictionary(uniqueKeysWithValues: standings.map { ($0.userID, $0) })
             let ranked = (facts.pending[board] ?? []).compactMap { submission -> (id: UUID, rank: Int, change: Int?)? in
-                guard let standing = byMember[submission.userID] else { return nil }
-                return (submission.id, standing.rank, standing.rankChange)
+                guard let standing = byMember[submission.userID], let rank = standing.rank else { return nil }
+                return (submission.id, rank, standing.rankChange)
             }
             writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: upserts, removals: removals,
                                      ranked: ranked))
@@ -340,12 +357,14 @@ public struct LeaderboardRefreshJob: Job {
             tally["entries_removed", default: 0] += removals.count
             tally["submissions_ranked", default: 0] += ranked.count
 
-            // Members who moved 3 places or more since the previous refresh of a current board;
-            // ranks Nudge did not compute itself (a board it meets for the first time) are no
-            // previous refresh.
-            guard due.reason == .cadence, facts.states[board] != nil else { continue }
-            // A place held with nothing yet (no steps, no weigh-in) is only the order of the ids:
-            // moving from it is no news.
+            // Members who moved 3 places or more since the previous refresh of a board whose period
+            // runs in circle time (a day that ended for the circle but not yet for a member west
+            // of it is no news to the others); ranks Nudge did not compute itself (a board it
+            // meets for the first time) are no previous refresh.
+            guard due.reason == .cadence, facts.states[board] != nil,
+                  run.now < circle.calendar.end(of: board.countedDays(in: row)!.upperBound) else { continue }
+            // Only places held with a value: rows stored before members without one went unranked
+            // (a 0 of steps) were the order of the ids.
             let before = stored.filter { entry in
                 guard let value = entry.value.value else { return false }
                 return entry.value.metricType != "steps" || value != 0
@@ -407,11 +426,12 @@ public struct LeaderboardRefreshJob: Job {
             writes.step("entries", """
                 insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type,
                                                            metric_value, rank, rank_change, last_updated)
-                select fitcircle_id, user_id, period, period_start, metric_type, nullif(metric_value, '')::numeric, rank,
+                select fitcircle_id, user_id, period, period_start, metric_type, nullif(metric_value, '')::numeric,
+                       nullif(rank, -2147483648),
                        nullif(rank_change, -2147483648), \(run.now)
                   from unnest(\(entries.map(\.0)), \(entries.map(\.2.userID)), \(entries.map(\.1.period.rawValue)),
                               \(entries.map(\.1.start)), \(entries.map(\.2.metricType)),
-                              \(entries.map { $0.2.value.map { "\($0)" } ?? "" }), \(entries.map(\.2.rank)),
+                              \(entries.map { $0.2.value.map { "\($0)" } ?? "" }), \(entries.map { $0.2.rank ?? Self.none }),
                               \(entries.map { $0.2.rankChange ?? Self.none }))
                        as e(fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank, rank_change)
                 on conflict (fitcircle_id, period, period_start, user_id) do update

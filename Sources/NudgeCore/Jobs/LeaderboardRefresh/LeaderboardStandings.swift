@@ -28,50 +28,82 @@ public struct CircleMember: Sendable, Equatable {
     }
 }
 
-/// What a member submitted within a board's counted days (`fitcircle_data_submissions`).
+/// One weigh-in a member submitted (`fitcircle_data_submissions.weight`).
+public struct WeighIn: Sendable, Equatable {
+    public let day: LocalDate
+    public let weight: Decimal
+    public let at: Date
+
+    public init(day: LocalDate, weight: Decimal, at: Date) {
+        self.day = day
+        self.weight = weight
+        self.at = at
+    }
+}
+
+/// What a member submitted that a board reads (`fitcircle_data_submissions`): the steps within its
+/// counted days, and, in a weight-loss circle, every weigh-in from the challenge's first day to
+/// the board's last (a weight stands until the next weigh-in).
 public struct SubmittedTotals: Sendable, Equatable {
     /// The sum of the submitted steps.
     public var steps: Int = 0
     /// When the last submission with steps was made: the one that brought the member to the sum.
     public var stepsAt: Date?
-    /// The latest submitted weight (by day, then submission time), and when it was submitted.
-    public var weight: Decimal?
-    public var weightAt: Date?
-    /// The latest weight submitted before the board's first day, within the challenge (a monthly
-    /// weight-loss board: what this month's loss is measured from).
-    public var weightBefore: Decimal?
+    /// Oldest first (by day, then submission time).
+    public var weighIns: [WeighIn] = []
 
-    public init(steps: Int = 0, stepsAt: Date? = nil, weight: Decimal? = nil, weightAt: Date? = nil, weightBefore: Decimal? = nil) {
+    public init(steps: Int = 0, stepsAt: Date? = nil, weighIns: [WeighIn] = []) {
         self.steps = steps
         self.stepsAt = stepsAt
-        self.weight = weight
-        self.weightAt = weightAt
-        self.weightBefore = weightBefore
+        self.weighIns = weighIns
     }
 
     public static let none = SubmittedTotals()
+
+    /// The member's weight as of the end of `day` (their latest weigh-in up to it), and since when
+    /// they have stood at it: a re-weigh at the same value keeps the earlier time, so it does not
+    /// lose a tie.
+    public func weight(through day: LocalDate) -> (weight: Decimal, since: Date)? {
+        let upTo = weighIns.filter { $0.day <= day }
+        guard let latest = upTo.last else { return nil }
+        var since = latest.at
+        for weighIn in upTo.reversed() {
+            guard weighIn.weight == latest.weight else { break }
+            since = min(since, weighIn.at)
+        }
+        return (latest.weight, since)
+    }
+
+    /// The member's latest weigh-in before `day`.
+    public func weight(before day: LocalDate) -> Decimal? {
+        weighIns.last { $0.day < day }?.weight
+    }
 }
 
 /// A member's place on a board.
 public struct Standing: Sendable, Equatable {
     public let userID: UUID
     public let metricType: String
-    /// Nil when the member has nothing to rank by (no weigh-in in the period, no usable goal).
+    /// Nil when the member has nothing to rank by (no steps, never weighed in, no usable goal).
     public let value: Decimal?
     /// When the member reached the value: the tie-breaker.
     public let achievedAt: Date?
-    public let rank: Int
+    /// Nil for a member without a value: they hold no place (the app shows them unranked).
+    public let rank: Int?
     /// Places gained since the previous period's final board (+2: up two places); nil when the
-    /// member held no place there with a value (`placesHeld`).
+    /// member held no place there or holds none here.
     public let rankChange: Int?
 }
 
 /// Seed 003 Feature 3's ranking logic, per board: steps circles by the sum of steps; weight-loss
-/// circles by the percentage of the goal on daily and weekly boards
-/// (`(starting − latest) / (starting − target) × 100`, to two decimals) and by the weight lost on
-/// monthly (since the last weight before the month) and all-time boards (since the starting
-/// weight). Ties go to whoever reached the value first; then, as a last resort, by user id.
-/// Ranks are 1, 2, 3 … and unique: every member has their own place.
+/// circles by the latest weigh-in up to the board's last day (a weight stands until the next
+/// weigh-in): daily boards by the percentage of the goal
+/// (`(starting − latest) / (starting − target) × 100`, to two decimals), weekly boards by the
+/// percentage of the week's weight goal (`(starting − target) / weeks remaining`, seed 003
+/// Feature 2) lost since the last weight before the week, monthly boards by the weight lost
+/// since the last weight before the month and all-time boards since the starting weight. Ties
+/// go to whoever reached the value first; then, as a last resort, by user id. Members with a
+/// value are ranked 1, 2, 3 …, each with their own place; a member without one has no place.
 public enum LeaderboardStandings {
     /// Why a member has no value on a board, when it is not just "nothing submitted".
     public enum Gap: Sendable, Equatable, CustomStringConvertible {
@@ -94,32 +126,41 @@ public enum LeaderboardStandings {
         }
     }
 
-    /// A member's value on a board and when they reached it, or why they have none.
-    public static func value(for member: CircleMember, totals: SubmittedTotals, challenge: FitCircleMembership.Challenge,
-                             period: LeaderboardPeriod) -> (value: Decimal?, achievedAt: Date?, gap: Gap?) {
-        switch (challenge, period) {
+    /// A member's value on `board` of `circle` and when they reached it, or why they have none.
+    public static func value(for member: CircleMember, totals: SubmittedTotals, circle: CircleRow,
+                             board: Board) -> (value: Decimal?, achievedAt: Date?, gap: Gap?) {
+        guard let days = board.countedDays(in: circle) else { return (nil, nil, nil) }
+        switch (circle.challenge, board.period) {
         case (.steps, _):
-            return (Decimal(totals.steps), totals.steps > 0 ? totals.stepsAt : nil, nil)
+            guard totals.steps > 0 else { return (nil, nil, nil) }
+            return (Decimal(totals.steps), totals.stepsAt, nil)
         case (.weightLoss, .daily), (.weightLoss, .weekly):
             guard let start = member.startingWeight, let target = member.targetWeight else { return (nil, nil, .noGoal) }
             guard target < start else { return (nil, nil, .targetNotBelowStart) }
-            guard let weight = totals.weight else { return (nil, nil, nil) }
-            return (rounded(100 * (start - weight) / (start - target), scale: 2), totals.weightAt, nil)
+            guard let (weight, since) = totals.weight(through: days.upperBound) else { return (nil, nil, nil) }
+            if board.period == .daily {
+                return (rounded(100 * (start - weight) / (start - target), scale: 2), since, nil)
+            }
+            // Of the week's goal, (starting − target) ÷ weeks remaining: one division, as the floor's SQL.
+            let weeks = Decimal(FitCircleMembership.weeksRemaining(until: circle.endsOn, from: board.start))
+            let from = totals.weight(before: days.lowerBound) ?? start
+            return (rounded(100 * weeks * (from - weight) / (start - target), scale: 2), since, nil)
         case (.weightLoss, .monthly), (.weightLoss, .allTime):
-            let from = period == .monthly ? (totals.weightBefore ?? member.startingWeight) : member.startingWeight
-            guard let from, let weight = totals.weight else { return (nil, nil, nil) }
-            return (from - weight, totals.weightAt, nil)
+            let from = board.period == .monthly ? (totals.weight(before: days.lowerBound) ?? member.startingWeight)
+                                                : member.startingWeight
+            guard let from, let (weight, since) = totals.weight(through: days.upperBound) else { return (nil, nil, nil) }
+            return (from - weight, since, nil)
         }
     }
 
-    /// The board's standings for the members on its roster, ranked; `previousRanks` are the final
-    /// ranks of the period before (nil for a board that has none: every change is nil then).
-    public static func rank(members: [CircleMember], totals: [UUID: SubmittedTotals], challenge: FitCircleMembership.Challenge,
-                            period: LeaderboardPeriod, previousRanks: [UUID: Int]?) -> (standings: [Standing], gaps: [(UUID, Gap)]) {
+    /// The board's standings for the members on its roster, ranked; `previousRanks` are the places
+    /// held on the period before's final board (nil for a board that has none: every change is nil then).
+    public static func rank(members: [CircleMember], totals: [UUID: SubmittedTotals], circle: CircleRow, board: Board,
+                            previousRanks: [UUID: Int]?) -> (standings: [Standing], gaps: [(UUID, Gap)]) {
         var gaps: [(UUID, Gap)] = []
         let valued = members.map { member in
-            let (value, achievedAt, gap) = self.value(for: member, totals: totals[member.userID] ?? .none, challenge: challenge,
-                                                      period: period)
+            let (value, achievedAt, gap) = self.value(for: member, totals: totals[member.userID] ?? .none, circle: circle,
+                                                      board: board)
             if let gap { gaps.append((member.userID, gap)) }
             return (member.userID, value, achievedAt)
         }
@@ -136,20 +177,23 @@ public enum LeaderboardStandings {
             }
             return isBefore(lhs.0, rhs.0)
         }
-        let type = metricType(challenge, period)
-        let standings = ordered.enumerated().map { index, entry in
-            let rank = index + 1
-            return Standing(userID: entry.0, metricType: type, value: entry.1, achievedAt: entry.2, rank: rank,
-                            rankChange: previousRanks?[entry.0].map { $0 - rank })
+        let type = metricType(circle.challenge, board.period)
+        var place = 0
+        let standings = ordered.map { userID, value, achievedAt in
+            guard value != nil else {
+                return Standing(userID: userID, metricType: type, value: nil, achievedAt: nil, rank: nil, rankChange: nil)
+            }
+            place += 1
+            let rank = place
+            return Standing(userID: userID, metricType: type, value: value, achievedAt: achievedAt, rank: rank,
+                            rankChange: previousRanks?[userID].map { $0 - rank })
         }
         return (standings, gaps)
     }
 
-    /// The places a period's final board gave to measure `rank_change` against: those of the
-    /// members who had a value there. A member with nothing (no steps, no weigh-in) holds a place
-    /// only by the order of the ids, which is no place to move from: their change is null.
+    /// The places a period's final board gave, to measure `rank_change` against.
     public static func placesHeld(_ standings: [Standing]) -> [UUID: Int] {
-        Dictionary(uniqueKeysWithValues: standings.filter { $0.achievedAt != nil }.map { ($0.userID, $0.rank) })
+        Dictionary(uniqueKeysWithValues: standings.compactMap { standing in standing.rank.map { (standing.userID, $0) } })
     }
 
     /// PostgreSQL's order of uuids (their bytes), which the hex text keeps.

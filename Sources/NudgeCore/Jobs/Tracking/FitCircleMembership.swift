@@ -43,6 +43,12 @@ public struct FitCircleMembership: Sendable, Equatable {
 
     /// Whole weeks left in the challenge from `monday`, that week included (at least 1).
     public func weeksRemaining(from monday: LocalDate) -> Int {
+        Self.weeksRemaining(until: endsOn, from: monday)
+    }
+
+    /// Whole weeks from `monday` to a challenge ending on `endsOn`, that week included (at least 1):
+    /// what a week's share of a weight goal is divided by.
+    public static func weeksRemaining(until endsOn: LocalDate, from monday: LocalDate) -> Int {
         max(1, (endsOn.days(since: monday) + 1 + 6) / 7)
     }
 }
