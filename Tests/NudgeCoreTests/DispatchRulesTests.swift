@@ -79,6 +79,32 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(result.outcomes[2] == .deliver(0))
     }
 
+    /// Sunday 2026-03-15: three leaderboard moves and a call preview went out before 20:00; the
+    /// week's digest still goes (it counts towards the day, it is not held by it).
+    @Test func theWeeksDigestIsNotLostToTheDaysOtherTraffic() {
+        let past = ["leaderboard_change", "leaderboard_change", "leaderboard_change", "preview_push"].enumerated().map {
+            PastDelivery(type: $0.element, sentAt: at("2026-03-15T1\($0.offset + 2):00:00Z"), localDay: LocalDate(iso8601: "2026-03-15"))
+        }
+        let result = plan([row(1, "weekly_digest", due: "2026-03-15T20:00:00Z"), row(2, "streak_at_risk", due: "2026-03-15T20:00:00Z")],
+                          past: past, now: "2026-03-15T20:01:00Z")
+        #expect(result.outcomes[1] == .deliver(0))
+        #expect(result.outcomes[2] == .suppressed(step: "caps",
+                                                  reason: "daily cap: 5 notifications already sent on 2026-03-15 (at most 3 a day)"))
+    }
+
+    /// The weekly cap counts the week a digest tells: last week's, delivered late on Monday,
+    /// does not hold this Sunday's; a second one for the same week is held.
+    @Test func theWeeklyCapCountsTheDigestsOwnWeek() {
+        let late = PastDelivery(type: "weekly_digest", sentAt: at("2026-03-16T08:00:00Z"), localDay: LocalDate(iso8601: "2026-03-15"))
+        #expect(plan([row(1, "weekly_digest", due: "2026-03-22T20:00:00Z")], past: [late], now: "2026-03-22T20:01:00Z")
+            .outcomes[1] == .deliver(0))
+        let again = QueuedNotification(id: 2, type: "weekly_digest", localDay: LocalDate(iso8601: "2026-03-15")!,
+                                       deliverAfter: at("2026-03-16T09:00:00Z"), title: "t", body: "b", payload: "{}", attempts: 1,
+                                       deliveredTo: [], deliveryID: nil, sentAt: nil)
+        #expect(plan([again], past: [late], now: "2026-03-16T09:00:00Z").outcomes[2]
+                == .suppressed(step: "caps", reason: "weekly_digest cap: 1 already sent (at most 1 a week)"))
+    }
+
     @Test func aRetryGoesToTheDevicesThatLackItUnderItsOwnCollapseIDWithoutCountingAgain() {
         let past = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-10T0\($0 + 6):00:00Z")) }
         let result = plan([row(7, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [iphone.key], deliveryID: 5,

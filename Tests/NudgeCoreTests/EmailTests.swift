@@ -39,16 +39,22 @@ import Testing
 @Suite struct DigestEmailTests {
     let templates = try! EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [DigestEmail.template])
 
-    func week(steps: Int? = 52_341, activity: Bool = true) -> WeekInReview {
-        WeekInReview(monday: LocalDate(year: 2026, month: 11, day: 16)!, steps: steps, stepsGoal: 50_000, daysGoalMet: 6, daysWithGoal: 7,
-                     streak: 7, streakHeldAllWeek: true, weightChange: -1.2, ranks: [.init(circle: "Work Warriors", rank: 2)],
-                     topAchievement: .bestWeek(daysMet: 6, of: 7), nextWeekStepsGoal: 55_000, hadActivity: activity)
+    let postal = "FitCircle Inc., 548 Market St, San Francisco, CA 94104"
+
+    func week(steps: Int? = 52_341, activity: Bool = true, streak: Int = 7, met: Int = 6, of days: Int = 7,
+              next: Int = 55_000, source: WeekInReview.NextGoalSource = .progress) -> WeekInReview {
+        WeekInReview(monday: LocalDate(year: 2026, month: 11, day: 16)!, steps: steps, stepsGoal: 50_000, daysGoalMet: met,
+                     daysWithGoal: days, streak: streak, streakHeldAllWeek: true, weightChange: -1.2,
+                     ranks: [.init(circle: "Work Warriors", rank: 2)], topAchievement: .bestWeek(daysMet: 6, of: 7),
+                     nextWeekStepsGoal: next, nextGoalSource: source, nextGoalCircleID: source == .circle ? UUID() : nil,
+                     hadActivity: activity)
     }
 
     /// The seed's example, in both parts and both languages, numbers as each locale writes them.
     @Test func theSeedsExampleInBothPartsAndBothLanguages() {
         let english = DigestEmail.render(week(), copy: DigestCopy(locale: "en"), name: "Sam", email: "sam@example.com",
-                                         unsubscribeURL: "https://n.example/unsubscribe?token=t&x", dashboardURL: nil, templates: templates)
+                                         unsubscribeURL: "https://n.example/unsubscribe?token=t&x", dashboardURL: nil,
+                                         postalAddress: postal, templates: templates)
         #expect(english.subject == "Your Week in Review: 52,341 steps, 7-day streak 🔥")
         for part in [english.html, english.text] {
             for fact in ["52,341", "104%", "7", "-1.2 lbs", "Work Warriors", "55,000",
@@ -60,15 +66,19 @@ import Testing
         #expect(english.text.contains("- Streak: 7 days maintained"))
         #expect(english.text.contains("Your weekly step goal is increasing to 55,000 based on your progress."))
         #expect(english.text.contains("https://n.example/unsubscribe?token=t&x"))
+        // CAN-SPAM: the sender's postal address in both parts' footer.
+        #expect(english.text.contains(postal) && english.html.contains(postal))
         #expect(english.html.contains("https://n.example/unsubscribe?token=t&amp;x"))
         #expect(!english.text.contains("\n\n\n"))
         #expect(!english.html.contains("View Full Dashboard"))
 
         let french = DigestEmail.render(week(), copy: DigestCopy(locale: "fr"), name: "Léa", email: "lea@example.com",
-                                        unsubscribeURL: "https://n.example/u", dashboardURL: "https://app.example/d", templates: templates)
+                                        unsubscribeURL: "https://n.example/u", dashboardURL: "https://app.example/d",
+                                        postalAddress: postal, templates: templates)
         #expect(french.subject == "Ta semaine en bref : 52\u{202F}341 pas, série de 7 jours 🔥")
         for part in [french.html, french.text] {
-            for fact in ["52\u{202F}341", "104\u{00A0}%", "-1,2 lb", "55\u{202F}000", "Bonjour Léa,", "ta meilleure semaine"] {
+            // Kilograms for French readers: 1.2 lb is 0.5 kg.
+            for fact in ["52\u{202F}341", "104\u{00A0}%", "-0,5\u{00A0}kg", "55\u{202F}000", "Bonjour Léa,", "ta meilleure semaine"] {
                 #expect(part.contains(fact), "\(fact)")
             }
         }
@@ -79,13 +89,54 @@ import Testing
     @Test func aQuietWeekHasNoMadeUpNumbers() {
         let quiet = WeekInReview(monday: LocalDate(year: 2026, month: 11, day: 16)!, steps: nil, stepsGoal: 50_000, daysGoalMet: 0,
                                  daysWithGoal: 0, streak: 0, streakHeldAllWeek: false, weightChange: nil, ranks: [],
-                                 topAchievement: nil, nextWeekStepsGoal: 50_000, hadActivity: false)
+                                 topAchievement: nil, nextWeekStepsGoal: 50_000, nextGoalSource: .standard, nextGoalCircleID: nil,
+                                 hadActivity: false)
         let email = DigestEmail.render(quiet, copy: DigestCopy(locale: "en"), name: nil, email: "a@example.com",
-                                       unsubscribeURL: "https://n.example/u", dashboardURL: nil, templates: templates)
+                                       unsubscribeURL: "https://n.example/u", dashboardURL: nil, postalAddress: postal,
+                                       templates: templates)
+        // Read on Sunday evening or on Monday morning, it is true: no "tomorrow".
+        #expect(!email.text.contains("tomorrow") && email.text.contains("A fresh week starts on Monday."))
+        #expect(!DigestCopy(locale: "en").pushBody(quiet).contains("tomorrow"))
+        #expect(!DigestCopy(locale: "fr").pushBody(quiet).contains("demain"))
         #expect(email.subject == "Your Week in Review: a fresh week awaits")
         #expect(email.text.contains("Hi there,"))
         #expect(email.text.contains("quiet one"))
         #expect(!email.text.contains("Steps:") && !email.html.contains("Leaderboard"))
+    }
+
+    /// Plurals by each language's rules (French's "one" is 0 and 1), in the push, the subject and both parts.
+    @Test func pluralsInBothLanguagesAtOneAndTwo() {
+        let french = DigestCopy(locale: "fr"), english = DigestCopy(locale: "en")
+        #expect([0, 1, 2].map(french.days) == ["jour", "jour", "jours"])
+        #expect([0, 1, 2].map(english.days) == ["days", "day", "days"])
+        #expect(french.pushBody(week(streak: 1)).contains("série de 1 jour maintenue"))
+        #expect(french.pushBody(week(streak: 2)).contains("série de 2 jours maintenue"))
+        #expect(french.subject(week(streak: 1)).hasSuffix("série de 1 jour 🔥"))
+        #expect(french.achievement(.goalDays(daysMet: 1, of: 7)) == "Tu as atteint ton objectif du jour 1 jour sur 7.")
+        #expect(english.achievement(.goalDays(daysMet: 1, of: 1)) == "You hit your daily goal 1 out of 1 day.")
+        let one = DigestEmail.render(week(streak: 1, met: 1, of: 1), copy: french, name: nil, email: "a@example.com",
+                                     unsubscribeURL: "https://n.example/u", dashboardURL: nil, postalAddress: postal, templates: templates)
+        #expect(one.text.contains("- Série : 1 jour maintenue") && one.text.contains("atteint 1 jour sur 1"))
+        #expect(!one.text.contains("1 jours") && !one.html.contains("1 jours"))
+        let two = DigestEmail.render(week(streak: 2, met: 2, of: 7), copy: english, name: nil, email: "a@example.com",
+                                     unsubscribeURL: "https://n.example/u", dashboardURL: nil, postalAddress: postal, templates: templates)
+        #expect(two.text.contains("- Streak: 2 days maintained") && two.text.contains("met 2 of 7 days"))
+        let single = DigestEmail.render(week(streak: 1, met: 1, of: 1), copy: english, name: nil, email: "a@example.com",
+                                        unsubscribeURL: "https://n.example/u", dashboardURL: nil, postalAddress: postal, templates: templates)
+        #expect(single.text.contains("- Streak: 1 day maintained") && single.text.contains("met 1 of 1 day\n"))
+    }
+
+    /// "Based on your progress" only when the goal is the user's own baseline.
+    @Test func theNextGoalSaysWhereItComesFrom() {
+        func text(_ week: WeekInReview) -> String {
+            DigestEmail.render(week, copy: DigestCopy(locale: "en"), name: nil, email: "a@example.com", unsubscribeURL: "https://n.example/u",
+                               dashboardURL: nil, postalAddress: postal, templates: templates).text
+        }
+        #expect(text(week(source: .progress)).contains("increasing to 55,000 based on your progress"))
+        let circle = text(week(next: 70_000, source: .circle))
+        #expect(circle.contains("Your FitCircle challenge sets your weekly step goal at 70,000.") && !circle.contains("progress"))
+        #expect(text(week(next: 50_000, source: .standard)).contains("Your weekly step goal stays at 50,000."))
+        #expect(!text(week(next: 60_000, source: .standard)).contains("progress"))
     }
 
     @Test func aMissingTemplateIsAConfigurationErrorThatNamesIt() {

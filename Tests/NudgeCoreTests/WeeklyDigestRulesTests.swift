@@ -49,7 +49,8 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
         let french = DigestCopy(locale: "fr")
         #expect(french.pushBody(week) == "📅 Ta semaine : 52\u{202F}341 pas, série de 21 jours maintenue, #2 dans Work Warriors")
         #expect(french.subject(week) == "Ta semaine en bref : 52\u{202F}341 pas, série de 21 jours 🔥")
-        #expect(french.weight(-1.25) == "-1,3 lb")
+        // The rows hold pounds; French readers get kilograms: 1.25 lb is 0.57 kg.
+        #expect(french.weight(-1.25) == "-0,6\u{00A0}kg")
         #expect(DigestCopy(locale: "de").pushBody(week) == english.pushBody(week))
     }
 
@@ -85,8 +86,32 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
         #expect(week.steps == nil && week.weightChange == nil && week.topAchievement == nil)
         #expect(week.nextWeekStepsGoal == 50_000)
         #expect(DigestCopy(locale: "en").pushBody(week)
-                == "📅 Week in Review: a quiet week. A fresh one starts tomorrow, with a goal of 50,000 steps.")
+                == "📅 Week in Review: a quiet week. A fresh one starts on Monday, with a goal of 50,000 steps.")
         #expect(DigestCopy(locale: "fr").subject(week) == "Ta semaine en bref : une nouvelle semaine t'attend")
+    }
+
+    @Test func oneGoodDayOfSevenIsNobodysBestWeek() {
+        // The four weeks before had no goal day at all; this one has one.
+        let rows = tracking(from: "2026-02-09", days: 35, steps: { $0 == 30 ? 9_000 : 1_000 })
+        let goals = Dictionary(uniqueKeysWithValues: (0..<35).map { (day("2026-02-09").adding(days: $0), 7_000) })
+        let week = WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals,
+                                            weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: [])
+        #expect(week.daysGoalMet == 1)
+        #expect(week.topAchievement != .bestWeek(daysMet: 1, of: 7))
+        // Four days beat three: that is a best week.
+        let better = tracking(from: "2026-02-09", days: 35, steps: { ($0 >= 28 && $0 < 32) || $0 % 7 < 3 ? 9_000 : 1_000 })
+        #expect(WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: better, dailyStepsGoals: goals,
+                                         weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: []).topAchievement
+                == .bestWeek(daysMet: 4, of: 7))
+    }
+
+    @Test func quietWeeksInARowCountOnlyWeeksTheUserHadADigestFor() {
+        // Active in the week of 9 February only.
+        let rows = tracking(from: "2026-02-09", days: 7, steps: { _ in 5_000 })
+        #expect(WeeklyDigestRules.quietWeeks(before: day("2026-03-16"), since: day("2026-01-05"), tracking: rows) == 4)
+        #expect(WeeklyDigestRules.quietWeeks(before: day("2026-03-09"), since: day("2026-01-05"), tracking: rows) == 3)
+        // Signed up on the 2 March week: only that week and the next count.
+        #expect(WeeklyDigestRules.quietWeeks(before: day("2026-03-16"), since: day("2026-03-02"), tracking: rows) == 2)
     }
 
     @Test func numbersAsEachLocaleWritesThem() {

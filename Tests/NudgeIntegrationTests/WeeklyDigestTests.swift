@@ -7,9 +7,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 
 /// The secret and address the tests sign and link with.
 let digestSecret = "test-unsubscribe-secret-0123456789abcdef"
+let digestPostalAddress = "FitCircle Test, 1 Test Street, 75001 Paris"
 
 func digestEnvironment(publicURL: String = "https://nudge.example.test") -> [String: String] {
-    ["NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_PUBLIC_URL": publicURL]
+    ["NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_PUBLIC_URL": publicURL, "NUDGE_POSTAL_ADDRESS": digestPostalAddress]
 }
 
 /// Runs weekly-digest in this process at `now`, as cron would start it.
@@ -19,7 +20,8 @@ func weeklyDigest(_ database: TestDatabase, at now: Date, window: DayWindow? = n
         let job = WeeklyDigestJob(
             definition: jobDefinition("weekly-digest"),
             templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [DigestEmail.template]),
-            links: try UnsubscribeLinks(secret: digestSecret, publicURL: publicURL), dashboardURL: nil)
+            links: try UnsubscribeLinks(secret: digestSecret, publicURL: publicURL), postalAddress: digestPostalAddress,
+            dashboardURL: nil)
         let options = RunOptions(now: now, nowIsExplicit: true, window: window, batchSize: 50, concurrency: 1)
         return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
     }

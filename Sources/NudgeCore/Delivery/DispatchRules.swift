@@ -253,7 +253,8 @@ public enum DispatchRules {
             // A retry of a delivery some device already has was counted then; one that reached no
             // device yet is held to the caps like a new one.
             let counted = lead.deliveryID != nil && group.contains { $0.sentAt != nil }
-            if !counted, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, at: now, calendar: calendar, past: past) {
+            if !counted, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, localDay: lead.localDay, at: now,
+                                                             calendar: calendar, past: past) {
                 for row in group { plan.outcomes[row.id] = .suppressed(step: "caps", reason: refusal) }
                 continue
             }
@@ -305,7 +306,7 @@ public enum DispatchRules {
                 for row in group { plan.outcomes[row.id] = .failed(tooLarge) }
                 continue
             }
-            if !counted { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge)) }
+            if !counted { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge, localDay: lead.localDay)) }
             let index = plan.deliveries.count
             let expiry = group.map { shelfLife.expiry(of: $0, calendar: calendar) }.min()!
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),

@@ -16,6 +16,9 @@ public struct NotificationKind: Sendable, Equatable {
     /// The `notification_preferences` column that switches this type's push off, if it has one.
     public let pushSwitch: String?
     public let caps: [FrequencyCap]
+    /// Whether the daily total (3 a day) may suppress it, apart from the critical and
+    /// time-critical kinds: not the week's one summary, which other types' traffic must not cost.
+    let yieldsToDailyTotal: Bool
     /// Notifications of one group due within five minutes of each other go out as one delivery
     /// (seed 004), in one thread on the device (APNs `thread-id`, FCM's notification tag).
     public let group: String
@@ -23,8 +26,9 @@ public struct NotificationKind: Sendable, Equatable {
     public let deepLink: String
 
     init(_ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
-         group: String? = nil, deepLink: String) {
+         yieldsToDailyTotal: Bool = true, group: String? = nil, deepLink: String) {
         self.type = type
+        self.yieldsToDailyTotal = yieldsToDailyTotal
         self.isCritical = critical
         self.isTimeCritical = timeCritical
         self.pushSwitch = pushSwitch
@@ -36,8 +40,8 @@ public struct NotificationKind: Sendable, Equatable {
     /// Whether quiet hours and the weekend pause let it through.
     public var passesQuietHours: Bool { isCritical || isTimeCritical }
 
-    /// Whether the daily total (3 a day) may suppress it.
-    public var heldByDailyTotal: Bool { !isCritical && !isTimeCritical }
+    /// Whether the daily total (3 a day) may suppress it. Every delivery counts towards it.
+    public var heldByDailyTotal: Bool { yieldsToDailyTotal && !isCritical && !isTimeCritical }
 
     /// Seed 003 F6: at most this many notifications a user's local day.
     public static let dailyTotal = 3
@@ -56,7 +60,8 @@ public struct NotificationKind: Sendable, Equatable {
                          deepLink: "fitcircle://leaderboard"),
         NotificationKind("social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],
                          deepLink: "fitcircle://social"),
-        NotificationKind("weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)],
+        // The week's one summary: never lost to the day's other traffic (its own cap holds it).
+        NotificationKind("weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)], yieldsToDailyTotal: false,
                          deepLink: "fitcircle://digest"),
         NotificationKind("challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
                          deepLink: "fitcircle://challenge"),

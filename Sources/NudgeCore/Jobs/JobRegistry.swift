@@ -38,8 +38,10 @@ public enum JobRegistry {
             let home = try NudgeHome.locate(setup.environment)
             let templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [DigestEmail.template])
             let links = try UnsubscribeLinks(environment: setup.environment)
+            let postalAddress = try setup.environment.require(
+                "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every digest email's footer carries (CAN-SPAM)")
             return try await body(WeeklyDigestJob(definition: definition, templates: templates, links: links,
-                                                  dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
+                                                  postalAddress: postalAddress, dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))

@@ -102,7 +102,7 @@ public struct DispatchJob: Job {
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges, address, emailOff, phone, smsOptedOut) in rows {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -115,12 +115,13 @@ public struct DispatchJob: Job {
                 preferences.quietHours = QuietHours(start: start, end: end, pauseWeekends: pauseWeekends)
             }
             guard tokenIDs.count == tokens.count, tokens.count == platforms.count,
-                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count
+                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count
             else { throw MalformedData("the user's devices or deliveries changed while they were read") }
             var devices = tokenIDs.indices.map { Device(tokenID: tokenIDs[$0], token: tokens[$0], platform: platforms[$0]) }
             if let legacy { devices.append(Device(tokenID: nil, token: legacy, platform: "android")) }
             let sent = pastTypes.indices.map {
-                PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0])
+                PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0],
+                             localDay: pastDays[$0])
             }
             facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address, phone: phone,
                               smsOptedOut: smsOptedOut, calls: calls[id] ?? [:], pushes: pushes[id] ?? [:])
@@ -965,12 +966,12 @@ private struct LogRows {
 /// and the deliveries the caps count.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], String?, [String], String?, Bool)
+                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool)
 
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v5"
+    static let name = "nudge_dispatch_facts_v6"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -997,7 +998,7 @@ private struct FactsStatement: PostgresPreparedStatement {
                    case when u.fcm_token is not null and u.fcm_token <> '' and u.push_enabled
                              and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)
                         then u.fcm_token end,
-                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'),
+                   coalesce(d.types, '{}'), coalesce(d.sent, '{}'), coalesce(d.challenges, '{}'), coalesce(d.days, '{}'),
                    nullif(btrim(u.email), ''),
                    \(emailSwitchesOff),
                    nullif(btrim(u.phone_number), ''),
@@ -1016,16 +1017,18 @@ private struct FactsStatement: PostgresPreparedStatement {
               left join lateral (
                   -- Each delivery once (a grouped one is several rows): what the caps count.
                   select array_agg(p.notification_type) as types, array_agg(p.sent_at) as sent,
-                         array_agg(coalesce(p.challenge, '')) as challenges
-                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at, o.challenge
+                         array_agg(coalesce(p.challenge, '')) as challenges, array_agg(p.local_day) as days
+                    from (select distinct on (coalesce(o.delivery_id, o.id)) o.notification_type, o.sent_at, o.challenge, o.local_day
                             from (
                                 -- The last days' pushes (idx_outbox_user_sent), and every challenge milestone
                                 -- (idx_outbox_user_type): never the user's whole history.
-                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id' as challenge
+                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id' as challenge,
+                                       r.local_day
                                   from notification_outbox r
                                  where r.user_id = u.id and r.sent_at >= $2 and r.sent_at is not null and r.channel = 'push'
                                 union
-                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id'
+                                select r.id, r.delivery_id, r.notification_type, r.sent_at, r.payload->>'fitcircle_id',
+                                       r.local_day
                                   from notification_outbox r
                                  where r.user_id = u.id and r.notification_type = 'challenge_milestone' and r.sent_at is not null
                                    and r.channel = 'push') o

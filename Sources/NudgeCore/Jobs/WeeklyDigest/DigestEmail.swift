@@ -6,15 +6,16 @@ import Foundation
 public enum DigestEmail {
     public static let template = "weekly_digest"
 
+    /// `postalAddress`: the sender's (`NUDGE_POSTAL_ADDRESS`), in the footer as CAN-SPAM requires.
     public static func render(_ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
-                              dashboardURL: String?, templates: EmailTemplates) -> RenderedEmail {
+                              dashboardURL: String?, postalAddress: String, templates: EmailTemplates) -> RenderedEmail {
         templates.render(template, locale: copy.locale, subject: copy.subject(week),
                          model: model(week, copy: copy, name: name, email: email, unsubscribeURL: unsubscribeURL,
-                                      dashboardURL: dashboardURL))
+                                      dashboardURL: dashboardURL, postalAddress: postalAddress))
     }
 
     static func model(_ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
-                      dashboardURL: String?) -> [String: Any] {
+                      dashboardURL: String?, postalAddress: String) -> [String: Any] {
         let french = copy.locale == "fr"
         let displayName = name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         var model: [String: Any] = [
@@ -27,6 +28,7 @@ public enum DigestEmail {
             "dashboardURL": dashboardURL ?? "",
             "quiet": !week.hadActivity,
             "nextGoal": copy.number(week.nextWeekStepsGoal),
+            "postalAddress": postalAddress,
         ]
         if let steps = week.steps {
             model["hasSteps"] = true
@@ -40,10 +42,12 @@ public enum DigestEmail {
             model["hasGoalDays"] = true
             model["daysGoalMet"] = String(week.daysGoalMet)
             model["daysWithGoal"] = String(week.daysWithGoal)
+            // "met 1 of 1 day", "atteint 1 jour sur 7": English counts the days of the whole, French those met.
+            model["goalDaysUnit"] = copy.days(french ? week.daysGoalMet : week.daysWithGoal)
         }
         model["hasStreak"] = week.streak > 0
         model["streak"] = copy.number(week.streak)
-        model["streakUnit"] = week.streak == 1 ? (french ? "jour" : "day") : (french ? "jours" : "days")
+        model["streakUnit"] = copy.days(week.streak)
         model["streakHeld"] = week.streakHeldAllWeek
         if let weight = week.weightChange {
             model["hasWeight"] = true
@@ -54,10 +58,15 @@ public enum DigestEmail {
             model["hasAchievement"] = true
             model["achievement"] = copy.achievement(achievement)
         }
-        let current = week.stepsGoal
-        model["goalUp"] = current.map { week.nextWeekStepsGoal > $0 } ?? false
-        model["goalSame"] = current.map { week.nextWeekStepsGoal == $0 } ?? false
-        model["goalSet"] = current.map { week.nextWeekStepsGoal < $0 } ?? true
+        // "Based on your progress" only when the goal is the user's own baseline.
+        let next = week.nextWeekStepsGoal
+        let same = week.stepsGoal == next
+        let up = !same && week.nextGoalSource == .progress && week.stepsGoal.map { next > $0 } == true
+        let circle = !same && week.nextGoalSource == .circle
+        model["goalUp"] = up
+        model["goalSame"] = same
+        model["goalCircle"] = circle
+        model["goalSet"] = !same && !up && !circle
         return model
     }
 

@@ -20,8 +20,13 @@ public struct WeekInReview: Sendable, Equatable {
     /// The user's place on each circle's weekly board.
     public let ranks: [CircleRank]
     public let topAchievement: Achievement?
-    /// Next week's steps goal, by the rules generate-daily-goals will use on Monday.
+    /// Next week's steps goal: the one weekly-digest sets for that week as it tells it (and
+    /// generate-daily-goals keeps), or the one already set.
     public let nextWeekStepsGoal: Int
+    /// Where next week's goal comes from, so the digest says why.
+    public let nextGoalSource: NextGoalSource
+    /// The circle that sets it, as generate-daily-goals will find it on Monday.
+    public let nextGoalCircleID: UUID?
     /// Whether anything happened: steps, a check-in or a weigh-in.
     public let hadActivity: Bool
 
@@ -33,6 +38,15 @@ public struct WeekInReview: Sendable, Equatable {
             self.circle = circle
             self.rank = rank
         }
+    }
+
+    public enum NextGoalSource: Sendable, Equatable {
+        /// The user's own last 7 days + 10 % (seed 003 F1), times 7.
+        case progress
+        /// A steps circle's `challenge_step_goal`.
+        case circle
+        /// The default 50,000, when no baseline can be computed.
+        case standard
     }
 
     public enum Achievement: Sendable, Equatable {
@@ -60,22 +74,48 @@ public struct WeekInReview: Sendable, Equatable {
 public enum WeeklyDigestRules {
     /// How many weeks before this one "your best week yet" is measured against.
     public static let comparedWeeks = 4
+    /// "Your best week yet" takes more than half of the week: one day of seven is nobody's best.
+    public static let bestWeekMinimumDays = 4
+    /// After this many quiet weeks in a row, a quiet week gets no digest until the user is active again.
+    public static let quietWeeksBeforeRest = 4
+    /// A week the user was signed up for less than this before its digest gets none.
+    public static let signedUpAtLeast: TimeInterval = 3 * 86_400
+
+    /// Whether anything happened in the week starting `monday`: steps, a check-in or a weigh-in.
+    public static func hadActivity(monday: LocalDate, tracking: [LocalDate: TrackingDay]) -> Bool {
+        (0..<7).compactMap { tracking[monday.adding(days: $0)] }.filter { $0.impossibility == nil }
+            .contains { ($0.steps ?? 0) > 0 || $0.isCheckedIn || $0.weight != nil }
+    }
+
+    /// How many weeks in a row before the week starting `monday` were quiet, counting only weeks
+    /// from `firstMonday` (the first the user had a digest for), at most `quietWeeksBeforeRest`.
+    public static func quietWeeks(before monday: LocalDate, since firstMonday: LocalDate,
+                                  tracking: [LocalDate: TrackingDay]) -> Int {
+        var count = 0
+        var week = monday.adding(days: -7)
+        while count < quietWeeksBeforeRest, week >= firstMonday, !hadActivity(monday: week, tracking: tracking) {
+            count += 1
+            week = week.adding(days: -7)
+        }
+        return count
+    }
 
     /// The week that ends on the Sunday of `sunday`'s week, from the user's rows: `tracking` of
     /// this week and the `comparedWeeks` before, the daily steps goals (`daily_goals`) of those
     /// days, the streak as validate-streaks last settled it, the weekly steps goal, the weekly
     /// ranks, and what next week's goal needs (sign-up, circles).
+    /// `nextWeekSet` is next week's steps goal when one is already set (and the circle that set it).
     public static func review(monday: LocalDate, signedUpOn signup: LocalDate, tracking: [LocalDate: TrackingDay],
                               dailyStepsGoals: [LocalDate: Int], weeklyStepsGoal: Int?,
                               settledStreak: (current: Int, through: LocalDate?)?, ranks: [WeekInReview.CircleRank],
-                              memberships: [FitCircleMembership]) -> WeekInReview {
+                              memberships: [FitCircleMembership], nextWeekSet: (target: Int, circleID: UUID?)? = nil) -> WeekInReview {
         let days = (0..<7).map { monday.adding(days: $0) }
         let usable = days.compactMap { tracking[$0] }.filter { $0.impossibility == nil }
         let stepDays = usable.compactMap(\.steps)
         let steps = stepDays.isEmpty ? nil : stepDays.reduce(0, +)
         let (met, withGoal) = goalDays(monday: monday, tracking: tracking, dailyStepsGoals: dailyStepsGoals)
         let (streak, held) = streakAtWeekEnd(monday: monday, tracking: tracking, settled: settledStreak)
-        let hadActivity = usable.contains { ($0.steps ?? 0) > 0 || $0.isCheckedIn || $0.weight != nil }
+        let hadActivity = Self.hadActivity(monday: monday, tracking: tracking)
 
         var achievement: WeekInReview.Achievement?
         if met > 0 {
@@ -83,7 +123,7 @@ public enum WeeklyDigestRules {
             let earlier = (1...comparedWeeks).map {
                 goalDays(monday: monday.adding(days: -7 * $0), tracking: tracking, dailyStepsGoals: dailyStepsGoals)
             }.filter { $0.withGoal > 0 }
-            if !earlier.isEmpty && met > earlier.map(\.met).max()! {
+            if !earlier.isEmpty && met >= bestWeekMinimumDays && met > earlier.map(\.met).max()! {
                 achievement = .bestWeek(daysMet: met, of: withGoal)
             } else if met >= 5 {
                 achievement = .goalDays(daysMet: met, of: withGoal)
@@ -93,13 +133,19 @@ public enum WeeklyDigestRules {
             achievement = .everyCheckIn
         }
         let nextMonday = monday.adding(days: 7)
-        let next = GoalRules.weeklyTargets(monday: nextMonday, asOf: nextMonday, signedUpOn: signup, tracking: tracking,
-                                           memberships: memberships)[.steps]?.target ?? Double(GoalRules.weeklyStepsDefault)
+        let rules = GoalRules.weeklyTargets(monday: nextMonday, asOf: nextMonday, signedUpOn: signup, tracking: tracking,
+                                            memberships: memberships)[.steps]
+        let fromBaseline = GoalRules.dailyTargets(on: nextMonday, signedUpOn: signup, tracking: tracking,
+                                                  memberships: memberships).stepsFromBaseline
+        let next = nextWeekSet?.target ?? Int(rules?.target ?? Double(GoalRules.weeklyStepsDefault))
+        let circleID = nextWeekSet.map(\.circleID) ?? rules?.circleID
+        let source: WeekInReview.NextGoalSource = circleID != nil ? .circle : (fromBaseline ? .progress : .standard)
         return WeekInReview(monday: monday, steps: steps, stepsGoal: weeklyStepsGoal, daysGoalMet: met, daysWithGoal: withGoal,
                             streak: streak, streakHeldAllWeek: held,
                             weightChange: GoalRules.weightChange(to: monday, through: monday.adding(days: 6), tracking: tracking),
                             ranks: ranks.sorted { ($0.rank, $0.circle) < ($1.rank, $1.circle) },
-                            topAchievement: achievement, nextWeekStepsGoal: Int(next), hadActivity: hadActivity)
+                            topAchievement: achievement, nextWeekStepsGoal: next, nextGoalSource: source, nextGoalCircleID: circleID,
+                            hadActivity: hadActivity)
     }
 
     /// Days of the week starting `monday` whose steps reached that day's goal, of the days that had one.

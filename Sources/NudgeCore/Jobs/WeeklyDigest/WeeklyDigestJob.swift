@@ -10,6 +10,12 @@ import PostgresNIO
 /// through Resend. Each week digested is marked in `job_work` under its Sunday, in the batch's
 /// one transaction with the outbox rows, so a rerun queues nothing twice.
 ///
+/// Next week's steps goal is the one the digest tells: it sets it (`weekly_goals`, unless one is
+/// set already) in the same transaction, and generate-daily-goals keeps a goal that is set, so
+/// Monday's goal is the digest's however late Sunday's steps sync. A week the user was signed up
+/// for less than 3 days gets no digest; after 4 quiet weeks in a row a quiet week gets none
+/// either (`resting`), until the user is active again.
+///
 /// A backfill (`--date`, `--from/--to`) digests the weeks whose Sunday lies in its window and
 /// that have not been digested, however late.
 public struct WeeklyDigestJob: Job {
@@ -18,6 +24,8 @@ public struct WeeklyDigestJob: Job {
     let links: UnsubscribeLinks
     /// `NUDGE_DASHBOARD_URL`: where the email's button leads; no button without it.
     let dashboardURL: String?
+    /// `NUDGE_POSTAL_ADDRESS`: the sender's postal address, in every email's footer (CAN-SPAM).
+    let postalAddress: String
 
     public static let type = "weekly_digest"
     static let deepLink = "fitcircle://digest"
@@ -25,10 +33,12 @@ public struct WeeklyDigestJob: Job {
     /// measured against.
     static let lookBackDays = 7 * WeeklyDigestRules.comparedWeeks
 
-    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, dashboardURL: String?) {
+    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, postalAddress: String,
+                dashboardURL: String?) {
         self.definition = definition
         self.templates = templates
         self.links = links
+        self.postalAddress = postalAddress
         self.dashboardURL = dashboardURL
     }
 
@@ -40,8 +50,8 @@ public struct WeeklyDigestJob: Job {
         public let preferences: DigestPreferences
         public let hasDevice: Bool
         public let streak: (current: Int, through: LocalDate?)?
-        /// By week (its Monday).
-        public let weeklyStepsGoals: [LocalDate: Int]
+        /// By week (its Monday), with the circle that set it: the weeks told and the week after each.
+        public let weeklyStepsGoals: [LocalDate: (target: Int, circleID: UUID?)]
         public let dailyStepsGoals: [LocalDate: Int]
         public let ranks: [LocalDate: [WeekInReview.CircleRank]]
         public let tracking: [LocalDate: TrackingDay]
@@ -53,6 +63,8 @@ public struct WeeklyDigestJob: Job {
         public let sunday: LocalDate
         public let week: WeekInReview
         public let email: RenderedEmail?
+        /// Next week's steps goal as told, to set (nil: nothing was told, or it was set already).
+        public let setsNextGoal: (target: Int, circleID: UUID?)?
     }
 
     public typealias Change = [Digest]
@@ -69,21 +81,24 @@ public struct WeeklyDigestJob: Job {
         let calendar = user.calendar
         let reached = calendar.latestDay(reaching: moment, atOrBefore: run.now)
         let latest = reached.adding(days: -(reached.isoWeekday % 7))
-        let signedUp = user.user.createdAt
+        // A week the user was signed up for less than 3 days before its digest has none.
+        let signedUp = user.user.createdAt.addingTimeInterval(WeeklyDigestRules.signedUpAtLeast)
         if let window = run.window {
             var sundays: [LocalDate] = []
             var day = window.from.adding(days: (7 - window.from.isoWeekday) % 7)
             while day <= window.to && day <= latest {
-                if calendar.instant(of: day, at: moment) > signedUp { sundays.append(day) }
+                if calendar.instant(of: day, at: moment) >= signedUp { sundays.append(day) }
                 day = day.adding(days: 7)
             }
             if sundays.isEmpty {
-                return .failure(Reason("no Sunday of \(window.from)…\(window.to) has reached \(moment) local time since sign-up"))
+                return .failure(Reason("no Sunday of \(window.from)…\(window.to) has reached \(moment) local time 3 days after sign-up"))
             }
             return .success(sundays)
         }
         let dueAt = calendar.instant(of: latest, at: moment)
-        guard dueAt > signedUp else { return .failure(Reason("signed up after Sunday \(latest) \(moment)")) }
+        guard dueAt >= signedUp else {
+            return .failure(Reason("signed up less than 3 days before Sunday \(latest) \(moment): no digest for that week"))
+        }
         if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
             return .failure(Reason("""
                 the digest of the week ending \(latest) was due at \(moment) local time and is more than \(minutes / 60) hours \
@@ -121,7 +136,7 @@ public struct WeeklyDigestJob: Job {
                    coalesce((select array_agg(w.local_day) from job_work w
                               where w.job = \(definition.name) and w.user_id = u.id
                                 and w.local_day between r.first_sunday and r.last_sunday), '{}'),
-                   coalesce(wg.mondays, '{}'), coalesce(wg.targets, '{}'),
+                   coalesce(wg.mondays, '{}'), coalesce(wg.targets, '{}'), coalesce(wg.circles, '{}'),
                    coalesce(dg.days, '{}'), coalesce(dg.targets, '{}'),
                    coalesce(lb.mondays, '{}'), coalesce(lb.circles, '{}'), coalesce(lb.ranks, '{}')
               from unnest(\(ranges.map(\.user)), \(ranges.map(\.first)), \(ranges.map(\.last)),
@@ -132,10 +147,11 @@ public struct WeeklyDigestJob: Job {
               left join email_preferences ep on ep.user_id = u.id
               left join user_streaks s on s.user_id = u.id
               left join lateral (
-                  select array_agg(g.week_start) as mondays, array_agg(round(g.target_value)::int8) as targets
+                  select array_agg(g.week_start) as mondays, array_agg(round(g.target_value)::int8) as targets,
+                         array_agg(coalesce(g.fitcircle_id::text, '')) as circles
                     from weekly_goals g
                    where g.user_id = u.id and g.goal_type = 'steps' and g.target_value is not null
-                     and g.week_start between r.first_sunday - 6 and r.last_sunday - 6) wg on true
+                     and g.week_start between r.first_sunday - 6 and r.last_sunday + 1) wg on true
               left join lateral (
                   select array_agg(g.date) as days, array_agg(round(g.target_value)::int8) as targets
                     from daily_goals g
@@ -151,15 +167,16 @@ public struct WeeklyDigestJob: Job {
         struct Row {
             let name: String?, email: String?, preferences: DigestPreferences, hasDevice: Bool
             let streak: (current: Int, through: LocalDate?)?, digested: Set<LocalDate>
-            let weekly: [LocalDate: Int], daily: [LocalDate: Int], ranks: [LocalDate: [WeekInReview.CircleRank]]
+            let weekly: [LocalDate: (target: Int, circleID: UUID?)], daily: [LocalDate: Int]
+            let ranks: [LocalDate: [WeekInReview.CircleRank]]
         }
         var read: [UUID: Row] = [:]
         for try await (id, name, email, pushEnabled, pushDigest, emailEnabled, emailDigest, emailPreference, hasDevice,
-                       hasStreak, current, settled, digested, weekMondays, weekTargets, goalDays, goalTargets,
+                       hasStreak, current, settled, digested, weekMondays, weekTargets, weekCircles, goalDays, goalTargets,
                        rankMondays, rankCircles, ranks)
             in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Int, LocalDate?, [LocalDate],
-                            [LocalDate], [Int], [LocalDate], [Int], [LocalDate], [String], [Int]).self) {
-            guard weekMondays.count == weekTargets.count, goalDays.count == goalTargets.count,
+                            [LocalDate], [Int], [String], [LocalDate], [Int], [LocalDate], [String], [Int]).self) {
+            guard weekMondays.count == weekTargets.count, weekTargets.count == weekCircles.count, goalDays.count == goalTargets.count,
                   rankMondays.count == rankCircles.count, rankCircles.count == ranks.count
             else { throw MalformedData("the user's goals or ranks changed while they were read") }
             var preferences = DigestPreferences()
@@ -174,7 +191,8 @@ public struct WeeklyDigestJob: Job {
             }
             read[id] = Row(name: name, email: email?.trimmingCharacters(in: .whitespaces), preferences: preferences,
                            hasDevice: hasDevice, streak: hasStreak ? (current, settled) : nil, digested: Set(digested),
-                           weekly: Dictionary(zip(weekMondays, weekTargets), uniquingKeysWith: { first, _ in first }),
+                           weekly: Dictionary(weekMondays.indices.map { (weekMondays[$0], (weekTargets[$0], UUID(uuidString: weekCircles[$0]))) },
+                                              uniquingKeysWith: { first, _ in first }),
                            daily: Dictionary(zip(goalDays, goalTargets), uniquingKeysWith: { first, _ in first }),
                            ranks: byWeek)
         }
@@ -218,10 +236,22 @@ public struct WeeklyDigestJob: Job {
                 let day = monday.adding(days: offset)
                 return facts.tracking[day]?.impossibility.map { "daily_tracking \(day) left out: \($0)" }
             }
+            let nextSet = facts.weeklyStepsGoals[sunday.adding(days: 1)]
             let week = WeeklyDigestRules.review(
                 monday: monday, signedUpOn: signup, tracking: facts.tracking, dailyStepsGoals: facts.dailyStepsGoals,
-                weeklyStepsGoal: facts.weeklyStepsGoals[monday], settledStreak: facts.streak, ranks: facts.ranks[monday] ?? [],
-                memberships: facts.memberships)
+                weeklyStepsGoal: facts.weeklyStepsGoals[monday]?.target, settledStreak: facts.streak, ranks: facts.ranks[monday] ?? [],
+                memberships: facts.memberships, nextWeekSet: nextSet)
+            // Four quiet weeks told in a row: a fifth is not, until the user is active again.
+            if !week.hadActivity {
+                let quiet = WeeklyDigestRules.quietWeeks(before: monday, since: firstMonday(for: user), tracking: facts.tracking)
+                if quiet >= WeeklyDigestRules.quietWeeksBeforeRest {
+                    work.append(WorkMark(localDay: sunday, outcome: "resting", detail: """
+                        \(quiet) quiet weeks in a row before this one: no digest until the user is active again
+                        """))
+                    tally["resting", default: 0] += 1
+                    continue
+                }
+            }
             let dueAt = calendar.instant(of: sunday, at: moment)
             var channels: [String] = []
             if pushRefusal == nil {
@@ -234,7 +264,7 @@ public struct WeeklyDigestJob: Job {
             if emailRefusal == nil, let address = facts.email {
                 let unsubscribe = links.url(user: user.user.id, type: .weeklyDigest)
                 let rendered = DigestEmail.render(week, copy: copy, name: facts.name, email: address, unsubscribeURL: unsubscribe,
-                                                  dashboardURL: dashboardURL, templates: templates)
+                                                  dashboardURL: dashboardURL, postalAddress: postalAddress, templates: templates)
                 let payload = EmailPayload(emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
                                            unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
                 notifications.append(OutboxMessage(type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
@@ -248,15 +278,43 @@ public struct WeeklyDigestJob: Job {
             for channel in channels { tally["queued:\(channel)", default: 0] += 1 }
             for reason in [pushRefusal, emailRefusal].compactMap({ $0 }) { tally["withheld:\(reason)", default: 0] += 1 }
             if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
-            digests.append(Digest(sunday: sunday, week: week, email: email))
+            let told = !channels.isEmpty && nextSet == nil
+            digests.append(Digest(sunday: sunday, week: week, email: email,
+                                  setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
         }
         return .act(PlannedChange(itemID: user.user.id, change: digests, work: work, notifications: notifications, tally: tally))
     }
 
+    /// The Monday of the first week the user had a digest for: the first whose Sunday digest came
+    /// 3 days or more after sign-up.
+    func firstMonday(for user: UserInTime) -> LocalDate {
+        let calendar = user.calendar
+        let signedUp = user.user.createdAt.addingTimeInterval(WeeklyDigestRules.signedUpAtLeast)
+        var sunday = calendar.localDate(at: signedUp)
+        sunday = sunday.adding(days: (7 - sunday.isoWeekday) % 7)
+        if calendar.instant(of: sunday, at: moment) < signedUp { sunday = sunday.adding(days: 7) }
+        return sunday.adding(days: -6)
+    }
+
     // MARK: Writing
 
-    /// Nothing of the job's own: the work marks and the outbox rows are the runner's.
+    /// Next week's steps goal as told (the work marks and the outbox rows are the runner's). The
+    /// circle a circle's goal comes from is the one generate-daily-goals finds on Monday.
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        BatchWrites()
+        var writes = BatchWrites()
+        let goals = changes.flatMap { change in
+            change.change.compactMap { digest in
+                digest.setsNextGoal.map { (change.itemID, digest.sunday.adding(days: 1), $0.target, $0.circleID?.uuidString ?? "") }
+            }
+        }
+        guard !goals.isEmpty else { return writes }
+        writes.step("next_weekly_goals", """
+            insert into weekly_goals (user_id, week_start, goal_type, target_value, fitcircle_id)
+            select user_id, week_start, 'steps', target, nullif(circle, '')::uuid
+              from unnest(\(goals.map(\.0)), \(goals.map(\.1)), \(goals.map(\.2)), \(goals.map(\.3)))
+                   as g(user_id, week_start, target, circle)
+            on conflict (user_id, week_start, goal_type) do nothing
+            """)
+        return writes
     }
 }
