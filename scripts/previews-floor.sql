@@ -19,8 +19,10 @@ with due as (
       left join user_streaks s on s.user_id = u.id
       left join notification_preferences np on np.user_id = u.id
      where c.status = 'pending' and c.preview_for is distinct from c.scheduled_at
-       and c.preview_due_at > :now::timestamptz - interval '3 hours'
-       and c.preview_due_at <= :now::timestamptz + interval '2 minutes'
+       and (c.preview_due_at > :now::timestamptz - interval '3 hours' and c.preview_due_at <= :now::timestamptz + interval '2 minutes'
+            -- a call written without its due time: by its call time, the due time computed
+            or c.preview_due_at is null and c.scheduled_at <= :now::timestamptz + interval '122 minutes'
+               and c.scheduled_at - make_interval(mins => u.notification_lead_min) <= :now::timestamptz + interval '2 minutes')
        and c.scheduled_at > :now::timestamptz - interval '1 hour'
 ), decided as (
     select d.*,
@@ -56,7 +58,7 @@ with due as (
     on conflict (dedupe_key) do nothing
 )
 update scheduled_calls c
-   set preview_sent = d.path is not null, preview_sent_at = case when d.path is not null then :now::timestamptz end,
+   set preview_sent = false, preview_sent_at = null,   -- dispatch's, once a channel takes the preview
        preview_for = c.scheduled_at,
        preview_note = case when d.path is null then 'not sent' end, updated_at = :now::timestamptz
   from decided d

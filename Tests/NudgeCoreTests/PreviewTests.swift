@@ -118,14 +118,52 @@ import Testing
         #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "en") == "Day 14: weekly weigh-in & meal review.")
         #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "fr")
                     == "Jour 14 : pesée & bilan repas de la semaine.")
-        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "en") == "Day 7 — one full week! Let's celebrate.")
-        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "fr") == "Jour 7 — une semaine complète ! On fête ça.")
-        #expect(PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "en") == "DAY 21! You made it. Final check-in. 🏆")
-        #expect(PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "fr") == "JOUR 21 ! Tu l'as fait. Dernier point. 🏆")
+        // Days 7 and 21 celebrate and still say the topic (seed 000 AC 3); day 21 is no "final"
+        // check-in: streaks and calls go on.
+        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "en")
+                == "Day 7 — one full week! Let's celebrate. Today: mood & energy check.")
+        #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "fr")
+                == "Jour 7 — une semaine complète ! On fête ça. Aujourd'hui : point humeur & énergie.")
+        #expect(PreviewCopy.pushBody(streak: 21, topicKey: "Knee rehab: week 3", locale: "en")
+                == "DAY 21! Three weeks, you made it. 🏆 Today: Knee rehab: week 3.")
+        #expect(PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "fr")
+                == "JOUR 21 ! Trois semaines, tu l'as fait. 🏆 Aujourd'hui : le point du jour.")
+        #expect(!PreviewCopy.pushBody(streak: 21, topicKey: nil, locale: "en").contains("Final"))
         #expect(PreviewCopy.pushBody(streak: 0, topicKey: "streak_celebrate", locale: "en") == "Today: streak celebration!")
-        // An unknown topic reads as a neutral phrase; an unknown locale as English.
+        // A free-text topic is shown as the app wrote it; none, or a key this table does not
+        // know, reads as a neutral phrase; an unknown locale as English.
         #expect(PreviewCopy.pushBody(streak: 3, topicKey: "knee_rehab", locale: "fr") == "Jour 3 : le point du jour.")
+        #expect(PreviewCopy.pushBody(streak: 3, topicKey: "Rééducation du genou", locale: "fr") == "Jour 3 : Rééducation du genou.")
+        #expect(PreviewCopy.pushBody(streak: 3, topicKey: "Talk about\nthe marathon?", locale: "en")
+                == "Day 3: Talk about the marathon?")
+        #expect(PreviewCopy.pushBody(streak: 3, topicKey: "  ", locale: "fr") == "Jour 3 : le point du jour.")
         #expect(PreviewCopy.pushBody(streak: 3, topicKey: "mood_check", locale: "de") == "Day 3: mood & energy check.")
+    }
+
+    /// The day of the streak a call falls on: 6 days in a row through Saturday make Sunday day 7,
+    /// whether validate-streaks has settled Saturday (08:00) or not yet (00:05).
+    @Test func theStreakDayIsTodaysNumber() {
+        let sunday = LocalDate(iso8601: "2026-03-15")!
+        let week = Set((1...6).map { sunday.adding(days: -$0) })
+        let settledSaturday = StreakState(currentStreak: 6, longestStreak: 6, lastCheckinDate: sunday.adding(days: -1),
+                                          freezeUsedThisWeek: false, weekStartDate: sunday.monday, missedDays: 0)
+        #expect(StreakRules.dayNumber(today: sunday, stored: settledSaturday, settledThrough: sunday.adding(days: -1),
+                                      checkIns: week) == 7)
+        let settledFriday = StreakState(currentStreak: 5, longestStreak: 5, lastCheckinDate: sunday.adding(days: -2),
+                                        freezeUsedThisWeek: false, weekStartDate: sunday.monday, missedDays: 0)
+        #expect(StreakRules.dayNumber(today: sunday, stored: settledFriday, settledThrough: sunday.adding(days: -2),
+                                      checkIns: week) == 7)
+        // Checked in today already: still day 7.
+        #expect(StreakRules.dayNumber(today: sunday, stored: settledSaturday, settledThrough: sunday.adding(days: -1),
+                                      checkIns: week.union([sunday])) == 7)
+        // Never settled: the check-ins in a row; none: no streak.
+        #expect(StreakRules.dayNumber(today: sunday, stored: nil, settledThrough: nil, checkIns: week) == 7)
+        #expect(StreakRules.dayNumber(today: sunday, stored: nil, settledThrough: nil, checkIns: []) == 0)
+        // Two misses in a row (Friday, Saturday) with the week's freeze used reset it.
+        var frozen = settledFriday
+        frozen.freezeUsedThisWeek = true
+        #expect(StreakRules.dayNumber(today: sunday, stored: frozen, settledThrough: sunday.adding(days: -3),
+                                      checkIns: week.subtracting([sunday.adding(days: -1), sunday.adding(days: -2)])) == 0)
     }
 
     @Test func theEmojiRotatesByMilestone() {

@@ -163,3 +163,64 @@ let migrationFiles = try! FileManager.default
         #expect(try database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
     }
 }
+
+/// A migration's backfill of a big table: in batches, each its own transaction, after its schema.
+@Suite struct MigrationBackfillTests {
+    /// The project's migrations and one more, whose backfill fills 25 rows 10 at a time.
+    func folder(backfill: String) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-migrations-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for file in migrationFiles {
+            try FileManager.default.copyItem(at: packageRoot.appendingPathComponent("db/migrations/\(file)"),
+                                             to: folder.appendingPathComponent(file))
+        }
+        try """
+            create table backfill_probe (id uuid primary key default gen_random_uuid(), n integer not null, doubled integer);
+            insert into backfill_probe (n) select generate_series(1, 25);
+            \(backfill)
+            """.write(to: folder.appendingPathComponent("0099_backfill_probe.sql"), atomically: true, encoding: .utf8)
+        return folder
+    }
+
+    @Test func aBackfillRunsInBatchesAndTheMigrationIsPendingUntilItIsDone() async throws {
+        let database = try await TestDatabase.fresh()
+        let migrator = try Migrator(directory: try folder(backfill: """
+            -- nudge:backfill backfill_probe 10
+            update backfill_probe set doubled = 2 * n where id > {{after}} and id <= {{through}}
+            """))
+        let applied = try await database.withDatabase { db in try await migrator.migrate(db) }
+        #expect(applied == ["0099_backfill_probe.sql"])
+        #expect(try database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
+        // Three transactions: 10, 10 and 5 rows.
+        #expect(try database.count("select count(distinct xmin::text) from backfill_probe") == 3)
+        // A backfill that stopped halfway: the migration is pending (jobs refuse to run) until
+        // the next `nudge migrate` finishes it.
+        try database.psql("update nudge_migrations set backfilled = false where version = 99; update backfill_probe set doubled = null")
+        #expect(try await database.withDatabase { db in try await migrator.pending(db) } == ["0099_backfill_probe.sql"])
+        let again = try await database.withDatabase { db in try await migrator.migrate(db) }
+        #expect(again.isEmpty)
+        #expect(try database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
+        #expect(try await database.withDatabase { db in try await migrator.pending(db) }.isEmpty)
+    }
+
+    @Test func aBackfillThatCannotBeBatchedIsRefusedBeforeAnythingRuns() throws {
+        for bad in ["-- nudge:backfill backfill_probe\nupdate backfill_probe set doubled = 2 * n where id > {{after}} and id <= {{through}}",
+                    "-- nudge:backfill backfill_probe 10\nupdate backfill_probe set doubled = 2 * n",
+                    "-- nudge:backfill backfill_probe 10\ndelete from backfill_probe where id > {{after}} and id <= {{through}}"] {
+            #expect(throws: NudgeError.self, "\(bad)") { try Migrator(directory: try folder(backfill: bad)) }
+        }
+    }
+
+    /// 0007 and 0008 moved their backfills out of their transaction: a database that applied
+    /// their earlier text is not told they changed; any other change is still refused.
+    @Test func theEarlierTextsOf0007And0008AreTheSameMigrations() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("update nudge_migrations set checksum = 'e6ae77659d3a259926cd4bb7a467abf2' where version = 8")
+        let accepted = try await database.nudge(["migrate"])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+        try database.psql("update nudge_migrations set checksum = 'not-the-text' where version = 8")
+        let refused = try await database.nudge(["migrate"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("0008_preview_due.sql was changed after it was applied"))
+    }
+}

@@ -7,7 +7,6 @@
 alter table scheduled_calls
     add column preview_for   timestamptz,
     add column preview_note  text;
-update scheduled_calls set preview_for = scheduled_at where preview_sent;
 
 -- What preview-notifications reads every minute: the pending calls not decided for their time.
 create index idx_scheduled_calls_preview on scheduled_calls(scheduled_at)
@@ -20,3 +19,9 @@ alter table notification_outbox add column request_left_at timestamptz;
 
 -- Twilio's status callbacks find an SMS's log by its message SID.
 create index idx_notif_sms_provider_id on notification_logs(provider_id) where channel = 'sms';
+
+-- The calls already previewed are decided for their time: in batches of 10,000 calls, each its
+-- own transaction, after the schema above (Migrator), so that a big table is not held by one.
+-- nudge:backfill scheduled_calls 10000
+update scheduled_calls set preview_for = scheduled_at
+ where preview_sent and preview_for is null and id > {{after}} and id <= {{through}}

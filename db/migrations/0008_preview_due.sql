@@ -7,8 +7,6 @@
 -- cancelled call may be pending again). A load that bypasses triggers (session_replication_role
 -- = replica, as `nudge seed` does) writes it itself: a call without it is never read.
 alter table scheduled_calls add column preview_due_at timestamptz;
-update scheduled_calls c set preview_due_at = c.scheduled_at - make_interval(mins => u.notification_lead_min)
-  from users u where u.id = c.user_id;
 
 create function nudge_call_preview_due() returns trigger language plpgsql as $$
 begin
@@ -37,3 +35,9 @@ create trigger users_notification_lead after update of notification_lead_min on 
 drop index idx_scheduled_calls_preview;
 create index idx_scheduled_calls_preview_due on scheduled_calls(preview_due_at, id)
     where status = 'pending' and preview_for is distinct from scheduled_at;
+
+-- The calls there are already, in batches of 10,000, each its own transaction (Migrator); until
+-- it is done, preview-notifications reads a call without the column by its call time.
+-- nudge:backfill scheduled_calls 10000
+update scheduled_calls c set preview_due_at = c.scheduled_at - make_interval(mins => u.notification_lead_min)
+  from users u where u.id = c.user_id and c.preview_due_at is null and c.id > {{after}} and c.id <= {{through}}

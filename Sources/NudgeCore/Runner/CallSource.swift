@@ -31,10 +31,17 @@ public struct CallRow: Sendable, Equatable {
     public var previewAt: Date { scheduledAt.addingTimeInterval(-Double(leadMinutes) * 60) }
 }
 
-/// A call with its user placed in their time zone.
+/// A call with its user placed in their time zone (UTC when theirs is unknown: `zoneProblem` says so).
 public struct CallInTime: Sendable {
     public let call: CallRow
     public let user: UserInTime
+    public var zoneProblem: String?
+
+    public init(call: CallRow, user: UserInTime, zoneProblem: String? = nil) {
+        self.call = call
+        self.user = user
+        self.zoneProblem = zoneProblem
+    }
 }
 
 /// The calls whose preview is to be decided, by due time: still `pending`, not decided for the
@@ -47,7 +54,13 @@ public struct CallInTime: Sendable {
 /// the undecided pending calls by `preview_due_at` (`scheduled_at − notification_lead_min`,
 /// which triggers keep up to date, migration 0008), and id, from the earliest due time a call not
 /// yet `lateBy` old can have, or the last call of the page before, to the horizon: each page
-/// reads its own calls, whatever the table holds and however many fall due at once.
+/// reads its own calls, whatever the table holds and however many fall due at once. A call
+/// written without its `preview_due_at` (triggers off, or a backfill not finished) is read too,
+/// through `idx_scheduled_calls_preview_due_unset` (migration 0012) by its call time, its due
+/// time computed as the trigger would: no call goes without its preview for want of the column.
+///
+/// A user whose time zone Nudge does not know still gets the preview (it needs no zone): the
+/// call's local day is then UTC's.
 public struct CallSource: WorkSource {
     public typealias Item = CallInTime
 
@@ -63,12 +76,22 @@ public struct CallSource: WorkSource {
 
     public var noun: String { "call" }
 
-    private func conditions(_ request: PageRequest) -> SQLFragment {
+    /// The due time as the trigger computes it, for a call without `preview_due_at`.
+    static let computedDue = "(c.scheduled_at - make_interval(mins => u.notification_lead_min))"
+
+    /// The calls of one of the two reads: those with `preview_due_at` (by it), or those without
+    /// (by their call time, then their computed due time).
+    private func conditions(_ request: PageRequest, dueSet: Bool) -> SQLFragment {
         let horizon = request.now.addingTimeInterval(lookAhead)
-        return """
-            c.status = 'pending' and c.preview_for is distinct from c.scheduled_at
-            and c.preview_due_at > \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))
+        let range: SQLFragment = dueSet ? """
+            c.preview_due_at > \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))
             and c.preview_due_at <= \(horizon)
+            """ : """
+            c.preview_due_at is null and c.scheduled_at <= \(horizon.addingTimeInterval(Self.longestLead))
+            and \(unescaped: Self.computedDue) <= \(horizon)
+            """
+        return """
+            c.status = 'pending' and c.preview_for is distinct from c.scheduled_at and \(range)
             and c.scheduled_at > \(request.now.addingTimeInterval(-Self.lateBy))
             and \(request.inShard("c.user_id")) and \(request.forUsers("c.user_id"))
             """
@@ -77,12 +100,13 @@ public struct CallSource: WorkSource {
     /// Where a page starts: after the last call of the page before, at the due time its page read
     /// (`pagedAt`). A resumed run, or a page that ended on an unusable call, knows only its id: its
     /// due time now, or, the call gone, the start of the range.
-    private func after(_ request: PageRequest) -> SQLFragment {
+    private func after(_ request: PageRequest, due: String) -> SQLFragment {
         guard let last = request.after else { return "true" }
-        if let time = request.afterTime { return "(c.preview_due_at, c.id) > (\(time), \(last))" }
+        if let time = request.afterTime { return "(\(unescaped: due), c.id) > (\(time), \(last))" }
         return """
-            (c.preview_due_at, c.id) > (coalesce((select k.preview_due_at from scheduled_calls k where k.id = \(last)),
-                                                 \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))), \(last))
+            (\(unescaped: due), c.id) > (coalesce((select coalesce(k.preview_due_at, k.scheduled_at - make_interval(mins => ku.notification_lead_min))
+                                                     from scheduled_calls k join users ku on ku.id = k.user_id where k.id = \(last)),
+                                                    \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))), \(last))
             """
     }
 
@@ -93,13 +117,21 @@ public struct CallSource: WorkSource {
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<CallInTime>] {
+        func read(dueSet: Bool) -> SQLFragment {
+            let due = dueSet ? "c.preview_due_at" : Self.computedDue
+            return """
+                (select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, \(unescaped: due) as due,
+                        c.preview_for is not null or coalesce(c.preview_note like 'not sent:%', false) as decided,
+                        u.timezone, u.locale, u.created_at
+                   from scheduled_calls c join users u on u.id = c.user_id
+                  where \(request.notPaused) and \(after(request, due: due)) and \(conditions(request, dueSet: dueSet))
+                  order by \(unescaped: due), c.id
+                  limit \(request.limit))
+                """
+        }
         let query: SQLFragment = """
-            select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min, c.preview_due_at,
-                   c.preview_for is not null or coalesce(c.preview_note like 'not sent:%', false),
-                   u.timezone, u.locale, u.created_at
-              from scheduled_calls c join users u on u.id = c.user_id
-             where \(request.notPaused) and \(after(request)) and \(conditions(request))
-             order by c.preview_due_at, c.id
+            select * from (\(read(dueSet: true)) union all \(read(dueSet: false))) calls
+             order by due, id
              limit \(request.limit)
             """
         let rows = try await connection.query(try query.query(), logger: request.logger)
@@ -107,13 +139,18 @@ public struct CallSource: WorkSource {
         page.reserveCapacity(request.limit)
         for try await (id, userID, scheduledAt, topic, lead, dueAt, decidedBefore, timezone, locale, createdAt)
             in rows.decode((UUID, UUID, Date, String?, Int, Date, Bool, String?, String, Date).self) {
+            let call = CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic, leadMinutes: lead, dueAt: dueAt,
+                               decidedBefore: decidedBefore)
             do {
                 let user = try calendars.place(UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt))
-                page.append(.item(id, CallInTime(call: CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic,
-                                                               leadMinutes: lead, dueAt: dueAt, decidedBefore: decidedBefore),
-                                                  user: user)))
+                page.append(.item(id, CallInTime(call: call, user: user)))
             } catch {
-                page.append(.unusable(id, "the user's \(error)"))
+                // The preview needs no zone (nor a sign-up time): UTC's day stands in, and the
+                // call's mark says why.
+                let user = UserInTime(user: UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt),
+                                      calendar: try calendars.calendar(for: nil))
+                page.append(.item(id, CallInTime(call: call, user: user,
+                                                 zoneProblem: "the user's \(error): the call's local day is UTC's")))
             }
         }
         return page
@@ -121,7 +158,8 @@ public struct CallSource: WorkSource {
 
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
         let query: SQLFragment = """
-            select count(*) from scheduled_calls c join users u on u.id = c.user_id where \(conditions(request))
+            select count(*) from scheduled_calls c join users u on u.id = c.user_id
+             where (\(conditions(request, dueSet: true))) or (\(conditions(request, dueSet: false)))
             """
         for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
             return count

@@ -564,6 +564,8 @@ public struct DispatchJob: Job {
         var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
+        // Preview pushes that left now: a path C fallback SMS waits 30 seconds from then (seed 000).
+        var pushesLeft: [(userID: UUID, call: UUID, scheduledAt: String, at: Date)] = []
         var refusedPreviews: [(call: UUID, row: Int64, scheduledAt: Date, text: String, reason: String)] = []
         // Numbers whose SMS Twilio refused because they replied STOP (21610).
         var optedOut: [String] = []
@@ -617,6 +619,10 @@ public struct DispatchJob: Job {
                     updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                                 deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
                                 attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
+                    if row.type == "preview_push", row.sentAt == nil, let left = settled.sentAt, let call = row.call,
+                       let at = row.payloadObject?["scheduled_at"]?.text {
+                        pushesLeft.append((userID, call.id, at, left))
+                    }
                     if settled.status == .failed, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at))
                     }
@@ -692,6 +698,13 @@ public struct DispatchJob: Job {
                              device: nil, content: nil, runID: run.runID)
                 }
             }
+        }
+        // A path C fallback waits 30 seconds from when its push left, however late that was: one
+        // this batch holds is put back due then; one it does not hold is moved then.
+        pushesLeft.removeAll { push in
+            guard let index = releasedFallbacks["\(push.userID):\(push.call):\(push.scheduledAt)"] else { return false }
+            updates.dueNow(at: index, push.at.addingTimeInterval(PreviewNotificationsJob.fallbackAfter))
+            return true
         }
         // A fallback this batch holds is put back due now; one it does not hold is moved to now.
         fallbacksNow.removeAll { fallback in
@@ -809,6 +822,31 @@ public struct DispatchJob: Job {
                 insert into sms_opt_outs (phone_number, opted_out_at, source)
                 select distinct n, \(run.now), 'twilio 21610' from unnest(\(optedOut)) as n
                 on conflict (phone_number) do nothing
+                """)
+        }
+        let previewsSent = logs.outboxIDs.indices.filter { logs.statuses[$0] == "sent" && logs.callIDs[$0] != UUID.allZeros }
+        if !previewsSent.isEmpty {
+            // A preview reached a channel: the call was previewed (seed 000's answer rate with and
+            // without a preview reads it).
+            writes.step("previews_sent", """
+                update scheduled_calls c set preview_sent = true, preview_sent_at = v.sent_at, updated_at = \(run.now)
+                  from (select id, min(sent_at) as sent_at
+                          from unnest(\(previewsSent.map { logs.callIDs[$0] }), \(previewsSent.map { logs.sentAts[$0] })) as s(id, sent_at)
+                         group by id) v
+                 where c.id = v.id and not c.preview_sent
+                """)
+        }
+        if !pushesLeft.isEmpty {
+            writes.step("fallbacks_after_push", """
+                update notification_outbox o set next_attempt_at = f.after
+                  from unnest(\(pushesLeft.map(\.userID)), \(pushesLeft.map { $0.call.uuidString.lowercased() }),
+                              \(pushesLeft.map(\.scheduledAt)),
+                              \(pushesLeft.map { $0.at.addingTimeInterval(PreviewNotificationsJob.fallbackAfter) }))
+                       as f(user_id, call_id, scheduled_at, after)
+                 where o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
+                   and o.payload->>'call_id' = f.call_id and o.payload->>'scheduled_at' = f.scheduled_at
+                   and o.payload->>'send_when' = 'unconfirmed'
+                   and coalesce(o.next_attempt_at, o.deliver_after) < f.after
                 """)
         }
         if !fallbacksNow.isEmpty {

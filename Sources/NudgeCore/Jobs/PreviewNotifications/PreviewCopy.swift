@@ -4,9 +4,12 @@ import Foundation
 /// English for every other.
 ///
 /// - The push: title "{coach} is calling in {min} min! {emoji}", body "Day {streak}: {topic}."
-///   (the 7th and 21st days have bodies of their own; a user without a streak reads "Today:
-///   {topic}."). The coach is the persona's name as the app shows it ("Coach Max", "Dr. Luna",
-///   "Mama Rosa", as in the seed's mock-ups), "Your coach" when the user has none.
+///   (the 7th and 21st days celebrate first, and still say the topic, as seed 000's acceptance
+///   criteria want; a user without a streak reads "Today: {topic}."). `{streak}` is the day of
+///   the streak the call falls on (`StreakRules.dayNumber`). The topic is the seed's words for a
+///   known key, the app's own text as it is for any other, "today's check-in" when there is none.
+///   The coach is the persona's name as the app shows it ("Coach Max", "Dr. Luna", "Mama Rosa",
+///   as in the seed's mock-ups), "Your coach" when the user has none.
 /// - The SMS: one segment, always. The seed's own SMS text carries an emoji and an em dash, which
 ///   make any SMS UCS-2 (70 characters a part): at ~95 characters it would cost two. So the SMS is
 ///   the emoji-free GSM-7 variant, "{coach} is calling you in {min} min! Day {streak} - {topic}.
@@ -25,15 +28,26 @@ public enum PreviewCopy {
         "streak_celebrate": ("streak celebration!", "fête du streak !"),
     ]
 
-    /// What a call whose topic is missing or unknown is about.
+    /// What a call without a topic is about.
     static let neutralTopic = (en: "today's check-in", fr: "le point du jour")
+    /// `scheduled_calls.topic`'s width (seed 000: VARCHAR(100)).
+    static let longestTopic = 100
 
     static func isFrench(_ locale: String) -> Bool { locale.lowercased().hasPrefix("fr") }
 
-    /// The topic's words in the locale; a neutral phrase for a key this table does not know.
+    /// The topic's words in the locale: the seed's for a key of its table, the app's own text as
+    /// it is (on one line) for free text, a neutral phrase when there is none or it is a key this
+    /// table does not know (`knee_rehab`: lower case and underscores, no words to show).
     public static func topic(_ key: String?, locale: String) -> String {
-        let words = key.flatMap { topics[$0.trimmingCharacters(in: .whitespaces).lowercased()] } ?? neutralTopic
-        return isFrench(locale) ? words.fr : words.en
+        let text = (key ?? "").split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        if let words = topics[text.lowercased()] { return isFrench(locale) ? words.fr : words.en }
+        if !text.isEmpty && !isKey(text) { return String(text.prefix(longestTopic)) }
+        return isFrench(locale) ? neutralTopic.fr : neutralTopic.en
+    }
+
+    /// Whether `text` is a key rather than words: ASCII lower case, digits and underscores, with an underscore.
+    static func isKey(_ text: String) -> Bool {
+        text.contains("_") && text.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
     }
 
     /// The emoji of the streak's milestone: 🌱 starting out (0–2 days), 💪 3–6, 🔥 a week (7–13),
@@ -70,10 +84,10 @@ public enum PreviewCopy {
     public static func pushBody(streak: Int, topicKey: String?, locale: String) -> String {
         let words = topic(topicKey, locale: locale)
         switch (streak, isFrench(locale)) {
-        case (7, true): return "Jour 7 — une semaine complète ! On fête ça."
-        case (7, false): return "Day 7 — one full week! Let's celebrate."
-        case (21, true): return "JOUR 21 ! Tu l'as fait. Dernier point. 🏆"
-        case (21, false): return "DAY 21! You made it. Final check-in. 🏆"
+        case (7, true): return "Jour 7 — une semaine complète ! On fête ça. Aujourd'hui : \(sentence(words))"
+        case (7, false): return "Day 7 — one full week! Let's celebrate. Today: \(sentence(words))"
+        case (21, true): return "JOUR 21 ! Trois semaines, tu l'as fait. 🏆 Aujourd'hui : \(sentence(words))"
+        case (21, false): return "DAY 21! Three weeks, you made it. 🏆 Today: \(sentence(words))"
         case (1..., true): return "Jour \(streak) : \(sentence(words))"
         case (1..., false): return "Day \(streak): \(sentence(words))"
         case (_, true): return "Aujourd'hui : \(sentence(words))"

@@ -16,12 +16,15 @@ import PostgresNIO
 /// - C: the push, and a `fallback_sms` 30 seconds later that goes only if no delivery receipt
 ///   for the push was recorded by then (`notification_logs.delivered_at`).
 ///
-/// In the batch's one statement with the outbox rows, the call is marked: `preview_sent`,
-/// `preview_sent_at`, and `preview_for`, the call time the preview was decided for. A call moved
-/// to another time no longer matches it and gets a preview for its new time; dispatch refuses
-/// the preview of the old one (and of a call no longer pending, or begun) when its time comes.
-/// A call found after it began, or whose user cannot be reached, is marked with the reason in
-/// `preview_note` and left alone: the call itself happens regardless.
+/// In the batch's one statement with the outbox rows, the call is marked decided: `preview_for`,
+/// the call time the preview was decided for. `preview_sent` and `preview_sent_at` are dispatch's:
+/// set when a preview of the call reached a channel (APNs or FCM took the push, Twilio the SMS),
+/// so that the seed's "answer rate with and without a preview" can be read from them. A call
+/// moved to another time no longer matches `preview_for` and gets a preview for its new time;
+/// dispatch refuses the preview of the old one (and of a call no longer pending, or begun) when
+/// its time comes. A call found after it began, whose user cannot be reached, or that cannot be
+/// decided, is marked with the reason in `preview_note`, once, and left alone: the call itself
+/// happens regardless.
 public struct PreviewNotificationsJob: Job {
     public let definition: JobDefinition
     public let source: CallSource
@@ -39,13 +42,25 @@ public struct PreviewNotificationsJob: Job {
 
     public struct Facts: Sendable, Equatable {
         public let coach: String?
-        public let streak: Int
+        /// The streak as validate-streaks last settled it, and the user's recent check-in days:
+        /// what the day of the streak a call falls on is counted from.
+        public let streak: StreakState?
+        public let settledThrough: LocalDate?
+        public let checkIns: Set<LocalDate>
         public let reach: PreviewPath.Reach
 
-        public init(coach: String?, streak: Int, reach: PreviewPath.Reach) {
+        public init(coach: String?, streak: StreakState?, settledThrough: LocalDate?, checkIns: Set<LocalDate>,
+                    reach: PreviewPath.Reach) {
             self.coach = coach
             self.streak = streak
+            self.settledThrough = settledThrough
+            self.checkIns = checkIns
             self.reach = reach
+        }
+
+        /// The day of the streak `day` is (`StreakRules.dayNumber`).
+        public func streakDay(on day: LocalDate) -> Int {
+            StreakRules.dayNumber(today: day, stored: streak, settledThrough: settledThrough, checkIns: checkIns)
         }
     }
 
@@ -67,7 +82,14 @@ public struct PreviewNotificationsJob: Job {
     public func loadFacts(for calls: [CallInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         let users = Array(Set(calls.map(\.call.userID)))
         let rows = try await connection.query("""
-            select u.id, p.name, coalesce(s.current_streak, 0), u.notification_pref, u.phone_number,
+            select u.id, p.name, s.user_id is not null, coalesce(s.current_streak, 0), coalesce(s.longest_streak, 0),
+                   s.last_checkin_date, coalesce(s.freeze_used_this_week, false), s.week_start_date, coalesce(s.missed_days, 0),
+                   s.settled_through,
+                   coalesce((select array_agg(t.date) from daily_tracking t
+                              where t.user_id = u.id and t.mood is not null and t.energy is not null
+                                and t.date >= \(LocalDate(daysSinceEpoch: Int(run.now.timeIntervalSince1970 / 86_400)).adding(days: -StreakRules.checkInsRead - 2))
+                                and t.date <= \(LocalDate(daysSinceEpoch: Int(run.now.timeIntervalSince1970 / 86_400)).adding(days: 2))), '{}'),
+                   u.notification_pref, u.phone_number,
                    coalesce(np.push_enabled, true)
                    and (exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
                         or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
@@ -82,11 +104,16 @@ public struct PreviewNotificationsJob: Job {
              where u.id = any(\(users))
             """, logger: run.logger)
         var byUser: [UUID: Facts] = [:]
-        for try await (id, coach, streak, preference, phone, push, optedOut)
-            in rows.decode((UUID, String?, Int, String, String?, Bool, Bool).self) {
+        for try await (id, coach, hasStreak, current, longest, lastCheckIn, freezeUsed, weekStart, missed, settled, checkIns,
+                       preference, phone, push, optedOut)
+            in rows.decode((UUID, String?, Bool, Int, Int, LocalDate?, Bool, LocalDate?, Int, LocalDate?, [LocalDate],
+                            String, String?, Bool, Bool).self) {
             let number = phone.flatMap(PhoneNumber.init)
             let unusable = number == nil && !(phone ?? "").trimmingCharacters(in: .whitespaces).isEmpty
-            byUser[id] = Facts(coach: coach, streak: max(0, streak),
+            let streak = hasStreak ? StreakState(currentStreak: max(0, current), longestStreak: longest, lastCheckinDate: lastCheckIn,
+                                                 freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: max(0, missed))
+                                   : nil
+            byUser[id] = Facts(coach: coach, streak: streak, settledThrough: settled, checkIns: Set(checkIns),
                                reach: PreviewPath.Reach(preference: preference, push: push, phone: number, phoneUnusable: unusable,
                                                         smsOptedOut: number != nil && optedOut))
         }
@@ -100,7 +127,6 @@ public struct PreviewNotificationsJob: Job {
     // MARK: Deciding
 
     public func decide(for item: CallInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        guard let facts else { throw NudgeError(.configuration, "the call's user is gone") }
         let call = item.call
         let now = run.now
         func skip(_ outcome: String, _ note: String) -> Decision<Change> {
@@ -108,6 +134,8 @@ public struct PreviewNotificationsJob: Job {
                                               decidedBefore: call.decidedBefore),
                                work: [], notifications: [], tally: ["skipped:\(outcome)": 1]))
         }
+        // A call that cannot be decided is marked with why, once: not failed again every minute.
+        guard let facts else { return skip("undecidable", "the call's user could not be read") }
         if call.leadMinutes == 0 {
             return skip("no_lead", "notification_lead_min is 0: the user asked for no preview")
         }
@@ -137,8 +165,9 @@ public struct PreviewNotificationsJob: Job {
             ? call.leadMinutes : max(1, Int((call.scheduledAt.timeIntervalSince(sendAt) / 60).rounded()))
         let locale = item.user.user.locale
         let day = item.user.calendar.localDate(at: call.scheduledAt)
+        let streak = facts.streakDay(on: day)
         let occasion = "\(call.id.uuidString.lowercased()):\(Int(call.scheduledAt.timeIntervalSince1970))"
-        let sms = PreviewCopy.sms(coach: facts.coach, minutes: minutes, streak: facts.streak, topicKey: call.topic, locale: locale)
+        let sms = PreviewCopy.sms(coach: facts.coach, minutes: minutes, streak: streak, topicKey: call.topic, locale: locale)
         let base: [String: JSONValue] = [
             "call_id": .string(call.id.uuidString.lowercased()),
             "scheduled_at": .string(call.scheduledAt.formatted(.iso8601)),
@@ -155,11 +184,11 @@ public struct PreviewNotificationsJob: Job {
         }
 
         var messages: [OutboxMessage] = []
-        var note: String?
+        var note = item.zoneProblem
         if path != .sms {
             let push = message("preview_push", channel: "push", at: sendAt,
-                               title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: facts.streak, locale: locale),
-                               body: PreviewCopy.pushBody(streak: facts.streak, topicKey: call.topic, locale: locale),
+                               title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: streak, locale: locale),
+                               body: PreviewCopy.pushBody(streak: streak, topicKey: call.topic, locale: locale),
                                extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")])
             let pushKey = push.dedupeKey(job: definition.name, userID: call.userID)
             messages.append(push)
@@ -172,7 +201,7 @@ public struct PreviewNotificationsJob: Job {
                                                 "send_when": .string(path == .pushThenSMS ? "unconfirmed" : "push_failed"),
                                             ]) { $1 }))
                 } else {
-                    note = "no SMS fallback: no version of the SMS fits one segment"
+                    note = [note, "no SMS fallback: no version of the SMS fits one segment"].compactMap { $0 }.joined(separator: "; ")
                 }
             }
         } else {
@@ -198,13 +227,13 @@ public struct PreviewNotificationsJob: Job {
         var writes = BatchWrites()
         guard !changes.isEmpty else { return writes }
         let calls = changes.map(\.change)
+        // Decided, not sent: `preview_sent` is dispatch's, once a channel took a preview.
         writes.step("previewed_calls", """
             update scheduled_calls c
-               set preview_sent = v.sent, preview_sent_at = case when v.sent then \(run.now) end,
+               set preview_sent = false, preview_sent_at = null,
                    preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
-              from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.path != nil }),
-                          \(calls.map { $0.note ?? "" }))
-                   as v(id, scheduled_at, sent, note)
+              from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.note ?? "" }))
+                   as v(id, scheduled_at, note)
              where c.id = v.id and abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 0.001 and c.status = 'pending'
             """)
         // A call decided again for a time it had been decided for (moved away and back) may still

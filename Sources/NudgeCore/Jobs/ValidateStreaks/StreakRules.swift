@@ -92,6 +92,29 @@ public enum StreakRules {
         return (next, .reset)
     }
 
+    /// How many days back `dayNumber`'s check-ins are read.
+    public static let checkInsRead = 8
+
+    /// The day of the streak `today` is: a user with 6 days in a row through yesterday is on
+    /// day 7 (whether or not they have checked in yet today), one without a streak on none (0).
+    /// The days validate-streaks has not settled yet (it runs at 00:05) are settled here from
+    /// `checkIns` (the user's check-in days of the last week), as it will settle them. A row
+    /// validate-streaks never settled (the app's own) is taken as it stands, through yesterday;
+    /// without a row, the check-ins in a row up to yesterday count.
+    public static func dayNumber(today: LocalDate, stored: StreakState?, settledThrough: LocalDate?,
+                                 checkIns: Set<LocalDate>) -> Int {
+        if let stored, settledThrough == nil { return stored.currentStreak > 0 ? stored.currentStreak + 1 : 0 }
+        var state = stored ?? .fresh
+        var day = settledThrough.map { $0.adding(days: 1) } ?? (checkIns.min() ?? today)
+        // (validate-streaks days behind: only the week the check-ins were read for.)
+        day = max(day, today.adding(days: -checkInsRead))
+        while day < today {
+            state = settle(state, day: day, checkedIn: checkIns.contains(day)).0
+            day = day.adding(days: 1)
+        }
+        return state.currentStreak > 0 ? state.currentStreak + 1 : 0
+    }
+
     /// Why a stored streak row cannot be trusted, or nil when it is consistent.
     public static func inconsistency(in state: StreakState, settledThrough: LocalDate?) -> String? {
         if state.currentStreak < 0 { return "current_streak \(state.currentStreak) is negative" }
