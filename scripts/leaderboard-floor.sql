@@ -56,7 +56,9 @@ b3 as (
 boards as (
     select b3.*, greatest(b3.ends, (select max((b3.last_day + 1)::timestamp at time zone u.timezone)
                                       from fitcircle_members m join users u on u.id = m.user_id
-                                     where m.fitcircle_id = b3.id)) as subs_end
+                                     where m.fitcircle_id = b3.id
+                                       -- (a zone PostgreSQL does not know is no later midnight: the job skips it too)
+                                       and u.timezone in (select name from pg_timezone_names))) as subs_end
       from b3),
 -- The boards computed, and, for rank_change, the board before each (all-time has none).
 views as (

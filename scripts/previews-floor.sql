@@ -58,8 +58,7 @@ with due as (
     on conflict (dedupe_key) do nothing
 )
 update scheduled_calls c
-   set preview_sent = false, preview_sent_at = null,   -- dispatch's, once a channel takes the preview
-       preview_for = c.scheduled_at,
+   set preview_for = c.scheduled_at,   -- (preview_sent is dispatch's, once a channel takes the preview)
        preview_note = case when d.path is null then 'not sent' end, updated_at = :now::timestamptz
   from decided d
  where c.id = d.id;

@@ -62,7 +62,8 @@ import Testing
         for definition in repositoryCatalog.definitions {
             let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
             let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
-                                           "NUDGE_PUBLIC_URL": "https://nudge.example.com"])
+                                           "NUDGE_PUBLIC_URL": "https://nudge.example.com",
+                                           "NUDGE_POSTAL_ADDRESS": "FitCircle Inc., 1 Example Street, Paris"])
             let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: environment, options: options)) {
                 $0.definition.name
             }
@@ -73,6 +74,15 @@ import Testing
         await #expect(throws: NudgeError.self) {
             try await JobRegistry.withJob(JobSetup(definition: digest, environment: Environment([:]),
                                                    options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                $0.definition.name
+            }
+        }
+        // Nor without the sender's postal address, which every email's footer carries (CAN-SPAM).
+        await #expect(throws: NudgeError.self) {
+            try await JobRegistry.withJob(JobSetup(
+                definition: digest, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
+                                                              "NUDGE_PUBLIC_URL": "https://nudge.example.com"]),
+                options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
                 $0.definition.name
             }
         }

@@ -156,6 +156,15 @@ import Testing
         // Checked in today already: still day 7.
         #expect(StreakRules.dayNumber(today: sunday, stored: settledSaturday, settledThrough: sunday.adding(days: -1),
                                       checkIns: week.union([sunday])) == 7)
+        // The app's own row, never settled: through yesterday, unless it counted today already.
+        #expect(StreakRules.dayNumber(today: sunday, stored: settledSaturday, settledThrough: nil, checkIns: []) == 7)
+        var countedToday = settledSaturday
+        countedToday.currentStreak = 7
+        countedToday.lastCheckinDate = sunday
+        #expect(StreakRules.dayNumber(today: sunday, stored: countedToday, settledThrough: nil, checkIns: []) == 7)
+        // validate-streaks a month behind: the check-ins in a row read, not a month of misses.
+        #expect(StreakRules.dayNumber(today: sunday, stored: settledFriday, settledThrough: sunday.adding(days: -30),
+                                      checkIns: week) == 7)
         // Never settled: the check-ins in a row; none: no streak.
         #expect(StreakRules.dayNumber(today: sunday, stored: nil, settledThrough: nil, checkIns: week) == 7)
         #expect(StreakRules.dayNumber(today: sunday, stored: nil, settledThrough: nil, checkIns: []) == 0)

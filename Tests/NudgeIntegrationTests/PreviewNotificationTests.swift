@@ -874,3 +874,26 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(world.twilio.sent.count == 1)
     }
 }
+
+/// A user whose zone Nudge does not know: the call preview, which needs no local clock, is
+/// queued and delivered; what would need their day (a leaderboard move) is suppressed with why.
+@Suite(.serialized) struct UnknownZonePreviewTests {
+    @Test func aMarsOlympusUsersPreviewReachesThem() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1, streak: 3)
+        try db.psql("update users set timezone = 'Mars/Olympus' where id = '\(Fixture.userID(1))'")
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        try db.psql("""
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
+            values ('leaderboard-refresh:mars', 'leaderboard-refresh', '\(Fixture.userID(1))', '2026-03-29', 'leaderboard_change',
+                    '2026-03-29T06:00:00Z', 'Work Warriors', 'moved')
+            """)
+        try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2)
+        #expect(try world.sent(call).count == 1)
+        #expect(try db.value("select preview_sent::text from scheduled_calls where id = '\(call)'") == "true")
+        #expect(try db.value("select status || ' ' || last_error from notification_outbox where notification_type = 'leaderboard_change'")
+                    .hasPrefix("suppressed zone: the user's unknown time zone 'Mars/Olympus'"))
+    }
+}

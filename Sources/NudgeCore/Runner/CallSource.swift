@@ -141,17 +141,11 @@ public struct CallSource: WorkSource {
             in rows.decode((UUID, UUID, Date, String?, Int, Date, Bool, String?, String, Date).self) {
             let call = CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic, leadMinutes: lead, dueAt: dueAt,
                                decidedBefore: decidedBefore)
-            do {
-                let user = try calendars.place(UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt))
-                page.append(.item(id, CallInTime(call: call, user: user)))
-            } catch {
-                // The preview needs no zone (nor a sign-up time): UTC's day stands in, and the
-                // call's mark says why.
-                let user = UserInTime(user: UserRow(id: userID, timezone: timezone, locale: locale, createdAt: createdAt),
-                                      calendar: try calendars.calendar(for: nil))
-                page.append(.item(id, CallInTime(call: call, user: user,
-                                                 zoneProblem: "the user's \(error): the call's local day is UTC's")))
-            }
+            // The preview needs no zone (nor a sign-up time): in an unknown zone UTC's day stands
+            // in, and the call's mark says why.
+            let (user, problem) = try calendars.placeForDelivery(UserRow(id: userID, timezone: timezone, locale: locale,
+                                                                         createdAt: createdAt))
+            page.append(.item(id, CallInTime(call: call, user: user, zoneProblem: problem.map { "\($0): the call's local day is UTC's" })))
         }
         return page
     }

@@ -7,6 +7,8 @@ import PostgresNIO
 public struct UserNotifications: Sendable {
     public let user: UserInTime
     public let rows: [QueuedNotification]
+    /// Why the user's zone is unknown (they are in UTC here): only what needs no local clock goes.
+    public var zoneProblem: String? = nil
 }
 
 /// The notification outbox as a queue: each page claims the due rows of up to `limit` users.
@@ -92,7 +94,8 @@ public struct OutboxQueue: WorkSource {
         }
         return byUser.map { id, user, rows in
             do {
-                return .item(id, UserNotifications(user: try calendars.place(user), rows: rows))
+                let (placed, problem) = try calendars.placeForDelivery(user)
+                return .item(id, UserNotifications(user: placed, rows: rows, zoneProblem: problem))
             } catch {
                 return .unusable(id, "\(error)")
             }

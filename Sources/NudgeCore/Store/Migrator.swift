@@ -118,19 +118,23 @@ public struct Migrator: Sendable {
         let logger = database.logger
         var applied: [String] = []
         try await database.client.withConnection { connection in
+            // The ledger of migrations, once, under the lock (two first migrations at once).
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("select pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
+                try await connection.query("""
+                    create table if not exists nudge_migrations (
+                        version integer primary key,
+                        name text not null,
+                        checksum text not null,
+                        applied_at timestamptz not null default now())
+                    """, logger: logger)
+                try await connection.query("""
+                    alter table nudge_migrations add column if not exists backfilled boolean not null default true
+                    """, logger: logger)
+            }
             for migration in migrations {
                 let step = try await connection.withTransaction(logger: logger) { connection in
                     try await connection.query("select pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
-                    try await connection.query("""
-                        create table if not exists nudge_migrations (
-                            version integer primary key,
-                            name text not null,
-                            checksum text not null,
-                            applied_at timestamptz not null default now())
-                        """, logger: logger)
-                    try await connection.query("""
-                        alter table nudge_migrations add column if not exists backfilled boolean not null default true
-                        """, logger: logger)
                     let rows = try await connection.query("""
                         select name, checksum, md5(\(migration.sql)), backfilled from nudge_migrations where version = \(migration.version)
                         """, logger: logger)
@@ -170,9 +174,30 @@ public struct Migrator: Sendable {
         let backfill: Bool
     }
 
+    /// How long a backfill's batch may wait for a row the app holds, and run: a stuck batch fails
+    /// `nudge migrate` with the reason (run it again), it does not hang.
+    static let batchLockTimeout = "30s", batchTimeout = "10min"
+
     /// Runs a migration's backfills, batch by batch, each batch in its own transaction, then
-    /// records it as done.
+    /// records it as done; under the migrations' lock, held for the session meanwhile, so that
+    /// a second `nudge migrate` waits for it and then finds it done.
     func backfill(_ migration: Migration, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("select pg_advisory_lock(\(Self.lockKey))", logger: logger)
+        do {
+            try await backfillLocked(migration, on: connection, logger: logger)
+        } catch {
+            _ = try? await connection.query("select pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+            throw error
+        }
+        try await connection.query("select pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+    }
+
+    private func backfillLocked(_ migration: Migration, on connection: PostgresConnection, logger: Logger) async throws {
+        var done = false
+        let state = try await connection.query("select backfilled from nudge_migrations where version = \(migration.version)",
+                                               logger: logger)
+        for try await backfilled in state.decode(Bool.self) { done = backfilled }
+        guard !done else { return }
         for backfill in try migration.backfills() {
             var after = UUID.allZeros
             var batches = 0
@@ -188,6 +213,10 @@ public struct Migrator: Sendable {
                 let update = backfill.update.replacingOccurrences(of: "{{after}}", with: "'\(after.uuidString.lowercased())'")
                     .replacingOccurrences(of: "{{through}}", with: "'\(through.uuidString.lowercased())'")
                 try await connection.withTransaction(logger: logger) { connection in
+                    try await connection.query(PostgresQuery(unsafeSQL: "set local lock_timeout = '\(Self.batchLockTimeout)'"),
+                                               logger: logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: "set local statement_timeout = '\(Self.batchTimeout)'"),
+                                               logger: logger)
                     try await connection.query(PostgresQuery(unsafeSQL: update), logger: logger)
                 }
                 after = through

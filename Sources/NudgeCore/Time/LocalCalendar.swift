@@ -135,6 +135,16 @@ public final class CalendarCache: Sendable {
         return UserInTime(user: user, calendar: try calendar(for: user.timezone))
     }
 
+    /// The user as delivering to them needs them: no sign-up time, and, for a call preview, no
+    /// zone (the user asked for the call): in an unknown zone, UTC's calendar, with why.
+    public func placeForDelivery(_ user: UserRow) throws(LocalCalendar.Failure) -> (user: UserInTime, zoneProblem: String?) {
+        do {
+            return (UserInTime(user: user, calendar: try calendar(for: user.timezone)), nil)
+        } catch {
+            return (UserInTime(user: user, calendar: try calendar(for: nil)), "the user's \(error)")
+        }
+    }
+
     private let calendars = Mutex<[String: Result<LocalCalendar, LocalCalendar.Failure>]>([:])
 
     public init() {}

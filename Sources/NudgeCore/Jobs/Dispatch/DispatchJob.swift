@@ -179,9 +179,17 @@ public struct DispatchJob: Job {
 
     public func decide(for item: UserNotifications, facts: Facts?, run: RunContext) throws -> Decision<Change> {
         guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
-        let plan = DispatchRules.plan(rows: item.rows, facts: facts, providers: health.states(probing: item.rows.map(\.id)),
+        // A user whose zone is unknown gets what needs no local clock (a call preview: no quiet
+        // hours, no daily cap); the rest cannot be timed and is suppressed with why.
+        let timeless = item.zoneProblem == nil ? item.rows : item.rows.filter(\.kind.isTimeCritical)
+        var plan = DispatchRules.plan(rows: timeless, facts: facts, providers: health.states(probing: timeless.map(\.id)),
                                       locale: item.user.user.locale, calendar: item.user.calendar, now: run.now,
                                       shelfLife: shelfLife)
+        if let problem = item.zoneProblem {
+            for row in item.rows where !row.kind.isTimeCritical {
+                plan.outcomes[row.id] = .suppressed(step: "zone", reason: "\(problem): it cannot be timed to the user's day")
+            }
+        }
         var tally: [String: Int] = [:]
         for outcome in plan.outcomes.values {
             switch outcome {

@@ -227,11 +227,11 @@ public struct PreviewNotificationsJob: Job {
         var writes = BatchWrites()
         guard !changes.isEmpty else { return writes }
         let calls = changes.map(\.change)
-        // Decided, not sent: `preview_sent` is dispatch's, once a channel took a preview.
+        // Decided; `preview_sent` is dispatch's, once a channel took a preview (a call decided
+        // again for a time it was previewed for keeps it: that preview is not sent twice).
         writes.step("previewed_calls", """
             update scheduled_calls c
-               set preview_sent = false, preview_sent_at = null,
-                   preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
+               set preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
               from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.note ?? "" }))
                    as v(id, scheduled_at, note)
              where c.id = v.id and abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 0.001 and c.status = 'pending'

@@ -103,11 +103,18 @@ public enum StreakRules {
     /// without a row, the check-ins in a row up to yesterday count.
     public static func dayNumber(today: LocalDate, stored: StreakState?, settledThrough: LocalDate?,
                                  checkIns: Set<LocalDate>) -> Int {
-        if let stored, settledThrough == nil { return stored.currentStreak > 0 ? stored.currentStreak + 1 : 0 }
+        if let stored, settledThrough == nil {
+            // (The app may have counted today's check-in in it already.)
+            guard stored.currentStreak > 0 else { return 0 }
+            return stored.lastCheckinDate == today ? stored.currentStreak : stored.currentStreak + 1
+        }
         var state = stored ?? .fresh
         var day = settledThrough.map { $0.adding(days: 1) } ?? (checkIns.min() ?? today)
-        // (validate-streaks days behind: only the week the check-ins were read for.)
-        day = max(day, today.adding(days: -checkInsRead))
+        // validate-streaks further behind than the check-ins read: those check-ins in a row alone.
+        if day < today.adding(days: -checkInsRead) {
+            state = .fresh
+            day = checkIns.filter { $0 < today }.min() ?? today
+        }
         while day < today {
             state = settle(state, day: day, checkedIn: checkIns.contains(day)).0
             day = day.adding(days: 1)

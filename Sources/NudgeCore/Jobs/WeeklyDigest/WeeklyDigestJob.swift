@@ -278,7 +278,8 @@ public struct WeeklyDigestJob: Job {
             for channel in channels { tally["queued:\(channel)", default: 0] += 1 }
             for reason in [pushRefusal, emailRefusal].compactMap({ $0 }) { tally["withheld:\(reason)", default: 0] += 1 }
             if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
-            let told = !channels.isEmpty && nextSet == nil
+            // (A backfill of a past week sets no goal for a week already over.)
+            let told = !channels.isEmpty && nextSet == nil && sunday.adding(days: 7) >= calendar.localDate(at: run.now)
             digests.append(Digest(sunday: sunday, week: week, email: email,
                                   setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
         }
@@ -309,8 +310,8 @@ public struct WeeklyDigestJob: Job {
         }
         guard !goals.isEmpty else { return writes }
         writes.step("next_weekly_goals", """
-            insert into weekly_goals (user_id, week_start, goal_type, target_value, fitcircle_id)
-            select user_id, week_start, 'steps', target, nullif(circle, '')::uuid
+            insert into weekly_goals (user_id, week_start, goal_type, target_value, fitcircle_id, created_at)
+            select user_id, week_start, 'steps', target, nullif(circle, '')::uuid, \(run.now)
               from unnest(\(goals.map(\.0)), \(goals.map(\.1)), \(goals.map(\.2)), \(goals.map(\.3)))
                    as g(user_id, week_start, target, circle)
             on conflict (user_id, week_start, goal_type) do nothing
