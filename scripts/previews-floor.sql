@@ -58,7 +58,13 @@ with due as (
     on conflict (dedupe_key) do nothing
 )
 update scheduled_calls c
-   set preview_for = c.scheduled_at,   -- (preview_sent is dispatch's, once a channel takes the preview)
+   set preview_for = c.scheduled_at,
+       -- whether a preview for that time reached a channel (dispatch sets it when one does)
+       (preview_sent, preview_sent_at) = (
+           select count(*) > 0, min(o.sent_at) from notification_outbox o
+            where o.user_id = c.user_id and o.job = 'preview-notifications' and o.sent_at is not null
+              and o.payload->>'call_id' = c.id::text
+              and o.payload->>'scheduled_at' = to_char(c.scheduled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
        preview_note = case when d.path is null then 'not sent' end, updated_at = :now::timestamptz
   from decided d
  where c.id = d.id;

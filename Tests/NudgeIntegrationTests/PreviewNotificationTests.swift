@@ -850,6 +850,26 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(again.counts.processed == 0)
     }
 
+    /// `preview_sent` is about the time the call is at: moved after its preview went, it is false
+    /// until the new time's preview goes; moved back, true again (that preview is not sent twice).
+    @Test func previewSentFollowsTheCallsTime() async throws {
+        let world = try await PreviewWorld.start()
+        defer { Task { await world.shutdown() } }
+        let db = world.database
+        try Calls.user(db, 1, streak: 3)
+        let call = try Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
+        _ = try await previews(db, at: at("2026-03-29T06:14:01Z"))
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:02Z"))
+        func sent() throws -> String { try db.value("select preview_sent::text from scheduled_calls where id = '\(call)'") }
+        #expect(try sent() == "true")
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T07:20:00Z' where id = '\(call)'")
+        _ = try await previews(db, at: at("2026-03-29T07:14:01Z"))
+        #expect(try sent() == "false")
+        try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
+        _ = try await previews(db, at: at("2026-03-29T06:16:01Z"))
+        #expect(try sent() == "true")
+    }
+
     /// Path C: the push leaves 20 seconds late (dispatch was behind); its SMS waits 30 seconds
     /// from then, not from the push's due time. The call is marked previewed once the push went.
     @Test func pathCsSMSWaitsThirtySecondsFromThePushThatLeft() async throws {
@@ -875,8 +895,9 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     }
 }
 
-/// A user whose zone Nudge does not know: the call preview, which needs no local clock, is
-/// queued and delivered; what would need their day (a leaderboard move) is suppressed with why.
+/// A user whose zone Nudge does not know: the call preview and a FitCircle invitation, which
+/// need no local clock, are delivered; what would need their day (a leaderboard move, capped
+/// by their local day and held by quiet hours) is suppressed with why.
 @Suite(.serialized) struct UnknownZonePreviewTests {
     @Test func aMarsOlympusUsersPreviewReachesThem() async throws {
         let world = try await PreviewWorld.start()
@@ -888,12 +909,15 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try db.psql("""
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
             values ('leaderboard-refresh:mars', 'leaderboard-refresh', '\(Fixture.userID(1))', '2026-03-29', 'leaderboard_change',
-                    '2026-03-29T06:00:00Z', 'Work Warriors', 'moved')
+                    '2026-03-29T06:00:00Z', 'Work Warriors', 'moved'),
+                   ('fitcircle-invite:mars', 'invites', '\(Fixture.userID(1))', '2026-03-29', 'fitcircle_invite',
+                    '2026-03-29T06:00:00Z', 'Lean Team', 'You are invited')
             """)
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2)
         #expect(try world.sent(call).count == 1)
         #expect(try db.value("select preview_sent::text from scheduled_calls where id = '\(call)'") == "true")
         #expect(try db.value("select status || ' ' || last_error from notification_outbox where notification_type = 'leaderboard_change'")
                     .hasPrefix("suppressed zone: the user's unknown time zone 'Mars/Olympus'"))
+        #expect(try db.value("select status from notification_outbox where notification_type = 'fitcircle_invite'") == "sent")
     }
 }

@@ -36,8 +36,8 @@ drop index idx_scheduled_calls_preview;
 create index idx_scheduled_calls_preview_due on scheduled_calls(preview_due_at, id)
     where status = 'pending' and preview_for is distinct from scheduled_at;
 
--- The calls there are already, in batches of 10,000, each its own transaction (Migrator; the
--- jobs wait for it to finish, as for any migration).
+-- The calls there are already, in batches of 10,000, each its own transaction (Migrator): until
+-- the last batch is done the migration is pending, and the jobs refuse to run.
 -- nudge:backfill scheduled_calls 10000
 update scheduled_calls c set preview_due_at = c.scheduled_at - make_interval(mins => u.notification_lead_min)
   from users u where u.id = c.user_id and c.preview_due_at is null and c.id > {{after}} and c.id <= {{through}}

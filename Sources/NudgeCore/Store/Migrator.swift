@@ -56,7 +56,8 @@ public struct Migrator: Sendable {
     /// transaction): the same migration, accepted under their earlier checksum.
     static let earlierChecksums: [Int: Set<String>] = [
         7: ["ee4e64fc2724bf0b5525fa37ced6da96"],
-        8: ["e6ae77659d3a259926cd4bb7a467abf2"],
+        // (and two rewordings of its comment since)
+        8: ["e6ae77659d3a259926cd4bb7a467abf2", "27229c7d08bb9b3b9226d27ee1e64d01", "491cadb275231ff6ef80d4413a9352eb"],
     ]
 
     /// The advisory lock key every `nudge migrate` takes ("nudge:migrate").

@@ -179,16 +179,15 @@ public struct DispatchJob: Job {
 
     public func decide(for item: UserNotifications, facts: Facts?, run: RunContext) throws -> Decision<Change> {
         guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
-        // A user whose zone is unknown gets what needs no local clock (a call preview: no quiet
-        // hours, no daily cap); the rest cannot be timed and is suppressed with why.
-        let timeless = item.zoneProblem == nil ? item.rows : item.rows.filter(\.kind.isTimeCritical)
-        var plan = DispatchRules.plan(rows: timeless, facts: facts, providers: health.states(probing: timeless.map(\.id)),
+        // A user whose zone is unknown (placed in UTC) gets what needs no local clock; what does
+        // cannot be timed to their day and is suppressed with why.
+        let untimed = item.zoneProblem == nil ? [] : item.rows.filter { needsLocalClock($0) }
+        let planned = item.rows.filter { row in !untimed.contains { $0.id == row.id } }
+        var plan = DispatchRules.plan(rows: planned, facts: facts, providers: health.states(probing: planned.map(\.id)),
                                       locale: item.user.user.locale, calendar: item.user.calendar, now: run.now,
                                       shelfLife: shelfLife)
-        if let problem = item.zoneProblem {
-            for row in item.rows where !row.kind.isTimeCritical {
-                plan.outcomes[row.id] = .suppressed(step: "zone", reason: "\(problem): it cannot be timed to the user's day")
-            }
+        for row in untimed {
+            plan.outcomes[row.id] = .suppressed(step: "zone", reason: "\(item.zoneProblem ?? ""): it cannot be timed to the user's day")
         }
         var tally: [String: Int] = [:]
         for outcome in plan.outcomes.values {
@@ -210,6 +209,29 @@ public struct DispatchJob: Job {
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
                             emailResults: plan.emails.map { _ in nil }, smsResults: plan.texts.map { _ in nil })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
+    }
+
+    /// Whether delivering `row` needs the user's local clock: a push or SMS that quiet hours can
+    /// hold, or that a cap of their local day or week or the daily total counts, or whose shelf
+    /// life ends with their day or period. Not a call preview, an email, a critical kind without
+    /// a local cap, nor a row that has left already (its retry goes as it began).
+    func needsLocalClock(_ row: QueuedNotification) -> Bool {
+        let kind = row.kind
+        if kind.isTimeCritical || row.sentAt != nil || !row.deliveredTo.isEmpty || row.requestLeftAt != nil || row.requestKey != nil {
+            return false
+        }
+        switch shelfLife.rule(type: row.type, channel: row.channel) {
+        case .endOfLocalDay, .endOfPeriod: return true
+        case .duration: break
+        }
+        if row.channel == "email" { return false }
+        let localCap = kind.caps.contains { cap in
+            switch cap {
+            case .perLocalDay, .perLocalWeek: true
+            case .perHour, .perChallenge: false
+            }
+        }
+        return !kind.passesQuietHours || kind.heldByDailyTotal || localCap
     }
 
     // MARK: Sending

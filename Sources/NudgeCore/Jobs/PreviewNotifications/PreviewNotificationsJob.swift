@@ -227,11 +227,17 @@ public struct PreviewNotificationsJob: Job {
         var writes = BatchWrites()
         guard !changes.isEmpty else { return writes }
         let calls = changes.map(\.change)
-        // Decided; `preview_sent` is dispatch's, once a channel took a preview (a call decided
-        // again for a time it was previewed for keeps it: that preview is not sent twice).
+        // Decided for its time. `preview_sent` says whether a preview for that time reached a
+        // channel (dispatch sets it when one does): false for a new time, true for a time the call
+        // was previewed for and is back at (that preview is not sent twice).
         writes.step("previewed_calls", """
             update scheduled_calls c
-               set preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now)
+               set preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now),
+                   (preview_sent, preview_sent_at) = (
+                       select count(*) > 0, min(o.sent_at) from notification_outbox o
+                        where o.user_id = c.user_id and o.job = \(definition.name) and o.sent_at is not null
+                          and o.payload->>'call_id' = c.id::text
+                          and o.payload->>'scheduled_at' = to_char(c.scheduled_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
               from unnest(\(calls.map(\.callID)), \(calls.map(\.scheduledAt)), \(calls.map { $0.note ?? "" }))
                    as v(id, scheduled_at, note)
              where c.id = v.id and abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 0.001 and c.status = 'pending'
