@@ -820,10 +820,11 @@ v as (
     select m.*, p.period, p.o,
            case p.period when 'daily' then m.ct when 'weekly' then pg_temp.mon(m.ct)
                          when 'monthly' then date_trunc('month', m.ct)::date else m.starts_on end as period_start,
+           -- A member without a value (no steps, never weighed in) holds no place (leaderboard-refresh).
            case when m.ctype = 'steps'
-                then coalesce(case p.period when 'daily' then st.s_day when 'weekly' then st.s_week
-                                            when 'monthly' then st.s_month else st.s_all end, 0)
-                when not m.wlogger or m.starting_weight is null then 0
+                then nullif(case p.period when 'daily' then st.s_day when 'weekly' then st.s_week
+                                          when 'monthly' then st.s_month else st.s_all end, 0)
+                when not m.wlogger or m.starting_weight is null then null
                 when p.period in ('monthly', 'all_time')
                      then round(greatest(0, m.starting_weight - (m.w0 + m.trend * 59)::numeric)
                                 * (case when p.period = 'monthly' then 0.5 else 1 end), 1)
@@ -834,12 +835,13 @@ v as (
      cross join (values (1, 'daily'), (2, 'weekly'), (3, 'monthly'), (4, 'all_time')) p(o, period)),
 rk as (
     select v.*,
-           row_number() over (partition by fitcircle_id, period order by metric desc, ach, user_id) as rnk,
-           count(*) over (partition by fitcircle_id, period) as cnt
+           case when metric is not null
+                then row_number() over (partition by fitcircle_id, period order by metric desc nulls last, ach, user_id) end as rnk,
+           count(metric) over (partition by fitcircle_id, period) as cnt
       from v)
 select pg_temp.cid(pfx, 6, c::bigint * 8 + o), fitcircle_id, user_id, period, period_start,
        case when ctype = 'steps' then 'steps' else 'weight_loss_pct' end, metric, rnk,
-       case when period <> 'all_time'
+       case when period <> 'all_time' and rnk is not null
             then least(cnt, greatest(1, rnk + round(1.5 * pg_temp.tri(n::bigint * 4096 + c * 8 + o, 121))::int)) - rnk end,
        {{now}} - pg_temp.r(n::bigint * 4096 + c * 8 + o, 123) * interval '5 minutes'
   from rk;
