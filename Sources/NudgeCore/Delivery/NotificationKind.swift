@@ -52,6 +52,9 @@ public struct NotificationKind: Sendable, Equatable {
                          deepLink: "fitcircle://checkin"),
         NotificationKind("streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
                          deepLink: "fitcircle://checkin"),
+        // The morning after a 7/30/100-day streak (seed 003 Flow 1, day 7): one a day at most.
+        NotificationKind("streak_milestone", pushSwitch: nil, caps: [.perLocalDay(1)], group: "streak",
+                         deepLink: "fitcircle://streak"),
         NotificationKind("weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
                          deepLink: "fitcircle://goals"),
         NotificationKind("data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],

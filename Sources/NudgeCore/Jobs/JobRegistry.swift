@@ -17,7 +17,7 @@ public struct JobSetup: Sendable {
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
     public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "push-trigger",
-                                             "validate-streaks", "weekly-digest"]
+                                             "reminders", "validate-streaks", "weekly-digest"]
 
     /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
     /// clients are shut down on every path out. A bad configuration (a missing API key) throws
@@ -42,6 +42,14 @@ public enum JobRegistry {
                 "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every digest email's footer carries (CAN-SPAM)")
             return try await body(WeeklyDigestJob(definition: definition, templates: templates, links: links,
                                                   postalAddress: postalAddress, dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
+        case "reminders":
+            let home = try NudgeHome.locate(setup.environment)
+            let templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [ReminderEmail.template])
+            let links = try UnsubscribeLinks(environment: setup.environment)
+            let postalAddress = try setup.environment.require(
+                "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every reminder email's footer carries (CAN-SPAM)")
+            return try await body(RemindersJob(definition: definition, templates: templates, links: links,
+                                               postalAddress: postalAddress, dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))

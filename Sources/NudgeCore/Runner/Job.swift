@@ -185,11 +185,20 @@ public struct WorkMark: Sendable, Equatable {
     public let outcome: String
     /// Why the outcome is what it is, when the outcome alone does not say (`job_work.detail`).
     public let detail: String?
+    /// For a job that decides several things per user and day (reminders: each notification
+    /// type), which one: marked under `job:part` in `job_work.job`, one mark per part and day.
+    public let part: String?
 
-    public init(localDay: LocalDate, outcome: String, detail: String? = nil) {
+    public init(localDay: LocalDate, outcome: String, detail: String? = nil, part: String? = nil) {
         self.localDay = localDay
         self.outcome = outcome
         self.detail = detail
+        self.part = part
+    }
+
+    /// The `job_work.job` this mark is recorded under, for job `job`.
+    public func job(_ job: String) -> String {
+        part.map { "\(job):\($0)" } ?? job
     }
 }
 

@@ -605,10 +605,10 @@ public struct JobRunner<J: Job>: Sendable {
         if !marks.isEmpty {
             writes.step("nudge_work", """
                 insert into job_work (job, user_id, local_day, outcome, detail, run_id)
-                select \(name), user_id, local_day, outcome, nullif(detail, ''), \(context.runID)
-                  from unnest(\(marks.map(\.0)), \(marks.map(\.1.localDay)), \(marks.map(\.1.outcome)),
-                              \(marks.map { $0.1.detail ?? "" }))
-                       as w(user_id, local_day, outcome, detail)
+                select job, user_id, local_day, outcome, nullif(detail, ''), \(context.runID)
+                  from unnest(\(marks.map { $0.1.job(name) }), \(marks.map(\.0)), \(marks.map(\.1.localDay)),
+                              \(marks.map(\.1.outcome)), \(marks.map { $0.1.detail ?? "" }))
+                       as w(job, user_id, local_day, outcome, detail)
                 on conflict (job, user_id, local_day) do nothing
                 """)
         }

@@ -6,7 +6,8 @@ import PostgresNIO
 /// transaction-level advisory lock so that two `nudge migrate` at once apply nothing twice.
 ///
 /// A migration that fills a new column of a table the app may have made big does not do it in
-/// that transaction: after a line `-- nudge:backfill TABLE BATCH`, its one `update` runs in batches
+/// that transaction: after a line `-- nudge:backfill TABLE BATCH`, its one `update` (or an `insert`
+/// that fills a new table from TABLE, `on conflict do nothing`) runs in batches
 /// of BATCH rows of TABLE by id, each batch its own transaction, with `{{after}}` and
 /// `{{through}}` standing for the batch's id range (`c.id > {{after}} and c.id <= {{through}}`).
 /// The migration is recorded when its schema is in, and its backfill as done once the last batch
@@ -38,11 +39,11 @@ public struct Migrator: Sendable {
                 let update = lines.count > 1 ? lines[1].trimmingCharacters(in: .whitespacesAndNewlines) : ""
                 guard words.count == 2, let batch = Int(words[1]), batch > 0,
                       words[0].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }),
-                      update.lowercased().hasPrefix("update "), update.contains("{{after}}"), update.contains("{{through}}"),
+                      ["update ", "insert "].contains(where: update.lowercased().hasPrefix), update.contains("{{after}}"), update.contains("{{through}}"),
                       !update.dropLast(update.hasSuffix(";") ? 1 : 0).contains(";")
                 else {
                     throw NudgeError(.configuration, """
-                        migration \(name): a backfill is `-- nudge:backfill TABLE BATCH` followed by one update using \
+                        migration \(name): a backfill is `-- nudge:backfill TABLE BATCH` followed by one update (or insert) using \
                         {{after}} and {{through}}
                         """)
                 }

@@ -1,0 +1,311 @@
+import Foundation
+
+/// One user's reminders at one instant: each part's decision, in the order of seed 003's table,
+/// with the work marks, outbox rows and milestone records it implies, and the user's next
+/// instant (the earliest moment of a part still ahead). Pure: the same facts and clock give the
+/// same plan.
+struct ReminderPlan {
+    let job: RemindersJob
+    let user: UserInTime
+    let facts: RemindersJob.Facts
+    let now: Date
+    let calendar: LocalCalendar
+    let today: LocalDate
+    let copy: ReminderCopy
+
+    private(set) var work: [WorkMark] = []
+    private(set) var notifications: [OutboxMessage] = []
+    private(set) var tally: [String: Int] = [:]
+    private(set) var milestones: [(UUID, Int, String)] = []
+    /// The earliest instant a part is due again (a day ahead at most without one).
+    private(set) var nextDue: Date
+
+    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date) {
+        self.job = job
+        self.user = user
+        self.facts = facts
+        self.now = now
+        calendar = user.calendar
+        today = calendar.localDate(at: now)
+        copy = ReminderCopy(locale: user.user.locale)
+        nextDue = calendar.end(of: today)
+    }
+
+    var userID: UUID { user.user.id }
+    var canPush: Bool { facts.pushOn && facts.hasDevice }
+
+    /// Why no push can reach the user, or nil.
+    var pushRefusal: String? {
+        if !facts.pushOn { return "push notifications are off (notification_preferences.push_enabled)" }
+        if !facts.hasDevice { return "no active device (user_push_tokens, users.fcm_token)" }
+        return nil
+    }
+
+    /// Why an email of `type` (nil: a required one) cannot go, or nil, with the address.
+    func emailRefusal(_ type: EmailType?) -> String? {
+        if !facts.emailOn { return "emails are off (notification_preferences.email_enabled)" }
+        if let type, facts.emailSwitchedOff.contains(type) { return "\(type.rawValue) emails are off" }
+        guard let address = facts.email, !address.isEmpty else { return "the user has no email address (users.email)" }
+        guard isDeliverableAddress(address) else { return "users.email is not an address Nudge can send to" }
+        return nil
+    }
+
+    private mutating func mark(_ part: ReminderPart, _ day: LocalDate, _ outcome: String, _ detail: String? = nil) {
+        work.append(WorkMark(localDay: day, outcome: outcome, detail: detail, part: part.rawValue))
+        tally["\(part.rawValue):\(outcome)", default: 0] += 1
+    }
+
+    private mutating func dueAgain(at instant: Date) {
+        nextDue = min(nextDue, instant)
+    }
+
+    /// Today's moment of a daily part at `time`, when it has come and the part is not decided for
+    /// today; and, either way, its next moment as the user's next instant.
+    private mutating func todaysMoment(_ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime) -> Date? {
+        let decided = facts.isDecided(part, today)
+        let moment = calendar.instant(of: today, at: time)
+        let due = days.contains(today) && moment <= now && !decided
+        dueAgain(at: ReminderRules.next(days, at: time, after: now, notOn: due || decided ? today : nil, calendar: calendar))
+        return due ? moment : nil
+    }
+
+    private func push(_ type: String, _ text: (title: String, body: String), day: LocalDate, at instant: Date, deepLink: String,
+                      extra: String = "", occasion: OutboxMessage.Occasion? = nil) -> OutboxMessage {
+        OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: text.title, body: text.body,
+                      payload: #"{"type":"\#(type)","deep_link":"\#(deepLink)"\#(extra)}"#, occasion: occasion)
+    }
+
+    /// The check-in days of the 28 local days before today, at the local time each was made.
+    var checkInTimes: [LocalTime] {
+        facts.checkedInAt.filter { $0.key < today && $0.key >= today.adding(days: -ReminderRules.learningWindowDays) }
+            .map { calendar.localTime(at: $0.value) }
+    }
+
+    /// Today's day of the streak (`StreakRules.dayNumber`).
+    var dayNumber: Int {
+        let checkIns = Set(facts.tracking.filter { $0.value.isCheckedIn && $0.key >= today.adding(days: -StreakRules.checkInsRead) }.keys)
+        return StreakRules.dayNumber(today: today, stored: facts.streak?.state, settledThrough: facts.streak?.settledThrough,
+                                     checkIns: checkIns)
+    }
+
+    // MARK: The parts
+
+    /// At the reminder time, without a check-in today: a push; with no push to reach the user,
+    /// the email at 21:00 (or at their time, if later).
+    mutating func dailyCheckin() {
+        let reminder = ReminderRules.reminderTime(chosen: facts.chosenTime, checkInTimes: checkInTimes)
+        let time = canPush ? reminder.time : max(ReminderRules.checkinEmailTime, reminder.time)
+        guard let moment = todaysMoment(.dailyCheckin, .every, at: time) else { return }
+        // A user who signed up after today's moment starts tomorrow.
+        guard moment >= user.user.createdAt else { return }
+        if facts.tracking[today]?.isCheckedIn == true {
+            let at = facts.checkedInAt[today].map { " at \(calendar.localTime(at: $0))" } ?? ""
+            mark(.dailyCheckin, today, "not_needed", "checked in\(at) before the reminder (\(reminder.why))")
+            return
+        }
+        let day = dayNumber
+        let longest = facts.streak?.state.longestStreak ?? 0
+        if canPush {
+            notifications.append(push("daily_checkin", copy.checkin(dayNumber: day, longestStreak: longest), day: today, at: moment,
+                                      deepLink: "fitcircle://checkin", extra: #","streak_day":\#(day)"#))
+            mark(.dailyCheckin, today, "push", reminder.why)
+            return
+        }
+        if let refusal = emailRefusal(.dailyCheckinReminder) {
+            mark(.dailyCheckin, today, "no_channel", "push: \(pushRefusal ?? "-"); email: \(refusal)")
+            return
+        }
+        let text = copy.checkinEmail(dayNumber: day, longestStreak: longest)
+        notifications.append(job.email(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
+                                       footer: .unsubscribe(type: .dailyCheckinReminder,
+                                                            url: job.links.url(user: userID, type: .dailyCheckinReminder)),
+                                       user: user, facts: facts, address: facts.email!, day: today, deliverAfter: moment))
+        mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
+    }
+
+    /// 09:00, when validate-streaks found yesterday a miss without a freeze: the email beside its push.
+    mutating func streakRiskEmail() {
+        guard let moment = todaysMoment(.streakRiskEmail, .every, at: ReminderRules.morning) else { return }
+        let yesterday = today.adding(days: -1)
+        if yesterday < calendar.localDate(at: user.user.createdAt) { return }
+        guard let settled = facts.streak?.settledThrough, settled >= yesterday else {
+            // validate-streaks has not settled yesterday yet: looked at again soon, for a while.
+            if now < moment.addingTimeInterval(ReminderRules.streakWait) {
+                nextDue = min(nextDue, now.addingTimeInterval(ReminderRules.recheck))
+            } else {
+                mark(.streakRiskEmail, today, "not_settled", "validate-streaks had not settled \(yesterday) by \(ReminderRules.streakWait / 3600) h after 09:00")
+            }
+            return
+        }
+        guard facts.yesterdayOutcome == DayOutcome.atRisk.rawValue else {
+            mark(.streakRiskEmail, today, "not_needed", "yesterday was \(facts.yesterdayOutcome ?? "not settled by validate-streaks")")
+            return
+        }
+        if let refusal = emailRefusal(.streakAtRisk) {
+            mark(.streakRiskEmail, today, "no_channel", refusal)
+            return
+        }
+        let streak = facts.streak?.state.currentStreak ?? 0
+        notifications.append(job.email(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
+                                       emailType: EmailType.streakAtRisk.rawValue,
+                                       footer: .unsubscribe(type: .streakAtRisk, url: job.links.url(user: userID, type: .streakAtRisk)),
+                                       user: user, facts: facts, address: facts.email!, day: yesterday, deliverAfter: moment))
+        mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after \(yesterday)")
+    }
+
+    /// Wednesday 18:00, under half of the week's steps goal.
+    mutating func weeklyGoal() {
+        guard let moment = todaysMoment(.weeklyGoal, .weekday(3), at: ReminderRules.weeklyGoalTime) else { return }
+        guard let goal = facts.weeklyStepsGoal, goal > 0 else {
+            mark(.weeklyGoal, today, "no_goal", "no steps goal for the week of \(today.monday)")
+            return
+        }
+        let steps = (0...today.days(since: today.monday)).reduce(0) { sum, offset in
+            let row = facts.tracking[today.monday.adding(days: offset)]
+            return sum + (row?.impossibility == nil ? max(0, row?.steps ?? 0) : 0)
+        }
+        let percent = steps * 100 / goal
+        guard percent < 50 else {
+            mark(.weeklyGoal, today, "not_needed", "\(percent)% of \(goal) steps by Wednesday")
+            return
+        }
+        guard canPush else {
+            mark(.weeklyGoal, today, "no_channel", pushRefusal)
+            return
+        }
+        notifications.append(push("weekly_goal_progress", copy.weeklyGoal(percent: percent), day: today, at: moment,
+                                  deepLink: "fitcircle://goals", extra: #","percent":\#(percent),"steps":\#(steps),"goal":\#(goal)"#))
+        mark(.weeklyGoal, today, "push", "\(percent)% of \(goal) steps by Wednesday")
+    }
+
+    /// 20:00, in a running circle, nothing submitted today.
+    mutating func dataSubmission() {
+        let circles = facts.circles.filter { $0.membership.leftOn == nil && $0.membership.endsOn >= today }
+        guard !circles.isEmpty else { return }
+        let running = circles.filter { $0.membership.isActive(on: today) }
+        guard !running.isEmpty, let moment = todaysMoment(.dataSubmission, .every, at: ReminderRules.submissionTime) else {
+            // A circle that starts later: its first 20:00 is looked at then.
+            dueAgain(at: ReminderRules.next(.every, at: ReminderRules.submissionTime, after: now, calendar: calendar))
+            return
+        }
+        if running.contains(where: { $0.progress.submissions.contains { $0.day == today } }) {
+            mark(.dataSubmission, today, "not_needed", "submitted today")
+            return
+        }
+        guard canPush else {
+            mark(.dataSubmission, today, "no_channel", pushRefusal)
+            return
+        }
+        let row = facts.tracking[today]
+        let steps = row?.impossibility == nil ? row?.steps : nil
+        notifications.append(push("data_submission", copy.dataSubmission(steps: steps), day: today, at: moment,
+                                  deepLink: "fitcircle://submit", extra: steps.map { #","steps":\#($0)"# } ?? ""))
+        mark(.dataSubmission, today, "push", "\(running.count) running circle(s), nothing submitted today")
+    }
+
+    /// 09:00 on the day validate-streaks granted a 7/30/100-day badge (the morning after the day
+    /// that earned it): queued at once, for then.
+    mutating func streakMilestone() {
+        for (badge, earnedAt) in facts.badges.sorted(by: { $0.value < $1.value }) where calendar.localDate(at: earnedAt) == today {
+            guard !facts.isDecided(.streakMilestone, today) else { return }
+            guard canPush else {
+                mark(.streakMilestone, today, "no_channel", "\(badge.rawValue): \(pushRefusal ?? "-")")
+                return
+            }
+            let at = max(calendar.instant(of: today, at: ReminderRules.morning), earnedAt)
+            notifications.append(push("streak_milestone", copy.streakMilestone(badge), day: today, at: at, deepLink: "fitcircle://streak",
+                                      extra: #","badge":"\#(badge.rawValue)","streak":\#(badge.days)"#, occasion: .alone(badge.rawValue)))
+            mark(.streakMilestone, today, "push", "\(badge.rawValue) (\(badge.days)-day streak)")
+        }
+    }
+
+    /// The 1st, 09:00, when the month before had any activity.
+    mutating func monthlyReport() {
+        guard let moment = todaysMoment(.monthlyReport, .firstOfMonth, at: ReminderRules.morning) else { return }
+        let (year, month, _) = today.components
+        let first = month == 1 ? LocalDate(year: year - 1, month: 12, day: 1)! : LocalDate(year: year, month: month - 1, day: 1)!
+        if calendar.localDate(at: user.user.createdAt) >= today { return }
+        let summary = ReminderRules.month(first, tracking: facts.tracking)
+        guard summary.hadActivity else {
+            mark(.monthlyReport, today, "quiet_month", "no activity in the month of \(first)")
+            return
+        }
+        if let refusal = emailRefusal(.monthlyReport) {
+            mark(.monthlyReport, today, "no_channel", refusal)
+            return
+        }
+        let streak = facts.streak?.state.currentStreak ?? 0
+        notifications.append(job.email(copy.monthlyReport(summary, streak: streak), type: "monthly_report",
+                                       emailType: EmailType.monthlyReport.rawValue,
+                                       footer: .unsubscribe(type: .monthlyReport, url: job.links.url(user: userID, type: .monthlyReport)),
+                                       user: user, facts: facts, address: facts.email!, day: today, deliverAfter: moment,
+                                       tags: ["month": first.description]))
+        mark(.monthlyReport, today, "email", "\(summary.steps) steps, \(summary.activeDays) active days in the month of \(first)")
+    }
+
+    /// Once, within its window after sign-up.
+    mutating func welcome() {
+        let signedUp = user.user.createdAt
+        let day = calendar.localDate(at: signedUp)
+        guard !facts.isDecided(.welcome, day), now >= signedUp, now < signedUp.addingTimeInterval(ReminderRules.welcomeWindow)
+        else { return }
+        if let refusal = emailRefusal(nil) {
+            mark(.welcome, day, "no_channel", refusal)
+            return
+        }
+        notifications.append(job.email(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
+                                       facts: facts, address: facts.email!, day: day, deliverAfter: now, occasion: .alone("welcome")))
+        mark(.welcome, day, "email", "signed up at \(signedUp.formatted(.iso8601))")
+    }
+
+    /// Each circle's milestones reached by the user's submissions and not told before.
+    mutating func challengeMilestones() {
+        var told: [String] = []
+        for circle in facts.circles {
+            let progress = circle.progress
+            let decision = ReminderRules.milestones(reached: ReminderRules.reached(progress), decided: circle.decidedMilestones, now: now)
+            guard !decision.newlyReached.isEmpty else { continue }
+            let id = progress.circleID
+            let name = progress.name
+            if let late = decision.tooLate {
+                for percent in decision.newlyReached {
+                    milestones.append((id, percent, "missed: reached at \(late.formatted(.iso8601)), more than 24 h ago"))
+                }
+                told.append("\(name) \(decision.newlyReached.last!)% reached too long ago")
+                continue
+            }
+            var channels: [Int: [String]] = [:]
+            if let percent = decision.push {
+                if canPush {
+                    notifications.append(push("challenge_milestone", copy.milestone(percent, challenge: progress.challenge, circle: name),
+                                              day: today, at: now, deepLink: "fitcircle://circles/\(id.uuidString.lowercased())",
+                                              extra: #","fitcircle_id":"\#(id.uuidString.lowercased())","percent":\#(percent)"#,
+                                              occasion: .alone("\(id.uuidString.lowercased()):\(percent)")))
+                    channels[percent, default: []].append("push")
+                } else {
+                    channels[percent, default: []].append("no push: \(pushRefusal ?? "-")")
+                }
+            }
+            if let percent = decision.email {
+                if emailRefusal(nil) == nil {
+                    let text = copy.milestoneEmail(percent, challenge: progress.challenge, circle: name)
+                    notifications.append(job.email(text, type: "challenge_milestone", emailType: "challenge_milestone",
+                                                   footer: .required(.milestone), user: user, facts: facts, address: facts.email!,
+                                                   day: today, deliverAfter: now, occasion: .alone("\(id.uuidString.lowercased()):\(percent)"),
+                                                   tags: ["fitcircle_id": id.uuidString.lowercased(), "percent": String(percent)]))
+                    channels[percent, default: []].append("email")
+                } else {
+                    channels[percent, default: []].append("no email: \(emailRefusal(nil)!)")
+                }
+            }
+            let highest = decision.newlyReached.last!
+            for percent in decision.newlyReached {
+                milestones.append((id, percent, channels[percent].map { "told: " + $0.joined(separator: ", ") } ?? "covered by \(highest)%"))
+            }
+            told.append("\(name) \(highest)%")
+        }
+        if !told.isEmpty {
+            mark(.challengeMilestone, today, "decided", told.joined(separator: "; "))
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import Foundation
+
+/// The parts of the reminders job (SPEC §4.7, seed 003 F6/F7), each decided at most once per its
+/// period, marked in `job_work` under `reminders:<part>` on the local day it is about.
+public enum ReminderPart: String, Sendable, CaseIterable {
+    /// At the user's reminder time, when they have not checked in: a push (required), or the
+    /// email at 21:00 when no push can reach them (optional there).
+    case dailyCheckin = "daily_checkin"
+    /// 09:00, the morning after validate-streaks found a miss without a freeze: the email beside its push.
+    case streakRiskEmail = "streak_at_risk_email"
+    /// Wednesday 18:00, under 50 % of the week's steps goal.
+    case weeklyGoal = "weekly_goal_progress"
+    /// 20:00, in a running circle with nothing submitted today.
+    case dataSubmission = "data_submission"
+    /// The morning after a 7/30/100-day streak (09:00 on the day validate-streaks granted the badge).
+    case streakMilestone = "streak_milestone"
+    /// The 1st, 09:00, when the month before had any activity.
+    case monthlyReport = "monthly_report"
+    /// Once, within its window after sign-up.
+    case welcome
+    /// 25/50/75/100 % of a circle's goal, when the user's submissions reach it.
+    case challengeMilestone = "challenge_milestone"
+    /// A user Nudge cannot place in time: skipped, once a day, with the reason.
+    case zone
+}
+
+/// The times of seed 003's table, and the rules that are not about one user's data.
+public enum ReminderRules {
+    public static let defaultReminderTime = LocalTime(hour: 20, minute: 0)!
+    /// Seed 003 F7: the email instead, at 21:00, for a user no push reaches.
+    public static let checkinEmailTime = LocalTime(hour: 21, minute: 0)!
+    public static let morning = LocalTime(hour: 9, minute: 0)!
+    public static let weeklyGoalTime = LocalTime(hour: 18, minute: 0)!
+    public static let submissionTime = LocalTime(hour: 20, minute: 0)!
+    /// How long after sign-up the welcome email is still sent (an outage of the job); never to
+    /// the users who were there before the job was.
+    public static let welcomeWindow: TimeInterval = 24 * 3600
+    /// How long after the submission that reached it a challenge milestone is still told.
+    public static let milestoneWindow: TimeInterval = 24 * 3600
+    /// How long after 09:00 the streak email waits for validate-streaks to settle yesterday.
+    public static let streakWait: TimeInterval = 3 * 3600
+    /// How often a user whose part waits for another job is looked at again.
+    public static let recheck: TimeInterval = 15 * 60
+    /// How long a user Nudge cannot place in time is left before the next try.
+    public static let zoneRetry: TimeInterval = 24 * 3600
+
+    // MARK: The learned reminder time
+
+    /// Seed 003 (remind before the user usually checks in): at least this many check-in days…
+    public static let learnedFromDays = 14
+    /// …of the last 28 local days before today.
+    public static let learningWindowDays = 28
+    /// The reminder goes this long before the median check-in…
+    public static let learnedLead = 45
+    /// …and never outside 06:00–22:00.
+    public static let learnedEarliest = LocalTime(hour: 6, minute: 0)!
+    public static let learnedLatest = LocalTime(hour: 22, minute: 0)!
+
+    /// The reminder time of a user, and why it is that one: their own when they chose one;
+    /// otherwise, with 14+ days of check-ins in the last 28, 45 minutes before their median
+    /// check-in time (local, within 06:00–22:00); otherwise 20:00.
+    public static func reminderTime(chosen: LocalTime?, checkInTimes: [LocalTime]) -> (time: LocalTime, why: String) {
+        if let chosen { return (chosen, "\(chosen): the user's own reminder time") }
+        guard checkInTimes.count >= learnedFromDays else {
+            let why = "\(checkInTimes.count) of the \(learnedFromDays) check-in days needed"
+            return (defaultReminderTime, "\(defaultReminderTime): the default (\(why) to learn the user's time)")
+        }
+        let minutes = checkInTimes.map { $0.hour * 60 + $0.minute }.sorted()
+        let middle = minutes.count / 2
+        let median = minutes.count % 2 == 1 ? minutes[middle] : (minutes[middle - 1] + minutes[middle]) / 2
+        let lowest = learnedEarliest.hour * 60 + learnedEarliest.minute
+        let highest = learnedLatest.hour * 60 + learnedLatest.minute
+        let learned = min(max(median - learnedLead, lowest), highest)
+        let time = LocalTime(hour: learned / 60, minute: learned % 60)!
+        let medianTime = LocalTime(hour: median / 60, minute: median % 60)!
+        return (time, "\(time): \(learnedLead) min before the user's median check-in \(medianTime) over \(minutes.count) days")
+    }
+
+    // MARK: Moments
+
+    /// A part's moment on one local day.
+    public struct Occurrence: Sendable, Equatable {
+        public let day: LocalDate
+        public let instant: Date
+    }
+
+    /// The days a moment falls on.
+    public enum Days: Sendable, Equatable {
+        case every
+        /// ISO weekday, Monday 1.
+        case weekday(Int)
+        /// The first of the month.
+        case firstOfMonth
+
+        func contains(_ day: LocalDate) -> Bool {
+            switch self {
+            case .every: true
+            case .weekday(let weekday): day.isoWeekday == weekday
+            case .firstOfMonth: day.components.day == 1
+            }
+        }
+    }
+
+    /// The latest occurrence at or before `now` (within the last 32 days), or nil.
+    public static func latest(_ days: Days, at time: LocalTime, atOrBefore now: Date, calendar: LocalCalendar) -> Occurrence? {
+        let today = calendar.localDate(at: now)
+        for back in 0...32 {
+            let day = today.adding(days: -back)
+            guard days.contains(day) else { continue }
+            let instant = calendar.instant(of: day, at: time)
+            if instant <= now { return Occurrence(day: day, instant: instant) }
+        }
+        return nil
+    }
+
+    /// The first occurrence after `now` on a day after `day` (or any day, when nil), within 32 days.
+    public static func next(_ days: Days, at time: LocalTime, after now: Date, notOn decided: LocalDate? = nil,
+                            calendar: LocalCalendar) -> Date {
+        let today = calendar.localDate(at: now)
+        for ahead in 0...32 {
+            let day = today.adding(days: ahead)
+            guard days.contains(day), decided.map({ day > $0 }) ?? true else { continue }
+            let instant = calendar.instant(of: day, at: time)
+            if instant > now { return instant }
+        }
+        return now.addingTimeInterval(24 * 3600)
+    }
+
+    // MARK: Challenge milestones
+
+    public static let milestones = [25, 50, 75, 100]
+    /// Seed 003 F7: by email, 50 % and 100 % only.
+    public static let emailMilestones: Set<Int> = [50, 100]
+
+    /// What a user's progress in one circle tells now: the milestones reached and not decided
+    /// before, the one told by push and the one by email (the highest of each set; those passed
+    /// together with a higher one are covered by it), or, when the latest was reached more than
+    /// `milestoneWindow` ago, none told.
+    public struct MilestoneDecision: Sendable, Equatable {
+        public var newlyReached: [Int] = []
+        public var push: Int?
+        public var email: Int?
+        /// When the highest newly reached milestone was reached, when it is too long ago to tell.
+        public var tooLate: Date?
+    }
+
+    /// `reached`: each milestone the user has reached, with the instant of the submission that
+    /// reached it; `decided`: those recorded before.
+    public static func milestones(reached: [Int: Date], decided: Set<Int>, now: Date) -> MilestoneDecision {
+        var decision = MilestoneDecision()
+        decision.newlyReached = milestones.filter { reached[$0] != nil && !decided.contains($0) }
+        guard let highest = decision.newlyReached.last, let at = reached[highest] else { return decision }
+        if now.timeIntervalSince(at) > milestoneWindow {
+            decision.tooLate = at
+            return decision
+        }
+        decision.push = highest
+        decision.email = decision.newlyReached.last { emailMilestones.contains($0) }
+        return decision
+    }
+
+    /// The first submission (in the order they were made) at which the user's progress in a
+    /// circle reached each milestone. A steps circle: the steps submitted within the challenge
+    /// against its whole goal (`challenge_step_goal`, a week's, times the challenge's weeks); a
+    /// weight-loss circle: the weight lost from the starting weight against the loss the
+    /// member set out to make (starting − target).
+    public static func reached(_ progress: CircleProgress) -> [Int: Date] {
+        var reached: [Int: Date] = [:]
+        var steps = 0
+        for submission in progress.submissions.sorted(by: { ($0.at, $0.day) < ($1.at, $1.day) }) {
+            let percent: Double
+            switch progress.challenge {
+            case .steps:
+                guard let goal = progress.stepsGoal, goal > 0 else { return [:] }
+                steps += max(0, submission.steps ?? 0)
+                percent = 100 * Double(steps) / Double(goal)
+            case .weightLoss:
+                guard let start = progress.startingWeight, let target = progress.targetWeight, start > target,
+                      let weight = submission.weight else { continue }
+                percent = 100 * (start - weight) / (start - target)
+            }
+            for milestone in milestones where percent >= Double(milestone) && reached[milestone] == nil {
+                reached[milestone] = submission.at
+            }
+        }
+        return reached
+    }
+
+    /// A member's place in a running challenge, as the milestones read it.
+    public struct CircleProgress: Sendable, Equatable {
+        public let circleID: UUID
+        public let name: String
+        public let challenge: FitCircleMembership.Challenge
+        /// The whole challenge's steps goal (a steps circle).
+        public let stepsGoal: Int?
+        public let startingWeight: Double?
+        public let targetWeight: Double?
+        /// The member's submissions within the challenge's days.
+        public let submissions: [Submission]
+
+        public struct Submission: Sendable, Equatable {
+            public let day: LocalDate
+            public let steps: Int?
+            public let weight: Double?
+            public let at: Date
+
+            public init(day: LocalDate, steps: Int?, weight: Double?, at: Date) {
+                self.day = day
+                self.steps = steps
+                self.weight = weight
+                self.at = at
+            }
+        }
+
+        public init(circleID: UUID, name: String, challenge: FitCircleMembership.Challenge, stepsGoal: Int?,
+                    startingWeight: Double?, targetWeight: Double?, submissions: [Submission]) {
+            self.circleID = circleID
+            self.name = name
+            self.challenge = challenge
+            self.stepsGoal = stepsGoal
+            self.startingWeight = startingWeight
+            self.targetWeight = targetWeight
+            self.submissions = submissions
+        }
+
+        /// A steps circle's whole goal: its weekly goal per member over the challenge's days.
+        public static func stepsGoal(weekly: Int?, startsOn: LocalDate, endsOn: LocalDate) -> Int? {
+            guard let weekly, weekly > 0 else { return nil }
+            let days = endsOn.days(since: startsOn) + 1
+            return Int((Double(weekly) * Double(days) / 7).rounded())
+        }
+    }
+
+    // MARK: The month before
+
+    /// What the monthly report tells of one month.
+    public struct Month: Sendable, Equatable {
+        public let first: LocalDate
+        public var steps = 0
+        public var activeDays = 0
+        public var checkInDays = 0
+        public var weightChange: Double?
+
+        public var hadActivity: Bool { activeDays > 0 }
+    }
+
+    /// The month starting on `first` from the user's tracking: steps, active days (steps, a
+    /// check-in or a weigh-in), check-in days, and the change from the month's first weigh-in
+    /// to its last. A row no person could have logged is left out.
+    public static func month(_ first: LocalDate, tracking: [LocalDate: TrackingDay]) -> Month {
+        var month = Month(first: first)
+        let (year, number, _) = first.components
+        let next = number == 12 ? LocalDate(year: year + 1, month: 1, day: 1)! : LocalDate(year: year, month: number + 1, day: 1)!
+        var weights: [Double] = []
+        var day = first
+        while day < next {
+            defer { day = day.adding(days: 1) }
+            guard let row = tracking[day], row.impossibility == nil else { continue }
+            month.steps += max(0, row.steps ?? 0)
+            if (row.steps ?? 0) > 0 || row.isCheckedIn || row.weight != nil { month.activeDays += 1 }
+            if row.isCheckedIn { month.checkInDays += 1 }
+            if let weight = row.weight { weights.append(weight) }
+        }
+        if weights.count >= 2 { month.weightChange = weights.last! - weights.first! }
+        return month
+    }
+}

@@ -1,0 +1,278 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// reminders (SPEC §4.7; seed 003 Features 6 and 7, Flow 1): the daily check-in reminder at each
+/// user's own time, and seed 003's other notifications (`ReminderPart`), each decided at most
+/// once per its period from the user's data at its moment, and queued for dispatch.
+///
+/// It reads only what is due (`DueSource`): each user's next instant for this job is in
+/// `job_due`, set by the batch's write to the earliest moment still ahead of any part, and made
+/// due at once by triggers when an input changes (a sign-up, a time zone, a reminder time, a
+/// device, a submission, a badge). A run at 20:00 in Paris reads the Paris users whose moment has
+/// come; one after a gap in cron reads what the gap left due, and sends each part only while it
+/// is still inside its local day.
+///
+/// Each part's decision is marked in `job_work` under `reminders:<part>` on its local day, with
+/// the outcome and why (the reminder time used, the check-in that made it unneeded…), in the
+/// batch's one transaction with the outbox rows, so a rerun decides nothing twice.
+public struct RemindersJob: Job {
+    public typealias Source = DueSource
+
+    public let definition: JobDefinition
+    let templates: EmailTemplates
+    let links: UnsubscribeLinks
+    let postalAddress: String
+    let dashboardURL: String?
+
+    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, postalAddress: String,
+                dashboardURL: String?) {
+        self.definition = definition
+        self.templates = templates
+        self.links = links
+        self.postalAddress = postalAddress
+        self.dashboardURL = dashboardURL
+    }
+
+    public var source: DueSource { DueSource(job: definition.name) }
+
+    /// The users' rows, their tracking, their circles.
+    public var readStatements: Int { 3 }
+
+    /// How many local days of tracking a decision reads: the month before (the report on the
+    /// 1st) and the 28 days the reminder time is learned from.
+    static let trackingDays = 35
+
+    public struct Facts: Sendable {
+        public var name: String?
+        public var email: String?
+        /// A device a push can reach (`user_push_tokens`, `users.fcm_token`).
+        public var hasDevice = false
+        /// `notification_preferences.push_enabled`.
+        public var pushOn = true
+        public var emailOn = true
+        /// The optional emails' own switches (both tables), by email type.
+        public var emailSwitchedOff: Set<EmailType> = []
+        /// The reminder time the user chose (`reminder_time_set_at` set), if they did.
+        public var chosenTime: LocalTime?
+        public var tracking: [LocalDate: TrackingDay] = [:]
+        public var checkedInAt: [LocalDate: Date] = [:]
+        public var streak: ValidateStreaksJob.StoredStreak?
+        /// validate-streaks' outcome for yesterday (`job_work`), once it has settled it.
+        public var yesterdayOutcome: String?
+        public var badges: [StreakBadge: Date] = [:]
+        /// The parts decided before, as `part|local day`.
+        public var decided: Set<String> = []
+        /// This week's steps goal (`weekly_goals`).
+        public var weeklyStepsGoal: Int?
+        public var circles: [Circle] = []
+
+        public init() {}
+
+        public func isDecided(_ part: ReminderPart, _ day: LocalDate) -> Bool { decided.contains("\(part.rawValue)|\(day)") }
+    }
+
+    /// A circle the user is in that runs, will run, or ended yesterday.
+    public struct Circle: Sendable {
+        public let membership: FitCircleMembership
+        public let progress: ReminderRules.CircleProgress
+        /// The milestones recorded before (`reminder_milestones`).
+        public let decidedMilestones: Set<Int>
+    }
+
+    public struct Change: Sendable {
+        public let expectedDue: Date
+        public let nextDue: Date
+        /// (circle, percent, outcome) to record in `reminder_milestones`.
+        public let milestones: [(UUID, Int, String)]
+    }
+
+    // MARK: Reading
+
+    public func loadFacts(for users: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let placed = users.filter { $0.zoneProblem == nil }
+        guard !placed.isEmpty else { return [:] }
+        let ids = placed.map(\.user.user.id)
+        let todays = placed.map { $0.user.calendar.localDate(at: run.now) }
+        let parts = ReminderPart.allCases.map { "\(definition.name):\($0.rawValue)" }
+        let rows = try await connection.query("""
+            select u.id, u.display_name, u.email, coalesce(np.push_enabled, true),
+                   exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
+                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled),
+                   coalesce(np.email_enabled, true),
+                   coalesce(np.email_daily_checkin, true) and coalesce(ep.daily_checkin_reminder, true),
+                   coalesce(np.email_streak_risk, true) and coalesce(ep.streak_at_risk, true),
+                   coalesce(np.email_monthly_report, true) and coalesce(ep.monthly_report, true),
+                   case when np.reminder_time_set_at is not null then to_char(np.daily_reminder_time, 'HH24:MI') end,
+                   s.user_id is not null, coalesce(s.current_streak, 0), coalesce(s.longest_streak, 0), s.last_checkin_date,
+                   coalesce(s.freeze_used_this_week, false), s.week_start_date, s.settled_through, coalesce(s.missed_days, 0),
+                   (select w.outcome from job_work w where w.job = 'validate-streaks' and w.user_id = u.id and w.local_day = r.today - 1),
+                   coalesce((select array_agg(b.badge order by b.badge) from user_badges b where b.user_id = u.id), '{}'),
+                   coalesce((select array_agg(b.earned_at order by b.badge) from user_badges b where b.user_id = u.id), '{}'),
+                   coalesce((select array_agg(substr(w.job, \(Int32(definition.name.count + 2))) || '|' || w.local_day::text)
+                               from job_work w
+                              where w.job = any(\(parts)) and w.user_id = u.id and w.local_day >= r.today - \(Int32(Self.trackingDays))), '{}'),
+                   (select round(g.target_value)::int8 from weekly_goals g
+                     where g.user_id = u.id and g.goal_type = 'steps' and g.week_start = r.today - (extract(isodow from r.today)::int - 1))
+              from unnest(\(ids), \(todays)) as r(user_id, today)
+              join users u on u.id = r.user_id
+              left join notification_preferences np on np.user_id = u.id
+              left join email_preferences ep on ep.user_id = u.id
+              left join user_streaks s on s.user_id = u.id
+            """, logger: run.logger)
+        var facts: [UUID: Facts] = [:]
+        for try await (id, name, email, pushOn, hasDevice, emailOn, checkinEmail, streakEmail, monthlyEmail, chosen,
+                       hasStreak, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, yesterday,
+                       badgeNames, badgeTimes, decided, weeklyGoal)
+            in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, String?, Bool, Int, Int, LocalDate?,
+                            Bool, LocalDate?, LocalDate?, Int, String?, [String], [Date], [String], Int?).self) {
+            var fact = Facts()
+            fact.name = name
+            fact.email = email?.trimmingCharacters(in: .whitespaces)
+            fact.pushOn = pushOn
+            fact.hasDevice = hasDevice
+            fact.emailOn = emailOn
+            if !checkinEmail { fact.emailSwitchedOff.insert(.dailyCheckinReminder) }
+            if !streakEmail { fact.emailSwitchedOff.insert(.streakAtRisk) }
+            if !monthlyEmail { fact.emailSwitchedOff.insert(.monthlyReport) }
+            fact.chosenTime = chosen.flatMap { LocalTime($0) }
+            if hasStreak {
+                fact.streak = ValidateStreaksJob.StoredStreak(
+                    state: StreakState(currentStreak: current, longestStreak: longest, lastCheckinDate: lastCheckin,
+                                       freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: missed),
+                    settledThrough: settled)
+            }
+            fact.yesterdayOutcome = yesterday
+            guard badgeNames.count == badgeTimes.count else { throw MalformedData("the user's badges changed while they were read") }
+            for (name, time) in zip(badgeNames, badgeTimes) {
+                if let badge = StreakBadge(rawValue: name) { fact.badges[badge] = time }
+            }
+            fact.decided = Set(decided)
+            fact.weeklyStepsGoal = weeklyGoal
+            facts[id] = fact
+        }
+
+        let tracking = try await connection.query("""
+            select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8, t.checked_in_at
+              from unnest(\(ids), \(todays.map { $0.adding(days: -Self.trackingDays) }), \(todays)) as r(user_id, first_day, last_day)
+              join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
+            """, logger: run.logger)
+        for try await (id, date, mood, energy, steps, weight, checkedInAt)
+            in tracking.decode((UUID, LocalDate, Int?, Int?, Int?, Double?, Date?).self) {
+            let day = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
+            facts[id]?.tracking[date] = day
+            if day.isCheckedIn, let checkedInAt { facts[id]?.checkedInAt[date] = checkedInAt }
+        }
+
+        let calendars = Dictionary(uniqueKeysWithValues: placed.map { ($0.user.user.id, $0.user.calendar) })
+        let circles = try await connection.query("""
+            select m.user_id, c.id, c.name, c.challenge_type, c.starts_on, c.ends_on, c.challenge_step_goal, m.joined_at, m.left_at,
+                   m.starting_weight::float8, m.target_weight::float8,
+                   coalesce(s.days, '{}'), coalesce(s.steps, '{}'), coalesce(s.weights, '{}'), coalesce(s.ats, '{}'),
+                   coalesce((select array_agg(k.percent) from reminder_milestones k
+                              where k.user_id = m.user_id and k.fitcircle_id = c.id), '{}')
+              from unnest(\(ids), \(todays)) as r(user_id, today)
+              join fitcircle_members m on m.user_id = r.user_id
+              join fitcircles c on c.id = m.fitcircle_id and c.ends_on >= r.today - 1
+              left join lateral (
+                  select array_agg(d.submission_date order by d.submitted_at, d.submission_date) as days,
+                         array_agg(coalesce(d.steps, -1) order by d.submitted_at, d.submission_date) as steps,
+                         array_agg(coalesce(d.weight::float8, -1) order by d.submitted_at, d.submission_date) as weights,
+                         array_agg(d.submitted_at order by d.submitted_at, d.submission_date) as ats
+                    from fitcircle_data_submissions d
+                   where d.fitcircle_id = c.id and d.user_id = m.user_id and d.submission_date between c.starts_on and c.ends_on) s on true
+            """, logger: run.logger)
+        for try await (userID, circleID, name, challenge, startsOn, endsOn, weeklyGoal, joinedAt, leftAt, starting, target,
+                       days, steps, weights, ats, milestones)
+            in circles.decode((UUID, UUID, String, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?,
+                               [LocalDate], [Int], [Double], [Date], [Int]).self) {
+            guard let calendar = calendars[userID], let kind = FitCircleMembership.Challenge(rawValue: challenge) else { continue }
+            guard days.count == steps.count, steps.count == weights.count, weights.count == ats.count
+            else { throw MalformedData("the user's submissions changed while they were read") }
+            let membership = FitCircleMembership(
+                circleID: circleID, challenge: kind, startsOn: startsOn, endsOn: endsOn, stepGoal: weeklyGoal,
+                joinedOn: calendar.localDate(at: joinedAt), leftOn: leftAt.map { calendar.localDate(at: $0) },
+                startingWeight: starting, targetWeight: target)
+            let submissions = days.indices.map {
+                ReminderRules.CircleProgress.Submission(day: days[$0], steps: steps[$0] < 0 ? nil : steps[$0],
+                                                        weight: weights[$0] < 0 ? nil : weights[$0], at: ats[$0])
+            }
+            let progress = ReminderRules.CircleProgress(
+                circleID: circleID, name: name, challenge: kind,
+                stepsGoal: ReminderRules.CircleProgress.stepsGoal(weekly: weeklyGoal, startsOn: startsOn, endsOn: endsOn),
+                startingWeight: starting, targetWeight: target, submissions: submissions)
+            facts[userID]?.circles.append(Circle(membership: membership, progress: progress, decidedMilestones: Set(milestones)))
+        }
+        return facts
+    }
+
+    // MARK: Deciding
+
+    public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        let user = due.user
+        let today = user.calendar.localDate(at: run.now)
+        // A backfill of past days sends nothing: reminders are about now.
+        if let window = run.window, !window.contains(today) {
+            return .nothingDue("reminders are about the user's today (\(today)); a backfill of other days sends none")
+        }
+        if let problem = due.zoneProblem {
+            return .act(PlannedChange(
+                itemID: user.user.id,
+                change: Change(expectedDue: due.dueAt, nextDue: run.now.addingTimeInterval(ReminderRules.zoneRetry), milestones: []),
+                work: [WorkMark(localDay: today, outcome: "skipped", detail: problem, part: ReminderPart.zone.rawValue)],
+                notifications: [], tally: ["zone:skipped": 1]))
+        }
+        guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
+        if let stored = facts.streak, let problem = StreakRules.inconsistency(in: stored.state, settledThrough: stored.settledThrough) {
+            throw NudgeError(.configuration, "user_streaks row is inconsistent: \(problem)")
+        }
+        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now)
+        plan.dailyCheckin()
+        plan.streakRiskEmail()
+        plan.weeklyGoal()
+        plan.dataSubmission()
+        plan.streakMilestone()
+        plan.monthlyReport()
+        plan.welcome()
+        plan.challengeMilestones()
+        var tally = plan.tally
+        if plan.work.isEmpty && plan.notifications.isEmpty { tally["rescheduled", default: 0] += 1 }
+        return .act(PlannedChange(
+            itemID: user.user.id,
+            change: Change(expectedDue: due.dueAt, nextDue: plan.nextDue, milestones: plan.milestones),
+            work: plan.work, notifications: plan.notifications, tally: tally))
+    }
+
+    // MARK: Writing
+
+    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
+                                          expected: changes.map(\.change.expectedDue), next: changes.map(\.change.nextDue))
+        let milestones = changes.flatMap { change in change.change.milestones.map { (change.itemID, $0.0, $0.1, $0.2) } }
+        if !milestones.isEmpty {
+            writes.step("milestones", """
+                insert into reminder_milestones (user_id, fitcircle_id, percent, outcome, decided_at)
+                select user_id, fitcircle_id, percent, outcome, \(run.now)
+                  from unnest(\(milestones.map(\.0)), \(milestones.map(\.1)), \(milestones.map(\.2)), \(milestones.map(\.3)))
+                       as m(user_id, fitcircle_id, percent, outcome)
+                on conflict (user_id, fitcircle_id, percent) do nothing
+                """)
+        }
+        return writes
+    }
+
+    // MARK: Emails
+
+    /// An email's outbox row: rendered now (a dry run renders every one), sent by dispatch.
+    func email(_ text: ReminderCopy.EmailText, type: String, emailType: String, footer: ReminderEmail.Footer, user: UserInTime,
+               facts: Facts, address: String, day: LocalDate, deliverAfter: Date, occasion: OutboxMessage.Occasion? = nil,
+               tags: [String: String] = [:]) -> OutboxMessage {
+        let rendered = ReminderEmail.render(text, locale: user.user.locale, name: facts.name, email: address, footer: footer,
+                                            dashboardURL: dashboardURL, postalAddress: postalAddress, templates: templates)
+        var unsubscribe: String?
+        if case .unsubscribe(_, let url) = footer { unsubscribe = url }
+        let payload = EmailPayload(emailType: emailType, html: rendered.html, unsubscribeURL: unsubscribe, tags: tags)
+        return OutboxMessage(type: type, localDay: day, deliverAfter: deliverAfter, title: rendered.subject, body: rendered.text,
+                             payload: payload.json, channel: "email", occasion: occasion)
+    }
+}
