@@ -26,7 +26,11 @@ $$;
 -- milestones) and their streak badges (the celebration the morning after).
 create function nudge_reminders_due() returns trigger language plpgsql as $$
 begin
-    perform nudge_due_now('reminders', case when tg_table_name = 'users' then new.id else new.user_id end);
+    if tg_table_name = 'users' then
+        perform nudge_due_now('reminders', new.id);
+    else
+        perform nudge_due_now('reminders', new.user_id);
+    end if;
     return null;
 end
 $$;

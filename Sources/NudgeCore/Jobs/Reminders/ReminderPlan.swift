@@ -98,7 +98,8 @@ struct ReminderPlan {
         guard let moment = todaysMoment(.dailyCheckin, .every, at: time) else { return }
         // A user who signed up after today's moment starts tomorrow.
         guard moment >= user.user.createdAt else { return }
-        if facts.tracking[today]?.isCheckedIn == true {
+        // (A check-in counts once it is made: a row the app wrote ahead, stamped later, does not.)
+        if facts.tracking[today]?.isCheckedIn == true, facts.checkedInAt[today].map({ $0 <= now }) ?? true {
             let at = facts.checkedInAt[today].map { " at \(calendar.localTime(at: $0))" } ?? ""
             mark(.dailyCheckin, today, "not_needed", "checked in\(at) before the reminder (\(reminder.why))")
             return

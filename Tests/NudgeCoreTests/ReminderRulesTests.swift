@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+private func time(_ text: String) -> LocalTime { LocalTime(text)! }
+private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
+
+struct ReminderTimeTests {
+    @Test func theUsersOwnTimeWinsOverWhatTheirCheckInsSay() {
+        let learned = ReminderRules.reminderTime(chosen: time("19:30"), checkInTimes: Array(repeating: time("07:10"), count: 20))
+        #expect(learned.time == time("19:30"))
+        #expect(learned.why == "19:30: the user's own reminder time")
+    }
+
+    @Test func fourteenCheckInDaysAreNeededToLearnATime() {
+        let few = ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("07:10"), count: 13))
+        #expect(few.time == time("20:00"))
+        #expect(few.why == "20:00: the default (13 of the 14 check-in days needed to learn the user's time)")
+        let enough = ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("07:10"), count: 14))
+        #expect(enough.time == time("06:25"))
+    }
+
+    @Test func theMedianCheckInLessFortyFiveMinutesWithinSixToTwentyTwo() {
+        // An odd day out does not move the median.
+        let mornings = (0..<15).map { LocalTime(hour: 7, minute: 5 + $0 % 10)! } + [time("23:50")]
+        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: mornings).time == time("06:23"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("06:20"), count: 14)).time == time("06:00"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("23:30"), count: 14)).time == time("22:00"))
+        // An even count: the middle two's mean, to the minute below.
+        let even = Array(repeating: time("07:00"), count: 7) + Array(repeating: time("07:11"), count: 7)
+        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: even).time == time("06:20"))
+    }
+}
+
+struct ReminderMomentTests {
+    let paris = try! LocalCalendar(identifier: "Europe/Paris")
+
+    /// Paris leaves summer time on 25 October 2026: 20:00 is 18:00 UTC before, 19:00 UTC on the day.
+    @Test func momentsFollowTheUsersClockAcrossADaylightSavingChange() {
+        let before = ReminderRules.latest(.every, at: time("20:00"), atOrBefore: at("2026-10-24T18:30:00Z"), calendar: paris)
+        #expect(before == .init(day: day("2026-10-24"), instant: at("2026-10-24T18:00:00Z")))
+        #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-24T18:30:00Z"), calendar: paris) == at("2026-10-25T19:00:00Z"))
+        // Decided today: tomorrow's, even before today's moment.
+        #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-25T10:00:00Z"), notOn: day("2026-10-25"), calendar: paris)
+                == at("2026-10-26T19:00:00Z"))
+    }
+
+    @Test func weeklyAndMonthlyMomentsFallOnTheirDays() {
+        #expect(ReminderRules.next(.weekday(3), at: time("18:00"), after: at("2026-11-12T10:00:00Z"), calendar: paris) == at("2026-11-18T17:00:00Z"))
+        #expect(ReminderRules.next(.firstOfMonth, at: time("09:00"), after: at("2026-11-12T10:00:00Z"), calendar: paris) == at("2026-12-01T08:00:00Z"))
+        #expect(ReminderRules.latest(.firstOfMonth, at: time("09:00"), atOrBefore: at("2026-12-01T07:59:00Z"), calendar: paris)?.day == day("2026-11-01"))
+    }
+}
+
+struct ChallengeMilestoneTests {
+    func progress(_ submissions: [(String, Int?, Double?, String)], challenge: FitCircleMembership.Challenge = .steps)
+        -> ReminderRules.CircleProgress {
+        ReminderRules.CircleProgress(
+            circleID: UUID(), name: "Work Warriors", challenge: challenge,
+            stepsGoal: ReminderRules.CircleProgress.stepsGoal(weekly: 10_000, startsOn: day("2026-11-02"), endsOn: day("2026-11-29")),
+            startingWeight: 200, targetWeight: 190,
+            submissions: submissions.map { .init(day: day($0.0), steps: $0.1, weight: $0.2, at: at($0.3)) })
+    }
+
+    @Test func aStepsCirclesGoalIsItsWeeklyGoalOverTheChallenge() {
+        #expect(ReminderRules.CircleProgress.stepsGoal(weekly: 10_000, startsOn: day("2026-11-02"), endsOn: day("2026-11-29")) == 40_000)
+        #expect(ReminderRules.CircleProgress.stepsGoal(weekly: nil, startsOn: day("2026-11-02"), endsOn: day("2026-11-29")) == nil)
+    }
+
+    @Test func eachMilestoneIsReachedByTheSubmissionThatCrossesIt() {
+        let reached = ReminderRules.reached(progress([("2026-11-02", 9_000, nil, "2026-11-02T20:00:00Z"),
+                                                      ("2026-11-03", 12_000, nil, "2026-11-03T20:00:00Z"),
+                                                      ("2026-11-04", nil, nil, "2026-11-04T20:00:00Z")]))
+        #expect(reached == [25: at("2026-11-03T20:00:00Z"), 50: at("2026-11-03T20:00:00Z")])
+        let weight = ReminderRules.reached(progress([("2026-11-02", nil, 197, "2026-11-02T08:00:00Z"),
+                                                     ("2026-11-05", nil, 199, "2026-11-05T08:00:00Z"),
+                                                     ("2026-11-09", nil, 192.5, "2026-11-09T08:00:00Z")], challenge: .weightLoss))
+        #expect(weight == [25: at("2026-11-02T08:00:00Z"), 50: at("2026-11-09T08:00:00Z"), 75: at("2026-11-09T08:00:00Z")])
+    }
+
+    @Test func aJumpTellsTheHighestByPushAndTheHighestEmailMilestone() {
+        let now = at("2026-11-10T09:15:00Z")
+        let reached = [25: at("2026-11-03T09:00:00Z"), 50: at("2026-11-10T09:00:00Z"), 75: at("2026-11-10T09:00:00Z")]
+        let decision = ReminderRules.milestones(reached: reached, decided: [25], now: now)
+        #expect(decision.newlyReached == [50, 75])
+        #expect(decision.push == 75)
+        #expect(decision.email == 50)
+        #expect(ReminderRules.milestones(reached: reached, decided: [25, 50, 75], now: now).newlyReached.isEmpty)
+        // Reached more than a day ago (the job was down, or has just been deployed): not told.
+        let late = ReminderRules.milestones(reached: reached, decided: [25], now: at("2026-11-11T09:01:00Z"))
+        #expect(late.push == nil && late.email == nil && late.tooLate == at("2026-11-10T09:00:00Z"))
+    }
+}
+
+struct ReminderCopyTests {
+    @Test func theFirstWeekSpeaksAsSeed003Flow1Does() {
+        let en = ReminderCopy(locale: "en")
+        #expect(en.checkin(dayNumber: 0, longestStreak: 0).body == "Complete your check-in to start your streak!")
+        #expect(en.checkin(dayNumber: 2, longestStreak: 1).body == "Keep it going! Complete your check-in for a 2-day streak.")
+        #expect(en.checkin(dayNumber: 15, longestStreak: 20).body == "Complete your check-in to keep your 14-day streak alive!")
+        #expect(en.checkin(dayNumber: 1_001, longestStreak: 1_000).body == "Complete your check-in to keep your 1,000-day streak alive!")
+    }
+
+    @Test func aLostStreakIsNeverShamed() {
+        let en = ReminderCopy(locale: "en"), fr = ReminderCopy(locale: "fr")
+        #expect(en.checkin(dayNumber: 2, longestStreak: 9).body == "You're back! Complete your check-in for a 2-day streak.")
+        #expect(fr.checkin(dayNumber: 2, longestStreak: 9).body == "Te revoilà ! Fais ton check-in pour une série de 2 jours.")
+        let fresh = en.checkin(dayNumber: 0, longestStreak: 9).body
+        #expect(fresh == "A fresh start is one check-in away. Complete today's check-in to start a new streak!")
+        for word in ["lost", "missed", "failed", "broke"] { #expect(!fresh.lowercased().contains(word)) }
+    }
+
+    @Test func numbersAreWrittenAsTheLanguageWritesThem() {
+        #expect(ReminderCopy(locale: "en").dataSubmission(steps: 8_234).body == "Submit today's 8,234 steps to your FitCircles before midnight!")
+        #expect(ReminderCopy(locale: "fr").dataSubmission(steps: 8_234).body == "Envoie tes 8\u{202F}234 pas du jour à tes FitCircles avant minuit !")
+        #expect(ReminderCopy(locale: "en").dataSubmission(steps: nil).body == "Submit today's steps to your FitCircles before midnight!")
+        #expect(ReminderCopy(locale: "en").weeklyGoal(percent: 35).body
+                == "You're halfway through the week but only at 35% of your step goal. You've got this!")
+        #expect(ReminderCopy(locale: "en").milestone(50, challenge: .weightLoss, circle: "Work Warriors").body
+                == "You're 50% to your weight loss goal in “Work Warriors”.")
+        #expect(ReminderCopy(locale: "en").streakMilestone(.weekWarrior).body
+                == "You did it! 7-day streak complete. Your daily goals are now personalized based on your baseline.")
+    }
+
+    @Test func theMonthlyReportCountsTheMonthBefore() {
+        var tracking: [LocalDate: TrackingDay] = [:]
+        tracking[day("2026-10-31")] = TrackingDay(date: day("2026-10-31"), mood: nil, energy: nil, steps: 9_000, weight: nil)
+        tracking[day("2026-11-01")] = TrackingDay(date: day("2026-11-01"), mood: 3, energy: 3, steps: 4_000, weight: 180)
+        tracking[day("2026-11-02")] = TrackingDay(date: day("2026-11-02"), mood: nil, energy: nil, steps: 0, weight: 179.5)
+        tracking[day("2026-11-03")] = TrackingDay(date: day("2026-11-03"), mood: 9, energy: 3, steps: 1_000, weight: nil)
+        tracking[day("2026-12-01")] = TrackingDay(date: day("2026-12-01"), mood: 3, energy: 3, steps: 7_000, weight: nil)
+        let month = ReminderRules.month(day("2026-11-01"), tracking: tracking)
+        #expect(month.steps == 4_000 && month.activeDays == 2 && month.checkInDays == 1 && month.weightChange == -0.5)
+        #expect(!ReminderRules.month(day("2026-09-01"), tracking: tracking).hadActivity)
+    }
+}
+
+struct ReminderPreferenceTests {
+    /// Seed 003 F8: the check-in reminder and challenge milestones cannot be turned off; the
+    /// optional types obey their switches; every email type but the required ones obeys its own.
+    @Test func requiredTypesIgnoreTheirSwitchAndOptionalOnesObeyIt() {
+        var off = DeliveryPreferences()
+        off.pushSwitchedOff = ["push_daily_checkin", "push_challenge_milestone", "push_weekly_goal", "push_data_submission"]
+        off.emailSwitchedOff = ["email_daily_checkin", "email_preferences.streak_at_risk", "email_monthly_report",
+                                "email_challenge_milestone", "email_preferences.challenge_milestones"]
+        #expect(off.pushRefusal(for: .of("daily_checkin")) == nil)
+        #expect(off.pushRefusal(for: .of("challenge_milestone")) == nil)
+        #expect(off.pushRefusal(for: .of("weekly_goal_progress")) != nil)
+        #expect(off.pushRefusal(for: .of("data_submission")) != nil)
+        #expect(off.emailRefusal(for: "welcome") == nil)
+        #expect(off.emailRefusal(for: "challenge_milestone") == nil)
+        #expect(off.emailRefusal(for: "daily_checkin") != nil)
+        #expect(off.emailRefusal(for: "streak_at_risk") != nil)
+        #expect(off.emailRefusal(for: "monthly_report") != nil)
+        // Quiet hours: the required reminder goes through them (seed 003); the optional ones wait.
+        #expect(NotificationKind.of("daily_checkin").passesQuietHours)
+        #expect(!NotificationKind.of("weekly_goal_progress").passesQuietHours)
+        #expect(!NotificationKind.of("streak_milestone").passesQuietHours)
+    }
+}

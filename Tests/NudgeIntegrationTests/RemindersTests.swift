@@ -1,0 +1,285 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
+
+/// Runs reminders in this process at `now`, as cron would start it.
+@discardableResult
+func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = []) async throws -> RunSummary {
+    try await database.withDatabase { db in
+        let job = RemindersJob(
+            definition: jobDefinition("reminders"),
+            templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [ReminderEmail.template]),
+            links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test"), postalAddress: digestPostalAddress,
+            dashboardURL: nil)
+        let options = RunOptions(now: now, nowIsExplicit: true, window: window, users: users, batchSize: 50, concurrency: 1)
+        return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+    }
+}
+
+enum ReminderFixture {
+    /// User n in `zone` with an address, signed up long ago, with an iPhone unless `device` is false.
+    static func user(_ database: TestDatabase, _ n: Int, zone: String, locale: String = "en", device: Bool = true,
+                     signup: String = "2026-01-01T00:00:00Z") throws {
+        try Outbox.user(database, n, zone: zone, locale: locale, ios: device ? 1 : 0, signup: signup)
+        try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+    }
+}
+
+@Suite(.serialized) struct RemindersScheduleTests {
+    /// Two weeks of cron every 15 minutes over the end of daylight saving time in Europe (25
+    /// October) and the United States (1 November), for users in Paris, New York, Kolkata and
+    /// Auckland. Check-ins are written as the app writes them, when they are made: user 1 checks in
+    /// at 19:59 every day, user 2 at 20:01, user 3 on even days only at 12:00, user 4 (no device)
+    /// never, user 5 (Auckland) never. Each local 20:00 is worked out by PostgreSQL's own time zone
+    /// rules, not Nudge's calendar.
+    @Test func fourteenDaysOfCronSendEachReminderWhenAndAsOftenAsItsRuleSays() async throws {
+        let database = try await TestDatabase.fresh()
+        let zones = [1: "Europe/Paris", 2: "America/New_York", 3: "Asia/Kolkata", 4: "Europe/Paris", 5: "Pacific/Auckland"]
+        for (n, zone) in zones.sorted(by: { $0.key < $1.key }) {
+            try ReminderFixture.user(database, n, zone: zone, device: n != 4)
+        }
+        let first = "2026-10-20", last = "2026-11-02"
+        // The check-ins to come, written as their time passes.
+        try database.psql("""
+            create table planned_checkins as
+            select u.id as user_id, d::date as date,
+                   ((d::date + case u.n when 1 then time '19:59' when 2 then time '20:01' else time '12:00' end) at time zone u.tz) as at
+              from (values ('\(Fixture.userID(1))'::uuid, 1, 'Europe/Paris'), ('\(Fixture.userID(2))'::uuid, 2, 'America/New_York'),
+                           ('\(Fixture.userID(3))'::uuid, 3, 'Asia/Kolkata')) u(id, n, tz)
+             cross join generate_series('\(first)'::date, '\(last)'::date, '1 day') d
+             where u.n <> 3 or extract(day from d)::int % 2 = 0
+            """)
+        var now = at("2026-10-20T00:00:00Z")
+        let end = at("2026-11-03T00:00:00Z")
+        var written = Date.distantPast
+        let checkIns = try database.value("select string_agg(extract(epoch from at)::bigint::text, ',') from planned_checkins")
+            .split(separator: ",").compactMap { Double($0) }.map { Date(timeIntervalSince1970: $0) }
+        while now < end {
+            if checkIns.contains(where: { $0 > written && $0 <= now }) {
+                try database.psql("""
+                    insert into daily_tracking (user_id, date, mood, energy, steps, checked_in_at)
+                    select user_id, date, 4, 3, 6000, at from planned_checkins where at <= '\(iso(now))' and at > '\(iso(written))'
+                    """)
+                written = now
+            }
+            let summary = try await reminders(database, at: now)
+            #expect(summary.counts.failed == 0)
+            now = now.addingTimeInterval(15 * 60)
+        }
+        // The days whose 20:00 (21:00 for the email) fell inside the two weeks, by PostgreSQL.
+        func expected(_ n: Int, at time: String, when condition: String = "true") throws -> String {
+            try database.value("""
+                select string_agg(to_char((d::date + time '\(time)') at time zone '\(zones[n]!)', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ',' order by d)
+                  from generate_series('2026-10-19'::date, '2026-11-03'::date, '1 day') d
+                 where (d::date + time '\(time)') at time zone '\(zones[n]!)' >= '2026-10-20T00:00:00Z'
+                   and (d::date + time '\(time)') at time zone '\(zones[n]!)' < '2026-11-03T00:00:00Z' and \(condition)
+                """)
+        }
+        func queued(_ n: Int, channel: String = "push") throws -> String {
+            try database.value("""
+                select coalesce(string_agg(to_char(deliver_after at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ',' order by deliver_after), '')
+                  from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = 'daily_checkin' and channel = '\(channel)'
+                """)
+        }
+        // 19:59: never reminded; 20:01: reminded every day, at 20:00 in their zone, across the change.
+        #expect(try queued(1) == "")
+        #expect(try database.count("select count(*) from job_work where user_id = '\(Fixture.userID(1))' and job = 'reminders:daily_checkin' and outcome = 'not_needed'") == 14)
+        #expect(try queued(2) == (try expected(2, at: "20:00")))
+        #expect(try queued(2).split(separator: ",").count == 14)
+        // Every other day: the odd days of Kolkata, and only them.
+        #expect(try queued(3) == (try expected(3, at: "20:00", when: "extract(day from d)::int % 2 = 1")))
+        // No device: the email at 21:00 and no push.
+        #expect(try queued(4) == "")
+        #expect(try queued(4, channel: "email") == (try expected(4, at: "21:00")))
+        #expect(try queued(5) == (try expected(5, at: "20:00")))
+        // Never two for one day, whatever the number of runs.
+        #expect(try database.count("""
+            select count(*) from (select user_id, local_day, channel from notification_outbox where notification_type = 'daily_checkin'
+                                   group by 1, 2, 3 having count(*) > 1) d
+            """) == 0)
+        // Wednesday 18:00: no weekly goal, nothing queued, and the mark says why.
+        #expect(try database.count("select count(*) from notification_outbox where notification_type = 'weekly_goal_progress'") == 0)
+        #expect(try database.count("select count(*) from job_work where job = 'reminders:weekly_goal_progress' and outcome = 'no_goal'") == 10)
+    }
+
+    /// A 6-hour gap in cron: the reminder of 20:00 goes at the next run, still inside its day, once;
+    /// a gap past midnight leaves yesterday's unsent.
+    @Test func aGapInCronIsCaughtUpInsideItsDayAndNeverForThePast() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "America/New_York")
+        try await reminders(database, at: at("2026-11-10T16:00:00Z"))   // 17:00 in Paris, 11:00 in New York
+        try await reminders(database, at: at("2026-11-10T22:00:00Z"))   // 23:00 in Paris, 17:00 in New York
+        #expect(try database.value("""
+            select deliver_after at time zone 'Europe/Paris' from notification_outbox
+             where user_id = '\(Fixture.userID(1))' and notification_type = 'daily_checkin'
+            """) == "2026-11-10 20:00:00")
+        try await reminders(database, at: at("2026-11-10T22:15:00Z"))
+        #expect(try database.count("select count(*) from notification_outbox where notification_type = 'daily_checkin'") == 1)
+        // New York's 20:00 (01:00 UTC) passes in a gap until 06:00 UTC, past its midnight: not sent.
+        try await reminders(database, at: at("2026-11-11T06:00:00Z"))
+        #expect(try database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(2))'") == 0)
+        // …and its next instant is ahead, not in the past.
+        #expect(try database.count("select count(*) from job_due where due_at <= '2026-11-11T06:00:00Z'") == 0)
+    }
+
+    /// A run in which nobody's moment has come reads nobody; a trigger makes a changed user due at once.
+    @Test func aRunReadsOnlyTheUsersWhoseMomentHasCome() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 300, signup: "2026-01-01T00:00:00Z", from: "2026-10-20", to: "2026-11-10")
+        let first = try await reminders(database, at: at("2026-11-10T12:00:00Z"))
+        #expect(first.counts.processed == 300)
+        let quiet = try await reminders(database, at: at("2026-11-10T12:05:00Z"))
+        #expect(quiet.counts.processed == 0)
+        try database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(Fixture.userID(7))'")
+        let changed = try await reminders(database, at: at("2026-11-10T12:06:00Z"))
+        #expect(changed.counts.processed == 1)
+        // The whole table agrees with the rule: nobody due before the next instant the job set.
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= '2026-11-10T12:06:00Z'") == 0)
+    }
+
+    /// Backfills never send reminders about the past.
+    @Test func aBackfillOfPastDaysSendsNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        let summary = try await reminders(database, at: at("2026-11-10T21:00:00Z"), window: try DayWindow(from: LocalDate(iso8601: "2026-11-01")!, to: LocalDate(iso8601: "2026-11-09")!))
+        #expect(summary.counts.succeeded == 0)
+        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        #expect(try database.count("select count(*) from job_work") == 0)
+    }
+}
+
+@Suite(.serialized) struct RemindersContentTests {
+    /// The copy's numbers are the user's, as an independent query reads them, in their language.
+    @Test func theCopyCarriesTheUsersNumbersInTheirLanguage() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
+        for n in [1, 2] {
+            let id = Fixture.userID(n)
+            // A 14-day streak settled through yesterday (Tuesday 10 November), a circle running, a
+            // weekly goal, Monday's and Tuesday's steps, today's steps synced but not submitted.
+            try database.psql("""
+                insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
+                values ('\(id)', 14, 20, '2026-11-10', '2026-11-10');
+                insert into weekly_goals (user_id, week_start, goal_type, target_value) values ('\(id)', '2026-11-09', 'steps', 50000);
+                insert into daily_tracking (user_id, date, steps) values ('\(id)', '2026-11-09', 6000 + \(n)), ('\(id)', '2026-11-10', 5123),
+                       ('\(id)', '2026-11-11', 8234);
+                insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
+                values (gen_random_uuid(), 'Work Warriors \(n)', 'steps', 'Europe/Paris', '2026-11-01', '2026-11-30', 70000);
+                insert into fitcircle_members (fitcircle_id, user_id, joined_at) select id, '\(id)', '2026-11-01T00:00:00Z'
+                  from fitcircles where name = 'Work Warriors \(n)';
+                """)
+        }
+        // Wednesday 11 November, 20:00 in Paris (18:00 for the goal had passed too).
+        try await reminders(database, at: at("2026-11-11T19:00:00Z"))
+        func body(_ n: Int, _ type: String) throws -> String {
+            try database.value("select body from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = '\(type)' and channel = 'push'")
+        }
+        for n in [1, 2] {
+            let id = Fixture.userID(n)
+            let kept = try database.value("select current_streak from user_streaks where user_id = '\(id)'")
+            let steps = try database.value("select to_char(steps, 'FM999,999') from daily_tracking where user_id = '\(id)' and date = '2026-11-11'")
+            let percent = try database.value("""
+                select floor(100 * sum(t.steps) / g.target_value)::int from daily_tracking t join weekly_goals g on g.user_id = t.user_id
+                 where t.user_id = '\(id)' and t.date between '2026-11-09' and '2026-11-11' group by g.target_value
+                """)
+            if n == 1 {
+                #expect(try body(n, "daily_checkin") == "Complete your check-in to keep your \(kept)-day streak alive!")
+                #expect(try body(n, "data_submission") == "Submit today's \(steps) steps to your FitCircles before midnight!")
+                #expect(try body(n, "weekly_goal_progress") == "You're halfway through the week but only at \(percent)% of your step goal. You've got this!")
+            } else {
+                let french = steps.replacingOccurrences(of: ",", with: "\u{202F}")
+                #expect(try body(n, "daily_checkin") == "Fais ton check-in pour garder ta série de \(kept) jours !")
+                #expect(try body(n, "data_submission") == "Envoie tes \(french) pas du jour à tes FitCircles avant minuit !")
+                #expect(try body(n, "weekly_goal_progress").contains("\(percent)\u{00A0}%"))
+            }
+        }
+    }
+
+    /// A user who checks in at about 07:10 every day, without a reminder time of their own, is
+    /// reminded at 06:25; the ledger says which time and why.
+    @Test func theLearnedReminderTimeIsFortyFiveMinutesBeforeTheUsualCheckIn() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "America/New_York")
+        let id = Fixture.userID(1)
+        try database.psql("""
+            insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
+            select '\(id)', d::date, 4, 4, (d::date + time '07:05' + (extract(day from d)::int % 13) * interval '1 minute') at time zone 'America/New_York'
+              from generate_series('2026-10-21'::date, '2026-11-10'::date, '1 day') d
+            """)
+        // A chosen time of 20:00 is not a choice until it is made: the row's default is not.
+        try database.psql("insert into notification_preferences (user_id) values ('\(id)')")
+        try await reminders(database, at: at("2026-11-11T11:00:00Z"))   // 06:00 in New York
+        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        try await reminders(database, at: at("2026-11-11T11:25:00Z"))   // 06:25
+        #expect(try database.value("""
+            select deliver_after at time zone 'America/New_York' from notification_outbox where notification_type = 'daily_checkin'
+            """) == "2026-11-11 06:25:00")
+        let median = try database.value("""
+            select to_char(percentile_disc(0.5) within group (order by (checked_in_at at time zone 'America/New_York')::time), 'HH24:MI')
+              from daily_tracking where user_id = '\(id)' and date between '2026-10-14' and '2026-11-10'
+            """)
+        #expect(median == "07:10")
+        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin'")
+                == "06:25: 45 min before the user's median check-in 07:10 over 21 days")
+        // Their own time wins once they choose it (a trigger records the choice, and makes them due).
+        try database.psql("update notification_preferences set daily_reminder_time = '20:00' where user_id = '\(id)'")
+        #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 1)
+        try database.psql("update notification_preferences set daily_reminder_time = '19:30' where user_id = '\(id)'")
+        #expect(try database.count("select count(*) from job_due where due_at = 'epoch'") == 1)
+        try await reminders(database, at: at("2026-11-12T00:30:00Z"))   // 19:30 on the 11th: decided already that day
+        try await reminders(database, at: at("2026-11-13T00:30:00Z"))   // 19:30 on the 12th
+        #expect(try database.value("""
+            select string_agg((deliver_after at time zone 'America/New_York')::text, ',' order by deliver_after) from notification_outbox
+            """) == "2026-11-11 06:25:00,2026-11-12 19:30:00")
+    }
+
+    /// The welcome email once, within 15 minutes of sign-up; a badge's celebration the morning
+    /// after; a challenge's milestones once each, the highest of a jump told.
+    @Test func welcomeBadgesAndMilestonesAreToldOnce() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris", signup: "2026-11-10T10:07:00Z")
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", signup: "2025-11-10T10:07:00Z")
+        try await reminders(database, at: at("2026-11-10T10:15:00Z"))
+        try await reminders(database, at: at("2026-11-10T10:30:00Z"))
+        #expect(try database.value("select user_id || ' ' || channel || ' ' || title from notification_outbox where notification_type = 'welcome'")
+                == "\(Fixture.userID(1)) email Welcome to FitCircle! Let's get started 🎉")
+        let html = try database.value("select payload->>'html' from notification_outbox where notification_type = 'welcome'")
+        #expect(html.contains("cannot be turned off"))
+        #expect(try database.value("select coalesce(payload->>'unsubscribe_url', 'none') from notification_outbox where notification_type = 'welcome'") == "none")
+
+        // validate-streaks grants the 7-day badge at 00:05 on the 11th: told at 09:00 that day.
+        try database.psql("insert into user_badges (user_id, badge, earned_at) values ('\(Fixture.userID(2))', 'week_warrior', '2026-11-10T23:05:00Z')")
+        try await reminders(database, at: at("2026-11-10T23:15:00Z"))
+        #expect(try database.value("""
+            select (deliver_after at time zone 'Europe/Paris')::text || ' ' || body from notification_outbox where notification_type = 'streak_milestone'
+            """) == "2026-11-11 09:00:00 Tu l'as fait ! Série de 7 jours réussie. Tes objectifs du jour sont maintenant calculés sur ta moyenne.")
+
+        // A steps circle of 4 weeks at 10,000 a week: 40,000 in all. 11,000 steps (27 %), then 21,000 more (80 %).
+        let id = Fixture.userID(2)
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
+            values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/Paris', '2026-11-02', '2026-11-29', 10000);
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at) values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-01T00:00:00Z');
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-11', 11000, '2026-11-11T09:00:00Z');
+            """)
+        try await reminders(database, at: at("2026-11-11T09:15:00Z"))
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-12', 21000, '2026-11-12T09:00:00Z');
+            """)
+        try await reminders(database, at: at("2026-11-12T09:15:00Z"))
+        try await reminders(database, at: at("2026-11-12T09:30:00Z"))
+        #expect(try database.value("""
+            select string_agg(channel || ' ' || coalesce(payload->>'percent', payload->'tags'->>'percent'), ',' order by id) from notification_outbox where notification_type = 'challenge_milestone'
+            """) == "push 25,push 75,email 50")
+        #expect(try database.value("select string_agg(percent || ' ' || outcome, ',' order by percent) from reminder_milestones")
+                == "25 told: push,50 told: email,75 told: push")
+    }
+}
