@@ -69,21 +69,23 @@ import Testing
             }
             #expect(built == definition.name)
         }
-        // weekly-digest sends no email without a working unsubscribe link: it does not start without one.
-        let digest = try #require(repositoryCatalog.definition(named: "weekly-digest"))
-        await #expect(throws: NudgeError.self) {
-            try await JobRegistry.withJob(JobSetup(definition: digest, environment: Environment([:]),
-                                                   options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
-                $0.definition.name
+        // weekly-digest and reminders send no email without a working unsubscribe link: they do not start without one.
+        for name in ["weekly-digest", "reminders"] {
+            let emailing = try #require(repositoryCatalog.definition(named: name))
+            await #expect(throws: NudgeError.self) {
+                try await JobRegistry.withJob(JobSetup(definition: emailing, environment: Environment([:]),
+                                                       options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                    $0.definition.name
+                }
             }
-        }
-        // Nor without the sender's postal address, which every email's footer carries (CAN-SPAM).
-        await #expect(throws: NudgeError.self) {
-            try await JobRegistry.withJob(JobSetup(
-                definition: digest, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
-                                                              "NUDGE_PUBLIC_URL": "https://nudge.example.com"]),
-                options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
-                $0.definition.name
+            // Nor without the sender's postal address, which every email's footer carries (CAN-SPAM).
+            await #expect(throws: NudgeError.self) {
+                try await JobRegistry.withJob(JobSetup(
+                    definition: emailing, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
+                                                                    "NUDGE_PUBLIC_URL": "https://nudge.example.com"]),
+                    options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                    $0.definition.name
+                }
             }
         }
     }

@@ -142,6 +142,30 @@ enum ReminderFixture {
         #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= '2026-11-10T12:06:00Z'") == 0)
     }
 
+    /// A change made while a run decides the user (after its page read them) is not lost: every
+    /// trigger moves the instant, even for a user due at once already, so the run's compare-and-set
+    /// finds it changed and leaves the user due; joining a circle makes the user due too.
+    @Test func aChangeDuringADecisionLeavesTheUserDue() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        let id = Fixture.userID(1)
+        let read = try database.value("select due_at from job_due where user_id = '\(id)'")
+        try database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(id)'")
+        #expect(try database.count("""
+            with moved as (update job_due set due_at = '2026-11-11T19:00:00Z' where user_id = '\(id)' and due_at = '\(read)' returning 1)
+            select count(*) from moved
+            """) == 0)
+        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at < 'epoch'") == 1)
+        try await reminders(database, at: at("2026-11-10T12:00:00Z"))
+        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at > '2026-11-10T12:00:00Z'") == 1)
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
+            values ('00000000-0000-0000-0000-0000000000c2', 'Night Owls', 'steps', 'Asia/Tokyo', '2026-11-01', '2026-11-30', 70000);
+            insert into fitcircle_members (fitcircle_id, user_id) values ('00000000-0000-0000-0000-0000000000c2', '\(id)');
+            """)
+        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at = 'epoch'") == 1)
+    }
+
     /// Backfills never send reminders about the past.
     @Test func aBackfillOfPastDaysSendsNothing() async throws {
         let database = try await TestDatabase.fresh()
@@ -231,7 +255,7 @@ enum ReminderFixture {
         try database.psql("update notification_preferences set daily_reminder_time = '20:00' where user_id = '\(id)'")
         #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 1)
         try database.psql("update notification_preferences set daily_reminder_time = '19:30' where user_id = '\(id)'")
-        #expect(try database.count("select count(*) from job_due where due_at = 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-12T00:30:00Z"))   // 19:30 on the 11th: decided already that day
         try await reminders(database, at: at("2026-11-13T00:30:00Z"))   // 19:30 on the 12th
         #expect(try database.value("""

@@ -14,16 +14,22 @@ create table job_due (
     primary key (job, user_id)
 );
 create index idx_job_due_due on job_due (job, due_at, user_id);
+create index idx_job_due_user on job_due (user_id);
 
--- Makes `p_user` due at once for `p_job` (a row for a user who has none).
+-- Makes `p_user` due at once for `p_job` (a row for a user who has none). Every call changes the
+-- instant, even for a user due at once already (a microsecond earlier): a run deciding that user
+-- from what it read before the change then finds its compare-and-set refused, and the next run
+-- decides them again from the change.
 create function nudge_due_now(p_job text, p_user uuid) returns void language sql as $$
     insert into job_due (job, user_id, due_at) values (p_job, p_user, 'epoch')
-    on conflict (job, user_id) do update set due_at = 'epoch' where job_due.due_at > 'epoch'
+    on conflict (job, user_id) do update
+        set due_at = case when job_due.due_at > 'epoch' then 'epoch' else job_due.due_at - interval '1 microsecond' end
 $$;
 
 -- reminders depends on: the user (a sign-up, a time zone, a locale), their reminder time, their
--- devices (push at their time, or the email at 21:00), their FitCircle submissions (challenge
--- milestones) and their streak badges (the celebration the morning after).
+-- devices (push at their time, or the email at 21:00), their FitCircles (the 20:00 submission
+-- reminder) and submissions (challenge milestones), and their streak badges (the celebration the
+-- morning after).
 create function nudge_reminders_due() returns trigger language plpgsql as $$
 begin
     if tg_table_name = 'users' then
@@ -40,6 +46,8 @@ create trigger notification_preferences_reminders_due
     after insert or update of daily_reminder_time, push_enabled, email_enabled on notification_preferences
     for each row execute function nudge_reminders_due();
 create trigger user_push_tokens_reminders_due after insert or update of active on user_push_tokens
+    for each row execute function nudge_reminders_due();
+create trigger fitcircle_members_reminders_due after insert or update of left_at on fitcircle_members
     for each row execute function nudge_reminders_due();
 create trigger submissions_reminders_due after insert or update of steps, weight on fitcircle_data_submissions
     for each row execute function nudge_reminders_due();
@@ -77,6 +85,7 @@ create table reminder_milestones (
     decided_at    timestamptz not null,
     primary key (user_id, fitcircle_id, percent)
 );
+create index idx_reminder_milestones_fitcircle on reminder_milestones (fitcircle_id);
 
 -- Every user there is now, due at once: the first run decides each of them and sets their next
 -- instant. (The welcome email goes only to a user who signed up within its window.)

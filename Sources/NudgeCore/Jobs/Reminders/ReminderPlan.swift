@@ -248,8 +248,12 @@ struct ReminderPlan {
     mutating func welcome() {
         let signedUp = user.user.createdAt
         let day = calendar.localDate(at: signedUp)
-        guard !facts.isDecided(.welcome, day), now >= signedUp, now < signedUp.addingTimeInterval(ReminderRules.welcomeWindow)
-        else { return }
+        guard !facts.isDecided(.welcome, day), now < signedUp.addingTimeInterval(ReminderRules.welcomeWindow) else { return }
+        // A sign-up stamped ahead of the run's clock is welcomed when its time comes.
+        guard now >= signedUp else {
+            dueAgain(at: signedUp)
+            return
+        }
         if let refusal = emailRefusal(nil) {
             mark(.welcome, day, "no_channel", refusal)
             return
