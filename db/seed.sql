@@ -1283,7 +1283,7 @@ select pg_temp.cid(x.pfx, 17, p.k), x.id, p.push_type,
 -- chosen by the user; every user is due at once for the reminders job, whose first run sets
 -- each one's next instant.
 update notification_preferences set reminder_time_set_at = updated_at where daily_reminder_time <> time '20:00';
-insert into job_due (job, user_id, due_at) select 'reminders', id, 'epoch' from users;
+insert into job_due (job, user_id, due_at) select 'reminders', id, 'epoch' from users on conflict (job, user_id) do nothing;
 
 -- The indexes back (see "Indexes" at the top).
 set local maintenance_work_mem = '512MB';

@@ -38,18 +38,24 @@ struct ReminderMomentTests {
 
     /// Paris leaves summer time on 25 October 2026: 20:00 is 18:00 UTC before, 19:00 UTC on the day.
     @Test func momentsFollowTheUsersClockAcrossADaylightSavingChange() {
-        let before = ReminderRules.latest(.every, at: time("20:00"), atOrBefore: at("2026-10-24T18:30:00Z"), calendar: paris)
-        #expect(before == .init(day: day("2026-10-24"), instant: at("2026-10-24T18:00:00Z")))
+        #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-24T17:30:00Z"), calendar: paris) == at("2026-10-24T18:00:00Z"))
         #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-24T18:30:00Z"), calendar: paris) == at("2026-10-25T19:00:00Z"))
         // Decided today: tomorrow's, even before today's moment.
         #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-25T10:00:00Z"), notOn: day("2026-10-25"), calendar: paris)
                 == at("2026-10-26T19:00:00Z"))
     }
 
+    /// Paris springs forward on 29 March 2026 at 02:00: a reminder time of 02:30 that night comes
+    /// at 03:30 summer time, as the clocks do; 20:00 is 19:00 UTC the day before and 18:00 UTC after.
+    @Test func aMomentTheClocksSkipComesWhenTheyMoveOn() {
+        #expect(ReminderRules.next(.every, at: time("02:30"), after: at("2026-03-28T23:00:00Z"), calendar: paris) == at("2026-03-29T01:30:00Z"))
+        #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-03-28T19:30:00Z"), calendar: paris) == at("2026-03-29T18:00:00Z"))
+    }
+
     @Test func weeklyAndMonthlyMomentsFallOnTheirDays() {
         #expect(ReminderRules.next(.weekday(3), at: time("18:00"), after: at("2026-11-12T10:00:00Z"), calendar: paris) == at("2026-11-18T17:00:00Z"))
         #expect(ReminderRules.next(.firstOfMonth, at: time("09:00"), after: at("2026-11-12T10:00:00Z"), calendar: paris) == at("2026-12-01T08:00:00Z"))
-        #expect(ReminderRules.latest(.firstOfMonth, at: time("09:00"), atOrBefore: at("2026-12-01T07:59:00Z"), calendar: paris)?.day == day("2026-11-01"))
+        #expect(ReminderRules.next(.firstOfMonth, at: time("09:00"), after: at("2026-12-01T07:59:00Z"), calendar: paris) == at("2026-12-01T08:00:00Z"))
     }
 }
 

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import PostgresNIO
 import Testing
 @testable import NudgeCore
 
@@ -174,7 +176,59 @@ enum ReminderFixture {
         #expect(summary.counts.succeeded == 0)
         #expect(try database.count("select count(*) from notification_outbox") == 0)
         #expect(try database.count("select count(*) from job_work") == 0)
+        // …and leaves the user due: the normal run after it decides them.
+        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 1)
+        try await reminders(database, at: at("2026-11-10T21:00:00Z"))
+        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 0)
     }
+
+    /// `--user` reads those users whatever their instant, once each, and ends; a user Nudge
+    /// cannot place in time is skipped with the reason, once a day.
+    @Test func aRunForSomeUsersReadsEachOnceAndEnds() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "Mars/Olympus")
+        try ReminderFixture.user(database, 3, zone: "Asia/Tokyo")
+        let ids = [1, 2].map { UUID(uuidString: Fixture.userID($0))! }
+        let first = try await reminders(database, at: at("2026-11-10T12:00:00Z"), users: ids)
+        #expect(first.counts.processed == 2)
+        let again = try await reminders(database, at: at("2026-11-10T12:01:00Z"), users: ids)
+        #expect(again.counts.processed == 2)
+        #expect(try database.value("select outcome || ': ' || detail from job_work where job = 'reminders:unplaced'")
+                == "skipped: the user's unknown time zone 'Mars/Olympus'")
+        #expect(try database.count("select count(*) from job_due where user_id = '\(Fixture.userID(2))' and due_at = '2026-11-11T12:01:00Z'") == 1)
+        // The others' instants are untouched by a run for some users.
+        #expect(try database.count("select count(*) from job_due where user_id = '\(Fixture.userID(3))' and due_at <= 'epoch'") == 1)
+    }
+
+    /// A user the job failed waits an hour instead of failing again at every run (one due at once
+    /// after a change too: failing, they would fail the same way a quarter hour later).
+    @Test func aFailedUserIsLookedAtAgainAnHourLater() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 3, zone: "Europe/Paris")
+        try database.psql("update job_due set due_at = '2026-11-10T11:45:00Z' where user_id <> '\(Fixture.userID(2))'")
+        let now = at("2026-11-10T12:00:00Z")
+        let users = [1, 2, 3].map { UUID(uuidString: Fixture.userID($0))! }
+        let release = DueSource(job: "reminders").release(
+            page: users, changed: [users[2]], failed: [(users[0], "a reason"), (users[1], "a reason")],
+            run: RunContext(definition: jobDefinition("reminders"), runID: 1, now: now, startedAt: now, clock: FixedClock(now),
+                            window: nil, dryRun: false, logger: .init(label: "test"), concurrency: 1))
+        try await database.withDatabase { db in
+            try await db.client.withConnection { connection in
+                _ = try await connection.query(try release.statement.query(), logger: db.logger)
+            }
+        }
+        func due(_ n: Int) throws -> String {
+            try database.value("select to_char(due_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') from job_due where user_id = '\(Fixture.userID(n))'")
+        }
+        #expect(try due(1) == "2026-11-10 13:00")
+        #expect(try due(2) == "2026-11-10 13:00")
+        // A user whose change the batch wrote is the job's to move, not the failure's.
+        #expect(try due(3) == "2026-11-10 11:45")
+    }
+
 }
 
 @Suite(.serialized) struct RemindersContentTests {
@@ -199,7 +253,8 @@ enum ReminderFixture {
                   from fitcircles where name = 'Work Warriors \(n)';
                 """)
         }
-        // Wednesday 11 November, 20:00 in Paris (18:00 for the goal had passed too).
+        // Wednesday 11 November, 18:00 in Paris (the goal), then 20:00.
+        try await reminders(database, at: at("2026-11-11T17:00:00Z"))
         try await reminders(database, at: at("2026-11-11T19:00:00Z"))
         func body(_ n: Int, _ type: String) throws -> String {
             try database.value("select body from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = '\(type)' and channel = 'push'")
@@ -223,6 +278,84 @@ enum ReminderFixture {
                 #expect(try body(n, "weekly_goal_progress").contains("\(percent)\u{00A0}%"))
             }
         }
+    }
+
+    /// The streak-at-risk email goes beside validate-streaks' push, for 09:00, once validate-streaks
+    /// has found the miss (its write makes the user due), where the user's email switch allows.
+    @Test func theStreakAtRiskEmailGoesBesideThePushWhereItsSwitchAllows() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
+        try ReminderFixture.user(database, 3, zone: "Europe/Paris")
+        try database.psql("insert into email_preferences (user_id, streak_at_risk) values ('\(Fixture.userID(3))', false)")
+        try await reminders(database, at: at("2026-11-10T22:00:00Z"))
+        for n in [1, 2, 3] {
+            // What validate-streaks writes at 00:05 on the 11th for a miss on the 10th.
+            try database.psql("""
+                insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
+                                          week_start_date, settled_through, missed_days)
+                values ('\(Fixture.userID(n))', \(20 + n), 30, '2026-11-09', true, '2026-11-09', '2026-11-10', 1);
+                insert into job_work (job, user_id, local_day, outcome) values ('validate-streaks', '\(Fixture.userID(n))', '2026-11-10', 'at_risk');
+                """)
+        }
+        try await reminders(database, at: at("2026-11-10T23:15:00Z"))
+        let english = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(1))'")
+        let french = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(2))'")
+        #expect(try database.value("""
+            select string_agg(u.locale || ' ' || (o.deliver_after at time zone 'Europe/Paris')::text || ' ' || o.title, ',' order by u.locale)
+              from notification_outbox o join users u on u.id = o.user_id where o.notification_type = 'streak_at_risk'
+            """) == "en 2026-11-11 09:00:00 ⚠️ Your \(english)-day streak is at risk!,fr 2026-11-11 09:00:00 ⚠️ Ta série de \(french) jours est en danger !")
+        #expect(try database.value("select outcome from job_work where job = 'reminders:streak_at_risk_email' and user_id = '\(Fixture.userID(3))'")
+                == "no_channel")
+        try await reminders(database, at: at("2026-11-11T08:00:00Z"), users: [1, 2, 3].map { UUID(uuidString: Fixture.userID($0))! })
+        #expect(try database.count("select count(*) from notification_outbox where notification_type = 'streak_at_risk'") == 2)
+    }
+
+    /// The monthly report on the 1st at 09:00 tells the month before, as an independent query
+    /// sums it; a quiet month gets none; the switch holds it.
+    @Test func theMonthlyReportTellsTheMonthBefore() async throws {
+        let database = try await TestDatabase.fresh()
+        for n in 1...3 { try ReminderFixture.user(database, n, zone: "Europe/Paris") }
+        try database.psql("insert into notification_preferences (user_id, email_monthly_report) values ('\(Fixture.userID(3))', false)")
+        for n in [1, 3] {
+            try database.psql("""
+                insert into daily_tracking (user_id, date, steps, mood, energy)
+                select '\(Fixture.userID(n))', d::date, 4000 + extract(day from d)::int * 37, case when extract(day from d)::int % 3 = 0 then 3 end, 3
+                  from generate_series('2026-10-01'::date, '2026-10-31'::date, '1 day') d
+                """)
+        }
+        try await reminders(database, at: at("2026-11-01T07:00:00Z"))   // 08:00 in Paris
+        try await reminders(database, at: at("2026-11-01T08:00:00Z"))   // 09:00
+        let steps = try database.value("select to_char(sum(steps), 'FM999,999,999') from daily_tracking where user_id = '\(Fixture.userID(1))' and date between '2026-10-01' and '2026-10-31'")
+        #expect(try database.value("select title from notification_outbox where notification_type = 'monthly_report'") == "📅 Your October 2026 report: \(steps) steps")
+        let text = try database.value("select body from notification_outbox where notification_type = 'monthly_report'")
+        let checkIns = try database.value("select count(*) from daily_tracking where user_id = '\(Fixture.userID(1))' and mood is not null and energy is not null and date between '2026-10-01' and '2026-10-31'")
+        #expect(text.contains("- Check-ins: \(checkIns)"))
+        #expect(text.contains("- Active days: 31"))
+        #expect(try database.value("select string_agg(outcome, ',' order by user_id) from job_work where job = 'reminders:monthly_report'")
+                .split(separator: ",").sorted() == ["email", "no_channel", "quiet_month"])
+    }
+
+    /// The job's own reading of the switches: a user without a device whose daily check-in email is
+    /// off (in either table) gets neither the push nor the email, and the ledger says why; the
+    /// welcome email is required and goes with every type switched off.
+    @Test func theCheckInEmailObeysItsSwitchesAndTheWelcomeEmailIgnoresThem() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris", device: false)
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris", device: false)
+        try ReminderFixture.user(database, 3, zone: "Europe/Paris", device: false, signup: "2026-11-10T19:55:00Z")
+        try database.psql("""
+            insert into notification_preferences (user_id, email_daily_checkin) values ('\(Fixture.userID(1))', false);
+            insert into email_preferences (user_id, daily_checkin_reminder) values ('\(Fixture.userID(2))', false);
+            insert into email_preferences (user_id, daily_checkin_reminder, streak_at_risk, weekly_digest, monthly_report,
+                                           fitcircle_invites, challenge_milestones)
+            values ('\(Fixture.userID(3))', false, false, false, false, false, false);
+            """)
+        try await reminders(database, at: at("2026-11-10T19:00:00Z"))
+        try await reminders(database, at: at("2026-11-10T20:00:00Z"))   // 21:00 in Paris
+        #expect(try database.value("select string_agg(notification_type || ':' || channel, ',') from notification_outbox") == "welcome:email")
+        #expect(try database.value("select string_agg(outcome, ',') from job_work where job = 'reminders:daily_checkin' and user_id <> '\(Fixture.userID(3))'")
+                == "no_channel,no_channel")
     }
 
     /// A user who checks in at about 07:10 every day, without a reminder time of their own, is

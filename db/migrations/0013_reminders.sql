@@ -8,28 +8,33 @@
 -- there. A missed cron tick, or a server down for hours, leaves the instants where they were:
 -- the next run reads them.
 create table job_due (
-    job      text not null,
-    user_id  uuid not null references users(id) on delete cascade,
-    due_at   timestamptz not null,
+    job         text not null,
+    user_id     uuid not null references users(id) on delete cascade,
+    due_at      timestamptz not null,
+    -- The instant the job had set, when a trigger has made the user due at once since: a moment
+    -- long before it that the change brought into the past (a reminder time moved from 20:00 to
+    -- 07:00 at 10:00) is not sent late. Null while the job's own instant stands.
+    planned_at  timestamptz,
     primary key (job, user_id)
 );
 create index idx_job_due_due on job_due (job, due_at, user_id);
 create index idx_job_due_user on job_due (user_id);
 
 -- Makes `p_user` due at once for `p_job` (a row for a user who has none). Every call changes the
--- instant, even for a user due at once already (a microsecond earlier): a run deciding that user
+-- instant, even for a user due at once already (a second earlier): a run deciding that user
 -- from what it read before the change then finds its compare-and-set refused, and the next run
 -- decides them again from the change.
 create function nudge_due_now(p_job text, p_user uuid) returns void language sql as $$
     insert into job_due (job, user_id, due_at) values (p_job, p_user, 'epoch')
     on conflict (job, user_id) do update
-        set due_at = case when job_due.due_at > 'epoch' then 'epoch' else job_due.due_at - interval '1 microsecond' end
+        set due_at = case when job_due.due_at > 'epoch' then 'epoch' else job_due.due_at - interval '1 second' end,
+            planned_at = case when job_due.due_at > 'epoch' then job_due.due_at else job_due.planned_at end
 $$;
 
--- reminders depends on: the user (a sign-up, a time zone, a locale), their reminder time, their
--- devices (push at their time, or the email at 21:00), their FitCircles (the 20:00 submission
--- reminder) and submissions (challenge milestones), and their streak badges (the celebration the
--- morning after).
+-- reminders depends on: the user (a sign-up, a time zone, a locale, an address, seed 000's device
+-- columns), their reminder time, their devices (push at their time, or the email at 21:00), their
+-- FitCircles (the 20:00 submission reminder) and submissions (challenge milestones), their streak
+-- badges (the celebration the morning after) and a streak found at risk (the email at 09:00).
 create function nudge_reminders_due() returns trigger language plpgsql as $$
 begin
     if tg_table_name = 'users' then
@@ -40,7 +45,7 @@ begin
     return null;
 end
 $$;
-create trigger users_reminders_due after insert or update of timezone, locale, created_at on users
+create trigger users_reminders_due after insert or update of timezone, locale, created_at, email, fcm_token, push_enabled on users
     for each row execute function nudge_reminders_due();
 create trigger notification_preferences_reminders_due
     after insert or update of daily_reminder_time, push_enabled, email_enabled on notification_preferences
@@ -53,6 +58,8 @@ create trigger submissions_reminders_due after insert or update of steps, weight
     for each row execute function nudge_reminders_due();
 create trigger user_badges_reminders_due after insert on user_badges
     for each row execute function nudge_reminders_due();
+create trigger user_streaks_reminders_due after insert or update of missed_days on user_streaks
+    for each row when (new.missed_days = 1) execute function nudge_reminders_due();
 
 -- Whether the user chose their reminder time (seed 003: "where a user has not set their own
 -- daily_reminder_time", the job learns it from their check-ins). `daily_reminder_time` has a
@@ -88,13 +95,13 @@ create table reminder_milestones (
 create index idx_reminder_milestones_fitcircle on reminder_milestones (fitcircle_id);
 
 -- Every user there is now, due at once: the first run decides each of them and sets their next
--- instant. (The welcome email goes only to a user who signed up within its window.)
+-- instant (a moment that passed more than a quarter hour before that run is not caught up: the
+-- job was not there then). A reminder time other than the default, set before this migration,
+-- was chosen by the user.
 -- nudge:backfill users 10000
 insert into job_due (job, user_id, due_at)
 select 'reminders', u.id, 'epoch' from users u where u.id > {{after}} and u.id <= {{through}}
-on conflict (job, user_id) do nothing
-
--- A reminder time other than the default, set before this migration, was chosen by the user.
+on conflict (job, user_id) do nothing;
 -- nudge:backfill notification_preferences 10000
 update notification_preferences set reminder_time_set_at = updated_at
- where daily_reminder_time <> time '20:00' and reminder_time_set_at is null and id > {{after}} and id <= {{through}}
+ where daily_reminder_time <> time '20:00' and reminder_time_set_at is null and id > {{after}} and id <= {{through}};

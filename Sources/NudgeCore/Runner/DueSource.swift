@@ -2,19 +2,26 @@ import Foundation
 import PostgresNIO
 
 /// A user as a job that reads through the due index meets them: placed in their time zone (UTC
-/// when Nudge does not know theirs: `zoneProblem` says why, and the job decides what that means),
-/// with the instant they were due at as read, which the job's write compares before moving it.
+/// when Nudge cannot place them: `problem` says why, and the job decides what that means), with
+/// the instant they were due at as read, which the job's write compares before moving it.
 public struct DueUser: Sendable {
     public let user: UserInTime
-    /// `job_due.due_at` as read ('epoch': an input changed, decide again at once).
+    /// `job_due.due_at` as read ('epoch' or a little before: an input changed, decide again at once).
     public let dueAt: Date
-    public let zoneProblem: String?
+    /// `job_due.planned_at`: the instant the job had set before a trigger made the user due at once.
+    public let plannedAt: Date?
+    /// Why the user cannot be placed in time (an unknown zone, an impossible sign-up), if so.
+    public let problem: String?
 
-    public init(user: UserInTime, dueAt: Date, zoneProblem: String? = nil) {
+    public init(user: UserInTime, dueAt: Date, plannedAt: Date? = nil, problem: String? = nil) {
         self.user = user
         self.dueAt = dueAt
-        self.zoneProblem = zoneProblem
+        self.plannedAt = plannedAt
+        self.problem = problem
     }
+
+    /// Whether a trigger made the user due at once (their instant is 'epoch' or before it).
+    public var changed: Bool { dueAt <= Date(timeIntervalSince1970: 0) }
 }
 
 /// The users whose next instant for a job has come (`job_due`, migration 0013), by that instant
@@ -23,15 +30,19 @@ public struct DueUser: Sendable {
 /// batch's write (`DueSource.moveWrites`); triggers move it to 'epoch' when an input of the job's
 /// rule changes. What a missed tick or an outage left due is read by the next run, oldest first.
 ///
-/// A page walks `idx_job_due_due` from the last user of the page before (at the instant its page
-/// read); a resumed run starts again from the first due user: those its interrupted run did are
-/// no longer due. `--user` reads those users whatever their instant (an operator's re-decision is
-/// harmless: the job's state says what is done), `--shard` splits them by id.
+/// A page walks `idx_job_due_due` from the last user of the page before, at the instant its page
+/// read (every user read is an item, so that instant is always known); a resumed run starts again
+/// from the first due user: those its interrupted run did are no longer due. A user the job failed
+/// is looked at again `retryAfter` later, not at every run. `--user` reads those users whatever
+/// their instant, by id; `--shard` splits them by id.
 public struct DueSource: WorkSource {
     public typealias Item = DueUser
 
     /// The job whose instants are read (`job_due.job`).
     public let job: String
+
+    /// How long a user the job failed waits before the next try.
+    public static let retryAfter: TimeInterval = 3600
 
     public init(job: String) {
         self.job = job
@@ -47,21 +58,17 @@ public struct DueSource: WorkSource {
             """
     }
 
-    /// Where a page starts: after the last user of the page before, at the instant its page read.
-    /// A page that ended on a user it could not place knows only the id: that user's instant
-    /// now, if it is still due (it is: nothing moved it); a resumed run's checkpoint user has
-    /// moved on, and the page starts from the first due user.
+    /// Where a page starts: after the last user of the page before (at the instant its page read;
+    /// for `--user`, by id alone). Without that instant (a resumed run's checkpoint), from the start.
     private func after(_ request: PageRequest) -> SQLFragment {
         guard let last = request.after else { return "true" }
-        if let time = request.afterTime { return "(d.due_at, d.user_id) > (\(time), \(last))" }
-        return """
-            (d.due_at, d.user_id) > (coalesce((select k.due_at from job_due k
-                                                where k.job = \(job) and k.user_id = \(last) and k.due_at <= \(request.now)),
-                                               '-infinity'),
-                                      case when exists (select 1 from job_due k
-                                                         where k.job = \(job) and k.user_id = \(last) and k.due_at <= \(request.now))
-                                           then \(last) else \(UUID.allZeros) end)
-            """
+        if !request.users.isEmpty { return "d.user_id > \(last)" }
+        guard let time = request.afterTime else { return "true" }
+        return "(d.due_at, d.user_id) > (\(time), \(last))"
+    }
+
+    private func order(_ request: PageRequest) -> SQLFragment {
+        request.users.isEmpty ? "d.due_at, d.user_id" : "d.user_id"
     }
 
     public func pagedAt(_ item: Paged<DueUser>) -> Date? {
@@ -72,27 +79,29 @@ public struct DueSource: WorkSource {
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<DueUser>] {
         let query: SQLFragment = """
-            select u.id, u.timezone, u.locale, u.created_at, d.due_at
+            select u.id, u.timezone, u.locale, u.created_at, d.due_at, d.planned_at
               from job_due d join users u on u.id = d.user_id
              where \(request.notPaused) and \(after(request)) and \(conditions(request))
-             order by d.due_at, d.user_id
+             order by \(order(request))
              limit \(request.limit)
             """
         let rows = try await connection.query(try query.query(), logger: request.logger)
         var page: [Paged<DueUser>] = []
         page.reserveCapacity(request.limit)
-        for try await (id, timezone, locale, createdAt, dueAt) in rows.decode((UUID, String?, String, Date, Date).self) {
+        for try await (id, timezone, locale, createdAt, dueAt, plannedAt) in rows.decode((UUID, String?, String, Date, Date, Date?).self) {
             let row = UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt)
-            guard CalendarCache.plausibleInstants.contains(createdAt) else {
-                page.append(.unusable(id, LocalCalendar.Failure.implausibleSignUp.description))
-                continue
-            }
+            // Every user read is an item, one Nudge cannot place in time too (the job skips it
+            // with the reason): the next page starts after its instant.
+            var problem: String?
+            var placed: UserInTime
             do throws(LocalCalendar.Failure) {
-                let (user, problem) = try calendars.placeForDelivery(row)
-                page.append(.item(id, DueUser(user: user, dueAt: dueAt, zoneProblem: problem)))
+                (placed, problem) = try calendars.placeForDelivery(row)
             } catch {
-                page.append(.unusable(id, error.description))
+                placed = UserInTime(user: row, calendar: try! calendars.calendar(for: nil))
+                problem = "the user's \(error)"
             }
+            if !CalendarCache.plausibleInstants.contains(createdAt) { problem = LocalCalendar.Failure.implausibleSignUp.description }
+            page.append(.item(id, DueUser(user: placed, dueAt: dueAt, plannedAt: plannedAt, problem: problem)))
         }
         return page
     }
@@ -105,17 +114,39 @@ public struct DueSource: WorkSource {
         return 0
     }
 
+    /// The users the job failed wait `retryAfter` (unless a trigger made them due again since the
+    /// page read them: the next run decides them from the change).
+    public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
+        var writes = BatchWrites()
+        let retry = failed.map(\.0).filter { !changed.contains($0) }.sorted { $0.uuidString < $1.uuidString }
+        guard !retry.isEmpty else { return writes }
+        writes.step("failed_due_later", """
+            update job_due set due_at = \(Self.wholeSeconds(run.now.addingTimeInterval(Self.retryAfter)))
+             where job = \(job) and user_id = any(\(retry)) and due_at <= \(run.now)
+            """)
+        return writes
+    }
+
     /// The batch write that moves each changed user's instant to `next`, if it is still the one
     /// read (`expected`): a trigger that made the user due again meanwhile wins, and the next run
-    /// decides them again.
+    /// decides them again. In id order, as every writer of these rows locks them.
     public static func moveWrites(job: String, users: [UUID], expected: [Date], next: [Date]) -> BatchWrites {
         var writes = BatchWrites()
         guard !users.isEmpty else { return writes }
+        let order = users.indices.sorted { users[$0].uuidString < users[$1].uuidString }
         writes.step("moved_due", """
-            update job_due d set due_at = m.next
-              from unnest(\(users), \(expected), \(next)) as m(user_id, expected, next)
-             where d.job = \(job) and d.user_id = m.user_id and d.due_at = m.expected
+            update job_due d set due_at = m.next, planned_at = null
+              from unnest(\(order.map { users[$0] }), \(order.map { expected[$0] }), \(order.map { wholeSeconds(next[$0]) }))
+                   as m(user_id, expected, next)
+             where d.job = \(job) and d.user_id = m.user_id
+               and d.due_at between m.expected - interval '1 millisecond' and m.expected + interval '1 millisecond'
             """)
         return writes
+    }
+
+    /// `instant` to the second below: every instant written is whole seconds, so that one read
+    /// back compares equal (a trigger moves an instant by whole seconds too).
+    public static func wholeSeconds(_ instant: Date) -> Date {
+        Date(timeIntervalSince1970: instant.timeIntervalSince1970.rounded(.down))
     }
 }

@@ -70,6 +70,12 @@ public struct ReminderCopy: Sendable {
                               : "Submit today's \(number(steps)) steps to your FitCircles before midnight!")
     }
 
+    /// The submission reminder for a user whose running circles are all weight-loss ones.
+    public var weightSubmission: (title: String, body: String) {
+        french ? ("⚖️ Tes FitCircles t'attendent", "Envoie ton poids du jour à tes FitCircles avant minuit !")
+               : ("⚖️ FitCircle Data Submission", "Submit today's weight to your FitCircles before midnight!")
+    }
+
     /// Seed 003: "🎉 Halfway there! You're 50% to your weight loss goal."
     public func milestone(_ percent: Int, challenge: FitCircleMembership.Challenge, circle: String) -> (title: String, body: String) {
         let goal = switch (challenge, french) {
@@ -99,7 +105,7 @@ public struct ReminderCopy: Sendable {
             ("🎉 1 Week Warrior badge unlocked!",
              "You did it! 7-day streak complete. Your daily goals are now personalized based on your baseline.")
         case (.weekWarrior, true):
-            ("🎉 Badge « 1 semaine de guerrier » débloqué !",
+            ("🎉 Badge « Guerrier d'une semaine » débloqué !",
              "Tu l'as fait ! Série de 7 jours réussie. Tes objectifs du jour sont maintenant calculés sur ta moyenne.")
         case (.monthlyMaster, false):
             ("🎉 Monthly Master badge unlocked!", "You did it! 30-day streak complete. A whole month of check-ins!")
@@ -158,17 +164,17 @@ public struct ReminderCopy: Sendable {
                         button: "Complete Check-in", signOff: "See you inside!")
     }
 
-    /// Seed 003 F7's streak-at-risk email, as Nudge's rule has it: a miss with this week's freeze
+    /// Seed 003 F7's streak-at-risk email, as Nudge's rule has it: a miss with the week's freeze
     /// already used ("never miss twice").
     public func streakRiskEmail(streak: Int) -> EmailText {
         french
             ? EmailText(subject: "⚠️ Ta série de \(number(streak)) jours est en danger !", heading: "Ta série est en danger",
                         paragraphs: ["Tu as manqué le check-in d'hier. Ta série de \(number(streak)) jours est en danger !",
-                                     "Le gel de la semaine est déjà utilisé : fais ton check-in aujourd'hui pour la garder. Ne manque jamais deux fois."],
+                                     "Aucun gel ne restait pour couvrir ce jour : fais ton check-in aujourd'hui pour la garder. Ne manque jamais deux fois."],
                         button: "Faire mon check-in du jour", signOff: "Garde ton élan !")
             : EmailText(subject: "⚠️ Your \(number(streak))-day streak is at risk!", heading: "Your streak is at risk",
                         paragraphs: ["You missed yesterday's check-in. Your \(number(streak))-day streak is at risk!",
-                                     "This week's freeze is already used, so check in today to keep it: never miss twice."],
+                                     "No freeze was left to cover the day, so check in today to keep it: never miss twice."],
                         button: "Complete Today's Check-in", signOff: "Don't lose your momentum!")
     }
 

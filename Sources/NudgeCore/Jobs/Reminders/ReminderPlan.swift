@@ -12,6 +12,8 @@ struct ReminderPlan {
     let calendar: LocalCalendar
     let today: LocalDate
     let copy: ReminderCopy
+    /// The earliest moment still caught up now (`ReminderRules.catchUpBefore`).
+    let earliest: Date
 
     private(set) var work: [WorkMark] = []
     private(set) var notifications: [OutboxMessage] = []
@@ -20,7 +22,7 @@ struct ReminderPlan {
     /// The earliest instant a part is due again (a day ahead at most without one).
     private(set) var nextDue: Date
 
-    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date) {
+    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, due: DueUser) {
         self.job = job
         self.user = user
         self.facts = facts
@@ -28,7 +30,13 @@ struct ReminderPlan {
         calendar = user.calendar
         today = calendar.localDate(at: now)
         copy = ReminderCopy(locale: user.user.locale)
-        nextDue = calendar.end(of: today)
+        nextDue = now.addingTimeInterval(24 * 3600)
+        // The instant the job had set stands for its plan: the moments from a little before it on
+        // are caught up (a missed tick, an outage), the older ones a change brought into the past
+        // are not sent late. Without a plan (a new user, one there before the job), a quarter hour.
+        let planned = due.changed ? due.plannedAt : due.dueAt
+        earliest = planned.map { $0.addingTimeInterval(-ReminderRules.catchUpBefore) }
+            ?? now.addingTimeInterval(-ReminderRules.catchUpUnplanned)
     }
 
     var userID: UUID { user.user.id }
@@ -59,13 +67,17 @@ struct ReminderPlan {
         nextDue = min(nextDue, instant)
     }
 
-    /// Today's moment of a daily part at `time`, when it has come and the part is not decided for
+    /// Today's moment of a part at `time`, when it has come (or is in the last quarter hour of
+    /// the day and that close), is still caught up (`earliest`) and the part is not decided for
     /// today; and, either way, its next moment as the user's next instant.
     private mutating func todaysMoment(_ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime) -> Date? {
         let decided = facts.isDecided(part, today)
         let moment = calendar.instant(of: today, at: time)
-        let due = days.contains(today) && moment <= now && !decided
-        dueAgain(at: ReminderRules.next(days, at: time, after: now, notOn: due || decided ? today : nil, calendar: calendar))
+        let reached = moment <= now
+            || (moment.timeIntervalSince(now) <= ReminderRules.lateMomentLead
+                && calendar.end(of: today).timeIntervalSince(moment) < ReminderRules.lateMomentLead)
+        let due = days.contains(today) && reached && !decided && moment >= earliest
+        dueAgain(at: ReminderRules.next(days, at: time, after: now, notOn: reached || decided ? today : nil, calendar: calendar))
         return due ? moment : nil
     }
 
@@ -124,24 +136,14 @@ struct ReminderPlan {
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
     }
 
-    /// 09:00, when validate-streaks found yesterday a miss without a freeze: the email beside its push.
+    /// When validate-streaks found yesterday a miss without a freeze (its push goes at 09:00):
+    /// the email beside it, queued for 09:00, "as the push". Met when validate-streaks settles
+    /// the day (its write makes the user due), or at any read that day.
     mutating func streakRiskEmail() {
-        guard let moment = todaysMoment(.streakRiskEmail, .every, at: ReminderRules.morning) else { return }
         let yesterday = today.adding(days: -1)
-        if yesterday < calendar.localDate(at: user.user.createdAt) { return }
-        guard let settled = facts.streak?.settledThrough, settled >= yesterday else {
-            // validate-streaks has not settled yesterday yet: looked at again soon, for a while.
-            if now < moment.addingTimeInterval(ReminderRules.streakWait) {
-                nextDue = min(nextDue, now.addingTimeInterval(ReminderRules.recheck))
-            } else {
-                mark(.streakRiskEmail, today, "not_settled", "validate-streaks had not settled \(yesterday) by \(ReminderRules.streakWait / 3600) h after 09:00")
-            }
-            return
-        }
-        guard facts.yesterdayOutcome == DayOutcome.atRisk.rawValue else {
-            mark(.streakRiskEmail, today, "not_needed", "yesterday was \(facts.yesterdayOutcome ?? "not settled by validate-streaks")")
-            return
-        }
+        guard facts.yesterdayOutcome == DayOutcome.atRisk.rawValue, !facts.isDecided(.streakRiskEmail, today) else { return }
+        // (Late only when validate-streaks was: its push goes then too.)
+        let at = max(calendar.instant(of: today, at: ReminderRules.morning), now)
         if let refusal = emailRefusal(.streakAtRisk) {
             mark(.streakRiskEmail, today, "no_channel", refusal)
             return
@@ -150,8 +152,8 @@ struct ReminderPlan {
         notifications.append(job.email(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
                                        emailType: EmailType.streakAtRisk.rawValue,
                                        footer: .unsubscribe(type: .streakAtRisk, url: job.links.url(user: userID, type: .streakAtRisk)),
-                                       user: user, facts: facts, address: facts.email!, day: yesterday, deliverAfter: moment))
-        mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after \(yesterday)")
+                                       user: user, facts: facts, address: facts.email!, day: yesterday, deliverAfter: at))
+        mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after a miss on \(yesterday)")
     }
 
     /// Wednesday 18:00, under half of the week's steps goal.
@@ -199,8 +201,10 @@ struct ReminderPlan {
         }
         let row = facts.tracking[today]
         let steps = row?.impossibility == nil ? row?.steps : nil
-        notifications.append(push("data_submission", copy.dataSubmission(steps: steps), day: today, at: moment,
-                                  deepLink: "fitcircle://submit", extra: steps.map { #","steps":\#($0)"# } ?? ""))
+        let weightOnly = running.allSatisfy { $0.membership.challenge == .weightLoss }
+        notifications.append(push("data_submission", weightOnly ? copy.weightSubmission : copy.dataSubmission(steps: steps), day: today,
+                                  at: moment, deepLink: "fitcircle://submit",
+                                  extra: weightOnly ? "" : steps.map { #","steps":\#($0)"# } ?? ""))
         mark(.dataSubmission, today, "push", "\(running.count) running circle(s), nothing submitted today")
     }
 
@@ -254,8 +258,10 @@ struct ReminderPlan {
             dueAgain(at: signedUp)
             return
         }
+        // Without an address (yet: the app may write it a minute later, which makes the user due),
+        // nothing is decided; the email master switch off is a decision.
         if let refusal = emailRefusal(nil) {
-            mark(.welcome, day, "no_channel", refusal)
+            if facts.emailOn { tally["welcome:waiting_for_address", default: 0] += 1 } else { mark(.welcome, day, "no_channel", refusal) }
             return
         }
         notifications.append(job.email(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,

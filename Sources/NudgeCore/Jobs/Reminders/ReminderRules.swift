@@ -6,7 +6,8 @@ public enum ReminderPart: String, Sendable, CaseIterable {
     /// At the user's reminder time, when they have not checked in: a push (required), or the
     /// email at 21:00 when no push can reach them (optional there).
     case dailyCheckin = "daily_checkin"
-    /// 09:00, the morning after validate-streaks found a miss without a freeze: the email beside its push.
+    /// The morning after validate-streaks found a miss without a freeze: the email beside its push
+    /// at 09:00, queued when validate-streaks settles the day (a trigger makes the user due).
     case streakRiskEmail = "streak_at_risk_email"
     /// Wednesday 18:00, under 50 % of the week's steps goal.
     case weeklyGoal = "weekly_goal_progress"
@@ -20,8 +21,9 @@ public enum ReminderPart: String, Sendable, CaseIterable {
     case welcome
     /// 25/50/75/100 % of a circle's goal, when the user's submissions reach it.
     case challengeMilestone = "challenge_milestone"
-    /// A user Nudge cannot place in time: skipped, once a day, with the reason.
-    case zone
+    /// A user Nudge cannot place in time (an unknown zone, an impossible sign-up): skipped, once
+    /// a day, with the reason.
+    case unplaced
 }
 
 /// The times of seed 003's table, and the rules that are not about one user's data.
@@ -37,10 +39,16 @@ public enum ReminderRules {
     public static let welcomeWindow: TimeInterval = 24 * 3600
     /// How long after the submission that reached it a challenge milestone is still told.
     public static let milestoneWindow: TimeInterval = 24 * 3600
-    /// How long after 09:00 the streak email waits for validate-streaks to settle yesterday.
-    public static let streakWait: TimeInterval = 3 * 3600
-    /// How often a user whose part waits for another job is looked at again.
-    public static let recheck: TimeInterval = 15 * 60
+    /// How far back a moment is still caught up, before the instant the job had set for the user
+    /// (a learned reminder time that moved earlier since it was set); a moment before that is not
+    /// sent late when a change brings it into the past.
+    public static let catchUpBefore: TimeInterval = 2 * 3600
+    /// For a user the job had set no instant for (new, or there before the job): how far back a
+    /// moment is still caught up (one cron interval).
+    public static let catchUpUnplanned: TimeInterval = 15 * 60
+    /// A moment in the last quarter hour of its day is decided up to this long ahead, for
+    /// delivery then: a run every 15 minutes would otherwise meet it only once its day is over.
+    public static let lateMomentLead: TimeInterval = 15 * 60
     /// How long a user Nudge cannot place in time is left before the next try.
     public static let zoneRetry: TimeInterval = 24 * 3600
 
@@ -78,12 +86,6 @@ public enum ReminderRules {
 
     // MARK: Moments
 
-    /// A part's moment on one local day.
-    public struct Occurrence: Sendable, Equatable {
-        public let day: LocalDate
-        public let instant: Date
-    }
-
     /// The days a moment falls on.
     public enum Days: Sendable, Equatable {
         case every
@@ -99,18 +101,6 @@ public enum ReminderRules {
             case .firstOfMonth: day.components.day == 1
             }
         }
-    }
-
-    /// The latest occurrence at or before `now` (within the last 32 days), or nil.
-    public static func latest(_ days: Days, at time: LocalTime, atOrBefore now: Date, calendar: LocalCalendar) -> Occurrence? {
-        let today = calendar.localDate(at: now)
-        for back in 0...32 {
-            let day = today.adding(days: -back)
-            guard days.contains(day) else { continue }
-            let instant = calendar.instant(of: day, at: time)
-            if instant <= now { return Occurrence(day: day, instant: instant) }
-        }
-        return nil
     }
 
     /// The first occurrence after `now` on a day after `day` (or any day, when nil), within 32 days.
@@ -134,8 +124,8 @@ public enum ReminderRules {
 
     /// What a user's progress in one circle tells now: the milestones reached and not decided
     /// before, the one told by push and the one by email (the highest of each set; those passed
-    /// together with a higher one are covered by it), or, when the latest was reached more than
-    /// `milestoneWindow` ago, none told.
+    /// together with a higher one are covered by it; the email's only when it was reached within
+    /// `milestoneWindow` too), or, when the latest was reached more than `milestoneWindow` ago, none told.
     public struct MilestoneDecision: Sendable, Equatable {
         public var newlyReached: [Int] = []
         public var push: Int?
@@ -155,7 +145,10 @@ public enum ReminderRules {
             return decision
         }
         decision.push = highest
-        decision.email = decision.newlyReached.last { emailMilestones.contains($0) }
+        // (An email milestone passed long before the fresh one is not told late either.)
+        decision.email = decision.newlyReached.last {
+            emailMilestones.contains($0) && reached[$0].map { now.timeIntervalSince($0) <= milestoneWindow } == true
+        }
         return decision
     }
 

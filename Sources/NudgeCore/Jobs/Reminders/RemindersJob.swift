@@ -90,7 +90,7 @@ public struct RemindersJob: Job {
     // MARK: Reading
 
     public func loadFacts(for users: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        let placed = users.filter { $0.zoneProblem == nil }
+        let placed = users.filter { $0.problem == nil }
         guard !placed.isEmpty else { return [:] }
         let ids = placed.map(\.user.user.id)
         let todays = placed.map { $0.user.calendar.localDate(at: run.now) }
@@ -98,7 +98,8 @@ public struct RemindersJob: Job {
         let rows = try await connection.query("""
             select u.id, u.display_name, u.email, coalesce(np.push_enabled, true),
                    exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
-                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled),
+                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
+                           and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)),
                    coalesce(np.email_enabled, true),
                    coalesce(np.email_daily_checkin, true) and coalesce(ep.daily_checkin_reminder, true),
                    coalesce(np.email_streak_risk, true) and coalesce(ep.streak_at_risk, true),
@@ -109,7 +110,7 @@ public struct RemindersJob: Job {
                    (select w.outcome from job_work w where w.job = 'validate-streaks' and w.user_id = u.id and w.local_day = r.today - 1),
                    coalesce((select array_agg(b.badge order by b.badge) from user_badges b where b.user_id = u.id), '{}'),
                    coalesce((select array_agg(b.earned_at order by b.badge) from user_badges b where b.user_id = u.id), '{}'),
-                   coalesce((select array_agg(substr(w.job, \(Int32(definition.name.count + 2))) || '|' || w.local_day::text)
+                   coalesce((select array_agg(substr(w.job, \(Int32(definition.name.count + 2))) || '|' || to_char(w.local_day, 'YYYY-MM-DD'))
                                from job_work w
                               where w.job = any(\(parts)) and w.user_id = u.id and w.local_day >= r.today - \(Int32(Self.trackingDays))), '{}'),
                    (select round(g.target_value)::int8 from weekly_goals g
@@ -215,18 +216,22 @@ public struct RemindersJob: Job {
         if let window = run.window, !window.contains(today) {
             return .nothingDue("reminders are about the user's today (\(today)); a backfill of other days sends none")
         }
-        if let problem = due.zoneProblem {
+        if let problem = due.problem {
             return .act(PlannedChange(
                 itemID: user.user.id,
                 change: Change(expectedDue: due.dueAt, nextDue: run.now.addingTimeInterval(ReminderRules.zoneRetry), milestones: []),
-                work: [WorkMark(localDay: today, outcome: "skipped", detail: problem, part: ReminderPart.zone.rawValue)],
-                notifications: [], tally: ["zone:skipped": 1]))
+                work: [WorkMark(localDay: today, outcome: "skipped", detail: problem, part: ReminderPart.unplaced.rawValue)],
+                notifications: [], tally: ["unplaced:skipped": 1]))
         }
-        guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
+        guard var facts else { throw NudgeError(.configuration, "the user's row is gone") }
+        // A streak row that cannot be trusted does not stop the required reminder: its copy
+        // speaks as to a user without a streak, and the tally says why.
+        var tally: [String: Int] = [:]
         if let stored = facts.streak, let problem = StreakRules.inconsistency(in: stored.state, settledThrough: stored.settledThrough) {
-            throw NudgeError(.configuration, "user_streaks row is inconsistent: \(problem)")
+            facts.streak = nil
+            tally["streak_ignored: user_streaks row is inconsistent: \(problem)"] = 1
         }
-        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now)
+        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, due: due)
         plan.dailyCheckin()
         plan.streakRiskEmail()
         plan.weeklyGoal()
@@ -235,7 +240,7 @@ public struct RemindersJob: Job {
         plan.monthlyReport()
         plan.welcome()
         plan.challengeMilestones()
-        var tally = plan.tally
+        tally.merge(plan.tally, uniquingKeysWith: +)
         if plan.work.isEmpty && plan.notifications.isEmpty { tally["rescheduled", default: 0] += 1 }
         return .act(PlannedChange(
             itemID: user.user.id,
