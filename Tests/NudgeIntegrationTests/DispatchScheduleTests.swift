@@ -75,8 +75,9 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
             insert into notification_preferences (user_id, dnd_start, dnd_end, pause_weekends)
             values ('\(Fixture.userID(2))', '23:00', '07:00', true)
             """)
-        // Sunday noon: held by the weekend pause, then the night, within its day's shelf life.
-        let weekend = try Outbox.queue(database, 2, type: "streak_milestone", at: t["sun 12:00"]!)
+        // Sunday noon: held by the weekend pause, then the night, within its 24 hours' shelf life (a
+        // type dispatch does not know: optional, the default shelf life).
+        let weekend = try Outbox.queue(database, 2, type: "coach_tip", at: t["sun 12:00"]!)
         // Saturday evening: the weekend pause would hold it past its six hours.
         let cheered = try Outbox.queue(database, 2, type: "social_engagement", at: t["sat 20:30"]!)
         let critical = try Outbox.queue(database, 2, type: "daily_checkin", at: t["sun 12:00"]!)
