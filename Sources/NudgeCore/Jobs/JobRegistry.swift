@@ -35,21 +35,13 @@ public enum JobRegistry {
         case "preview-notifications":
             return try await body(PreviewNotificationsJob(definition: definition))
         case "weekly-digest":
-            let home = try NudgeHome.locate(setup.environment)
-            let templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [DigestEmail.template])
-            let links = try UnsubscribeLinks(environment: setup.environment)
-            let postalAddress = try setup.environment.require(
-                "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every digest email's footer carries (CAN-SPAM)")
-            return try await body(WeeklyDigestJob(definition: definition, templates: templates, links: links,
-                                                  postalAddress: postalAddress, dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
+            let email = try EmailSetup(setup.environment, template: DigestEmail.template)
+            return try await body(WeeklyDigestJob(definition: definition, templates: email.templates, links: email.links,
+                                                  postalAddress: email.postalAddress, dashboardURL: email.dashboardURL))
         case "reminders":
-            let home = try NudgeHome.locate(setup.environment)
-            let templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [ReminderEmail.template])
-            let links = try UnsubscribeLinks(environment: setup.environment)
-            let postalAddress = try setup.environment.require(
-                "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every reminder email's footer carries (CAN-SPAM)")
-            return try await body(RemindersJob(definition: definition, templates: templates, links: links,
-                                               postalAddress: postalAddress, dashboardURL: setup.environment["NUDGE_DASHBOARD_URL"]))
+            let email = try EmailSetup(setup.environment, template: ReminderEmail.template)
+            return try await body(RemindersJob(definition: definition, templates: email.templates, links: email.links,
+                                               postalAddress: email.postalAddress, dashboardURL: email.dashboardURL))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))
@@ -69,5 +61,25 @@ public enum JobRegistry {
         default:
             throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")
         }
+    }
+}
+
+/// What a job that writes emails needs from the environment: its templates (from `NudgeHome`),
+/// the unsubscribe links (`NUDGE_UNSUBSCRIBE_SECRET`, `NUDGE_PUBLIC_URL`), the sender's postal
+/// address every footer carries (`NUDGE_POSTAL_ADDRESS`, CAN-SPAM), and where the button leads
+/// (`NUDGE_DASHBOARD_URL`, optional). Each one missing is a configuration error that names it.
+struct EmailSetup {
+    let templates: EmailTemplates
+    let links: UnsubscribeLinks
+    let postalAddress: String
+    let dashboardURL: String?
+
+    init(_ environment: Environment, template: String) throws(NudgeError) {
+        let home = try NudgeHome.locate(environment)
+        templates = try EmailTemplates(directory: home.emailTemplatesDirectory, emails: [template])
+        links = try UnsubscribeLinks(environment: environment)
+        postalAddress = try environment.require(
+            "NUDGE_POSTAL_ADDRESS", hint: "the sender's postal address, which every email's footer carries (CAN-SPAM)")
+        dashboardURL = environment["NUDGE_DASHBOARD_URL"]
     }
 }
