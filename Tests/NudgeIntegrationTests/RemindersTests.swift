@@ -10,14 +10,15 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 
 /// Runs reminders in this process at `now`, as cron would start it.
 @discardableResult
-func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = []) async throws -> RunSummary {
+func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = [],
+               batchSize: Int = 50) async throws -> RunSummary {
     try await database.withDatabase { db in
         let job = RemindersJob(
             definition: jobDefinition("reminders"),
             templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [ReminderEmail.template]),
             links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test"), postalAddress: digestPostalAddress,
             dashboardURL: nil)
-        let options = RunOptions(now: now, nowIsExplicit: true, window: window, users: users, batchSize: 50, concurrency: 1)
+        let options = RunOptions(now: now, nowIsExplicit: true, window: window, users: users, batchSize: batchSize, concurrency: 1)
         return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
     }
 }
@@ -190,9 +191,10 @@ enum ReminderFixture {
         try ReminderFixture.user(database, 2, zone: "Mars/Olympus")
         try ReminderFixture.user(database, 3, zone: "Asia/Tokyo")
         let ids = [1, 2].map { UUID(uuidString: Fixture.userID($0))! }
-        let first = try await reminders(database, at: at("2026-11-10T12:00:00Z"), users: ids)
+        // (One user a page: the pages follow the ids, whatever the decisions do to the instants.)
+        let first = try await reminders(database, at: at("2026-11-10T12:00:00Z"), users: ids, batchSize: 1)
         #expect(first.counts.processed == 2)
-        let again = try await reminders(database, at: at("2026-11-10T12:01:00Z"), users: ids)
+        let again = try await reminders(database, at: at("2026-11-10T12:01:00Z"), users: ids, batchSize: 1)
         #expect(again.counts.processed == 2)
         #expect(try database.value("select outcome || ': ' || detail from job_work where job = 'reminders:unplaced'")
                 == "skipped: the user's unknown time zone 'Mars/Olympus'")
@@ -221,12 +223,64 @@ enum ReminderFixture {
             }
         }
         func due(_ n: Int) throws -> String {
-            try database.value("select to_char(due_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') from job_due where user_id = '\(Fixture.userID(n))'")
+            try database.value("""
+                select to_char(due_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' ' || coalesce(to_char(planned_at at time zone 'UTC', 'HH24:MI'), '-')
+                  from job_due where user_id = '\(Fixture.userID(n))'
+                """)
         }
-        #expect(try due(1) == "2026-11-10 13:00")
-        #expect(try due(2) == "2026-11-10 13:00")
-        // A user whose change the batch wrote is the job's to move, not the failure's.
-        #expect(try due(3) == "2026-11-10 11:45")
+        // Both wait an hour; the instant the job had set is kept for the retry to catch up from.
+        #expect(try due(1) == "2026-11-10 13:00 11:45")
+        #expect(try due(2) == "2026-11-10 13:00 -")
+        #expect(try due(3) == "2026-11-10 11:45 -")
+    }
+
+    /// A reminder time in the last quarter hour of the day (23:50) is decided by the run of 23:45
+    /// and queued for 23:50: the run after it would find its day over. Two days, one each.
+    @Test func aReminderTimeInTheLastQuarterHourIsSentEveryDay() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try database.psql("insert into notification_preferences (user_id, daily_reminder_time) values ('\(Fixture.userID(1))', '23:50')")
+        var now = at("2026-11-10T00:00:00Z")
+        while now < at("2026-11-12T00:00:00Z") {
+            try await reminders(database, at: now)
+            now = now.addingTimeInterval(15 * 60)
+        }
+        #expect(try database.value("""
+            select string_agg((deliver_after at time zone 'Europe/Paris')::text, ',' order by deliver_after) from notification_outbox
+             where notification_type = 'daily_checkin'
+            """) == "2026-11-10 23:50:00,2026-11-11 23:50:00")
+        #expect(try database.count("select count(*) from job_runs where job = 'reminders' and processed > 0") <= 8)
+    }
+
+    /// A change that brings a moment long before the instant the job had set into the past does not
+    /// send it late (a reminder time moved from 20:00 to 07:00 at 10:00: from tomorrow); the
+    /// job's instant is kept across changes and cleared once the job sets the next. A moment that
+    /// moved earlier without a change the job hears of is still caught up that day.
+    @Test func aChangeDoesNotSendAMomentItBroughtIntoThePast() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "Europe/Paris")
+        try ReminderFixture.user(database, 2, zone: "Europe/Paris")
+        let one = Fixture.userID(1), two = Fixture.userID(2)
+        try await reminders(database, at: at("2026-11-10T08:45:00Z"))   // 09:45 in Paris: next, 20:00
+        try database.psql("insert into notification_preferences (user_id, daily_reminder_time) values ('\(one)', '07:00')")
+        try database.psql("update notification_preferences set daily_reminder_time = '07:15' where user_id = '\(one)'")
+        #expect(try database.value("select planned_at at time zone 'UTC' from job_due where user_id = '\(one)'") == "2026-11-10 19:00:00")
+        try await reminders(database, at: at("2026-11-10T09:00:00Z"))
+        #expect(try database.count("select count(*) from notification_outbox where user_id = '\(one)'") == 0)
+        #expect(try database.value("select (due_at at time zone 'Europe/Paris')::text || ' ' || coalesce(planned_at::text, '-') from job_due where user_id = '\(one)'")
+                == "2026-11-11 07:15:00 -")
+        // User 2's reminder time changes without the job hearing of it (the row is written with
+        // triggers off, as a bulk load may): read at the instant it had set, the day is caught up.
+        try database.psql("""
+            set session_replication_role = replica;
+            insert into notification_preferences (user_id, daily_reminder_time, reminder_time_set_at) values ('\(two)', '07:00', now());
+            """)
+        try await reminders(database, at: at("2026-11-10T19:00:00Z"))
+        #expect(try database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(two)'")
+                == "2026-11-10 07:00:00")
+        try await reminders(database, at: at("2026-11-11T06:15:00Z"))
+        #expect(try database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(one)'")
+                == "2026-11-11 07:15:00")
     }
 
 }
@@ -288,16 +342,23 @@ enum ReminderFixture {
         try ReminderFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
         try ReminderFixture.user(database, 3, zone: "Europe/Paris")
         try database.psql("insert into email_preferences (user_id, streak_at_risk) values ('\(Fixture.userID(3))', false)")
-        try await reminders(database, at: at("2026-11-10T22:00:00Z"))
         for n in [1, 2, 3] {
-            // What validate-streaks writes at 00:05 on the 11th for a miss on the 10th.
             try database.psql("""
                 insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
                                           week_start_date, settled_through, missed_days)
-                values ('\(Fixture.userID(n))', \(20 + n), 30, '2026-11-09', true, '2026-11-09', '2026-11-10', 1);
+                values ('\(Fixture.userID(n))', \(20 + n), 30, '2026-11-09', true, '2026-11-09', '2026-11-09', 0);
+                """)
+        }
+        try await reminders(database, at: at("2026-11-10T22:00:00Z"))
+        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 0)
+        for n in [1, 2, 3] {
+            // What validate-streaks writes at 00:05 on the 11th for a miss on the 10th.
+            try database.psql("""
+                update user_streaks set settled_through = '2026-11-10', missed_days = 1 where user_id = '\(Fixture.userID(n))';
                 insert into job_work (job, user_id, local_day, outcome) values ('validate-streaks', '\(Fixture.userID(n))', '2026-11-10', 'at_risk');
                 """)
         }
+        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 3)
         try await reminders(database, at: at("2026-11-10T23:15:00Z"))
         let english = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(1))'")
         let french = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(2))'")

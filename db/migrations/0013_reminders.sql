@@ -45,21 +45,39 @@ begin
     return null;
 end
 $$;
-create trigger users_reminders_due after insert or update of timezone, locale, created_at, email, fcm_token, push_enabled on users
+-- (An update makes the user due only when a value changes: an app that writes a whole row back
+-- unchanged costs no read.)
+create trigger users_reminders_due_new after insert on users
+    for each row execute function nudge_reminders_due();
+create trigger users_reminders_due after update of timezone, locale, created_at, email, fcm_token, push_enabled on users
+    for each row when ((old.timezone, old.locale, old.created_at, old.email, old.fcm_token, old.push_enabled)
+                       is distinct from (new.timezone, new.locale, new.created_at, new.email, new.fcm_token, new.push_enabled))
+    execute function nudge_reminders_due();
+create trigger notification_preferences_reminders_due_new after insert on notification_preferences
     for each row execute function nudge_reminders_due();
 create trigger notification_preferences_reminders_due
-    after insert or update of daily_reminder_time, push_enabled, email_enabled on notification_preferences
+    after update of daily_reminder_time, push_enabled, email_enabled on notification_preferences
+    for each row when ((old.daily_reminder_time, old.push_enabled, old.email_enabled)
+                       is distinct from (new.daily_reminder_time, new.push_enabled, new.email_enabled))
+    execute function nudge_reminders_due();
+create trigger user_push_tokens_reminders_due_new after insert on user_push_tokens
     for each row execute function nudge_reminders_due();
-create trigger user_push_tokens_reminders_due after insert or update of active on user_push_tokens
+create trigger user_push_tokens_reminders_due after update of active on user_push_tokens
+    for each row when (old.active is distinct from new.active) execute function nudge_reminders_due();
+create trigger fitcircle_members_reminders_due_new after insert on fitcircle_members
     for each row execute function nudge_reminders_due();
-create trigger fitcircle_members_reminders_due after insert or update of left_at on fitcircle_members
+create trigger fitcircle_members_reminders_due after update of left_at on fitcircle_members
+    for each row when (old.left_at is distinct from new.left_at) execute function nudge_reminders_due();
+create trigger submissions_reminders_due_new after insert on fitcircle_data_submissions
     for each row execute function nudge_reminders_due();
-create trigger submissions_reminders_due after insert or update of steps, weight on fitcircle_data_submissions
-    for each row execute function nudge_reminders_due();
+create trigger submissions_reminders_due after update of steps, weight on fitcircle_data_submissions
+    for each row when ((old.steps, old.weight) is distinct from (new.steps, new.weight)) execute function nudge_reminders_due();
 create trigger user_badges_reminders_due after insert on user_badges
     for each row execute function nudge_reminders_due();
-create trigger user_streaks_reminders_due after insert or update of missed_days on user_streaks
+create trigger user_streaks_reminders_due_new after insert on user_streaks
     for each row when (new.missed_days = 1) execute function nudge_reminders_due();
+create trigger user_streaks_reminders_due after update of missed_days on user_streaks
+    for each row when (new.missed_days = 1 and old.missed_days is distinct from 1) execute function nudge_reminders_due();
 
 -- Whether the user chose their reminder time (seed 003: "where a user has not set their own
 -- daily_reminder_time", the job learns it from their check-ins). `daily_reminder_time` has a

@@ -114,14 +114,16 @@ public struct DueSource: WorkSource {
         return 0
     }
 
-    /// The users the job failed wait `retryAfter` (unless a trigger made them due again since the
-    /// page read them: the next run decides them from the change).
+    /// The users the job failed wait `retryAfter`, even one a change made due (failing, they would
+    /// fail the same way at the next run); the instant the job had set is kept (`planned_at`), so
+    /// that the retry catches up what it planned.
     public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
-        let retry = failed.map(\.0).filter { !changed.contains($0) }.sorted { $0.uuidString < $1.uuidString }
+        let retry = failed.map(\.0).sorted { $0.uuidString < $1.uuidString }
         guard !retry.isEmpty else { return writes }
         writes.step("failed_due_later", """
-            update job_due set due_at = \(Self.wholeSeconds(run.now.addingTimeInterval(Self.retryAfter)))
+            update job_due set due_at = \(Self.wholeSeconds(run.now.addingTimeInterval(Self.retryAfter))),
+                               planned_at = coalesce(planned_at, case when due_at > 'epoch' then due_at end)
              where job = \(job) and user_id = any(\(retry)) and due_at <= \(run.now)
             """)
         return writes

@@ -22,7 +22,7 @@ struct ReminderPlan {
     /// The earliest instant a part is due again (a day ahead at most without one).
     private(set) var nextDue: Date
 
-    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, due: DueUser) {
+    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, startedAt: Date, due: DueUser) {
         self.job = job
         self.user = user
         self.facts = facts
@@ -31,12 +31,18 @@ struct ReminderPlan {
         today = calendar.localDate(at: now)
         copy = ReminderCopy(locale: user.user.locale)
         nextDue = now.addingTimeInterval(24 * 3600)
-        // The instant the job had set stands for its plan: the moments from a little before it on
-        // are caught up (a missed tick, an outage), the older ones a change brought into the past
-        // are not sent late. Without a plan (a new user, one there before the job), a quarter hour.
-        let planned = due.changed ? due.plannedAt : due.dueAt
-        earliest = planned.map { $0.addingTimeInterval(-ReminderRules.catchUpBefore) }
-            ?? now.addingTimeInterval(-ReminderRules.catchUpUnplanned)
+        // Read at the instant the job had set (a missed tick, an outage, `--user`): every moment of
+        // the user's today is caught up. Made due by a change: the moments from a little before the
+        // instant the job had set are caught up, not the older ones the change brought into the
+        // past; without such an instant (a new user, one there before the job), the moments of
+        // the quarter hour before the run.
+        if !due.changed {
+            earliest = calendar.start(of: today)
+        } else if let planned = due.plannedAt {
+            earliest = planned.addingTimeInterval(-ReminderRules.catchUpBefore)
+        } else {
+            earliest = startedAt.addingTimeInterval(-ReminderRules.catchUpUnplanned)
+        }
     }
 
     var userID: UUID { user.user.id }
@@ -77,7 +83,10 @@ struct ReminderPlan {
             || (moment.timeIntervalSince(now) <= ReminderRules.lateMomentLead
                 && calendar.end(of: today).timeIntervalSince(moment) < ReminderRules.lateMomentLead)
         let due = days.contains(today) && reached && !decided && moment >= earliest
-        dueAgain(at: ReminderRules.next(days, at: time, after: now, notOn: reached || decided ? today : nil, calendar: calendar))
+        let next = ReminderRules.next(days, at: time, after: now, notOn: reached || decided ? today : nil, calendar: calendar)
+        // A moment in the last quarter hour of its day is met by the run a quarter hour before it.
+        let lastQuarter = calendar.end(of: calendar.localDate(at: next)).timeIntervalSince(next) < ReminderRules.lateMomentLead
+        dueAgain(at: lastQuarter ? next.addingTimeInterval(-ReminderRules.lateMomentLead) : next)
         return due ? moment : nil
     }
 

@@ -39,12 +39,12 @@ public enum ReminderRules {
     public static let welcomeWindow: TimeInterval = 24 * 3600
     /// How long after the submission that reached it a challenge milestone is still told.
     public static let milestoneWindow: TimeInterval = 24 * 3600
-    /// How far back a moment is still caught up, before the instant the job had set for the user
-    /// (a learned reminder time that moved earlier since it was set); a moment before that is not
-    /// sent late when a change brings it into the past.
+    /// For a user a change made due: how far before the instant the job had set a moment is
+    /// still caught up (a learned reminder time that moved a little earlier since); an older one
+    /// the change brought into the past is not sent late.
     public static let catchUpBefore: TimeInterval = 2 * 3600
-    /// For a user the job had set no instant for (new, or there before the job): how far back a
-    /// moment is still caught up (one cron interval).
+    /// For a user the job had set no instant for (new, or there before the job): how far before
+    /// the run a moment is still caught up (one cron interval).
     public static let catchUpUnplanned: TimeInterval = 15 * 60
     /// A moment in the last quarter hour of its day is decided up to this long ahead, for
     /// delivery then: a run every 15 minutes would otherwise meet it only once its day is over.

@@ -231,7 +231,7 @@ public struct RemindersJob: Job {
             facts.streak = nil
             tally["streak_ignored: user_streaks row is inconsistent: \(problem)"] = 1
         }
-        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, due: due)
+        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, startedAt: run.startedAt, due: due)
         plan.dailyCheckin()
         plan.streakRiskEmail()
         plan.weeklyGoal()
