@@ -55,7 +55,10 @@ struct ReminderPlan {
         return nil
     }
 
-    /// Why an email of `type` (nil: a required one) cannot go, or nil, with the address.
+    /// The user's address, once `emailRefusal` found it usable.
+    var address: String { facts.email ?? "" }
+
+    /// Why an email of `type` (nil: a required one) cannot go to `address`, or nil.
     func emailRefusal(_ type: EmailType?) -> String? {
         if !facts.emailOn { return "emails are off (notification_preferences.email_enabled)" }
         if let type, facts.emailSwitchedOff.contains(type) { return "\(type.rawValue) emails are off" }
@@ -141,7 +144,7 @@ struct ReminderPlan {
         notifications.append(job.email(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
                                        footer: .unsubscribe(type: .dailyCheckinReminder,
                                                             url: job.links.url(user: userID, type: .dailyCheckinReminder)),
-                                       user: user, facts: facts, address: facts.email!, day: today, deliverAfter: moment))
+                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment))
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
     }
 
@@ -161,7 +164,7 @@ struct ReminderPlan {
         notifications.append(job.email(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
                                        emailType: EmailType.streakAtRisk.rawValue,
                                        footer: .unsubscribe(type: .streakAtRisk, url: job.links.url(user: userID, type: .streakAtRisk)),
-                                       user: user, facts: facts, address: facts.email!, day: yesterday, deliverAfter: at))
+                                       user: user, facts: facts, address: address, day: yesterday, deliverAfter: at))
         mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after a miss on \(yesterday)")
     }
 
@@ -252,7 +255,7 @@ struct ReminderPlan {
         notifications.append(job.email(copy.monthlyReport(summary, streak: streak), type: "monthly_report",
                                        emailType: EmailType.monthlyReport.rawValue,
                                        footer: .unsubscribe(type: .monthlyReport, url: job.links.url(user: userID, type: .monthlyReport)),
-                                       user: user, facts: facts, address: facts.email!, day: today, deliverAfter: moment,
+                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment,
                                        tags: ["month": first.description]))
         mark(.monthlyReport, today, "email", "\(summary.steps) steps, \(summary.activeDays) active days in the month of \(first)")
     }
@@ -274,7 +277,7 @@ struct ReminderPlan {
             return
         }
         notifications.append(job.email(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
-                                       facts: facts, address: facts.email!, day: day, deliverAfter: now, occasion: .alone("welcome")))
+                                       facts: facts, address: address, day: day, deliverAfter: now, occasion: .alone("welcome")))
         mark(.welcome, day, "email", "signed up at \(signedUp.formatted(.iso8601))")
     }
 
@@ -310,7 +313,7 @@ struct ReminderPlan {
                 if emailRefusal(nil) == nil {
                     let text = copy.milestoneEmail(percent, challenge: progress.challenge, circle: name)
                     notifications.append(job.email(text, type: "challenge_milestone", emailType: "challenge_milestone",
-                                                   footer: .required(.milestone), user: user, facts: facts, address: facts.email!,
+                                                   footer: .required(.milestone), user: user, facts: facts, address: address,
                                                    day: today, deliverAfter: now, occasion: .alone("\(id.uuidString.lowercased()):\(percent)"),
                                                    tags: ["fitcircle_id": id.uuidString.lowercased(), "percent": String(percent)]))
                     channels[percent, default: []].append("email")
