@@ -13,11 +13,7 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = [],
                batchSize: Int = 50) async throws -> RunSummary {
     try await database.withDatabase { db in
-        let job = RemindersJob(
-            definition: jobDefinition("reminders"),
-            templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [ReminderEmail.template]),
-            links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test"), postalAddress: digestPostalAddress,
-            dashboardURL: nil)
+        let job = RemindersJob(definition: jobDefinition("reminders"), email: try testEmailSetup(ReminderEmail.template))
         let options = RunOptions(now: now, nowIsExplicit: true, window: window, users: users, batchSize: batchSize, concurrency: 1)
         return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
     }

@@ -9,6 +9,13 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 let digestSecret = "test-unsubscribe-secret-0123456789abcdef"
 let digestPostalAddress = "FitCircle Test, 1 Test Street, 75001 Paris"
 
+/// What the emailing jobs are given in the tests: `template`'s files, links signed with the tests' secret.
+func testEmailSetup(_ template: String, publicURL: String = "https://nudge.example.test") throws -> EmailSetup {
+    EmailSetup(templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [template]),
+               links: try UnsubscribeLinks(secret: digestSecret, publicURL: publicURL), postalAddress: digestPostalAddress,
+               dashboardURL: nil)
+}
+
 func digestEnvironment(publicURL: String = "https://nudge.example.test") -> [String: String] {
     ["NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_PUBLIC_URL": publicURL, "NUDGE_POSTAL_ADDRESS": digestPostalAddress]
 }
@@ -17,11 +24,8 @@ func digestEnvironment(publicURL: String = "https://nudge.example.test") -> [Str
 func weeklyDigest(_ database: TestDatabase, at now: Date, window: DayWindow? = nil,
                   publicURL: String = "https://nudge.example.test") async throws -> RunSummary {
     try await database.withDatabase { db in
-        let job = WeeklyDigestJob(
-            definition: jobDefinition("weekly-digest"),
-            templates: try EmailTemplates(directory: packageRoot.appendingPathComponent("templates/email"), emails: [DigestEmail.template]),
-            links: try UnsubscribeLinks(secret: digestSecret, publicURL: publicURL), postalAddress: digestPostalAddress,
-            dashboardURL: nil)
+        let job = WeeklyDigestJob(definition: jobDefinition("weekly-digest"),
+                                  email: try testEmailSetup(DigestEmail.template, publicURL: publicURL))
         let options = RunOptions(now: now, nowIsExplicit: true, window: window, batchSize: 50, concurrency: 1)
         return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
     }

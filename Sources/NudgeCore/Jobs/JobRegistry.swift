@@ -35,13 +35,11 @@ public enum JobRegistry {
         case "preview-notifications":
             return try await body(PreviewNotificationsJob(definition: definition))
         case "weekly-digest":
-            let email = try EmailSetup(setup.environment, template: DigestEmail.template)
-            return try await body(WeeklyDigestJob(definition: definition, templates: email.templates, links: email.links,
-                                                  postalAddress: email.postalAddress, dashboardURL: email.dashboardURL))
+            return try await body(WeeklyDigestJob(definition: definition,
+                                                  email: try EmailSetup(setup.environment, template: DigestEmail.template)))
         case "reminders":
-            let email = try EmailSetup(setup.environment, template: ReminderEmail.template)
-            return try await body(RemindersJob(definition: definition, templates: email.templates, links: email.links,
-                                               postalAddress: email.postalAddress, dashboardURL: email.dashboardURL))
+            return try await body(RemindersJob(definition: definition,
+                                               email: try EmailSetup(setup.environment, template: ReminderEmail.template)))
         case "push-trigger":
             guard setup.options.callsLLM else {
                 return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))
@@ -68,11 +66,20 @@ public enum JobRegistry {
 /// the unsubscribe links (`NUDGE_UNSUBSCRIBE_SECRET`, `NUDGE_PUBLIC_URL`), the sender's postal
 /// address every footer carries (`NUDGE_POSTAL_ADDRESS`, CAN-SPAM), and where the button leads
 /// (`NUDGE_DASHBOARD_URL`, optional). Each one missing is a configuration error that names it.
-struct EmailSetup {
-    let templates: EmailTemplates
-    let links: UnsubscribeLinks
-    let postalAddress: String
-    let dashboardURL: String?
+public struct EmailSetup: Sendable {
+    public let templates: EmailTemplates
+    public let links: UnsubscribeLinks
+    /// `NUDGE_POSTAL_ADDRESS`: the sender's postal address, in every email's footer (CAN-SPAM).
+    public let postalAddress: String
+    /// `NUDGE_DASHBOARD_URL`: where the email's button leads; no button without it.
+    public let dashboardURL: String?
+
+    public init(templates: EmailTemplates, links: UnsubscribeLinks, postalAddress: String, dashboardURL: String?) {
+        self.templates = templates
+        self.links = links
+        self.postalAddress = postalAddress
+        self.dashboardURL = dashboardURL
+    }
 
     init(_ environment: Environment, template: String) throws(NudgeError) {
         let home = try NudgeHome.locate(environment)

@@ -141,9 +141,9 @@ struct ReminderPlan {
             return
         }
         let text = copy.checkinEmail(dayNumber: day, longestStreak: longest)
-        notifications.append(job.email(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
+        notifications.append(job.emailMessage(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
                                        footer: .unsubscribe(type: .dailyCheckinReminder,
-                                                            url: job.links.url(user: userID, type: .dailyCheckinReminder)),
+                                                            url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
                                        user: user, facts: facts, address: address, day: today, deliverAfter: moment))
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
     }
@@ -161,9 +161,9 @@ struct ReminderPlan {
             return
         }
         let streak = facts.streak?.state.currentStreak ?? 0
-        notifications.append(job.email(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
+        notifications.append(job.emailMessage(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
                                        emailType: EmailType.streakAtRisk.rawValue,
-                                       footer: .unsubscribe(type: .streakAtRisk, url: job.links.url(user: userID, type: .streakAtRisk)),
+                                       footer: .unsubscribe(type: .streakAtRisk, url: job.email.links.url(user: userID, type: .streakAtRisk)),
                                        user: user, facts: facts, address: address, day: yesterday, deliverAfter: at))
         mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after a miss on \(yesterday)")
     }
@@ -252,9 +252,9 @@ struct ReminderPlan {
             return
         }
         let streak = facts.streak?.state.currentStreak ?? 0
-        notifications.append(job.email(copy.monthlyReport(summary, streak: streak), type: "monthly_report",
+        notifications.append(job.emailMessage(copy.monthlyReport(summary, streak: streak), type: "monthly_report",
                                        emailType: EmailType.monthlyReport.rawValue,
-                                       footer: .unsubscribe(type: .monthlyReport, url: job.links.url(user: userID, type: .monthlyReport)),
+                                       footer: .unsubscribe(type: .monthlyReport, url: job.email.links.url(user: userID, type: .monthlyReport)),
                                        user: user, facts: facts, address: address, day: today, deliverAfter: moment,
                                        tags: ["month": first.description]))
         mark(.monthlyReport, today, "email", "\(summary.steps) steps, \(summary.activeDays) active days in the month of \(first)")
@@ -276,7 +276,7 @@ struct ReminderPlan {
             if facts.emailOn { tally["welcome:waiting_for_address", default: 0] += 1 } else { mark(.welcome, day, "no_channel", refusal) }
             return
         }
-        notifications.append(job.email(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
+        notifications.append(job.emailMessage(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
                                        facts: facts, address: address, day: day, deliverAfter: now, occasion: .alone("welcome")))
         mark(.welcome, day, "email", "signed up at \(signedUp.formatted(.iso8601))")
     }
@@ -312,7 +312,7 @@ struct ReminderPlan {
             if let percent = decision.email {
                 if emailRefusal(nil) == nil {
                     let text = copy.milestoneEmail(percent, challenge: progress.challenge, circle: name)
-                    notifications.append(job.email(text, type: "challenge_milestone", emailType: "challenge_milestone",
+                    notifications.append(job.emailMessage(text, type: "challenge_milestone", emailType: "challenge_milestone",
                                                    footer: .required(.milestone), user: user, facts: facts, address: address,
                                                    day: today, deliverAfter: now, occasion: .alone("\(id.uuidString.lowercased()):\(percent)"),
                                                    tags: ["fitcircle_id": id.uuidString.lowercased(), "percent": String(percent)]))

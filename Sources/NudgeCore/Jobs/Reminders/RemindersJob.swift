@@ -20,18 +20,12 @@ public struct RemindersJob: Job {
     public typealias Source = DueSource
 
     public let definition: JobDefinition
-    let templates: EmailTemplates
-    let links: UnsubscribeLinks
-    let postalAddress: String
-    let dashboardURL: String?
+    /// The templates, unsubscribe links, postal address and dashboard link its emails carry.
+    let email: EmailSetup
 
-    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, postalAddress: String,
-                dashboardURL: String?) {
+    public init(definition: JobDefinition, email: EmailSetup) {
         self.definition = definition
-        self.templates = templates
-        self.links = links
-        self.postalAddress = postalAddress
-        self.dashboardURL = dashboardURL
+        self.email = email
     }
 
     public var source: DueSource { DueSource(job: definition.name) }
@@ -269,11 +263,12 @@ public struct RemindersJob: Job {
     // MARK: Emails
 
     /// An email's outbox row: rendered now (a dry run renders every one), sent by dispatch.
-    func email(_ text: ReminderCopy.EmailText, type: String, emailType: String, footer: ReminderEmail.Footer, user: UserInTime,
+    func emailMessage(_ text: ReminderCopy.EmailText, type: String, emailType: String, footer: ReminderEmail.Footer, user: UserInTime,
                facts: Facts, address: String, day: LocalDate, deliverAfter: Date, occasion: OutboxMessage.Occasion? = nil,
                tags: [String: String] = [:]) -> OutboxMessage {
         let rendered = ReminderEmail.render(text, locale: user.user.locale, name: facts.name, email: address, footer: footer,
-                                            dashboardURL: dashboardURL, postalAddress: postalAddress, templates: templates)
+                                            dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
+                                            templates: email.templates)
         var unsubscribe: String?
         if case .unsubscribe(_, let url) = footer { unsubscribe = url }
         let payload = EmailPayload(emailType: emailType, html: rendered.html, unsubscribeURL: unsubscribe, tags: tags)

@@ -20,12 +20,8 @@ import PostgresNIO
 /// that have not been digested, however late.
 public struct WeeklyDigestJob: Job {
     public let definition: JobDefinition
-    let templates: EmailTemplates
-    let links: UnsubscribeLinks
-    /// `NUDGE_DASHBOARD_URL`: where the email's button leads; no button without it.
-    let dashboardURL: String?
-    /// `NUDGE_POSTAL_ADDRESS`: the sender's postal address, in every email's footer (CAN-SPAM).
-    let postalAddress: String
+    /// The templates, unsubscribe links, postal address and dashboard link its emails carry.
+    let email: EmailSetup
 
     public static let type = "weekly_digest"
     static let deepLink = "fitcircle://digest"
@@ -33,13 +29,9 @@ public struct WeeklyDigestJob: Job {
     /// measured against.
     static let lookBackDays = 7 * WeeklyDigestRules.comparedWeeks
 
-    public init(definition: JobDefinition, templates: EmailTemplates, links: UnsubscribeLinks, postalAddress: String,
-                dashboardURL: String?) {
+    public init(definition: JobDefinition, email: EmailSetup) {
         self.definition = definition
-        self.templates = templates
-        self.links = links
-        self.postalAddress = postalAddress
-        self.dashboardURL = dashboardURL
+        self.email = email
     }
 
     public struct Facts: Sendable {
@@ -260,16 +252,17 @@ public struct WeeklyDigestJob: Job {
                     payload: #"{"type":"\#(Self.type)","deep_link":"\#(Self.deepLink)","week_start":"\#(monday)"}"#))
                 channels.append("push")
             }
-            var email: RenderedEmail?
+            var renderedEmail: RenderedEmail?
             if emailRefusal == nil, let address = facts.email {
-                let unsubscribe = links.url(user: user.user.id, type: .weeklyDigest)
+                let unsubscribe = email.links.url(user: user.user.id, type: .weeklyDigest)
                 let rendered = DigestEmail.render(week, copy: copy, name: facts.name, email: address, unsubscribeURL: unsubscribe,
-                                                  dashboardURL: dashboardURL, postalAddress: postalAddress, templates: templates)
+                                                  dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
+                                                  templates: email.templates)
                 let payload = EmailPayload(emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
                                            unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
                 notifications.append(OutboxMessage(type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
                                                    body: rendered.text, payload: payload.json, channel: "email"))
-                email = rendered
+                renderedEmail = rendered
                 channels.append("email")
             }
             let withheld = [pushRefusal.map { "push: \($0)" }, emailRefusal.map { "email: \($0)" }].compactMap { $0 }
@@ -280,7 +273,7 @@ public struct WeeklyDigestJob: Job {
             if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
             // (A backfill of a past week sets no goal for a week already over.)
             let told = !channels.isEmpty && nextSet == nil && sunday.adding(days: 7) >= calendar.localDate(at: run.now)
-            digests.append(Digest(sunday: sunday, week: week, email: email,
+            digests.append(Digest(sunday: sunday, week: week, email: renderedEmail,
                                   setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
         }
         return .act(PlannedChange(itemID: user.user.id, change: digests, work: work, notifications: notifications, tally: tally))
