@@ -52,6 +52,24 @@ import Testing
 }
 
 @Suite struct JobCatalogTests {
+    /// `--shard i/n` is a contiguous range of the id space: the shards of one count follow one
+    /// another without a gap or an overlap, from the first id to the last, and a user's shard is
+    /// what the documented formula on the id's first 32 bits says.
+    @Test func shardsAreContiguousRangesOfTheIdSpace() throws {
+        for count in [1, 2, 3, 4, 7, 4096] {
+            let shards = try (0..<count).map { try Shard("\($0)/\(count)") }
+            #expect(shards[0].lowerBound == UUID(uuidString: "00000000-0000-0000-0000-000000000000"))
+            #expect(shards[count - 1].upperBound == nil)
+            for index in 1..<count { #expect(shards[index - 1].upperBound == shards[index].lowerBound) }
+        }
+        // The formula of the docs, `prefix * count / 2^32`, at the edges of shard 1 of 3.
+        let shard = try Shard("1/3")
+        let first = UInt64(shard.lowerBound.uuidString.prefix(8), radix: 16)!
+        let next = UInt64(shard.upperBound!.uuidString.prefix(8), radix: 16)!
+        #expect(first * 3 / (1 << 32) == 1 && (first - 1) * 3 / (1 << 32) == 0)
+        #expect(next * 3 / (1 << 32) == 2 && (next - 1) * 3 / (1 << 32) == 1)
+    }
+
     @Test func theCommittedCrontabIsTheGeneratedOne() throws {
         let committed = try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)
         #expect(committed == repositoryCatalog.crontab())

@@ -250,7 +250,7 @@ private struct Claim: PostgresPreparedStatement {
                and coalesce(o.next_attempt_at, o.deliver_after) <= $1
                and (o.status = 'pending' or (o.status = 'sending' and o.lease_until <= now()))
                and not exists (select 1 from job_pauses where job in ($10, '*'))
-               and ($7 = 1 or ('x' || left(o.user_id::text, 8))::bit(32)::bigint % $7 = $8)
+               and o.user_id >= $7 and ($8::uuid is null or o.user_id < $8)
                and (cardinality($9::uuid[]) = 0 or o.user_id = any($9::uuid[]))
                and not exists (select 1 from dispatch_leases l where l.user_id = o.user_id and l.leased_until > now())
              order by coalesce(o.next_attempt_at, o.deliver_after), o.id
@@ -289,7 +289,7 @@ private struct Claim: PostgresPreparedStatement {
         """
 
     static var bindingDataTypes: [PostgresDataType] {
-        [.timestamptz, .float8, .timestamptz, .int8, .int8, .int8, .int8, .int8, .uuidArray, .text]
+        [.timestamptz, .float8, .timestamptz, .int8, .int8, .int8, .uuid, .uuid, .uuidArray, .text]
     }
 
     func makeBindings() throws -> PostgresBindings {
@@ -303,8 +303,8 @@ private struct Claim: PostgresPreparedStatement {
         // since locking a row writes it. A digest is a push and an email due at once: its users
         // fill a page (a full Resend batch request); a user with more due rows makes it smaller.
         bindings.append(Int64(request.limit * 2))
-        bindings.append(Int64(request.shard.count))
-        bindings.append(Int64(request.shard.index))
+        bindings.append(request.shard.lowerBound)
+        bindings.append(request.shard.upperBound)
         bindings.append(request.users)
         bindings.append(request.job)
         return bindings

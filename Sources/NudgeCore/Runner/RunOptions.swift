@@ -15,8 +15,11 @@ public struct DayWindow: Sendable, Equatable {
     public func contains(_ day: LocalDate) -> Bool { from <= day && day <= to }
 }
 
-/// Shard `index` of `count`: the users whose id hashes to it. The hash is the first 32 bits of
-/// the id, so any tool can compute a user's shard: `('x' || left(id::text, 8))::bit(32)::bigint % count`.
+/// Shard `index` of `count`: a contiguous range of the id space, so that a shard's pages are a range
+/// of the primary key (ids are random UUIDs, so the ranges hold as many users each). The range is
+/// that of the ids' first 32 bits, `[⌈index·2³²/count⌉, ⌈(index+1)·2³²/count⌉)`: any tool can
+/// compute a user's shard, `('x' || left(id::text, 8))::bit(32)::bigint * count / 4294967296`.
+/// Another shard count simply re-partitions the same ids.
 public struct Shard: Sendable, Equatable, CustomStringConvertible {
     public let index: Int
     public let count: Int
@@ -26,6 +29,26 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
     private init(uncheckedIndex: Int, count: Int) {
         self.index = uncheckedIndex
         self.count = count
+    }
+
+    /// The first id of the shard's range.
+    public var lowerBound: UUID { Self.id(prefix: Self.start(of: index, count: count)) }
+
+    /// The first id after the shard's range; nil for the last shard, which reaches the end.
+    public var upperBound: UUID? {
+        index + 1 == count ? nil : Self.id(prefix: Self.start(of: index + 1, count: count))
+    }
+
+    /// The first 32-bit prefix of shard `index`: ⌈index·2³²/count⌉.
+    static func start(of index: Int, count: Int) -> UInt64 {
+        ((UInt64(index) << 32) + UInt64(count) - 1) / UInt64(count)
+    }
+
+    /// The smallest id whose first 32 bits are `prefix`.
+    static func id(prefix: UInt64) -> UUID {
+        let p = UInt32(truncatingIfNeeded: prefix)
+        return UUID(uuid: (UInt8(p >> 24), UInt8(p >> 16 & 0xFF), UInt8(p >> 8 & 0xFF), UInt8(p & 0xFF),
+                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
     }
 
     /// Parses `i/n` with 0 ≤ i < n, as Kubernetes' `JOB_COMPLETION_INDEX` counts.

@@ -121,10 +121,12 @@ public struct PageRequest: Sendable {
         "not exists (select 1 from job_pauses where job in (\(job), '*'))"
     }
 
-    /// The condition that keeps the rows whose `column` (a user id) belongs to this run's shard.
+    /// The condition that keeps the rows whose `column` (a user id) belongs to this run's shard: a
+    /// range of ids, which an index on the column serves.
     public func inShard(_ column: String) -> SQLFragment {
         guard shard.count > 1 else { return "true" }
-        return "('x' || left(\(unescaped: column)::text, 8))::bit(32)::bigint % \(shard.count) = \(shard.index)"
+        guard let upper = shard.upperBound else { return "\(unescaped: column) >= \(shard.lowerBound)" }
+        return "\(unescaped: column) >= \(shard.lowerBound) and \(unescaped: column) < \(upper)"
     }
 
     /// The condition that keeps the rows whose `column` is one of the `--user` ids, if any.
