@@ -1280,10 +1280,13 @@ select pg_temp.cid(x.pfx, 17, p.k), x.id, p.push_type,
 ;
 
 -- (Written here: the load runs without triggers.) A reminder time other than the default was
--- chosen by the user; every user is due at once for the reminders job, whose first run sets
--- each one's next instant.
+-- chosen by the user; every user is due at once for each job that reads the due index, whose
+-- first run sets each one's next instant.
 update notification_preferences set reminder_time_set_at = updated_at where daily_reminder_time <> time '20:00';
-insert into job_due (job, user_id, due_at) select 'reminders', id, 'epoch' from users on conflict (job, user_id) do nothing;
+insert into job_due (job, user_id, due_at)
+select j.job, u.id, 'epoch'
+  from users u cross join (values ('reminders'), ('validate-streaks'), ('weekly-digest'), ('push-trigger')) as j(job)
+on conflict (job, user_id) do nothing;
 
 -- The indexes back (see "Indexes" at the top).
 set local maintenance_work_mem = '512MB';

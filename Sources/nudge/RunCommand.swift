@@ -55,6 +55,11 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "With --dry-run: still ask the LLM for each push's copy (nothing is written or sent either way).")
     var dryRunLlm = false
 
+    @Flag(help: ArgumentHelp(
+        "Read every user, due or not, to prove the due index right (the weekly safety sweep of the jobs that read it).",
+        discussion: "What it finds due that the index had not is done, logged at error level and counted as index_missed."))
+    var sweep = false
+
     @Option(help: "Stop the run cleanly once it has made this many LLM calls.")
     var maxLlmCalls: Int?
 
@@ -89,6 +94,9 @@ struct Run: AsyncParsableCommand {
         if let drainSeconds, !(0...3_600).contains(drainSeconds) { throw ValidationError("--drain-seconds must be between 0 and 3600") }
         if let lanes, !(1...64).contains(lanes) { throw ValidationError("--lanes must be between 1 and 64") }
         if dryRunLlm && !dryRun { throw ValidationError("--dry-run-llm goes with --dry-run") }
+        if sweep && (date != nil || from != nil || !users.isEmpty) {
+            throw ValidationError("--sweep reads every user at the run's instant: it takes no --date, --from/--to or --user")
+        }
         if let maxLlmCalls, maxLlmCalls < 1 { throw ValidationError("--max-llm-calls must be at least 1") }
         if let maxLlmTokens, maxLlmTokens < 1 { throw ValidationError("--max-llm-tokens must be at least 1") }
     }
@@ -210,6 +218,7 @@ struct Run: AsyncParsableCommand {
             dryRun: dryRun, dryRunCallsLLM: dryRunLlm, llmBudget: LLMBudget(maxCalls: maxLlmCalls, maxTokens: maxLlmTokens))
         options.drainFor = .seconds(drainSeconds ?? definition.drainSeconds ?? 0)
         options.lanes = lanes ?? definition.lanes ?? 1
+        options.sweep = sweep
         return options
     }
 

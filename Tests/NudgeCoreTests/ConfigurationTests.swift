@@ -33,12 +33,11 @@ import Testing
         #expect(Environment.killSwitchName(forJob: "validate-streaks") == "VALIDATE_STREAKS_ENABLED")
     }
 
-    @Test func shardsSplitUsersByTheirIdsFirstBits() throws {
+    @Test func shardsAreIndexOverCount() throws {
         let quarter = try Shard("1/4")
         #expect(quarter.index == 1 && quarter.count == 4)
-        let id = UUID(uuidString: "00000005-0000-0000-0000-000000000000")!
-        #expect(quarter.contains(id))
-        #expect(!(try Shard("0/4")).contains(id))
+        #expect(quarter.lowerBound == UUID(uuidString: "40000000-0000-0000-0000-000000000000"))
+        #expect(quarter.upperBound == UUID(uuidString: "80000000-0000-0000-0000-000000000000"))
         for bad in ["4/4", "-1/4", "1/0", "1", "a/b", "1/4/5"] {
             #expect(throws: NudgeError.self) { try Shard(bad) }
         }

@@ -7,9 +7,17 @@ private func instant(_ text: String) -> Date { ISO8601DateFormatter().date(from:
 
 private let job = ValidateStreaksJob(definition: definition("validate-streaks"))
 
-private func user(_ zone: String?, signedUp: String = "2026-03-01T12:00:00Z", locale: String = "en") -> UserInTime {
-    UserInTime(user: UserRow(id: UUID(), timezone: zone, locale: locale, createdAt: instant(signedUp)),
-               calendar: try! LocalCalendar(identifier: zone))
+/// A user as the due index hands them over, due since 'epoch'.
+private func user(_ zone: String?, signedUp: String = "2026-03-01T12:00:00Z", locale: String = "en") -> DueUser {
+    DueUser(user: UserInTime(user: UserRow(id: UUID(), timezone: zone, locale: locale, createdAt: instant(signedUp)),
+                             calendar: try! LocalCalendar(identifier: zone)),
+            dueAt: Date(timeIntervalSince1970: 0))
+}
+
+/// The decision's settlement, when it settled days.
+private func settlement(_ decision: Decision<ValidateStreaksJob.Change>) -> ValidateStreaksJob.Settlement? {
+    guard case .act(let change) = decision else { return nil }
+    return change.change.settlement
 }
 
 private func checkIns(_ days: [String]) -> [LocalDate: TrackingDay] {
@@ -25,14 +33,19 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         let paris = user("Europe/Paris")
         let facts = ValidateStreaksJob.Facts(streak: settled(through: "2026-03-12"), badges: [], tracking: checkIns(["2026-03-13"]))
         // 00:04 in Paris on the 14th: not yet.
+        // 00:04 in Paris on the 14th: not yet, and the user is next due at 00:05.
         let early = try job.decide(for: paris, facts: facts, run: runContext("validate-streaks", now: "2026-03-13T23:04:00Z"))
-        guard case .nothingDue = early else { Issue.record("expected nothing due, got \(early)"); return }
-        // 00:05: the 13th is settled.
+        guard case .later(let waiting, let why) = early else { Issue.record("expected the next instant, got \(early)"); return }
+        #expect(why == "settled through 2026-03-12")
+        #expect(waiting.change.settlement == nil && waiting.work.isEmpty && waiting.notifications.isEmpty)
+        #expect(waiting.change.nextDue == instant("2026-03-13T23:05:00Z"))
+        // 00:05: the 13th is settled, and the user is next due at 00:05 the day after.
         let due = try job.decide(for: paris, facts: facts, run: runContext("validate-streaks", now: "2026-03-13T23:05:00Z"))
         guard case .act(let change) = due else { Issue.record("expected a change"); return }
         #expect(change.work == [WorkMark(localDay: day("2026-03-13"), outcome: "checked_in")])
-        #expect(change.change.settledThrough == day("2026-03-13"))
-        #expect(change.change.streakDays == [day("2026-03-13"): 1])
+        #expect(change.change.settlement?.settledThrough == day("2026-03-13"))
+        #expect(change.change.settlement?.streakDays == [day("2026-03-13"): 1])
+        #expect(change.change.nextDue == instant("2026-03-14T23:05:00Z"))
     }
 
     @Test func queuesStreakAtRiskForNineInTheMorningLocal() throws {
@@ -70,7 +83,7 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         guard case .act(let change) = decision else { Issue.record("expected a change"); return }
         #expect(change.work.map(\.outcome) == ["freeze_used", "at_risk", "reset"])
         #expect(change.notifications.isEmpty)   // the freeze and the risk were days ago
-        #expect(change.change.state.currentStreak == 0)
+        #expect(change.change.settlement?.state.currentStreak == 0)
     }
 
     @Test func grantsABadgeOnceWhenTheStreakReachesSeven() throws {
@@ -80,11 +93,11 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         let fresh = ValidateStreaksJob.Facts(streak: settled(through: "2026-03-12", state), badges: [], tracking: checkIns(["2026-03-13"]))
         let run = runContext("validate-streaks", now: "2026-03-14T00:05:00Z")
         guard case .act(let first) = try job.decide(for: utc, facts: fresh, run: run) else { Issue.record("expected a change"); return }
-        #expect(first.change.badges == [.weekWarrior: instant("2026-03-14T00:05:00Z")])
+        #expect(first.change.settlement?.badges == [.weekWarrior: instant("2026-03-14T00:05:00Z")])
         let already = ValidateStreaksJob.Facts(streak: settled(through: "2026-03-12", state), badges: ["week_warrior"],
                                                tracking: checkIns(["2026-03-13"]))
         guard case .act(let second) = try job.decide(for: utc, facts: already, run: run) else { Issue.record("expected a change"); return }
-        #expect(second.change.badges.isEmpty)
+        #expect(second.change.settlement?.badges.isEmpty == true)
     }
 
     @Test func aNewUserIsSettledFromTheirLocalSignUpDay() throws {
@@ -93,7 +106,7 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         let decision = try job.decide(for: kolkata, facts: nil, run: runContext("validate-streaks", now: "2026-03-11T18:40:00Z"))
         guard case .act(let change) = decision else { Issue.record("expected a change"); return }
         #expect(change.work.map(\.localDay) == [day("2026-03-11")])
-        #expect(change.change.expectedSettledThrough == nil)
+        #expect(change.change.settlement?.expectedSettledThrough == nil)
     }
 
     @Test func aBackfillSettlesOnlyItsWindow() throws {
@@ -124,7 +137,18 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         let facts = ValidateStreaksJob.Facts(streak: settled(through: "2026-03-10"), badges: [], tracking: [:])
         let window = try DayWindow(from: day("2026-03-05"), to: day("2026-03-06"))
         let decision = try job.decide(for: utc, facts: facts, run: runContext("validate-streaks", now: "2026-03-20T00:00:00Z", window: window))
-        guard case .nothingDue = decision else { Issue.record("expected nothing due"); return }
+        guard case .later(let change, _) = decision else { Issue.record("expected the next instant"); return }
+        #expect(change.change.settlement == nil && change.work.isEmpty)
+        // The days after the 10th are not settled: the user stays due for the next run.
+        #expect(change.change.nextDue == instant("2026-03-12T00:05:00Z"))
+    }
+
+    @Test func aUserTheIndexCouldNotPlaceFailsWithTheReason() {
+        let placed = user(nil)
+        let unplaced = DueUser(user: placed.user, dueAt: placed.dueAt, problem: "the user's time zone 'Mars/Olympus' is unknown")
+        #expect(throws: NudgeError.self) {
+            try job.decide(for: unplaced, facts: nil, run: runContext("validate-streaks", now: "2026-03-12T06:00:00Z"))
+        }
     }
 
     @Test func corruptRowsAndImpossibleValuesFailTheUserWithTheReason() {

@@ -62,7 +62,7 @@ import Testing
         let partial = try await database.nudge(arguments, environment: environment)
         #expect(partial.status == 3, "\(partial.stderr)")
         let failures = try #require(try report(partial).jobs["validate-streaks"]?["failures"] as? [[String: Any]])
-        #expect(failures.first?["reason"] as? String == "unknown time zone 'Mars/Olympus'")
+        #expect(failures.first?["reason"] as? String == "the user's unknown time zone 'Mars/Olympus'")
     }
 
     @Test func theShippedWorkflowIsAGitHubActionsWorkflowThatRunsIt() throws {

@@ -123,7 +123,7 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-11T06:00:00Z"))
         #expect(try database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(2))'") == 0)
         // …and its next instant is ahead, not in the past.
-        #expect(try database.count("select count(*) from job_due where due_at <= '2026-11-11T06:00:00Z'") == 0)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= '2026-11-11T06:00:00Z'") == 0)
     }
 
     /// A run in which nobody's moment has come reads nobody; a trigger makes a changed user due at once.
@@ -148,21 +148,21 @@ enum ReminderFixture {
         let database = try await TestDatabase.fresh()
         try ReminderFixture.user(database, 1, zone: "Europe/Paris")
         let id = Fixture.userID(1)
-        let read = try database.value("select due_at from job_due where user_id = '\(id)'")
+        let read = try database.value("select due_at from job_due where job = 'reminders' and user_id = '\(id)'")
         try database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(id)'")
         #expect(try database.count("""
-            with moved as (update job_due set due_at = '2026-11-11T19:00:00Z' where user_id = '\(id)' and due_at = '\(read)' returning 1)
+            with moved as (update job_due set due_at = '2026-11-11T19:00:00Z' where job = 'reminders' and user_id = '\(id)' and due_at = '\(read)' returning 1)
             select count(*) from moved
             """) == 0)
-        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at < 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(id)' and due_at < 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-10T12:00:00Z"))
-        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at > '2026-11-10T12:00:00Z'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(id)' and due_at > '2026-11-10T12:00:00Z'") == 1)
         try database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
             values ('00000000-0000-0000-0000-0000000000c2', 'Night Owls', 'steps', 'Asia/Tokyo', '2026-11-01', '2026-11-30', 70000);
             insert into fitcircle_members (fitcircle_id, user_id) values ('00000000-0000-0000-0000-0000000000c2', '\(id)');
             """)
-        #expect(try database.count("select count(*) from job_due where user_id = '\(id)' and due_at = 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(id)' and due_at = 'epoch'") == 1)
     }
 
     /// Backfills never send reminders about the past.
@@ -174,9 +174,9 @@ enum ReminderFixture {
         #expect(try database.count("select count(*) from notification_outbox") == 0)
         #expect(try database.count("select count(*) from job_work") == 0)
         // …and leaves the user due: the normal run after it decides them.
-        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-10T21:00:00Z"))
-        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 0)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 0)
     }
 
     /// `--user` reads those users whatever their instant, once each, and ends; a user Nudge
@@ -194,9 +194,9 @@ enum ReminderFixture {
         #expect(again.counts.processed == 2)
         #expect(try database.value("select outcome || ': ' || detail from job_work where job = 'reminders:unplaced'")
                 == "skipped: the user's unknown time zone 'Mars/Olympus'")
-        #expect(try database.count("select count(*) from job_due where user_id = '\(Fixture.userID(2))' and due_at = '2026-11-11T12:01:00Z'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(2))' and due_at = '2026-11-11T12:01:00Z'") == 1)
         // The others' instants are untouched by a run for some users.
-        #expect(try database.count("select count(*) from job_due where user_id = '\(Fixture.userID(3))' and due_at <= 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(3))' and due_at <= 'epoch'") == 1)
     }
 
     /// A user the job failed waits an hour instead of failing again at every run (one due at once
@@ -206,7 +206,7 @@ enum ReminderFixture {
         try ReminderFixture.user(database, 1, zone: "Europe/Paris")
         try ReminderFixture.user(database, 2, zone: "Europe/Paris")
         try ReminderFixture.user(database, 3, zone: "Europe/Paris")
-        try database.psql("update job_due set due_at = '2026-11-10T11:45:00Z' where user_id <> '\(Fixture.userID(2))'")
+        try database.psql("update job_due set due_at = '2026-11-10T11:45:00Z' where job = 'reminders' and user_id <> '\(Fixture.userID(2))'")
         let now = at("2026-11-10T12:00:00Z")
         let users = [1, 2, 3].map { UUID(uuidString: Fixture.userID($0))! }
         let release = DueSource(job: "reminders").release(
@@ -221,7 +221,7 @@ enum ReminderFixture {
         func due(_ n: Int) throws -> String {
             try database.value("""
                 select to_char(due_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' ' || coalesce(to_char(planned_at at time zone 'UTC', 'HH24:MI'), '-')
-                  from job_due where user_id = '\(Fixture.userID(n))'
+                  from job_due where job = 'reminders' and user_id = '\(Fixture.userID(n))'
                 """)
         }
         // Both wait an hour; the instant the job had set is kept for the retry to catch up from.
@@ -260,10 +260,10 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-10T08:45:00Z"))   // 09:45 in Paris: next, 20:00
         try database.psql("insert into notification_preferences (user_id, daily_reminder_time) values ('\(one)', '07:00')")
         try database.psql("update notification_preferences set daily_reminder_time = '07:15' where user_id = '\(one)'")
-        #expect(try database.value("select planned_at at time zone 'UTC' from job_due where user_id = '\(one)'") == "2026-11-10 19:00:00")
+        #expect(try database.value("select planned_at at time zone 'UTC' from job_due where job = 'reminders' and user_id = '\(one)'") == "2026-11-10 19:00:00")
         try await reminders(database, at: at("2026-11-10T09:00:00Z"))
         #expect(try database.count("select count(*) from notification_outbox where user_id = '\(one)'") == 0)
-        #expect(try database.value("select (due_at at time zone 'Europe/Paris')::text || ' ' || coalesce(planned_at::text, '-') from job_due where user_id = '\(one)'")
+        #expect(try database.value("select (due_at at time zone 'Europe/Paris')::text || ' ' || coalesce(planned_at::text, '-') from job_due where job = 'reminders' and user_id = '\(one)'")
                 == "2026-11-11 07:15:00 -")
         // User 2's reminder time changes without the job hearing of it (the row is written with
         // triggers off, as a bulk load may): read at the instant it had set, the day is caught up.
@@ -346,7 +346,7 @@ enum ReminderFixture {
                 """)
         }
         try await reminders(database, at: at("2026-11-10T22:00:00Z"))
-        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 0)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 0)
         for n in [1, 2, 3] {
             // What validate-streaks writes at 00:05 on the 11th for a miss on the 10th.
             try database.psql("""
@@ -354,7 +354,7 @@ enum ReminderFixture {
                 insert into job_work (job, user_id, local_day, outcome) values ('validate-streaks', '\(Fixture.userID(n))', '2026-11-10', 'at_risk');
                 """)
         }
-        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 3)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 3)
         try await reminders(database, at: at("2026-11-10T23:15:00Z"))
         let english = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(1))'")
         let french = try database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(2))'")
@@ -445,7 +445,7 @@ enum ReminderFixture {
         try database.psql("update notification_preferences set daily_reminder_time = '20:00' where user_id = '\(id)'")
         #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 1)
         try database.psql("update notification_preferences set daily_reminder_time = '19:30' where user_id = '\(id)'")
-        #expect(try database.count("select count(*) from job_due where due_at <= 'epoch'") == 1)
+        #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-12T00:30:00Z"))   // 19:30 on the 11th: decided already that day
         try await reminders(database, at: at("2026-11-13T00:30:00Z"))   // 19:30 on the 12th
         #expect(try database.value("""

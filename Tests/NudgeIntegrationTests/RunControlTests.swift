@@ -77,13 +77,15 @@ struct PausingAfterFirstBatch: Job {
     let inner: ValidateStreaksJob
     var definition: JobDefinition { inner.definition }
 
-    func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: ValidateStreaksJob.Facts] {
+    var source: DueSource { inner.source }
+
+    func loadFacts(for users: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: ValidateStreaksJob.Facts] {
         try await connection.query("insert into job_pauses (job, paused_by) values ('validate-streaks', 'test') on conflict do nothing",
                                    logger: run.logger)
         return try await inner.loadFacts(for: users, run: run, on: connection)
     }
 
-    func decide(for user: UserInTime, facts: ValidateStreaksJob.Facts?, run: RunContext) throws -> Decision<ValidateStreaksJob.Change> {
+    func decide(for user: DueUser, facts: ValidateStreaksJob.Facts?, run: RunContext) throws -> Decision<ValidateStreaksJob.Change> {
         try inner.decide(for: user, facts: facts, run: run)
     }
 

@@ -94,7 +94,7 @@ import Testing
         #expect(result.status == 3)
         #expect(result.stdout.contains("4 failed"))
         let reasons = try database.psql("select item_id || ' ' || reason from job_run_failures order by item_id")
-        #expect(reasons.contains("\(mars) unknown time zone 'Mars/Olympus'"))
+        #expect(reasons.contains("\(mars) the user's unknown time zone 'Mars/Olympus'"))
         #expect(reasons.contains("\(corrupt) user_streaks row is inconsistent: longest_streak 4 is below current_streak 12"))
         #expect(reasons.contains("\(impossible) daily_tracking 2026-03-14: steps -200 is outside 0-150000"))
         #expect(reasons.contains("\(zeroWeight) daily_tracking 2026-03-16: weight 0.0 is outside 0-1500 lb"))

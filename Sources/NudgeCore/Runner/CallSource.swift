@@ -155,9 +155,6 @@ public struct CallSource: WorkSource {
             select count(*) from scheduled_calls c join users u on u.id = c.user_id
              where (\(conditions(request, dueSet: true))) or (\(conditions(request, dueSet: false)))
             """
-        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
-            return count
-        }
-        return 0
+        return try await request.count(query, on: connection)
     }
 }

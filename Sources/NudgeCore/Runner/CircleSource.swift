@@ -100,9 +100,6 @@ public struct CircleSource: WorkSource {
 
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
         let query: SQLFragment = "select count(*) from fitcircles c where \(conditions(request))"
-        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
-            return count
-        }
-        return 0
+        return try await request.count(query, on: connection)
     }
 }

@@ -12,12 +12,16 @@ public struct DueUser: Sendable {
     public let plannedAt: Date?
     /// Why the user cannot be placed in time (an unknown zone, an impossible sign-up), if so.
     public let problem: String?
+    /// Whether the user has a row in the index: a sweep or a backfill also reads those who have
+    /// none (read as due at once), and the job's write gives them one.
+    public let indexed: Bool
 
-    public init(user: UserInTime, dueAt: Date, plannedAt: Date? = nil, problem: String? = nil) {
+    public init(user: UserInTime, dueAt: Date, plannedAt: Date? = nil, problem: String? = nil, indexed: Bool = true) {
         self.user = user
         self.dueAt = dueAt
         self.plannedAt = plannedAt
         self.problem = problem
+        self.indexed = indexed
     }
 
     /// Whether a trigger made the user due at once (their instant is 'epoch' or before it).
@@ -35,40 +39,51 @@ public struct DueUser: Sendable {
 /// from the first due user: those its interrupted run did are no longer due. A user the job failed
 /// is looked at again `retryAfter` later, not at every run. `--user` reads those users whatever
 /// their instant, by id; `--shard` splits them by id.
+///
+/// A sweep (`--sweep`), and a backfill of a job that asks for it (`backfillReadsEveryone`), read
+/// every user by id instead, due or not, with or without a row in the index: the sweep proves the
+/// index right (the runner counts what it finds due that the index had not), and a backfill
+/// reaches days the index has moved past.
 public struct DueSource: WorkSource {
     public typealias Item = DueUser
 
     /// The job whose instants are read (`job_due.job`).
     public let job: String
+    /// Whether a backfill (`--date`, `--from/--to`) reads every user rather than the due ones.
+    public let backfillReadsEveryone: Bool
 
     /// How long a user the job failed waits before the next try.
     public static let retryAfter: TimeInterval = 3600
 
-    public init(job: String) {
+    public init(job: String, backfillReadsEveryone: Bool = false) {
         self.job = job
+        self.backfillReadsEveryone = backfillReadsEveryone
     }
 
     public var noun: String { "user" }
 
-    /// The users read: due by the page's instant, or, for `--user`, those users.
-    private func conditions(_ request: PageRequest) -> SQLFragment {
-        let due: SQLFragment = request.users.isEmpty ? "d.due_at <= \(request.now)" : "true"
-        return """
-            d.job = \(job) and \(due) and \(request.inShard("d.user_id")) and \(request.forUsers("d.user_id"))
-            """
+    /// Whether the run reads users by id, due or not: `--user`, a sweep, or a backfill that must.
+    private func readsByID(_ request: PageRequest) -> Bool {
+        !request.users.isEmpty || request.sweep || (request.window != nil && backfillReadsEveryone)
+    }
+
+    /// The users due by the page's instant, in the run's shard.
+    private func due(_ request: PageRequest) -> SQLFragment {
+        "d.job = \(job) and d.due_at <= \(request.now) and \(request.inShard("d.user_id"))"
+    }
+
+    /// Every user in the run's shard (or the `--user` ones), with their row in the index if any.
+    private func everyone(_ request: PageRequest) -> SQLFragment {
+        "\(request.inShard("u.id")) and \(request.forUsers("u.id"))"
     }
 
     /// Where a page starts: after the last user of the page before (at the instant its page read;
-    /// for `--user`, by id alone). Without that instant (a resumed run's checkpoint), from the start.
+    /// by id alone when reading by id). Without that instant (a resumed run's checkpoint), from the start.
     private func after(_ request: PageRequest) -> SQLFragment {
         guard let last = request.after else { return "true" }
-        if !request.users.isEmpty { return "d.user_id > \(last)" }
+        if readsByID(request) { return "u.id > \(last)" }
         guard let time = request.afterTime else { return "true" }
         return "(d.due_at, d.user_id) > (\(time), \(last))"
-    }
-
-    private func order(_ request: PageRequest) -> SQLFragment {
-        request.users.isEmpty ? "d.due_at, d.user_id" : "d.user_id"
     }
 
     public func pagedAt(_ item: Paged<DueUser>) -> Date? {
@@ -76,42 +91,49 @@ public struct DueSource: WorkSource {
         return user.dueAt
     }
 
+    public func wasDue(_ item: DueUser, at instant: Date) -> Bool {
+        item.indexed && item.dueAt <= instant
+    }
+
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<DueUser>] {
-        let query: SQLFragment = """
-            select u.id, u.timezone, u.locale, u.created_at, d.due_at, d.planned_at
+        let query: SQLFragment = readsByID(request) ? """
+            select u.id, u.timezone, u.locale, u.created_at, coalesce(d.due_at, 'epoch'), d.planned_at, d.user_id is not null
+              from users u left join job_due d on d.job = \(job) and d.user_id = u.id
+             where \(request.notPaused) and \(after(request)) and \(everyone(request))
+             order by u.id
+             limit \(request.limit)
+            """ : """
+            select u.id, u.timezone, u.locale, u.created_at, d.due_at, d.planned_at, true
               from job_due d join users u on u.id = d.user_id
-             where \(request.notPaused) and \(after(request)) and \(conditions(request))
-             order by \(order(request))
+             where \(request.notPaused) and \(after(request)) and \(due(request))
+             order by d.due_at, d.user_id
              limit \(request.limit)
             """
         let rows = try await connection.query(try query.query(), logger: request.logger)
         var page: [Paged<DueUser>] = []
         page.reserveCapacity(request.limit)
-        for try await (id, timezone, locale, createdAt, dueAt, plannedAt) in rows.decode((UUID, String?, String, Date, Date, Date?).self) {
+        for try await (id, timezone, locale, createdAt, dueAt, plannedAt, indexed)
+            in rows.decode((UUID, String?, String, Date, Date, Date?, Bool).self) {
             let row = UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt)
-            // Every user read is an item, one Nudge cannot place in time too (the job skips it
-            // with the reason): the next page starts after its instant.
-            var problem: String?
-            var placed: UserInTime
+            // Every user read is an item, one Nudge cannot place in time too (in UTC, and the job
+            // skips it with the reason): the next page starts after its instant.
             do throws(LocalCalendar.Failure) {
-                (placed, problem) = try calendars.placeForDelivery(row)
+                var (placed, problem) = try calendars.placeForDelivery(row)
+                if !CalendarCache.plausibleInstants.contains(createdAt) { problem = LocalCalendar.Failure.implausibleSignUp.description }
+                page.append(.item(id, DueUser(user: placed, dueAt: dueAt, plannedAt: plannedAt, problem: problem, indexed: indexed)))
             } catch {
-                placed = UserInTime(user: row, calendar: try! calendars.calendar(for: nil))
-                problem = "the user's \(error)"
+                page.append(.unusable(id, "cannot place the user even in UTC: \(error)"))
             }
-            if !CalendarCache.plausibleInstants.contains(createdAt) { problem = LocalCalendar.Failure.implausibleSignUp.description }
-            page.append(.item(id, DueUser(user: placed, dueAt: dueAt, plannedAt: plannedAt, problem: problem)))
         }
         return page
     }
 
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
-        let query: SQLFragment = "select count(*) from job_due d where \(conditions(request))"
-        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
-            return count
-        }
-        return 0
+        let query: SQLFragment = readsByID(request)
+            ? "select count(*) from users u where \(everyone(request))"
+            : "select count(*) from job_due d where \(due(request))"
+        return try await request.count(query, on: connection)
     }
 
     /// The users the job failed wait `retryAfter`, even one a change made due (failing, they would
@@ -131,17 +153,27 @@ public struct DueSource: WorkSource {
 
     /// The batch write that moves each changed user's instant to `next`, if it is still the one
     /// read (`expected`): a trigger that made the user due again meanwhile wins, and the next run
-    /// decides them again. In id order, as every writer of these rows locks them.
+    /// decides them again. A user without a row (read by a sweep or a backfill) gets one. In id
+    /// order, as every writer of these rows locks them.
     public static func moveWrites(job: String, users: [UUID], expected: [Date], next: [Date]) -> BatchWrites {
         var writes = BatchWrites()
         guard !users.isEmpty else { return writes }
         let order = users.indices.sorted { users[$0].uuidString < users[$1].uuidString }
+        writes.step("due_moves", """
+            select * from unnest(\(order.map { users[$0] }), \(order.map { expected[$0] }), \(order.map { wholeSeconds(next[$0]) }))
+                   as m(user_id, expected, next)
+            """)
         writes.step("moved_due", """
             update job_due d set due_at = m.next, planned_at = null
-              from unnest(\(order.map { users[$0] }), \(order.map { expected[$0] }), \(order.map { wholeSeconds(next[$0]) }))
-                   as m(user_id, expected, next)
+              from due_moves m
              where d.job = \(job) and d.user_id = m.user_id
                and d.due_at between m.expected - interval '1 millisecond' and m.expected + interval '1 millisecond'
+            """)
+        writes.step("indexed_due", """
+            insert into job_due (job, user_id, due_at)
+            select \(job), m.user_id, m.next from due_moves m
+             where not exists (select 1 from job_due d where d.job = \(job) and d.user_id = m.user_id)
+            on conflict (job, user_id) do nothing
             """)
         return writes
     }

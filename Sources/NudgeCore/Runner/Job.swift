@@ -157,6 +157,10 @@ public struct UserInTime: Sendable {
 public enum Decision<Change: Sendable>: Sendable {
     /// Nothing is due for this user now; the words say why (for `--user` runs and dry-run reports).
     case nothingDue(String)
+    /// Nothing is due now, and the change only records when it will be (the item's next instant
+    /// in the due index): written with the batch like any change, counted and reported as
+    /// nothing due, with the words. It calls no outside service.
+    case later(PlannedChange<Change>, String)
     case act(PlannedChange<Change>)
 }
 

@@ -32,6 +32,9 @@ public struct JobRunner<J: Job>: Sendable {
 
     public func run() async throws -> RunSummary {
         let started = ContinuousClock.now
+        if options.sweep && !(source is DueSource) {
+            throw NudgeError(.usage, "\(name) does not read through the due index: --sweep is for the jobs that do")
+        }
         var jobLogger = database.logger
         jobLogger[metadataKey: LogKey.job] = "\(name)"
         if options.shard.count > 1 { jobLogger[metadataKey: LogKey.shard] = "\(options.shard)" }
@@ -149,6 +152,13 @@ public struct JobRunner<J: Job>: Sendable {
             "nudge.succeeded": "\(state.counts.succeeded)", "nudge.skipped": "\(state.counts.skipped)",
             "nudge.failed": "\(state.counts.failed)", "nudge.seconds": "\(seconds)",
         ])
+        if options.sweep {
+            // The sweep's verdict on the due index, in one line an alert can match.
+            let missed = state.tally[Self.indexMissed, default: 0]
+            logger.log(level: missed == 0 ? .notice : .error,
+                       "sweep finished: \(missed == 0 ? "the due index missed nothing" : "the due index missed \(missed) users")",
+                       metadata: ["nudge.read": "\(state.counts.processed)", "nudge.index_missed": "\(missed)"])
+        }
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
                           failures: state.failureSample, message: errorMessage ?? job.summaryNote(tally: state.tally),
@@ -302,11 +312,17 @@ public struct JobRunner<J: Job>: Sendable {
                                         context: context, on: db)
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
+        // The items with nothing due whose change only moves their next instant: written with
+        // the batch after its outside calls, counted as nothing due.
+        var later: [PlannedChange<J.Change>] = []
         for (id, item) in placed {
             do {
                 switch try job.decide(for: item, facts: facts[id], run: context) {
                 case .nothingDue(let why):
                     nothingDue += 1
+                    report(id, .nothingDue, detail: why)
+                case .later(let change, let why):
+                    later.append(change)
                     report(id, .nothingDue, detail: why)
                 case .act(let change):
                     planned.append(change)
@@ -317,6 +333,9 @@ public struct JobRunner<J: Job>: Sendable {
                 failures.append((id, describe(error)))
             }
         }
+
+        // A sweep: the items the due index did not have due, whose decision nonetheless did something.
+        let notDueByIndex = options.sweep ? Set(placed.filter { !source.wasDue($0.item, at: context.now) }.map(\.id)) : []
 
         var undone: Set<UUID> = []
         if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit {
@@ -355,6 +374,9 @@ public struct JobRunner<J: Job>: Sendable {
             checkpoint = page.last!.id
         }
         let pageIDs = page.map(\.id)
+        let laterIDs = Set(later.map(\.itemID))
+        planned += later
+        nothingDue += later.count
 
         // One statement: the job's writes, the work marks, the outbox and the checkpoint.
         var committed = planned
@@ -365,7 +387,7 @@ public struct JobRunner<J: Job>: Sendable {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
                 writes.append(source.release(page: pageIDs, changed: Set(planned.map(\.itemID)), failed: failures, run: context))
-                writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count,
+                writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count - laterIDs.count,
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
             }
             try await send(writes, context: context, on: db)
@@ -383,19 +405,23 @@ public struct JobRunner<J: Job>: Sendable {
                     errors.append(error)
                 }
             }
+            // A change that only moved an item's next instant and failed to write counts as failed.
+            nothingDue -= laterIDs.subtracting(committed.map(\.itemID)).count
             if FailureScope.isSystemic(failed: errors, of: planned.count, fullBatch: page.count == options.batchSize) {
                 systemic = NudgeError(.database, "every \(source.noun) of the batch failed to write the same way: \(failures.last!.1)")
             }
             if !context.dryRun, systemic == nil {
                 var record = source.release(page: pageIDs, changed: Set(committed.map(\.itemID)), failed: failures, run: context)
-                record.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+                record.append(batchRecord(ledger, checkpoint: checkpoint, page: page,
+                                          committed: committed.count { !laterIDs.contains($0.itemID) },
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
                 try await send(record, context: context, on: db)
             }
         }
         if context.dryRun, systemic == nil {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
-            let record = batchRecord(ledger, checkpoint: checkpoint, page: page, committed: committed.count,
+            let record = batchRecord(ledger, checkpoint: checkpoint, page: page,
+                                     committed: committed.count { !laterIDs.contains($0.itemID) },
                                      nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context)
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
@@ -415,6 +441,7 @@ public struct JobRunner<J: Job>: Sendable {
 
         var batchCounts = RunCounts()
         batchCounts.processed = page.count
+        committed.removeAll { laterIDs.contains($0.itemID) }
         batchCounts.succeeded = committed.count
         batchCounts.skipped = nothingDue + skipped.count
         batchCounts.failed = failures.count
@@ -422,6 +449,12 @@ public struct JobRunner<J: Job>: Sendable {
         totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
+            if notDueByIndex.contains(change.itemID) && !(change.work.isEmpty && change.notifications.isEmpty) {
+                var userLogger = logger
+                userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
+                userLogger.error("the due index did not have this user due; the sweep did their work")
+                state.tally[Self.indexMissed, default: 0] += 1
+            }
             for message in change.notifications {
                 state.tally["notification:\(message.type)" + (message.channel == "push" ? "" : ":\(message.channel)"), default: 0] += 1
             }
@@ -695,13 +728,18 @@ public struct JobRunner<J: Job>: Sendable {
                                         notifications: notifications))
     }
 
+    /// The tally of the users a sweep found work for that the due index did not have due.
+    static var indexMissed: String { "index_missed" }
+
     // MARK: Paging, locks, kill switch
 
     private func pageRequest(after: UUID?, afterTime: Date? = nil, runID: Int64, pageID: Int64 = 0, now: Date,
                              logger: Logger) -> PageRequest {
-        PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, afterTime: afterTime, limit: options.batchSize,
-                    shard: options.shard,
-                    users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
+        var request = PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, afterTime: afterTime,
+                                  limit: options.batchSize, shard: options.shard,
+                                  users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
+        request.sweep = options.sweep
+        return request
     }
 
     /// The next page. A claim that loses a deadlock or a serialization race against another

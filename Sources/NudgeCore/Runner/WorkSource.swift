@@ -50,6 +50,11 @@ public protocol WorkSource: Sendable {
     /// draining run sleeps); nil when none is.
     func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date?
 
+    /// Whether `item` was due when `instant` came, by the source's own index: false for one a
+    /// sweep (`--sweep`) read although the index did not have it due. Always true for a source
+    /// without an index of due instants.
+    func wasDue(_ item: Item, at instant: Date) -> Bool
+
     /// For a keyset source ordered by a time before its id (calls by their preview's due time):
     /// that time of `item` as its page read it, so that the next page starts after it even if the
     /// row has moved since (`PageRequest.afterTime`). Nil for a source ordered by id alone.
@@ -71,6 +76,8 @@ extension WorkSource {
     public func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date? { nil }
 
     public func pagedAt(_ item: Paged<Item>) -> Date? { nil }
+
+    public func wasDue(_ item: Item, at instant: Date) -> Bool { true }
 }
 
 /// One item of a page, or why it cannot be worked on.
@@ -105,6 +112,8 @@ public struct PageRequest: Sendable {
     /// A backfill's local days (`--date`, `--from/--to`); nil for a normal run.
     public let window: DayWindow?
     public let dryRun: Bool
+    /// `--sweep`: every item, due or not (`RunOptions.sweep`).
+    public var sweep = false
     public let logger: Logger
     /// Where a keyset page starts: after the last id of the page before, or from the first id.
     public var keysetStart: UUID { after ?? .allZeros }
@@ -127,6 +136,14 @@ public struct PageRequest: Sendable {
         guard shard.count > 1 else { return "true" }
         guard let upper = shard.upperBound else { return "\(unescaped: column) >= \(shard.lowerBound)" }
         return "\(unescaped: column) >= \(shard.lowerBound) and \(unescaped: column) < \(upper)"
+    }
+
+    /// The number `query` (a source's `count(*)` of the run's items) answers.
+    func count(_ query: SQLFragment, on connection: PostgresConnection) async throws -> Int {
+        for try await count in try await connection.query(try query.query(), logger: logger).decode(Int.self) {
+            return count
+        }
+        return 0
     }
 
     /// The condition that keeps the rows whose `column` is one of the `--user` ids, if any.
@@ -168,10 +185,7 @@ public struct UserSource: WorkSource {
 
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
         let query: SQLFragment = "select count(*) from users where \(request.inShard("id")) and \(request.forUsers("id"))"
-        for try await count in try await connection.query(try query.query(), logger: request.logger).decode(Int.self) {
-            return count
-        }
-        return 0
+        return try await request.count(query, on: connection)
     }
 }
 

@@ -6,7 +6,14 @@ import PostgresNIO
 /// local days that have ended and are not settled yet, in order, by `StreakRules`. A user's
 /// `user_streaks.settled_through` says how far it has got; each day's effects and the new mark
 /// are written in one transaction, so a rerun, a second cron line or a backfill settles nothing twice.
+///
+/// It reads only the users whose 00:05 has come (`DueSource`): the batch's write moves each one's
+/// instant to the end of their first day left unsettled, and triggers make a user due at once
+/// when their time zone or sign-up changes or their streak row is deleted or set back. A backfill
+/// reads every user.
 public struct ValidateStreaksJob: Job {
+    public typealias Source = DueSource
+
     public let definition: JobDefinition
 
     /// When the "freeze used" and "streak at risk" notifications go out, on the day after the miss.
@@ -15,6 +22,8 @@ public struct ValidateStreaksJob: Job {
     public init(definition: JobDefinition) {
         self.definition = definition
     }
+
+    public var source: DueSource { DueSource(job: definition.name, backfillReadsEveryone: true) }
 
     public struct StoredStreak: Sendable, Equatable {
         public let state: StreakState
@@ -27,7 +36,17 @@ public struct ValidateStreaksJob: Job {
         public let tracking: [LocalDate: TrackingDay]
     }
 
+    /// One user's decision: the days settled, if any, and when they are next due.
     public struct Change: Sendable, Equatable {
+        public let settlement: Settlement?
+        /// The user's instant in the due index as read, and the next one: the end of the first
+        /// day left unsettled, at 00:05.
+        public let dueAt: Date
+        public let nextDue: Date
+    }
+
+    /// The streak after the days settled.
+    public struct Settlement: Sendable, Equatable {
         /// `settled_through` as read, checked again when writing (nil also for a new row).
         public let expectedSettledThrough: LocalDate?
         public let state: StreakState
@@ -52,6 +71,12 @@ public struct ValidateStreaksJob: Job {
     /// at the window's first day: the days before are taken as they stand (the row's streak, or
     /// none), with no badge or notification for them.
     func daysToSettle(for user: UserInTime, streak: StoredStreak?, run: RunContext) throws(NudgeError) -> ClosedRange<LocalDate>? {
+        try pending(for: user, streak: streak, run: run).days
+    }
+
+    /// The first local day not settled yet, and the days to settle now (`daysToSettle`).
+    func pending(for user: UserInTime, streak: StoredStreak?,
+                 run: RunContext) throws(NudgeError) -> (first: LocalDate, days: ClosedRange<LocalDate>?) {
         let calendar = user.calendar
         let trigger = definition.localTime ?? LocalTime(hour: 0, minute: 0)!
         let lastEnded = calendar.latestDay(reaching: trigger, atOrBefore: run.now).adding(days: -1)
@@ -66,14 +91,22 @@ public struct ValidateStreaksJob: Job {
                     days \(first) to \(window.from.adding(days: -1)) are not settled yet; backfill from \(first)
                     """)
             }
-            if first < window.from { return nil }
+            if first < window.from { return (first, nil) }
         }
-        return first <= last ? first...last : nil
+        return (first, first <= last ? first...last : nil)
+    }
+
+    /// When a user whose first day not settled is `first` is next due: when that day has ended
+    /// and the trigger time (00:05) of the day after has come.
+    func nextDue(_ user: UserInTime, firstUnsettled first: LocalDate) -> Date {
+        user.calendar.instant(of: first.adding(days: 1), at: definition.localTime ?? LocalTime(hour: 0, minute: 0)!)
     }
 
     // MARK: Job
 
-    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+    public func loadFacts(for due: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        let users = due.filter { $0.problem == nil }.map(\.user)
+        guard !users.isEmpty else { return [:] }
         let ids = users.map(\.user.id)
         let rows = try await connection.query("""
             select u.id, s.user_id is not null, s.current_streak, s.longest_streak, s.last_checkin_date,
@@ -109,14 +142,20 @@ public struct ValidateStreaksJob: Job {
         })
     }
 
-    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+    public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        if let problem = due.problem { throw NudgeError(.configuration, problem) }
+        let user = due.user
         let stored = facts?.streak
         if let stored, let problem = StreakRules.inconsistency(in: stored.state, settledThrough: stored.settledThrough) {
             throw NudgeError(.configuration, "user_streaks row is inconsistent: \(problem)")
         }
-        guard let days = try daysToSettle(for: user, streak: stored, run: run) else {
-            let settled = stored?.settledThrough.map { "settled through \($0)" } ?? "no day has ended since sign-up"
-            return .nothingDue(settled)
+        let pending = try pending(for: user, streak: stored, run: run)
+        guard let days = pending.days else {
+            // Nothing to settle yet: the user is next due when their first day left has ended.
+            let next = nextDue(user, firstUnsettled: pending.first)
+            let why = stored?.settledThrough.map { "settled through \($0)" } ?? "no day has ended since sign-up"
+            return .later(PlannedChange(itemID: user.user.id, change: Change(settlement: nil, dueAt: due.dueAt, nextDue: next),
+                                        work: [], notifications: [], tally: [:]), why)
         }
         let tracking = facts?.tracking ?? [:]
         var state = stored?.state ?? .fresh
@@ -157,16 +196,21 @@ public struct ValidateStreaksJob: Job {
                     payload: payload))
             }
         }
-        let change = Change(expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
-                            streakDays: streakDays, badges: badges)
+        let settlement = Settlement(expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
+                                    streakDays: streakDays, badges: badges)
+        let change = Change(settlement: settlement, dueAt: due.dueAt,
+                            nextDue: nextDue(user, firstUnsettled: days.upperBound.adding(days: 1)))
         return .act(PlannedChange(itemID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
     }
 
-    public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+    public func writes(for decided: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
+        var writes = DueSource.moveWrites(job: definition.name, users: decided.map(\.itemID),
+                                          expected: decided.map(\.change.dueAt), next: decided.map(\.change.nextDue))
+        let changes = decided.compactMap { change in change.change.settlement.map { (itemID: change.itemID, change: $0) } }
+        guard !changes.isEmpty else { return writes }
         let ids = changes.map(\.itemID)
         let states = changes.map(\.change.state)
         func text(_ date: LocalDate?) -> String { date?.description ?? "" }
-        var writes = BatchWrites()
         writes.step("streaks", """
             select * from unnest(\(ids), \(states.map(\.currentStreak)), \(states.map(\.longestStreak)),
                                  \(states.map { text($0.lastCheckinDate) }), \(states.map(\.freezeUsedThisWeek)),

@@ -18,7 +18,13 @@ import PostgresNIO
 ///
 /// A backfill (`--date`, `--from/--to`) digests the weeks whose Sunday lies in its window and
 /// that have not been digested, however late.
+///
+/// It reads only the users whose Sunday 20:00 has come (`DueSource`): the batch's write moves each
+/// one's instant to their next Sunday 20:00, and triggers make a user due at once when their
+/// time zone or sign-up changes. A backfill reads every user.
 public struct WeeklyDigestJob: Job {
+    public typealias Source = DueSource
+
     public let definition: JobDefinition
     /// The templates, unsubscribe links, postal address and dashboard link its emails carry.
     let email: EmailSetup
@@ -59,7 +65,15 @@ public struct WeeklyDigestJob: Job {
         public let setsNextGoal: (target: Int, circleID: UUID?)?
     }
 
-    public typealias Change = [Digest]
+    /// One user's decision: the weeks digested, and when the user is next due.
+    public struct Change: Sendable {
+        public let digests: [Digest]
+        /// The user's instant in the due index as read, and the next one.
+        public let dueAt: Date
+        public let nextDue: Date
+    }
+
+    public var source: DueSource { DueSource(job: definition.name, backfillReadsEveryone: true) }
 
     /// The users' rows, their tracking, their circles.
     public var readStatements: Int { 3 }
@@ -68,11 +82,25 @@ public struct WeeklyDigestJob: Job {
 
     // MARK: Which weeks are due
 
+    /// The last Sunday whose 20:00 (`moment`) has come in the user's zone at `instant`.
+    func latestSunday(for user: UserInTime, at instant: Date) -> LocalDate {
+        let reached = user.calendar.latestDay(reaching: moment, atOrBefore: instant)
+        return reached.adding(days: -(reached.isoWeekday % 7))
+    }
+
+    /// When the user is next due after a decision at `run.now`: the Sunday 20:00 after the last
+    /// one that has come (whatever was decided for it: digested, too soon after sign-up, or too
+    /// late). A backfill leaves the instant as it was read: the week the index waits for is the
+    /// next normal run's.
+    func nextDue(for due: DueUser, run: RunContext) -> Date {
+        if run.window != nil { return due.dueAt }
+        return due.user.calendar.instant(of: latestSunday(for: due.user, at: run.now).adding(days: 7), at: moment)
+    }
+
     /// The Sundays whose digest is due for `user` at the run's clock, oldest first, or why none is.
     func dueSundays(for user: UserInTime, run: RunContext) -> Result<[LocalDate], Reason> {
         let calendar = user.calendar
-        let reached = calendar.latestDay(reaching: moment, atOrBefore: run.now)
-        let latest = reached.adding(days: -(reached.isoWeekday % 7))
+        let latest = latestSunday(for: user, at: run.now)
         // A week the user was signed up for less than 3 days before its digest has none.
         let signedUp = user.user.createdAt.addingTimeInterval(WeeklyDigestRules.signedUpAtLeast)
         if let window = run.window {
@@ -107,14 +135,15 @@ public struct WeeklyDigestJob: Job {
 
     // MARK: Reading
 
-    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+    public func loadFacts(for due: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         var ranges: [(user: UUID, first: LocalDate, last: LocalDate)] = []
         var calendars: [UUID: LocalCalendar] = [:]
-        for user in users {
+        var dueWeeks: [UUID: [LocalDate]] = [:]
+        for user in due.filter({ $0.problem == nil }).map(\.user) {
             guard case .success(let sundays) = dueSundays(for: user, run: run), let first = sundays.first, let last = sundays.last
             else { continue }
             ranges.append((user.user.id, first, last))
-            calendars[user.user.id] = user.calendar
+            dueWeeks[user.user.id] = sundays
         }
         guard !ranges.isEmpty else { return [:] }
         let rows = try await connection.query("""
@@ -188,6 +217,10 @@ public struct WeeklyDigestJob: Job {
                            daily: Dictionary(zip(goalDays, goalTargets), uniquingKeysWith: { first, _ in first }),
                            ranks: byWeek)
         }
+        // The weeks' facts only for the users with a week left to digest: a user read again the
+        // same week (a changed time zone) costs the first read alone.
+        ranges.removeAll { range in dueWeeks[range.user, default: []].allSatisfy { read[range.user]?.digested.contains($0) ?? true } }
+        for range in ranges { calendars[range.user] = due.first { $0.user.user.id == range.user }?.user.calendar }
         let tracking = try await TrackingDay.load(
             ranges.map { ($0.user, $0.first.adding(days: -6 - Self.lookBackDays - 7)...$0.last) }, on: connection, logger: run.logger)
         let memberships = try await FitCircleMembership.load(for: calendars, on: connection, logger: run.logger)
@@ -202,15 +235,23 @@ public struct WeeklyDigestJob: Job {
 
     // MARK: Deciding
 
-    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+    public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        if let problem = due.problem { throw NudgeError(.configuration, problem) }
+        let user = due.user
+        let next = nextDue(for: due, run: run)
+        /// Nothing to digest: the user waits for their next Sunday.
+        func waiting(_ why: String) -> Decision<Change> {
+            .later(PlannedChange(itemID: user.user.id, change: Change(digests: [], dueAt: due.dueAt, nextDue: next),
+                                 work: [], notifications: [], tally: [:]), why)
+        }
         let sundays: [LocalDate]
         switch dueSundays(for: user, run: run) {
-        case .failure(let reason): return .nothingDue(reason.text)
+        case .failure(let reason): return waiting(reason.text)
         case .success(let due): sundays = due
         }
         guard let facts else { throw NudgeError(.configuration, "the user's row is gone") }
         let open = sundays.filter { !facts.digested.contains($0) }
-        guard !open.isEmpty else { return .nothingDue("the week ending \(sundays.last!) is digested already") }
+        guard !open.isEmpty else { return waiting("the week ending \(sundays.last!) is digested already") }
         let calendar = user.calendar
         let copy = DigestCopy(locale: user.user.locale)
         let pushRefusal = DigestChannels.pushRefusal(facts.preferences, hasDevice: facts.hasDevice)
@@ -276,7 +317,8 @@ public struct WeeklyDigestJob: Job {
             digests.append(Digest(sunday: sunday, week: week, email: renderedEmail,
                                   setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
         }
-        return .act(PlannedChange(itemID: user.user.id, change: digests, work: work, notifications: notifications, tally: tally))
+        return .act(PlannedChange(itemID: user.user.id, change: Change(digests: digests, dueAt: due.dueAt, nextDue: next),
+                                  work: work, notifications: notifications, tally: tally))
     }
 
     /// The Monday of the first week the user had a digest for: the first whose Sunday digest came
@@ -295,9 +337,10 @@ public struct WeeklyDigestJob: Job {
     /// Next week's steps goal as told (the work marks and the outbox rows are the runner's). The
     /// circle a circle's goal comes from is the one generate-daily-goals finds on Monday.
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = BatchWrites()
+        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
+                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let goals = changes.flatMap { change in
-            change.change.compactMap { digest in
+            change.change.digests.compactMap { digest in
                 digest.setsNextGoal.map { (change.itemID, digest.sunday.adding(days: 1), $0.target, $0.circleID?.uuidString ?? "") }
             }
         }

@@ -1,0 +1,75 @@
+-- Nudge 0014: validate-streaks, weekly-digest and push-trigger read only what is due, through
+-- the due index of 0013 (`job_due`): each user's next instant for each job, which the job moves
+-- in its batch's write and these triggers make due at once when what the job's rule depends on
+-- changes. A run reads the users whose instant has come; a weekly sweep (`--sweep`) reads
+-- everyone and proves the index right.
+
+-- What places a user in time for the three jobs: their sign-up and their time zone. A new user
+-- is due at once (each job then sets the instant of their first moment).
+create function nudge_user_jobs_due() returns trigger language plpgsql as $$
+begin
+    perform nudge_due_now('validate-streaks', new.id);
+    perform nudge_due_now('weekly-digest', new.id);
+    perform nudge_due_now('push-trigger', new.id);
+    return null;
+end
+$$;
+create trigger users_jobs_due_new after insert on users
+    for each row execute function nudge_user_jobs_due();
+create trigger users_jobs_due after update of timezone, created_at on users
+    for each row when ((old.timezone, old.created_at) is distinct from (new.timezone, new.created_at))
+    execute function nudge_user_jobs_due();
+
+-- validate-streaks settles the days after `user_streaks.settled_through`: a row deleted, or set
+-- back (an operator re-settling days), makes the user due at once. The job's own writes move it
+-- forward, which needs nothing.
+create function nudge_streaks_due() returns trigger language plpgsql as $$
+begin
+    -- (Not for a user being deleted, whose streak row goes with them.)
+    if exists (select 1 from users where id = old.user_id) then
+        perform nudge_due_now('validate-streaks', old.user_id);
+    end if;
+    return null;
+end
+$$;
+create trigger user_streaks_due_deleted after delete on user_streaks
+    for each row execute function nudge_streaks_due();
+create trigger user_streaks_due_set_back after update of settled_through on user_streaks
+    for each row when (new.settled_through is null and old.settled_through is not null
+                       or new.settled_through < old.settled_through)
+    execute function nudge_streaks_due();
+
+-- push-trigger's candidates are the users with check-ins on and a push token (`push_tokens`: the
+-- active devices and seed 000's `users.fcm_token`): check-ins turned on, or a first device,
+-- inside the day's window makes the user due at once.
+create function nudge_push_trigger_due() returns trigger language plpgsql as $$
+begin
+    if tg_table_name = 'users' then
+        perform nudge_due_now('push-trigger', new.id);
+    else
+        perform nudge_due_now('push-trigger', new.user_id);
+    end if;
+    return null;
+end
+$$;
+create trigger user_push_tokens_push_trigger_due_new after insert on user_push_tokens
+    for each row execute function nudge_push_trigger_due();
+create trigger user_push_tokens_push_trigger_due after update of active on user_push_tokens
+    for each row when (old.active is distinct from new.active) execute function nudge_push_trigger_due();
+create trigger users_push_trigger_due after update of fcm_token, push_enabled on users
+    for each row when ((old.fcm_token, old.push_enabled) is distinct from (new.fcm_token, new.push_enabled))
+    execute function nudge_push_trigger_due();
+create trigger context_profiles_push_trigger_due_new after insert on context_profiles
+    for each row execute function nudge_push_trigger_due();
+create trigger context_profiles_push_trigger_due after update of notification_preferences on context_profiles
+    for each row when (old.notification_preferences is distinct from new.notification_preferences)
+    execute function nudge_push_trigger_due();
+
+-- Every user there is now, due at once for the three jobs: the first run of each decides them
+-- as the jobs always have and sets their next instant.
+-- nudge:backfill users 10000
+insert into job_due (job, user_id, due_at)
+select j.job, u.id, 'epoch'
+  from users u cross join (values ('validate-streaks'), ('weekly-digest'), ('push-trigger')) as j(job)
+ where u.id > {{after}} and u.id <= {{through}}
+on conflict (job, user_id) do nothing;
