@@ -17,7 +17,7 @@ import Testing
         run.now = formatter.date(from: now)!
         let user = UserInTime(user: UserRow(id: UUID(), timezone: "UTC", locale: "en", createdAt: formatter.date(from: "2026-01-01T00:00:00Z")!),
                               calendar: try LocalCalendar(identifier: "UTC"))
-        return try job.decide(for: user, facts: facts, run: run)
+        return try job.decide(for: DueUser(user: user, dueAt: Date(timeIntervalSince1970: 0)), facts: facts, run: run)
     }
 
     /// A run that began before the user's 10:00, or during their window, and reached them at or
@@ -38,20 +38,37 @@ import Testing
             lastActiveAt: nil, conversations: [], messages: [], lastConversationMessages: [], patterns: nil, patternSessions: nil,
             coachingPreferences: "{}", domainStyles: "{}")
         for facts in [nil, decided, weekly] {
-            guard case .nothingDue = try decide(startedAt: "2026-02-10T09:30:00Z", now: "2026-02-10T13:10:00Z", facts: facts) else {
+            guard case .later = try decide(startedAt: "2026-02-10T09:30:00Z", now: "2026-02-10T13:10:00Z", facts: facts) else {
                 Issue.record("\(String(describing: facts)) was reported missed")
                 continue
             }
         }
     }
 
-    @Test func outsideTheWindowForTheWholeRunIsNothingDue() throws {
-        for (startedAt, now) in [("2026-02-10T13:05:00Z", "2026-02-10T13:10:00Z"), ("2026-02-10T09:00:00Z", "2026-02-10T09:45:00Z"),
-                                 ("2026-02-10T13:10:00Z", "2026-02-10T13:10:00Z")] {
-            guard case .nothingDue = try decide(startedAt: startedAt, now: now) else {
+    /// Outside the window for the whole run: nothing due, and the user is next due at their next
+    /// 10:00 (today's before it, tomorrow's after it).
+    @Test func outsideTheWindowForTheWholeRunIsNothingDueUntilTheNextTenOClock() throws {
+        for (startedAt, now, next) in [("2026-02-10T13:05:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z"),
+                                       ("2026-02-10T09:00:00Z", "2026-02-10T09:45:00Z", "2026-02-10T10:00:00Z"),
+                                       ("2026-02-10T13:10:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z")] {
+            guard case .later(let change, _) = try decide(startedAt: startedAt, now: now) else {
                 Issue.record("\(startedAt) → \(now) is not nothing due")
                 continue
             }
+            #expect(change.change.nextDue == ISO8601DateFormatter().date(from: next))
         }
+    }
+
+    /// A decision inside the window (here: the weekly frequency rules today out) moves the user to
+    /// tomorrow's 10:00 in their zone.
+    @Test func aDecidedDayIsNextDueTomorrowAtTen() throws {
+        let weekly = PushTriggerJob.Facts(
+            frequency: "weekly", lastPushAt: ISO8601DateFormatter().date(from: "2026-02-08T10:00:00Z"), lastDecidedDay: nil,
+            lastActiveAt: nil, conversations: [], messages: [], lastConversationMessages: [], patterns: nil, patternSessions: nil,
+            coachingPreferences: "{}", domainStyles: "{}")
+        guard case .act(let change) = try decide(startedAt: "2026-02-10T10:00:00Z", now: "2026-02-10T10:05:00Z", facts: weekly)
+        else { Issue.record("expected a decision"); return }
+        #expect(change.work.count == 1 && change.change.push == nil)
+        #expect(change.change.nextDue == ISO8601DateFormatter().date(from: "2026-02-11T10:00:00Z"))
     }
 }

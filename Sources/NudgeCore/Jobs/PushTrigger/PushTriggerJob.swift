@@ -10,7 +10,14 @@ import PostgresNIO
 /// Every candidate's decision for the day is marked in `job_work`, so a later run that day
 /// decides nothing twice; a user whose LLM call failed or whose copy was rejected is not marked,
 /// and a later run within the window tries again.
+///
+/// It reads only the users whose 10:00 has come (`DueSource`): the batch's write moves each one's
+/// instant to their next 10:00, and triggers make a user due at once when their time zone
+/// changes, check-ins are turned on or a first device arrives. A user read again on a day already
+/// decided costs one indexed lookup: the heavy facts are read only for the undecided.
 public struct PushTriggerJob: Job {
+    public typealias Source = DueSource
+
     public let definition: JobDefinition
     /// Nil on a dry run without `--dry-run-llm`: the prompts are built, no LLM is called.
     let llm: LLMClient?
@@ -58,8 +65,26 @@ public struct PushTriggerJob: Job {
         public var queuedAt: Date?
     }
 
-    /// A candidate's decision for the day: a push, or only the mark that says why not.
-    public typealias Change = ProactivePush?
+    /// A candidate's decision for the day (a push, or only the mark that says why not), and when
+    /// the user is next due.
+    public struct Change: Sendable {
+        public var push: ProactivePush?
+        /// The user's instant in the due index as read, and the next one: their next 10:00.
+        public let dueAt: Date
+        public let nextDue: Date
+    }
+
+    public var source: DueSource { DueSource(job: definition.name) }
+
+    var moment: LocalTime { definition.localTime ?? LocalTime(hour: 10, minute: 0)! }
+
+    /// When the user is next due after a decision at `instant`: today's 10:00 if it is still to
+    /// come, else tomorrow's.
+    func nextDue(_ user: UserInTime, after instant: Date) -> Date {
+        let today = user.calendar.localDate(at: instant)
+        let todays = user.calendar.instant(of: today, at: moment)
+        return instant < todays ? todays : user.calendar.instant(of: today.adding(days: 1), at: moment)
+    }
 
     public var completesOutside: Bool { true }
 
@@ -67,19 +92,22 @@ public struct PushTriggerJob: Job {
 
     // MARK: Reading
 
-    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
-        // Most hourly runs meet most users away from their 10:00: only the due ones are read, and
-        // those whose window closed while the run was on its way (to tell candidates from others).
-        let due = users.filter { notDue($0, at: run.now, run: run) == nil || windowClosedDuringRun($0, run: run) }.map(\.user.id)
-        guard !due.isEmpty else { return [:] }
+    public func loadFacts(for read: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+        // Only the users in their window are read, and those whose window closed while the run
+        // was on its way (to tell candidates from others).
+        let users = read.filter { $0.problem == nil }.map(\.user)
+            .filter { notDue($0, at: run.now, run: run) == nil || windowClosedDuringRun($0, run: run) }
+        guard !users.isEmpty else { return [:] }
         let since = run.now.addingTimeInterval(-Self.lookback)
         // One query: the batch's candidates (check-ins on, an active token) with everything the
-        // decision needs; times as epoch seconds, lists as JSON.
+        // decision needs; times as epoch seconds, lists as JSON. A user whose local day is
+        // decided already gets the indexed lookups alone: the conversations and messages are
+        // read only for the others.
         let rows = try await connection.query("""
             select u.id, u.last_active_at, cp.notification_preferences->>'frequency',
                    (select max(sent_at) from push_log where user_id = u.id),
-                   (select max(local_day) from job_work where job = \(definition.name) and user_id = u.id),
-                   coalesce((select json_agg(json_build_object('domain', c.domain, 'title', c.title,
+                   d.last_decided,
+                   case when d.last_decided >= r.today then '[]' else coalesce((select json_agg(json_build_object('domain', c.domain, 'title', c.title,
                                                                'created_at', extract(epoch from c.created_at),
                                                                'updated_at', extract(epoch from c.updated_at))
                                              order by c.created_at desc)
@@ -88,29 +116,31 @@ public struct PushTriggerJob: Job {
                                      union
                                      (select * from conversations where user_id = u.id and created_at <= \(run.now)
                                        order by created_at desc limit 1)) c),
-                            '[]')::text,
-                   coalesce((select json_agg(json_build_object('content', m.content, 'domain', c.domain,
+                            '[]')::text end,
+                   case when d.last_decided >= r.today then '[]' else coalesce((select json_agg(json_build_object('content', m.content, 'domain', c.domain,
                                                                'created_at', extract(epoch from m.created_at))
                                              order by m.created_at desc)
                                from (select * from messages where user_id = u.id and role = 'user'
                                         and created_at >= \(since) and created_at <= \(run.now)
                                       order by created_at desc limit 200) m
                                join conversations c on c.id = m.conversation_id),
-                            '[]')::text,
-                   coalesce((select json_agg(m.content order by m.created_at desc)
+                            '[]')::text end,
+                   case when d.last_decided >= r.today then '[]' else coalesce((select json_agg(m.content order by m.created_at desc)
                                from (select content, created_at from messages
                                       where role = 'user' and created_at <= \(run.now)
                                         and conversation_id = (select id from conversations
                                                                 where user_id = u.id and created_at <= \(run.now)
                                                                 order by created_at desc limit 1)
                                       order by created_at desc limit 3) m),
-                            '[]')::text,
+                            '[]')::text end,
                    pc.patterns::text, pc.session_count, cp.coaching_preferences::text, cp.domain_styles::text
-              from users u
+              from unnest(\(users.map(\.user.id)), \(users.map { $0.calendar.localDate(at: run.now) })) as r(user_id, today)
+              join users u on u.id = r.user_id
               join context_profiles cp on cp.user_id = u.id
               left join pattern_cache pc on pc.user_id = u.id
-             where u.id = any(\(due))
-               and cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
+              cross join lateral (select max(local_day) as last_decided from job_work
+                                   where job = \(definition.name) and user_id = u.id) d
+             where cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
                and exists (select 1 from push_tokens t where t.user_id = u.id)
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
@@ -154,7 +184,7 @@ public struct PushTriggerJob: Job {
     func notDue(_ user: UserInTime, at instant: Date, run: RunContext) -> String? {
         let calendar = user.calendar
         let today = calendar.localDate(at: instant)
-        let moment = definition.localTime ?? LocalTime(hour: 10, minute: 0)!
+        let moment = self.moment
         let dueAt = calendar.instant(of: today, at: moment)
         guard instant >= dueAt else { return "not \(moment) local time yet" }
         if let dueUntil = dueUntil(dueAt), instant >= dueUntil {
@@ -176,26 +206,34 @@ public struct PushTriggerJob: Job {
     func windowClosedDuringRun(_ user: UserInTime, run: RunContext) -> Bool {
         let today = user.calendar.localDate(at: run.now)
         guard run.window?.contains(today) ?? true,
-              let closed = dueUntil(user.calendar.instant(of: today, at: definition.localTime ?? LocalTime(hour: 10, minute: 0)!))
+              let closed = dueUntil(user.calendar.instant(of: today, at: moment))
         else { return false }
         return run.startedAt < closed && closed <= run.now
     }
 
-    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+    public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        if let problem = due.problem { throw NudgeError(.configuration, problem) }
+        let user = due.user
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
+        let next = nextDue(user, after: run.now)
+        /// Nothing to decide: the user waits for their next 10:00.
+        func waiting(_ why: String) -> Decision<Change> {
+            .later(PlannedChange(itemID: user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
+                                 work: [], notifications: [], tally: [:]), why)
+        }
         if let why = notDue(user, at: run.now, run: run) {
             // A candidate the run missed (its window closed while the run was on its way) is
             // skipped with the reason; anyone else is simply not due.
             guard windowClosedDuringRun(user, run: run), let facts, !(facts.lastDecidedDay.map { $0 >= today } ?? false),
                   try eligibilityRefusal(facts, run: run, calendar: calendar) == nil
-            else { return .nothingDue(why) }
+            else { return waiting(why) }
             throw UserSkip("the run reached the user at \(calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
         }
-        guard let facts else { return .nothingDue("check-ins are off or there is no active push token") }
-        if let decided = facts.lastDecidedDay, decided >= today { return .nothingDue("already decided today") }
+        guard let facts else { return waiting("check-ins are off or there is no active push token") }
+        if let decided = facts.lastDecidedDay, decided >= today { return waiting("already decided today") }
         if let refusal = try eligibilityRefusal(facts, run: run, calendar: calendar) {
-            return settle(user, today, outcome: refusal.outcome, detail: refusal.description)
+            return settle(due, today, outcome: refusal.outcome, detail: refusal.description, next: next)
         }
 
         let latest = facts.conversations.max { $0.createdAt < $1.createdAt }
@@ -204,15 +242,17 @@ public struct PushTriggerJob: Job {
             messages: facts.messages, lastConversation: latest, lastConversationMessages: facts.lastConversationMessages,
             patterns: try freshPatterns(facts), lastActivity: lastActivity ?? user.user.createdAt)
         guard let decision = PushIntelligence.decide(intelligence, now: run.now, calendar: calendar, locale: user.user.locale) else {
-            return settle(user, today, outcome: "nothing_to_say",
-                          detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3")
+            return settle(due, today, outcome: "nothing_to_say",
+                          detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3",
+                          next: next)
         }
         let context = try coachingContext(facts, locale: user.user.locale, domain: decision.conversationDomain)
-        let dueAt = calendar.instant(of: today, at: definition.localTime ?? LocalTime(hour: 10, minute: 0)!)
+        let dueAt = calendar.instant(of: today, at: moment)
         let push = ProactivePush(
             pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
             userWords: facts.messages.map(\.content) + facts.lastConversationMessages, dueUntil: dueUntil(dueAt), copy: nil)
-        return .act(PlannedChange(itemID: user.user.id, change: push, work: [], notifications: [], tally: [:]))
+        return .act(PlannedChange(itemID: user.user.id, change: Change(push: push, dueAt: due.dueAt, nextDue: next),
+                                  work: [], notifications: [], tally: [:]))
     }
 
     /// Why the frequency or a session today rules the push out, or nil when neither does.
@@ -224,8 +264,9 @@ public struct PushTriggerJob: Job {
                                        messageTimes: facts.messages.map(\.createdAt), now: run.now, calendar: calendar)
     }
 
-    private func settle(_ user: UserInTime, _ day: LocalDate, outcome: String, detail: String) -> Decision<Change> {
-        .act(PlannedChange(itemID: user.user.id, change: nil, work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
+    private func settle(_ due: DueUser, _ day: LocalDate, outcome: String, detail: String, next: Date) -> Decision<Change> {
+        .act(PlannedChange(itemID: due.user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
+                           work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
                            notifications: [], tally: ["skipped:\(outcome)": 1]))
     }
 
@@ -268,7 +309,7 @@ public struct PushTriggerJob: Job {
     // MARK: Writing the copy
 
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
-        guard var push = change.change else { return change }
+        guard var push = change.change.push else { return change }
         var logger = run.logger
         logger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
         // The prompt carries the user's own words: its size is logged, never its text.
@@ -314,7 +355,9 @@ public struct PushTriggerJob: Job {
         ]
         let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: queuedAt, title: copy.title,
                                     body: copy.body, payload: Self.json(payload))
-        return PlannedChange(itemID: change.itemID, change: push,
+        var decided = change.change
+        decided.push = push
+        return PlannedChange(itemID: change.itemID, change: decided,
                              work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
                              notifications: [message], tally: ["pushed:\(push.decision.pushType.rawValue)": 1])
     }
@@ -322,7 +365,8 @@ public struct PushTriggerJob: Job {
     // MARK: Writing the batch
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = BatchWrites()
+        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
+                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let marks = changes.flatMap { change in change.work.map { (change.itemID, $0.localDay) } }
         // A day already decided (by a run that raced this one's read) is never pushed twice.
         writes.expect("""
@@ -330,7 +374,7 @@ public struct PushTriggerJob: Job {
                           on w.user_id = d.user_id and w.local_day = d.local_day
                          where w.job = \(definition.name))
             """, else: "push-trigger has already decided this local day for the user")
-        let pushes = changes.compactMap { change in change.change.flatMap { $0 }.map { (change.itemID, $0) } }
+        let pushes = changes.compactMap { change in change.change.push.map { (change.itemID, $0) } }
         guard !pushes.isEmpty else { return writes }
         // The unique (user_id, local_day) of push_log refuses a second push the same local day,
         // whatever two runs race: the batch then falls back user by user and that user fails.
