@@ -1,0 +1,156 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+import NudgeStandIns
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+/// Rows read across every table of the database, by PostgreSQL's own counters (as a finished
+/// `nudge` process has flushed them).
+private func rowsRead(_ database: TestDatabase) throws -> Int {
+    try database.count("""
+        select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::int8 from pg_stat_user_tables
+        """)
+}
+
+private func summary(_ result: ProcessResult) throws -> [String: Any] {
+    guard result.status == 0, let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+    else { throw TestFailure("run failed (\(result.status)): \(result.stderr)") }
+    return json
+}
+
+/// Runs `job` in this process at `now`, as cron would start it (`sweep`: the weekly sweep).
+private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: Bool = false) async throws -> RunSummary {
+    try await database.withDatabase { db in
+        var options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50)
+        options.sweep = sweep
+        let summary: RunSummary
+        switch name {
+        case "validate-streaks":
+            summary = try await JobRunner(job: ValidateStreaksJob(definition: jobDefinition(name)), options: options, database: db,
+                                          observer: SilentObserver()).run()
+        case "weekly-digest":
+            let job = WeeklyDigestJob(definition: jobDefinition(name), email: try testEmailSetup(DigestEmail.template))
+            summary = try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+        default:
+            throw TestFailure("no such job in this test: \(name)")
+        }
+        guard summary.exitCode == 0 else { throw TestFailure("\(name) at \(now): \(summary)") }
+        return summary
+    }
+}
+
+@Suite struct DueIndexTests {
+    /// The issue's pair: each job that acts at a user's local moment runs at 12:00 UTC (every
+    /// user is due once after the seed), then at 12:15, when no user's moment falls between the
+    /// two: the second run reads nobody, and fewer rows, across all tables, than 1 % of the users.
+    @Test func aQuarterHourWithNobodysMomentReadsNextToNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        // (Enough users that the run's fixed reads, the ledger's and the migrations' check, are
+        // below 1 % of them, as they are far below at a million.)
+        let users = 5_000
+        let seeded = try await database.nudge(["seed", "--users", "\(users)", "--seed", "11", "--now", "2026-03-21T00:00:00Z"])
+        #expect(seeded.status == 0, "\(seeded.stderr)")
+        let llm = try await StandInLLM.start { _ in
+            (.reply(#"{"title": "Thinking of you", "body": "How is your week going? I'm here if you want to talk it through."}"#), .zero)
+        }
+        defer { Task { await llm.shutdown() } }
+        let environment = ["PUSH_TRIGGER_ENABLED": "true", "ANTHROPIC_BASE_URL": llm.baseURL,
+                           "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key", "NUDGE_LLM_REQUESTS_PER_MINUTE": "100000"]
+            .merging(digestEnvironment()) { $1 }
+        for job in ["validate-streaks", "weekly-digest", "push-trigger"] {
+            let first = try summary(try await database.nudge(["run", job, "--now", "2026-03-21T12:00:00Z", "--json"],
+                                                            environment: environment))
+            #expect((first["counts"] as? [String: Int])?["processed"] == users, "\(job): \(first)")
+            let before = try rowsRead(database)
+            let quiet = try summary(try await database.nudge(["run", job, "--now", "2026-03-21T12:15:00Z", "--json"],
+                                                            environment: environment))
+            let read = try rowsRead(database) - before
+            #expect((quiet["counts"] as? [String: Int])?["processed"] == 0, "\(job): \(quiet)")
+            #expect(read < users / 100, "\(job) read \(read) rows at 12:15")
+        }
+    }
+
+    /// Cron every 15 minutes across Europe's clock change (Sunday 29 March 2026, the digest's
+    /// day too), with six hours of runs skipped and a user moving from New York to Tokyo
+    /// mid-week, ends in the state of the same cron without the gap: every user-day settled
+    /// once, every digest once. The weekly sweep then finds nothing the index missed.
+    @Test func cronAcrossAClockChangeWithAGapEndsAsWithoutItAndTheSweepFindsNothingMissed() async throws {
+        let seed = ["seed", "--users", "300", "--seed", "29", "--now", "2026-03-27T12:00:00Z"]
+        let steady = try await TestDatabase.fresh(), gapped = try await TestDatabase.fresh()
+        #expect(try await steady.nudge(seed).status == 0)
+        #expect(try await gapped.nudge(seed).status == 0)
+        let mover = try steady.value("select id from users where timezone = 'America/New_York' order by id limit 1")
+        let moveAt = at("2026-03-29T15:00:00Z")
+        let gap = at("2026-03-29T02:00:00Z")..<at("2026-03-29T08:00:00Z")
+
+        for (database, skipping) in [(steady, false), (gapped, true)] {
+            var tick = at("2026-03-27T12:00:00Z")
+            while tick < at("2026-03-31T12:00:00Z") {
+                if tick == moveAt { try database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(mover)'") }
+                if !(skipping && gap.contains(tick)) {
+                    _ = try await run("validate-streaks", database, at: tick)
+                    _ = try await run("weekly-digest", database, at: tick)
+                }
+                tick = tick.addingTimeInterval(15 * 60)
+            }
+        }
+        // Every user-day settled once, every week digested once, the same in both.
+        let settled = "select job, user_id, local_day, outcome from job_work order by 1, 2, 3"
+        #expect(try gapped.psql(settled) == steady.psql(settled))
+        #expect(try gapped.streakState() == steady.streakState())
+        let queued = "select dedupe_key, deliver_after from notification_outbox order by 1"
+        #expect(try gapped.psql(queued) == steady.psql(queued))
+        #expect(try steady.count("""
+            select count(*) from (select user_id, local_day from job_work where job = 'validate-streaks'
+                                  group by 1, 2 having count(*) > 1) twice
+            """) == 0)
+        #expect(try steady.count("""
+            select count(*) from job_work where job = 'weekly-digest' and local_day = '2026-03-29'
+            """) > 0)
+        // The mover's days were settled in New York, then in Tokyo, none twice and none skipped.
+        let moverDays = try steady.psql("""
+            select min(local_day), max(local_day), count(*), count(distinct local_day) from job_work
+             where job = 'validate-streaks' and user_id = '\(mover)' and local_day >= '2026-03-27'
+            """)
+        #expect(moverDays == "2026-03-27|2026-03-30|4|4", "\(moverDays)")
+
+        // The sweep reads everyone and finds nothing due that the index had not.
+        for database in [steady, gapped] {
+            for job in ["validate-streaks", "weekly-digest"] {
+                let sweep = try await run(job, database, at: at("2026-03-31T12:05:00Z"), sweep: true)
+                #expect(sweep.counts.processed == 300)
+                #expect(sweep.tally["index_missed"] == nil, "\(job): \(sweep.tally)")
+            }
+        }
+    }
+
+    /// An index that is wrong (a user's instant moved far away by hand) is what the sweep is
+    /// for: the normal run does not see the user, the sweep settles them, counts the miss and
+    /// says so in its last log line.
+    @Test func theSweepFindsAndDoesWhatTheIndexMissed() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-19T12:00:00Z"]).status == 0)
+        let lost = Fixture.userID(3)
+        try database.psql("update job_due set due_at = '2099-01-01' where job = 'validate-streaks' and user_id = '\(lost)'")
+        #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"]).status == 0)
+        let settledThrough = "select settled_through from user_streaks where user_id = '\(lost)'"
+        let behind = try database.value(settledThrough)
+
+        let sweep = try await database.nudge(["run", "validate-streaks", "--sweep", "--now", "2026-03-20T12:05:00Z", "--json"])
+        let report = try summary(sweep)
+        #expect((report["counts"] as? [String: Int])?["processed"] == 20)
+        #expect((report["tally"] as? [String: Int])?["index_missed"] == 1)
+        #expect(sweep.stderr.contains("sweep finished: the due index missed 1 users"), "\(sweep.stderr)")
+        #expect(try database.value(settledThrough) > behind)
+        #expect(try database.count("""
+            select count(*) from job_due where job = 'validate-streaks' and user_id = '\(lost)' and due_at < '2099-01-01'
+            """) == 1)
+        // A sweep is for the jobs that read the index, and reads everyone at the run's instant.
+        let misuse = try await database.nudge(["run", "validate-streaks", "--sweep", "--date", "2026-03-19"])
+        #expect(misuse.status == 64)
+        let other = try await database.nudge(["run", "generate-daily-goals", "--sweep", "--now", "2026-03-20T12:05:00Z"])
+        #expect(other.status == 64, "\(other.stderr)")
+    }
+}
