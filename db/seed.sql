@@ -1285,7 +1285,8 @@ select pg_temp.cid(x.pfx, 17, p.k), x.id, p.push_type,
 update notification_preferences set reminder_time_set_at = updated_at where daily_reminder_time <> time '20:00';
 insert into job_due (job, user_id, due_at)
 select j.job, u.id, 'epoch'
-  from users u cross join (values ('reminders'), ('validate-streaks'), ('weekly-digest'), ('push-trigger')) as j(job)
+  from users u
+ cross join (values ('reminders'), ('validate-streaks'), ('weekly-digest'), ('push-trigger'), ('generate-daily-goals')) as j(job)
 on conflict (job, user_id) do nothing;
 
 -- The indexes back (see "Indexes" at the top).

@@ -173,9 +173,11 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
 
 private let goalsJob = GenerateDailyGoalsJob(definition: definition("generate-daily-goals"))
 
-private func user(_ zone: String?, signedUp: String) -> UserInTime {
-    UserInTime(user: UserRow(id: UUID(), timezone: zone, locale: "en", createdAt: instant(signedUp)),
-               calendar: try! LocalCalendar(identifier: zone))
+/// A user as the due index hands them over, due since 'epoch'.
+private func user(_ zone: String?, signedUp: String) -> DueUser {
+    DueUser(user: UserInTime(user: UserRow(id: UUID(), timezone: zone, locale: "en", createdAt: instant(signedUp)),
+                             calendar: try! LocalCalendar(identifier: zone)),
+            dueAt: Date(timeIntervalSince1970: 0))
 }
 
 private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> GenerateDailyGoalsJob.Change? {
@@ -191,6 +193,8 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
         #expect(change(before)?.daily.map(\.date).max() == day("2026-03-28"))
         let after = try goalsJob.decide(for: paris, facts: nil, run: runContext("generate-daily-goals", now: "2026-03-28T23:00:00Z"))
         #expect(change(after)?.daily.map(\.date).max() == day("2026-03-29"))
+        // Each decision leaves the user due at their next midnight: Paris's, in summer time.
+        #expect(change(after)?.nextDue == instant("2026-03-29T22:00:00Z"))
         // 2026-10-25 has 25 hours: it ends at 23:00Z, not 22:00Z.
         let late = try goalsJob.decide(for: paris, facts: nil, run: runContext("generate-daily-goals", now: "2026-10-25T22:30:00Z"))
         #expect(change(late)?.daily.map(\.date).max() == day("2026-10-25"))
@@ -224,9 +228,11 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
             facts.weekly[write.weekStart, default: [:]][write.goal.rawValue] = .init(
                 target: write.target, actual: write.actual, breakdown: write.breakdown, completed: write.completed, circleID: write.circleID)
         }
-        guard case .nothingDue = try goalsJob.decide(for: utc, facts: facts, run: run) else {
+        guard case .later(let waiting, _) = try goalsJob.decide(for: utc, facts: facts, run: run) else {
             Issue.record("a second decision over its own writes should change nothing"); return
         }
+        #expect(waiting.change.daily.isEmpty && waiting.change.weekly.isEmpty)
+        #expect(waiting.change.nextDue == instant("2026-03-19T00:00:00Z"))
         // Joining a steps circle mid-week recalculates that week's steps target.
         let circle = stepsCircle(goal: 80_000, joined: "2026-03-18")
         facts.memberships = [circle]

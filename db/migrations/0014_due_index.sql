@@ -1,8 +1,8 @@
--- Nudge 0014: validate-streaks, weekly-digest and push-trigger read only what is due, through
--- the due index of 0013 (`job_due`): each user's next instant for each job, which the job moves
--- in its batch's write and these triggers make due at once when what the job's rule depends on
--- changes. A run reads the users whose instant has come; a weekly sweep (`--sweep`) reads
--- everyone and proves the index right.
+-- Nudge 0014: validate-streaks, weekly-digest, push-trigger and generate-daily-goals read only
+-- what is due, through the due index of 0013 (`job_due`): each user's next instant for each
+-- job, which the job moves in its batch's write and these triggers make due at once when what
+-- the job's rule depends on changes. A run reads the users whose instant has come; a weekly
+-- sweep (`--sweep`) reads everyone and proves the index right.
 
 -- What places a user in time for the three jobs: their sign-up and their time zone. A new user
 -- is due at once (each job then sets the instant of their first moment).
@@ -11,6 +11,7 @@ begin
     perform nudge_due_now('validate-streaks', new.id);
     perform nudge_due_now('weekly-digest', new.id);
     perform nudge_due_now('push-trigger', new.id);
+    perform nudge_due_now('generate-daily-goals', new.id);
     return null;
 end
 $$;
@@ -65,11 +66,54 @@ create trigger context_profiles_push_trigger_due after update of notification_pr
     for each row when (old.notification_preferences is distinct from new.notification_preferences)
     execute function nudge_push_trigger_due();
 
--- Every user there is now, due at once for the three jobs: the first run of each decides them
+-- generate-daily-goals closes each day at the user's midnight from what is tracked by then. A
+-- tracking row written or changed for a day that has ended in the user's zone (late steps, a
+-- weight logged the morning after) makes the user due at once, and the day is closed again; a
+-- change to today's row needs nothing: today closes at the user's next midnight, their instant
+-- already. (A zone PostgreSQL cannot read: due at once, and the job says why.) Joining or leaving
+-- a circle changes the week's goals.
+create function nudge_goals_tracking_due() returns trigger language plpgsql as $$
+declare
+    zone text;
+    ended timestamptz;
+begin
+    select timezone into zone from users where id = new.user_id;
+    begin
+        ended := (new.date + 1)::timestamp at time zone coalesce(zone, 'UTC');
+    exception when others then
+        ended := 'epoch';
+    end;
+    if ended <= now() then
+        perform nudge_due_now('generate-daily-goals', new.user_id);
+    end if;
+    return null;
+end
+$$;
+create trigger daily_tracking_goals_due_new after insert on daily_tracking
+    for each row execute function nudge_goals_tracking_due();
+create trigger daily_tracking_goals_due after update of date, steps, weight, mood, energy on daily_tracking
+    for each row when ((old.date, old.steps, old.weight, old.mood, old.energy)
+                       is distinct from (new.date, new.steps, new.weight, new.mood, new.energy))
+    execute function nudge_goals_tracking_due();
+create function nudge_goals_membership_due() returns trigger language plpgsql as $$
+begin
+    perform nudge_due_now('generate-daily-goals', new.user_id);
+    return null;
+end
+$$;
+create trigger fitcircle_members_goals_due_new after insert on fitcircle_members
+    for each row execute function nudge_goals_membership_due();
+create trigger fitcircle_members_goals_due after update of left_at, starting_weight, target_weight on fitcircle_members
+    for each row when ((old.left_at, old.starting_weight, old.target_weight)
+                       is distinct from (new.left_at, new.starting_weight, new.target_weight))
+    execute function nudge_goals_membership_due();
+
+-- Every user there is now, due at once for the four jobs: the first run of each decides them
 -- as the jobs always have and sets their next instant.
 -- nudge:backfill users 10000
 insert into job_due (job, user_id, due_at)
 select j.job, u.id, 'epoch'
-  from users u cross join (values ('validate-streaks'), ('weekly-digest'), ('push-trigger')) as j(job)
+  from users u
+ cross join (values ('validate-streaks'), ('weekly-digest'), ('push-trigger'), ('generate-daily-goals')) as j(job)
  where u.id > {{after}} and u.id <= {{through}}
 on conflict (job, user_id) do nothing;

@@ -334,7 +334,8 @@ public struct JobRunner<J: Job>: Sendable {
             }
         }
 
-        // A sweep: the items the due index did not have due, whose decision nonetheless did something.
+        // A sweep: the items the due index did not have due (those whose decision nonetheless did
+        // something, more than move their next instant, are what the index missed).
         let notDueByIndex = options.sweep ? Set(placed.filter { !source.wasDue($0.item, at: context.now) }.map(\.id)) : []
 
         var undone: Set<UUID> = []
@@ -449,7 +450,7 @@ public struct JobRunner<J: Job>: Sendable {
         totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
-            if notDueByIndex.contains(change.itemID) && !(change.work.isEmpty && change.notifications.isEmpty) {
+            if notDueByIndex.contains(change.itemID) {
                 var userLogger = logger
                 userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
                 userLogger.error("the due index did not have this user due; the sweep did their work")

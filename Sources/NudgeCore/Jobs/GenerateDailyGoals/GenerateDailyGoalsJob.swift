@@ -10,11 +10,30 @@ import PostgresNIO
 /// The decision compares what the rules give with the rows there are and writes only the
 /// difference: a goal that exists keeps its target (unless a circle joined or left mid-week
 /// changes a weekly one), so a rerun or an overlapping backfill changes nothing.
+///
+/// It reads only the users whose local midnight has come or whose inputs changed (`DueSource`):
+/// the batch's write moves each one's instant to their next midnight, and triggers make a user
+/// due at once when a day that has ended in their zone is tracked late, when they join or leave
+/// a circle, or when their time zone or sign-up changes. A backfill reads every user.
 public struct GenerateDailyGoalsJob: Job {
+    public typealias Source = DueSource
+
     public let definition: JobDefinition
 
     public init(definition: JobDefinition) {
         self.definition = definition
+    }
+
+    public var source: DueSource { DueSource(job: definition.name, backfillReadsEveryone: true) }
+
+    var dayStart: LocalTime { definition.localTime ?? LocalTime(hour: 0, minute: 0)! }
+
+    /// When the user is next due after a decision at `run.now`: when their next local day begins.
+    /// A backfill leaves the instant as it was read.
+    func nextDue(for due: DueUser, run: RunContext) -> Date {
+        if run.window != nil { return due.dueAt }
+        let calendar = due.user.calendar
+        return calendar.instant(of: calendar.latestDay(reaching: dayStart, atOrBefore: run.now).adding(days: 1), at: dayStart)
     }
 
     public struct StoredDailyGoal: Sendable, Equatable {
@@ -63,6 +82,9 @@ public struct GenerateDailyGoalsJob: Job {
     public struct Change: Sendable, Equatable {
         public let daily: [DailyGoalWrite]
         public let weekly: [WeeklyGoalWrite]
+        /// The user's instant in the due index as read, and the next one.
+        public let dueAt: Date
+        public let nextDue: Date
     }
 
     // MARK: Which days
@@ -85,7 +107,7 @@ public struct GenerateDailyGoalsJob: Job {
     /// window's days up to today; never before sign-up. Nil when there are none.
     func days(for user: UserInTime, run: RunContext) -> Days? {
         let calendar = user.calendar
-        let today = calendar.latestDay(reaching: definition.localTime ?? LocalTime(hour: 0, minute: 0)!, atOrBefore: run.now)
+        let today = calendar.latestDay(reaching: dayStart, atOrBefore: run.now)
         let signup = calendar.localDate(at: user.user.createdAt)
         var first = today.adding(days: -1)
         var last = today
@@ -103,10 +125,10 @@ public struct GenerateDailyGoalsJob: Job {
     /// Tracking, daily goals, weekly goals, memberships.
     public var readStatements: Int { 4 }
 
-    public func loadFacts(for users: [UserInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
+    public func loadFacts(for due: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         var ranges: [(id: UUID, days: Days)] = []
         var calendars: [UUID: LocalCalendar] = [:]
-        for user in users {
+        for user in due.filter({ $0.problem == nil }).map(\.user) {
             guard let days = days(for: user, run: run) else { continue }
             ranges.append((user.user.id, days))
             calendars[user.user.id] = user.calendar
@@ -147,9 +169,17 @@ public struct GenerateDailyGoalsJob: Job {
         return facts
     }
 
-    public func decide(for user: UserInTime, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+    public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
+        if let problem = due.problem { throw NudgeError(.configuration, problem) }
+        let user = due.user
+        let next = nextDue(for: due, run: run)
+        /// Nothing to write: the user waits for their next midnight.
+        func waiting(_ why: String) -> Decision<Change> {
+            .later(PlannedChange(itemID: user.user.id, change: Change(daily: [], weekly: [], dueAt: due.dueAt, nextDue: next),
+                                 work: [], notifications: [], tally: [:]), why)
+        }
         guard let days = days(for: user, run: run) else {
-            return .nothingDue("no local day in scope since sign-up")
+            return waiting("no local day in scope since sign-up")
         }
         let facts = facts ?? Facts()
         var daily: [DailyGoalWrite] = []
@@ -221,14 +251,15 @@ public struct GenerateDailyGoalsJob: Job {
         }
 
         guard !daily.isEmpty || !weekly.isEmpty else {
-            return .nothingDue("goals of \(days.handled.lowerBound)...\(days.handled.upperBound) are up to date")
+            return waiting("goals of \(days.handled.lowerBound)...\(days.handled.upperBound) are up to date")
         }
-        return .act(PlannedChange(itemID: user.user.id, change: Change(daily: daily, weekly: weekly),
+        return .act(PlannedChange(itemID: user.user.id, change: Change(daily: daily, weekly: weekly, dueAt: due.dueAt, nextDue: next),
                                   work: work, notifications: [], tally: tally))
     }
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = BatchWrites()
+        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
+                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let daily = changes.flatMap { change in change.change.daily.map { (change.itemID, $0) } }
         let newDaily = daily.filter(\.1.isNew), closedDaily = daily.filter { !$0.1.isNew }
         if !newDaily.isEmpty {
