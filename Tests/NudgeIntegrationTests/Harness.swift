@@ -75,6 +75,13 @@ struct TestDatabase: Sendable {
         return try TestDatabase(named: name)
     }
 
+    /// A copy of this database as it stands (no session may be connected to it meanwhile).
+    func clone() throws -> TestDatabase {
+        let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        try TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
+        return try TestDatabase(named: name)
+    }
+
     /// Runs SQL through psql and returns its unaligned output (`|` between columns).
     @discardableResult
     func psql(_ sql: String) throws -> String {

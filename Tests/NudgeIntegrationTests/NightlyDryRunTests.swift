@@ -26,14 +26,14 @@ import Testing
         #expect(night.status == 0, "\(night.stderr)")
         let (exitCode, jobs) = try report(night)
         #expect(exitCode == 0)
-        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "push-trigger",
-                                   "reminders", "validate-streaks", "weekly-digest"])
+        #expect(Set(jobs.keys) == ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "prune",
+                                   "push-trigger", "reminders", "validate-streaks", "weekly-digest"])
         for (name, job) in jobs {
             #expect(job["dry_run"] as? Bool == true, "\(name)")
             // dispatch meets the users with notifications due, leaderboard-refresh the running
-            // circles, preview-notifications the calls coming up; the others every user (reminders:
-            // every user is due once after a seed).
-            if !["dispatch", "leaderboard-refresh", "preview-notifications"].contains(name) { #expect((job["counts"] as? [String: Int])?["processed"] == 300, "\(name)") }
+            // circles, preview-notifications the calls coming up, prune chunks of old rows; the
+            // others every user (each is due once after a seed).
+            if !["dispatch", "leaderboard-refresh", "preview-notifications", "prune"].contains(name) { #expect((job["counts"] as? [String: Int])?["processed"] == 300, "\(name)") }
             #expect(job["status"] as? String == "succeeded", "\(name)")
         }
         // What would have changed is in the report; nothing changed.

@@ -30,6 +30,8 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     public let lanes: Int?
     /// For dispatch: how long after its time each type of notification is still worth sending.
     public let shelfLife: ShelfLife?
+    /// For prune: how many days each table it keeps bounded keeps its rows (`RetentionRule`).
+    public let retentionDays: [String: Int]?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
@@ -37,7 +39,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
                 pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, shelfLife: ShelfLife? = nil,
-                killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
+                retentionDays: [String: Int]? = nil, killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
         self.schedule = schedule
@@ -49,6 +51,7 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.concurrency = concurrency
         self.lanes = lanes
         self.shelfLife = shelfLife
+        self.retentionDays = retentionDays
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -84,6 +87,13 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         }
         if let lanes, !(1...64).contains(lanes) {
             throw fail("lanes must be between 1 and 64")
+        }
+        if let retentionDays {
+            do {
+                _ = try RetentionRule.configured(retentionDays)
+            } catch {
+                throw fail(error.message)
+            }
         }
         return self
     }

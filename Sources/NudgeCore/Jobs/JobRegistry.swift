@@ -16,8 +16,8 @@ public struct JobSetup: Sendable {
 
 /// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
 public enum JobRegistry {
-    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "push-trigger",
-                                             "reminders", "validate-streaks", "weekly-digest"]
+    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "prune",
+                                             "push-trigger", "reminders", "validate-streaks", "weekly-digest"]
 
     /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
     /// clients are shut down on every path out. A bad configuration (a missing API key) throws
@@ -32,6 +32,8 @@ public enum JobRegistry {
             return try await body(ValidateStreaksJob(definition: definition))
         case "leaderboard-refresh":
             return try await body(LeaderboardRefreshJob(definition: definition))
+        case "prune":
+            return try await body(try PruneJob(definition: definition))
         case "preview-notifications":
             return try await body(PreviewNotificationsJob(definition: definition))
         case "weekly-digest":

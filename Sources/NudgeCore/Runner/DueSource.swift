@@ -91,6 +91,8 @@ public struct DueSource: WorkSource {
         return user.dueAt
     }
 
+    public func scopeProblem(_ options: RunOptions) -> String? { nil }
+
     public func wasDue(_ item: DueUser, at instant: Date) -> Bool {
         item.indexed && item.dueAt <= instant
     }

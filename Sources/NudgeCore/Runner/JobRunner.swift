@@ -32,9 +32,7 @@ public struct JobRunner<J: Job>: Sendable {
 
     public func run() async throws -> RunSummary {
         let started = ContinuousClock.now
-        if options.sweep && !(source is DueSource) {
-            throw NudgeError(.usage, "\(name) does not read through the due index: --sweep is for the jobs that do")
-        }
+        if let problem = source.scopeProblem(options) { throw NudgeError(.usage, "\(name): \(problem)") }
         var jobLogger = database.logger
         jobLogger[metadataKey: LogKey.job] = "\(name)"
         if options.shard.count > 1 { jobLogger[metadataKey: LogKey.shard] = "\(options.shard)" }

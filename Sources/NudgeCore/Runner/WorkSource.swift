@@ -50,6 +50,10 @@ public protocol WorkSource: Sendable {
     /// draining run sleeps); nil when none is.
     func nextDue(after instant: Date, request: PageRequest, on connection: PostgresConnection) async throws -> Date?
 
+    /// Why the source cannot serve a run asked for with `options` (a sweep of a source without a
+    /// due index, a shard of whole tables), or nil; the run refuses before it starts (exit 64).
+    func scopeProblem(_ options: RunOptions) -> String?
+
     /// Whether `item` was due when `instant` came, by the source's own index: false for one a
     /// sweep (`--sweep`) read although the index did not have it due. Always true for a source
     /// without an index of due instants.
@@ -78,6 +82,10 @@ extension WorkSource {
     public func pagedAt(_ item: Paged<Item>) -> Date? { nil }
 
     public func wasDue(_ item: Item, at instant: Date) -> Bool { true }
+
+    public func scopeProblem(_ options: RunOptions) -> String? {
+        options.sweep ? "--sweep is for the jobs that read through the due index" : nil
+    }
 }
 
 /// One item of a page, or why it cannot be worked on.
