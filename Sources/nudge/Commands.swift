@@ -290,6 +290,46 @@ struct Systemd: AsyncParsableCommand {
     }
 }
 
+struct Kubernetes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a Kubernetes CronJob manifest per job (deploy/kubernetes/ holds them for the standard image).")
+
+    @Option(help: "The folder to write the manifests into (made if missing).")
+    var output: String
+
+    @Option(help: "The container image: /opt/nudge as scripts/install lays it out.")
+    var image: String = KubernetesSetup.standard.image
+
+    @Option(help: "The namespace to put the CronJobs in (none: the one kubectl is given).")
+    var namespace: String?
+
+    func validate() throws {
+        guard !image.isEmpty, !image.contains(where: { $0.isWhitespace || "\"'`$".contains($0) }) else {
+            throw ValidationError("--image must be an image reference, without spaces or quotes")
+        }
+        if let namespace, namespace.isEmpty || namespace.count > 63
+            || !namespace.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) {
+            throw ValidationError("--namespace must be a Kubernetes name: lower-case letters, digits and '-', at most 63")
+        }
+    }
+
+    func run() async throws {
+        let folder = URL(fileURLWithPath: output, isDirectory: true)
+        try await reportingFailures {
+            let manifests = try Bootstrap.make().catalog.kubernetesManifests(KubernetesSetup(image: image, namespace: namespace))
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                for manifest in manifests {
+                    try Data(manifest.text.utf8).write(to: folder.appendingPathComponent(manifest.name), options: .atomic)
+                }
+            } catch {
+                throw NudgeError(.configuration, "cannot write the manifests into \(folder.path): \((error as NSError).localizedDescription)")
+            }
+            for manifest in manifests { print(folder.appendingPathComponent(manifest.name).path) }
+        }
+    }
+}
+
 /// Left-aligned columns.
 func table(_ rows: [[String]]) -> String {
     guard let header = rows.first else { return "" }

@@ -194,7 +194,10 @@ import Testing
         #expect(try CronSchedule("*/15 6-8 * * *").onCalendar == "*-*-* 06,07,08:00,15,30,45:00 UTC")
         #expect(try CronSchedule("* * * * *").onCalendar == "*-*-* *:*:00 UTC")
         #expect(try CronSchedule("0-30/10 */12 * * *").minutes == [0, 10, 20, 30])
-        for bad in ["* * * *", "61 * * * *", "0 * * * 1", "5-1 * * * *", "*/0 * * * *", "a * * * *"] {
+        // The weekly sweeps: on weekdays, Sunday as 0 or 7.
+        #expect(try CronSchedule("35 3 * * 3").onCalendar == "Wed *-*-* 03:35:00 UTC")
+        #expect(try CronSchedule("0 4 * * 7,1").weekdays == [0, 1])
+        for bad in ["* * * *", "61 * * * *", "0 * 1 * *", "0 * * 2 *", "0 * * * 8", "5-1 * * * *", "*/0 * * * *", "a * * * *"] {
             #expect(throws: NudgeError.self, "\(bad)") { try CronSchedule(bad) }
         }
     }

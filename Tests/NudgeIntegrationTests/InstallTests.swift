@@ -77,10 +77,14 @@ private struct Installation {
         defer { installed.remove() }
         let units = installed.home.appendingPathComponent("systemd")
         for timer in try FileManager.default.contentsOfDirectory(atPath: units.path) where timer.hasSuffix(".timer") {
-            let job = String(timer.dropFirst("nudge-".count).dropLast(".timer".count))
+            var job = String(timer.dropFirst("nudge-".count).dropLast(".timer".count))
+            // A job's weekly sweep has its own timer and service template.
+            let sweep = job.hasSuffix("-sweep")
+            if sweep { job = String(job.dropLast("-sweep".count)) }
+            let template = sweep ? "nudge-sweep@" : "nudge@"
             // The template's instance for this job, as systemd would load it.
-            let instance = units.appendingPathComponent("nudge@\(job).service")
-            try FileManager.default.copyItem(at: units.appendingPathComponent("nudge@.service"), to: instance)
+            let instance = units.appendingPathComponent("\(template)\(job).service")
+            try FileManager.default.copyItem(at: units.appendingPathComponent("\(template).service"), to: instance)
             let verify = try runProcess(analyze, ["verify", "--man=no", units.appendingPathComponent(timer).path, instance.path])
             let complaints = (verify.stdout + verify.stderr).split(separator: "\n")
                 .filter { !$0.contains("User=nudge") && !$0.contains("Group=nudge") && !$0.contains("System has not been booted") }
@@ -98,8 +102,14 @@ private struct Installation {
                 return Int(clock.prefix(2))! * 60 + Int(clock.dropFirst(3).prefix(2))!
             }
             let definition = try String(contentsOf: packageRoot.appendingPathComponent("jobs/\(job).json"), encoding: .utf8)
-            let schedule = try #require(definition.range(of: #""schedule": "([^"]+)""#, options: .regularExpression))
-            let cron = definition[schedule].dropFirst(#""schedule": ""#.count).dropLast()
+            let key = sweep ? "sweepSchedule" : "schedule"
+            let schedule = try #require(definition.range(of: #"""# + key + #"": "([^"]+)""#, options: .regularExpression))
+            let cron = definition[schedule].dropFirst(key.count + 5).dropLast()
+            if sweep {
+                // A sweep starts once a week, on the cron line's weekday (here: every one of them a Wednesday).
+                #expect(cron.split(separator: " ")[4] == "3", "\(job)")
+                #expect(elapses.stdout.split(separator: "\n").allSatisfy { $0.contains("Wed") || !$0.contains("UTC") }, "\(elapses.stdout)")
+            }
             let minuteField = cron.split(separator: " ")[0]
             let cronMinutes = minuteField == "*" ? Array(0..<60)
                 : minuteField.hasPrefix("*/") ? Array(stride(from: 0, to: 60, by: Int(minuteField.dropFirst(2))!))

@@ -16,11 +16,63 @@ import Testing
         #expect(result.status == 0, "kubernetes-validate: \(result.stdout)\(result.stderr) (scripts/test installs it from PyPI)")
     }
 
+    /// deploy/kubernetes/ is what `nudge kubernetes` writes: a manifest per job, its sweep beside
+    /// it, every pod locked down (non-root, read-only root filesystem, no privilege escalation, no
+    /// capabilities), with resources, and the exit-code mapping.
+    @Test func everyJobHasItsGeneratedLockedDownCronJob() throws {
+        let folder = packageRoot.appendingPathComponent("deploy/kubernetes")
+        let committed = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".yaml") })
+        let generated = try JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).kubernetesManifests()
+        #expect(committed == Set(generated.map(\.name)), "run `nudge kubernetes --output deploy/kubernetes`")
+        #expect(Set(generated.map(\.name)) == Set(JobRegistry.names.map { "\($0).yaml" }))
+        for manifest in generated {
+            let path = folder.appendingPathComponent(manifest.name).path
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == manifest.text, "\(manifest.name) differs from `nudge kubernetes`")
+        }
+        let script = """
+            import json, sys, yaml
+            out = []
+            for path in sys.argv[1:]:
+                for doc in yaml.safe_load_all(open(path)):
+                    job = doc['spec']['jobTemplate']['spec']
+                    pod = job['template']['spec']
+                    container = pod['containers'][0]
+                    out.append({'name': doc['metadata']['name'], 'args': container['args'],
+                                'completions': job['completions'], 'pod': pod['securityContext'],
+                                'container': container['securityContext'], 'resources': container['resources'],
+                                'rules': job['podFailurePolicy']['rules']})
+            print(json.dumps(out))
+            """
+        let paths = committed.sorted().map { folder.appendingPathComponent($0).path }
+        let result = try runProcess("/usr/bin/env", ["python3", "-c", script] + paths)
+        let cronJobs = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], "\(result.stderr)")
+        #expect(cronJobs.count == 14)   // nine jobs, and the sweeps of the five that read through the due index
+        for cronJob in cronJobs {
+            let name = cronJob["name"] as? String ?? "?"
+            let pod = cronJob["pod"] as? [String: Any] ?? [:], container = cronJob["container"] as? [String: Any] ?? [:]
+            #expect(pod["runAsNonRoot"] as? Bool == true && (pod["runAsUser"] as? Int ?? 0) > 0, "\(name)")
+            #expect(container["readOnlyRootFilesystem"] as? Bool == true, "\(name)")
+            #expect(container["allowPrivilegeEscalation"] as? Bool == false, "\(name)")
+            #expect((container["capabilities"] as? [String: [String]])?["drop"] == ["ALL"], "\(name)")
+            let resources = cronJob["resources"] as? [String: [String: String]] ?? [:]
+            #expect(resources["requests"]?["memory"] != nil && resources["limits"]?["memory"] != nil, "\(name)")
+            let args = cronJob["args"] as? [String] ?? []
+            #expect(args.suffix(2) == ["--exit-zero-on", "3,75"], "\(name)")
+            #expect(args.contains("--sweep") == name.hasSuffix("-sweep"), "\(name)")
+            let completions = cronJob["completions"] as? Int ?? 0
+            #expect(args.contains("$(SHARD_INDEX)/\(completions)") == (completions > 1), "\(name)")
+            let rules = cronJob["rules"] as? [[String: Any]] ?? []
+            #expect(rules.contains { $0["action"] as? String == "FailJob" }, "\(name)")
+        }
+        // prune runs over whole tables: one pod, no shard.
+        #expect(cronJobs.first { $0["name"] as? String == "nudge-prune" }?["completions"] as? Int == 1)
+    }
+
     /// The pod's command, as Kubernetes runs it: `$(SHARD_INDEX)` expanded, the image's binary.
     private func podCommand(index: Int) throws -> [String] {
         let script = """
             import json, sys, yaml
-            job = yaml.safe_load(open(sys.argv[1]))['spec']['jobTemplate']['spec']
+            job = next(yaml.safe_load_all(open(sys.argv[1])))['spec']['jobTemplate']['spec']
             container = job['template']['spec']['containers'][0]
             print(json.dumps({'command': container['command'] + container.get('args', []), 'policy': job.get('podFailurePolicy', {})}))
             """

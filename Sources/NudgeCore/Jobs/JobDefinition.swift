@@ -32,6 +32,12 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     public let shelfLife: ShelfLife?
     /// For prune: how many days each table it keeps bounded keeps its rows (`RetentionRule`).
     public let retentionDays: [String: Int]?
+    /// For a job that reads through the due index: when its weekly sweep (`--sweep`) runs, in
+    /// crontab syntax (off-peak).
+    public let sweepSchedule: String?
+    /// How many shards its Kubernetes CronJob runs at once (`--shard i/N`); 1 when absent. The
+    /// README's table says why each job has the number it has.
+    public let shards: Int?
     public let killSwitch: String
     /// Whether the job runs when its kill-switch variable is unset (push-trigger ships off).
     public let enabledByDefault: Bool
@@ -39,7 +45,8 @@ public struct JobDefinition: Codable, Sendable, Equatable {
 
     public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
                 pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, shelfLife: ShelfLife? = nil,
-                retentionDays: [String: Int]? = nil, killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
+                retentionDays: [String: Int]? = nil, sweepSchedule: String? = nil, shards: Int? = nil,
+                killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
         self.name = name
         self.summary = summary
         self.schedule = schedule
@@ -52,6 +59,8 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         self.lanes = lanes
         self.shelfLife = shelfLife
         self.retentionDays = retentionDays
+        self.sweepSchedule = sweepSchedule
+        self.shards = shards
         self.killSwitch = killSwitch
         self.enabledByDefault = enabledByDefault
         self.batchSize = batchSize
@@ -62,9 +71,11 @@ public struct JobDefinition: Codable, Sendable, Equatable {
         guard file == name + ".json" else { throw fail("the file must be named after the job, \(name).json") }
         do {
             _ = try CronSchedule(schedule)
+            if let sweepSchedule { _ = try CronSchedule(sweepSchedule) }
         } catch {
             throw fail(error.message)
         }
+        if let shards, !(1...4_096).contains(shards) { throw fail("shards must be between 1 and 4096") }
         guard killSwitch == Environment.killSwitchName(forJob: name) else {
             throw fail("killSwitch must be \(Environment.killSwitchName(forJob: name))")
         }

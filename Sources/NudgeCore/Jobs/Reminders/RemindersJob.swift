@@ -235,11 +235,16 @@ public struct RemindersJob: Job {
         plan.welcome()
         plan.challengeMilestones()
         tally.merge(plan.tally, uniquingKeysWith: +)
-        if plan.work.isEmpty && plan.notifications.isEmpty { tally["rescheduled", default: 0] += 1 }
-        return .act(PlannedChange(
+        let change = PlannedChange(
             itemID: user.user.id,
             change: Change(expectedDue: due.dueAt, nextDue: plan.nextDue, milestones: plan.milestones),
-            work: plan.work, notifications: plan.notifications, tally: tally))
+            work: plan.work, notifications: plan.notifications, tally: tally)
+        // Read with nothing to decide (a change made the user due, their moment is later): only
+        // their next instant moves, and the run counts them as nothing due.
+        if plan.work.isEmpty && plan.notifications.isEmpty && plan.milestones.isEmpty {
+            return .later(change, "nothing to decide before \(JobRunner<Self>.timestamp(plan.nextDue))")
+        }
+        return .act(change)
     }
 
     // MARK: Writing
