@@ -199,8 +199,15 @@ struct PausingAfterFirstBatch: Job {
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
         #expect(try database.value("select status from job_runs order by id limit 1") == "interrupted")
-        // The resumed run did only the users after the checkpoint: no user twice, none lost.
-        #expect(try database.count("select processed from job_runs order by id desc limit 1") == 600 - interrupted)
+        // The resumed run did only the users still due: no user twice (each user-day has one work
+        // mark, as in the reference), none lost. A killed run's counts lag its batches by up to a
+        // second (its progress is written once a second); a stopped one records them exactly.
+        let resumedCount = try database.count("select processed from job_runs order by id desc limit 1")
+        if signal == SIGTERM {
+            #expect(resumedCount == 600 - interrupted)
+        } else {
+            #expect(resumedCount <= 600 - interrupted && resumedCount > 0)
+        }
         #expect(try database.streakState() == reference.streakState())
     }
 }

@@ -47,6 +47,15 @@ public protocol Job: Sendable {
     /// Whether `complete` calls an outside service; the runner calls it only then.
     var completesOutside: Bool { get }
 
+    /// Whether the job's batches may commit without waiting for the disk (`synchronous_commit =
+    /// off`): true for a job whose writes follow no outside call. Losing its last second of
+    /// commits in a crash loses nothing: every state it writes is compare-and-set (a user's
+    /// instant, `settled_through`, a goal that exists, a work mark), so the batches lost are
+    /// decided again by the next run, their outbox rows with them, before dispatch ever saw
+    /// them. A job whose write records what a provider or the LLM already did (dispatch,
+    /// push-trigger) waits for the disk.
+    var commitsAsynchronously: Bool { get }
+
     /// How many statements `afterBatch` or `tend` sends one after the other at most.
     var bookkeepingStatements: Int { get }
 
@@ -100,6 +109,8 @@ extension Job {
     public var readStatements: Int { 1 }
 
     public var completesOutside: Bool { false }
+
+    public var commitsAsynchronously: Bool { !completesOutside }
 
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
         change

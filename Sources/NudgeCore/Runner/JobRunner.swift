@@ -58,7 +58,13 @@ public struct JobRunner<J: Job>: Sendable {
                 throw held
             }
             do {
+                // A job whose writes follow no outside call commits its batches without waiting
+                // for the disk (`Job.commitsAsynchronously`); the pooled connection gets its
+                // setting back after the run.
+                let asynchronous = job.commitsAsynchronously && !options.dryRun
+                if asynchronous { try await db({ try await connection.query("set synchronous_commit = off", logger: logger) }) }
                 let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: db)
+                if asynchronous { _ = try? await db({ try await connection.query("reset synchronous_commit", logger: logger) }) }
                 do {
                     try await db({ try await locks.release(on: connection, logger: logger) })
                 } catch {
@@ -521,7 +527,7 @@ public struct JobRunner<J: Job>: Sendable {
         counts.failed += failures.count
         // A queue's lanes write the run's progress a few times a second between them, not each batch.
         return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped,
-                                  progress: !source.isQueue || totals.progressDue())
+                                  progress: totals.progressDue())
     }
 
     /// What the outside step made of a batch's changes.
@@ -884,11 +890,12 @@ struct BoundedConnection: Sendable {
 final class RunTotals: Sendable {
     private let state = Mutex((counts: RunCounts(), pages: Int64(0), lastProgress: ContinuousClock.now))
 
-    /// Whether the run's row is due its progress (counts, heartbeat): every half second at most,
-    /// whichever lane asks first.
+    /// Whether the run's row is due its progress (counts, heartbeat, checkpoint): once a second at
+    /// most, whichever lane asks first. A checkpoint that lags behind the batches written costs a
+    /// resumed run a second's batches read again, which their state makes do nothing twice.
     func progressDue() -> Bool {
         state.withLock { state in
-            guard ContinuousClock.now - state.lastProgress >= .milliseconds(500) else { return false }
+            guard ContinuousClock.now - state.lastProgress >= .seconds(1) else { return false }
             state.lastProgress = .now
             return true
         }
