@@ -124,7 +124,7 @@ public struct JobRunner<J: Job>: Sendable {
             if isQueue && options.lanes > 1 && !options.dryRun {
                 (status, errorMessage, state) = try await runLanes(context: context, loop: loop, first: db)
             } else {
-                (status, errorMessage) = try await batchLoop(state: &state, context: context, loop: loop, on: db)
+                (status, errorMessage) = try await batchLoopReadingAhead(state: &state, context: context, loop: loop, on: db)
             }
             state.counts = loop.totals.counts
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
@@ -179,10 +179,75 @@ public struct JobRunner<J: Job>: Sendable {
         let totals: RunTotals
     }
 
+    /// A page read, with its place in the run and, when it was read ahead, its facts.
+    private struct ReadPage: Sendable {
+        let page: [Paged<J.Source.Item>]
+        let request: PageRequest
+        let claimedAt: ContinuousClock.Instant
+        var facts: BatchFacts?
+    }
+
+    /// What a batch read about its items: those it can work on, those that failed to read, and
+    /// the job's facts about the former.
+    struct BatchFacts: Sendable {
+        var placed: [(id: UUID, item: J.Source.Item)]
+        var failures: [(UUID, String)]
+        var facts: [UUID: J.Facts]
+    }
+
+    /// The batch loop of a keyset job whose batches make no outside call, on two connections:
+    /// while a batch decides and writes on the run's, the next page and its facts are read on a
+    /// second one from the pool, so that a batch costs about its write alone. (The next page
+    /// starts after this one's last item, whatever this batch writes: its items are other users,
+    /// whose facts no batch of this run writes.) Only for the jobs that read users through the due
+    /// index: a circle's facts include what its members were told in other circles. Any other
+    /// job: the plain loop.
+    private func batchLoopReadingAhead(state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
+                                       on db: BoundedConnection) async throws -> (RunStatus, String?) {
+        guard source is DueSource, !job.completesOutside else {
+            return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
+        }
+        let start = state
+        let (end, after) = try await database.withConnection { connection in
+            var local = start
+            let end = try await batchLoop(state: &local, context: context, loop: loop, on: db,
+                                          second: BoundedConnection(connection: connection, database: database))
+            return (end, local)
+        }
+        state = after
+        return end
+    }
+
+    /// Reads a page and, when it has items, their facts: what the loop reads ahead.
+    private func readAhead(_ request: PageRequest, calendars: CalendarCache, context: RunContext,
+                           on db: BoundedConnection) async throws -> ReadPage {
+        let claimedAt = ContinuousClock.now
+        let page = try await readPage(request, calendars: calendars, logger: context.logger, on: db)
+        var read = ReadPage(page: page, request: request, claimedAt: claimedAt)
+        if !page.isEmpty { read.facts = try await readBatch(page, context: context, on: db) }
+        return read
+    }
+
     /// Pages and batches until the items (or the queue's passes) end, the job is paused, a
-    /// signal comes or the job stops itself: how the loop ended, and why.
+    /// signal comes or the job stops itself: how the loop ended, and why. With a `second`
+    /// connection, each batch's next page and facts are read on it while the batch writes.
     private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
-                           on db: BoundedConnection) async throws -> (RunStatus, String?) {
+                           on db: BoundedConnection, second: BoundedConnection? = nil) async throws -> (RunStatus, String?) {
+        var ahead: Task<ReadPage, any Error>?
+        do {
+            let end = try await batchLoop(state: &state, context: initial, loop: loop, on: db, second: second, ahead: &ahead)
+            // A page read ahead of a loop that ended (a pause, a stop, a signal) is dropped unused.
+            _ = try? await ahead?.value
+            return end
+        } catch {
+            _ = try? await ahead?.value
+            throw error
+        }
+    }
+
+    private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
+                           on db: BoundedConnection, second: BoundedConnection?,
+                           ahead: inout Task<ReadPage, any Error>?) async throws -> (RunStatus, String?) {
         let connection = db.connection, logger = loop.logger
         var context = initial
         while true {
@@ -190,13 +255,22 @@ public struct JobRunner<J: Job>: Sendable {
                 logger.notice("stopping on a signal after the last batch")
                 return (.interrupted, "stopped by a signal; \(options.resumeHint)")
             }
-            // A cron run decides each batch at the time it really is; a run at --now at that instant.
-            context.now = max(context.now, options.clock.now())
-            let pageID = loop.totals.nextPage()
-            let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
-                                      now: context.now, logger: logger)
-            let claimedAt = ContinuousClock.now
-            let page = try await readPage(request, calendars: state.calendars, logger: logger, on: db)
+            let read: ReadPage
+            if let task = ahead {
+                ahead = nil
+                read = try await task.value
+                context.now = read.request.now
+            } else {
+                // A cron run decides each batch at the time it really is; a run at --now at that instant.
+                context.now = max(context.now, options.clock.now())
+                let pageID = loop.totals.nextPage()
+                let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
+                                          now: context.now, logger: logger)
+                let claimedAt = ContinuousClock.now
+                read = ReadPage(page: try await readPage(request, calendars: state.calendars, logger: logger, on: db),
+                                request: request, claimedAt: claimedAt)
+            }
+            let page = read.page, request = read.request, claimedAt = read.claimedAt, pageID = request.pageID
             if page.isEmpty {
                 // An empty page: the end of the items, of this pass over a queue, or a pause.
                 if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
@@ -219,8 +293,26 @@ public struct JobRunner<J: Job>: Sendable {
             var batchContext = context
             batchContext.pageID = pageID
             batchContext.logger[metadataKey: LogKey.batch] = "\(pageID)"
-            try await runBatch(page, claimedAt: claimedAt, state: &state, context: batchContext, ledger: loop.ledger,
-                               totals: loop.totals, on: db)
+            let facts: BatchFacts
+            if let readAhead = read.facts {
+                facts = readAhead
+            } else {
+                facts = try await readBatch(page, context: batchContext, on: db)
+            }
+            if let second {
+                // The next page and its facts, on the second connection, while this batch decides and writes.
+                var next = context
+                next.now = max(context.now, options.clock.now())
+                let nextPageID = loop.totals.nextPage()
+                next.pageID = nextPageID
+                next.logger[metadataKey: LogKey.batch] = "\(nextPageID)"
+                let nextRequest = pageRequest(after: last, afterTime: lastTime, runID: loop.runID, pageID: nextPageID,
+                                              now: next.now, logger: logger)
+                let calendars = state.calendars, nextContext = next
+                ahead = Task { try await readAhead(nextRequest, calendars: calendars, context: nextContext, on: second) }
+            }
+            try await runBatch(page, facts: facts, claimedAt: claimedAt, state: &state, context: batchContext,
+                               ledger: loop.ledger, totals: loop.totals, on: db)
             observer.batchFinished(counts: loop.totals.counts)
             if let stop = state.stop {
                 logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
@@ -297,14 +389,9 @@ public struct JobRunner<J: Job>: Sendable {
 
     // MARK: One batch
 
-    private func runBatch(_ page: [Paged<J.Source.Item>], claimedAt: ContinuousClock.Instant, state: inout BatchLoopState,
-                          context: RunContext,
-                          ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
-        let logger = context.logger
+    /// The page's items placed or failed, and the job's facts about those placed.
+    private func readBatch(_ page: [Paged<J.Source.Item>], context: RunContext, on db: BoundedConnection) async throws -> BatchFacts {
         var failures: [(UUID, String)] = []
-        // Items the job skipped with a reason (a window passed, a rejected reply, a spent budget):
-        // counted as skipped, their reasons recorded with the failures'.
-        var skipped: [(UUID, String)] = []
         var placed: [(id: UUID, item: J.Source.Item)] = []
         for entry in page {
             switch entry {
@@ -314,6 +401,18 @@ public struct JobRunner<J: Job>: Sendable {
         }
         let facts = try await readFacts(for: &placed, failures: &failures, fullBatch: page.count == options.batchSize,
                                         context: context, on: db)
+        return BatchFacts(placed: placed, failures: failures, facts: facts)
+    }
+
+    private func runBatch(_ page: [Paged<J.Source.Item>], facts read: BatchFacts, claimedAt: ContinuousClock.Instant,
+                          state: inout BatchLoopState, context: RunContext,
+                          ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
+        let logger = context.logger
+        var failures = read.failures
+        // Items the job skipped with a reason (a window passed, a rejected reply, a spent budget):
+        // counted as skipped, their reasons recorded with the failures'.
+        var skipped: [(UUID, String)] = []
+        let placed = read.placed, facts = read.facts
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
         // The items with nothing due whose change only moves their next instant: written with
