@@ -194,6 +194,11 @@ import Testing
         #expect(try CronSchedule("*/15 6-8 * * *").onCalendar == "*-*-* 06,07,08:00,15,30,45:00 UTC")
         #expect(try CronSchedule("* * * * *").onCalendar == "*-*-* *:*:00 UTC")
         #expect(try CronSchedule("0-30/10 */12 * * *").minutes == [0, 10, 20, 30])
+        // A sweep that starts in a minute the job's own schedule starts it in would find the lock taken.
+        let clashing = JobDefinition(name: "validate-streaks", summary: "", schedule: "5,20,35,50 * * * *", localTime: nil,
+                                     sweepSchedule: "35 3 * * 3", killSwitch: "VALIDATE_STREAKS_ENABLED", enabledByDefault: true,
+                                     batchSize: 50)
+        #expect(throws: NudgeError.self) { try clashing.validated(file: "validate-streaks.json") }
         // The weekly sweeps: on weekdays, Sunday as 0 or 7.
         #expect(try CronSchedule("35 3 * * 3").onCalendar == "Wed *-*-* 03:35:00 UTC")
         #expect(try CronSchedule("0 4 * * 7,1").weekdays == [0, 1])

@@ -13,19 +13,24 @@ import Testing
         #expect(rules.last?.table == "job_runs")
     }
 
-    /// A chunk's id carries its table's place and its last age, in the order chunks are read, and
-    /// gives them back: a checkpoint says where a resumed run goes on.
+    /// A chunk's id carries its table's place and its last position, in the order chunks are
+    /// read, and gives them back: a checkpoint says where a resumed run goes on. A day's tiebreak
+    /// comes back with its last bytes all ones: the rows sharing its first 11 bytes count as read.
     @Test func chunkIdsRoundTripInReadingOrder() {
-        let ages: [Int64] = [0, 1, 20_000, 1_773_446_400_000_000, Int64(Int32.max)]
         for ordinal in [0, 3, 7] {
-            for age in ages {
-                let position = RetentionSource.position(of: RetentionSource.id(ordinal: ordinal, through: age))
-                #expect(position.ordinal == ordinal && position.through == age)
+            for age: Int64 in [0, 1, 20_000, 1_773_446_400_000_000, Int64(Int32.max) + 5] {
+                let position = RetentionSource.position(of: RetentionSource.id(ordinal: ordinal, through: .init(age: age, key: nil)),
+                                                        tiebreak: false)
+                #expect(position.ordinal == ordinal && position.through == .init(age: age, key: nil))
             }
         }
-        let first = RetentionSource.id(ordinal: 1, through: 1_773_446_400_000_000)
-        let later = RetentionSource.id(ordinal: 1, through: 1_773_446_400_000_001)
-        let next = RetentionSource.id(ordinal: 2, through: 0)
+        let key = UUID(uuidString: "0123abcd-4567-89ab-cdef-0123456789ab")!
+        let day = RetentionSource.position(of: RetentionSource.id(ordinal: 4, through: .init(age: 20_500, key: key)), tiebreak: true)
+        #expect(day.ordinal == 4 && day.through.age == 20_500)
+        #expect(day.through.key == UUID(uuidString: "0123abcd-4567-89ab-cdef-01ffffffffff"))
+        let first = RetentionSource.id(ordinal: 1, through: .init(age: 1_773_446_400_000_000, key: nil))
+        let later = RetentionSource.id(ordinal: 1, through: .init(age: 1_773_446_400_000_001, key: nil))
+        let next = RetentionSource.id(ordinal: 2, through: .init(age: 0, key: nil))
         #expect(first.uuidString < later.uuidString && later.uuidString < next.uuidString)
     }
 }

@@ -106,6 +106,12 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
                                              next_attempt_at, created_at)
             values ('old-sent', 'reminders', '\(user)', '2025-01-01', 'daily_checkin', '2025-01-01', 'sent', 'infinity', '2025-01-01'),
                    ('old-pending', 'reminders', '\(user)', '2025-01-01', 'daily_checkin', '2025-01-01', 'pending', null, '2025-01-01');
+            insert into fitcircles (id, name, challenge_type, starts_on, ends_on)
+            select md5('circle' || n)::uuid, 'Circle ' || n, 'steps', '2024-12-01', '2025-01-31' from generate_series(1, 400) n;
+            insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
+            select c.id, u.id, 'daily', '2025-01-01', 'steps', 1000, 1 from fitcircles c cross join users u;
+            insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
+            select c.id, u.id, 'weekly', '2024-12-30', 'steps', 7000, 1 from fitcircles c cross join users u;
             insert into job_runs (job, scope_key, clock, host, pid, started_at, ended_at, status)
             values ('validate-streaks', 'x', '2024-01-01', 'h', 1, '2024-01-01', '2024-01-01', 'succeeded'),
                    ('validate-streaks', 'x', '2024-01-01', 'h', 1, '2024-01-02', null, 'running'),
@@ -122,8 +128,12 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
         let real = try await prune(database, at: at("2026-03-20T03:40:00Z"))
         #expect(real.exitCode == 0, "\(real)")
         #expect(real.tally["pruned:notification_logs"] == 1800)
-        // 1800 rows in chunks of at most 500: four chunks, each its own batch.
-        #expect(try database.value("select processed from job_runs where job = 'prune' and not dry_run") == "6")
+        // 1,800 logs in chunks of at most 500: four chunks, each its own batch; the 1,200 daily
+        // entries of one day, three chunks (a day's rows are many: they are split by their id);
+        // the weekly entries stay.
+        #expect(real.tally["pruned:fitcircle_leaderboard_entries"] == 1200)
+        #expect(try database.value("select processed from job_runs where job = 'prune' and not dry_run") == "9")
+        #expect(try database.value("select string_agg(distinct period, ',') from fitcircle_leaderboard_entries") == "weekly")
         #expect(try database.value("select created_at::date from notification_logs") == "2026-03-15")
         #expect(try database.psql("select dedupe_key from notification_outbox order by 1") == "old-pending")
         #expect(try database.psql("""

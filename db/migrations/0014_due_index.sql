@@ -67,24 +67,38 @@ create trigger context_profiles_push_trigger_due after update of notification_pr
     execute function nudge_push_trigger_due();
 
 -- generate-daily-goals closes each day at the user's midnight from what is tracked by then. A
--- tracking row written or changed for a day that has ended in the user's zone (late steps, a
--- weight logged the morning after) makes the user due at once, and the day is closed again; a
--- change to today's row needs nothing: today closes at the user's next midnight, their instant
--- already. (A zone PostgreSQL cannot read: due at once, and the job says why.) Joining or leaving
--- a circle changes the week's goals.
-create function nudge_goals_tracking_due() returns trigger language plpgsql as $$
+-- tracking row written, changed or deleted for a day that has ended in the user's zone (late
+-- steps, a weight logged the morning after), or that ends within the quarter hour (a write that
+-- commits after the midnight run read the user), makes the user due at once, and the day is
+-- closed again; a change to today's row earlier in the day needs nothing: today closes at the
+-- user's next midnight, their instant already. (A zone PostgreSQL cannot read: due at once, and
+-- the job says why.) Joining or leaving a circle changes the week's goals.
+create function nudge_goals_day_due(p_user uuid, p_day date) returns void language plpgsql as $$
 declare
     zone text;
     ended timestamptz;
 begin
-    select timezone into zone from users where id = new.user_id;
+    select timezone into zone from users where id = p_user;
+    if not found then
+        return;   -- the user is being deleted
+    end if;
     begin
-        ended := (new.date + 1)::timestamp at time zone coalesce(zone, 'UTC');
+        ended := (p_day + 1)::timestamp at time zone coalesce(zone, 'UTC');
     exception when others then
         ended := 'epoch';
     end;
-    if ended <= now() then
-        perform nudge_due_now('generate-daily-goals', new.user_id);
+    if ended <= clock_timestamp() + interval '15 minutes' then
+        perform nudge_due_now('generate-daily-goals', p_user);
+    end if;
+end
+$$;
+create function nudge_goals_tracking_due() returns trigger language plpgsql as $$
+begin
+    if tg_op in ('UPDATE', 'DELETE') then
+        perform nudge_goals_day_due(old.user_id, old.date);
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') then
+        perform nudge_goals_day_due(new.user_id, new.date);
     end if;
     return null;
 end
@@ -95,6 +109,8 @@ create trigger daily_tracking_goals_due after update of date, steps, weight, moo
     for each row when ((old.date, old.steps, old.weight, old.mood, old.energy)
                        is distinct from (new.date, new.steps, new.weight, new.mood, new.energy))
     execute function nudge_goals_tracking_due();
+create trigger daily_tracking_goals_due_deleted after delete on daily_tracking
+    for each row execute function nudge_goals_tracking_due();
 create function nudge_goals_membership_due() returns trigger language plpgsql as $$
 begin
     perform nudge_due_now('generate-daily-goals', new.user_id);

@@ -6,7 +6,7 @@ create index idx_outbox_finished_created on notification_outbox (created_at)
 create index idx_notif_created on notification_logs (created_at);
 create index idx_push_log_sent on push_log (sent_at);
 create index idx_llm_calls_called on llm_calls (called_at);
-create index idx_boards_daily_start on leaderboard_boards (period_start) where period = 'daily';
-create index idx_leaderboard_daily_start on fitcircle_leaderboard_entries (period_start) where period = 'daily';
+create index idx_boards_daily_start on leaderboard_boards (period_start, fitcircle_id) where period = 'daily';
+create index idx_leaderboard_daily_start on fitcircle_leaderboard_entries (period_start, id) where period = 'daily';
 create index idx_job_work_done on job_work (done_at);
 create index idx_job_runs_started on job_runs (started_at);

@@ -69,9 +69,16 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     func validated(file: String) throws(NudgeError) -> JobDefinition {
         func fail(_ why: String) -> NudgeError { NudgeError(.configuration, "jobs/\(file): \(why)") }
         guard file == name + ".json" else { throw fail("the file must be named after the job, \(name).json") }
-        do {
-            _ = try CronSchedule(schedule)
-            if let sweepSchedule { _ = try CronSchedule(sweepSchedule) }
+        do throws(NudgeError) {
+            let regular = try CronSchedule(schedule)
+            if let sweepSchedule {
+                // A sweep started in the same minute as a run of the job would find its lock
+                // taken and exit 75: that week's proof would silently not happen.
+                let sweep = try CronSchedule(sweepSchedule)
+                if !Set(sweep.hours).isDisjoint(with: regular.hours) && !Set(sweep.minutes).isDisjoint(with: regular.minutes) {
+                    throw NudgeError(.configuration, "sweepSchedule '\(sweepSchedule)' starts in a minute the job's schedule starts it too")
+                }
+            }
         } catch {
             throw fail(error.message)
         }

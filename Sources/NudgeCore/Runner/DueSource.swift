@@ -55,6 +55,11 @@ public struct DueSource: WorkSource {
     /// How long a user the job failed waits before the next try.
     public static let retryAfter: TimeInterval = 3600
 
+    /// The instant read for a user without a row in the index: one no row ever holds (triggers
+    /// write 'epoch' or a few seconds before it), so that the job's move inserts a row and never
+    /// overwrites one a trigger inserted meanwhile.
+    static let noRow = Date(timeIntervalSince1970: -62_135_596_800)   // 0001-01-01
+
     public init(job: String, backfillReadsEveryone: Bool = false) {
         self.job = job
         self.backfillReadsEveryone = backfillReadsEveryone
@@ -93,14 +98,16 @@ public struct DueSource: WorkSource {
 
     public func scopeProblem(_ options: RunOptions) -> String? { nil }
 
+    /// Due by the index: its instant has come, or it is a user the job failed, waiting for their
+    /// retry with the instant the job had set kept (`planned_at`).
     public func wasDue(_ item: DueUser, at instant: Date) -> Bool {
-        item.indexed && item.dueAt <= instant
+        item.indexed && (item.dueAt <= instant || item.plannedAt.map { $0 <= instant } ?? false)
     }
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<DueUser>] {
         let query: SQLFragment = readsByID(request) ? """
-            select u.id, u.timezone, u.locale, u.created_at, coalesce(d.due_at, 'epoch'), d.planned_at, d.user_id is not null
+            select u.id, u.timezone, u.locale, u.created_at, coalesce(d.due_at, \(Self.noRow)), d.planned_at, d.user_id is not null
               from users u left join job_due d on d.job = \(job) and d.user_id = u.id
              where \(request.notPaused) and \(after(request)) and \(everyone(request))
              order by u.id

@@ -73,7 +73,12 @@ public struct JobRunner<J: Job>: Sendable {
                 }
                 return summary
             } catch {
-                if !connection.isClosed { try? await db({ try await locks.release(on: connection, logger: logger) }) }
+                if !connection.isClosed {
+                    if job.commitsAsynchronously && !options.dryRun {
+                        _ = try? await db({ try await connection.query("reset synchronous_commit", logger: logger) })
+                    }
+                    try? await db({ try await locks.release(on: connection, logger: logger) })
+                }
                 throw error
             }
         }

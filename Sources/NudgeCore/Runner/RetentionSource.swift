@@ -1,32 +1,40 @@
 import Foundation
 import PostgresNIO
 
+/// Where a chunk ends, in its table's order: the age of its last row (whole microseconds since
+/// 1970 for an instant, days since 1970 for a day) and, for a table aged by the day, the row's
+/// tiebreak (`RetentionRule.tiebreak`).
+public struct RetentionPosition: Sendable, Equatable {
+    public let age: Int64
+    public let key: UUID?
+}
+
 /// A bounded slice of one table's rows past their age, oldest first: what `prune` deletes in one
-/// batch's statement, so that no delete holds its locks for long. The rows are those whose age is
-/// after `after` (the slice before's last age; nil for the first) and at most `through`.
+/// batch's statement, so that no delete holds its locks for long. The rows are those after `after`
+/// (the slice before's last; nil for the first) and at most `through`.
 public struct RetentionChunk: Sendable, Equatable {
     public let rule: RetentionRule
     /// The rule's place in the source's list, which the chunk's id carries.
     public let ordinal: Int
-    /// Ages as whole microseconds since 1970 (an instant) or days since 1970 (a day).
-    public let after: Int64?
-    public let through: Int64
+    public let after: RetentionPosition?
+    public let through: RetentionPosition
     /// How many rows the slice held when its page read it.
     public let rows: Int
     /// Rows older than this go (`days` before the run's instant).
     public let cutoff: Date
 
-    /// The chunk's id: its rule's place, then its last age, so that ids follow the order the
+    /// The chunk's id: its rule's place, then its last position, so that ids follow the order the
     /// chunks are read in and a checkpoint says where to go on.
     public var id: UUID { RetentionSource.id(ordinal: ordinal, through: through) }
 }
 
 /// The rows past their age of each table of `rules`, in bounded chunks: a keyset source whose
-/// items are chunks (at most the batch size of rows each, by the table's age column), so that
-/// the runner's lock, checkpoint, kill switch, dry run and ledger serve `prune` as they serve
-/// every job. A page is the next chunk: of the same table after the last age read, or of the
-/// next table. Rows that share the chunk's last age all go with it; a row whose delete failed
-/// is left for the next day's run (the next chunk starts after it).
+/// items are chunks (at most the batch size of rows each, in the order of the table's age column
+/// and, for a table aged by the day, a tiebreak column), so that the runner's lock, checkpoint,
+/// kill switch, dry run and ledger serve `prune` as they serve every job. A page is the next
+/// chunk: of the same table after the last row read, or of the next table. Rows of an instant
+/// table that share the chunk's last age all go with it (a batch's few rows); a row whose delete
+/// failed is left for the next day's run (the next chunk starts after it).
 public struct RetentionSource: WorkSource {
     public typealias Item = RetentionChunk
 
@@ -45,19 +53,45 @@ public struct RetentionSource: WorkSource {
         return nil
     }
 
-    static func id(ordinal: Int, through: Int64) -> UUID {
-        let bits = UInt64(bitPattern: through)
-        return UUID(uuid: (UInt8(ordinal), UInt8(bits >> 56), UInt8(bits >> 48 & 0xFF), UInt8(bits >> 40 & 0xFF),
-                           UInt8(bits >> 32 & 0xFF), UInt8(bits >> 24 & 0xFF), UInt8(bits >> 16 & 0xFF), UInt8(bits >> 8 & 0xFF),
-                           UInt8(bits & 0xFF), 0, 0, 0, 0, 0, 0, 0))
+    /// The id of a chunk of rule `ordinal` ending at `through`: the ordinal, then the age (8 bytes;
+    /// 4 for a day), then the tiebreak's first 11 bytes.
+    static func id(ordinal: Int, through: RetentionPosition) -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        bytes[0] = UInt8(ordinal)
+        if let key = through.key {
+            let day = UInt32(bitPattern: Int32(clamping: through.age))
+            for index in 0..<4 { bytes[1 + index] = UInt8(day >> (24 - 8 * index) & 0xFF) }
+            let k = key.uuid
+            let keyBytes = [k.0, k.1, k.2, k.3, k.4, k.5, k.6, k.7, k.8, k.9, k.10]
+            for index in 0..<11 { bytes[5 + index] = keyBytes[index] }
+        } else {
+            let bits = UInt64(bitPattern: through.age)
+            for index in 0..<8 { bytes[1 + index] = UInt8(bits >> (56 - 8 * index) & 0xFF) }
+        }
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
-    /// The rule's place and the last age of the chunk whose id is `id`.
-    static func position(of id: UUID) -> (ordinal: Int, through: Int64) {
-        let b = id.uuid
-        let high = UInt64(b.1) << 56 | UInt64(b.2) << 48 | UInt64(b.3) << 40 | UInt64(b.4) << 32
-        let low = UInt64(b.5) << 24 | UInt64(b.6) << 16 | UInt64(b.7) << 8 | UInt64(b.8)
-        return (Int(b.0), Int64(bitPattern: high | low))
+    /// The rule's place and the last position of the chunk whose id is `id`, `tiebreak` telling
+    /// how it was written. A tiebreak comes back with its last 5 bytes all ones: every row whose
+    /// key shares the 11 bytes kept counts as read.
+    static func position(of id: UUID, tiebreak: Bool) -> (ordinal: Int, through: RetentionPosition) {
+        let u = id.uuid
+        let b = [u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15]
+        guard tiebreak else {
+            let bits = (1...8).reduce(UInt64(0)) { $0 << 8 | UInt64(b[$1]) }
+            return (Int(b[0]), RetentionPosition(age: Int64(bitPattern: bits), key: nil))
+        }
+        let day = (1...4).reduce(UInt32(0)) { $0 << 8 | UInt32(b[$1]) }
+        let k = Array(b[5...15]) + [UInt8](repeating: 0xFF, count: 5)
+        let key = UUID(uuid: (k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[11], k[12], k[13], k[14], k[15]))
+        return (Int(b[0]), RetentionPosition(age: Int64(Int32(bitPattern: day)), key: key))
+    }
+
+    /// The position of the checkpoint `id`, by the rules it was written for.
+    func position(of id: UUID) -> (ordinal: Int, through: RetentionPosition) {
+        let ordinal = Int(id.uuid.0)
+        return Self.position(of: id, tiebreak: ordinal < rules.count && rules[ordinal].tiebreak != nil)
     }
 
     /// The instant before which `rule`'s rows go, for a run at `now`.
@@ -67,41 +101,52 @@ public struct RetentionSource: WorkSource {
 
     /// The SQL that selects a chunk's rows of `rule`: past the cutoff, after `after`, at most
     /// `through` (nil: no upper end).
-    static func rows(of rule: RetentionRule, cutoff: Date, after: Int64?, through: Int64?) -> SQLFragment {
+    static func rows(of rule: RetentionRule, cutoff: Date, after: RetentionPosition?, through: RetentionPosition?) -> SQLFragment {
         let age: SQLFragment = "\(unescaped: rule.ageColumn)"
         let past: SQLFragment = rule.ageIsDay
             ? "\(age) < \(LocalDate(daysSinceEpoch: Int((cutoff.timeIntervalSince1970 / 86_400).rounded(.down))))"
             : "\(age) < \(cutoff)"
-        func bound(_ value: Int64) -> SQLFragment {
-            rule.ageIsDay ? "date '1970-01-01' + \(Int32(clamping: value))" : "'epoch'::timestamptz + \(value) * interval '1 microsecond'"
+        func bound(_ position: RetentionPosition, _ comparison: String) -> SQLFragment {
+            let value: SQLFragment = rule.ageIsDay
+                ? "date '1970-01-01' + \(Int32(clamping: position.age))"
+                : "'epoch'::timestamptz + \(position.age) * interval '1 microsecond'"
+            if let tiebreak = rule.tiebreak, let key = position.key {
+                return "(\(age), \(unescaped: tiebreak)) \(unescaped: comparison) (\(value), \(key))"
+            }
+            return "\(age) \(unescaped: comparison) \(value)"
         }
-        let from: SQLFragment = after.map { "\(age) > \(bound($0))" } ?? "true"
-        let to: SQLFragment = through.map { "\(age) <= \(bound($0))" } ?? "true"
+        let from: SQLFragment = after.map { bound($0, ">") } ?? "true"
+        let to: SQLFragment = through.map { bound($0, "<=") } ?? "true"
         return "\(past) and \(from) and \(to) and (\(unescaped: rule.condition))"
     }
 
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<RetentionChunk>] {
-        var start = request.after.map(Self.position(of:))
+        var start = request.after.map(position(of:))
         for ordinal in (start?.ordinal ?? 0)..<rules.count {
             let rule = rules[ordinal]
             let after = start?.ordinal == ordinal ? start?.through : nil
             start = nil
             let cutoff = Self.cutoff(rule, now: request.now)
+            let order: SQLFragment = rule.tiebreak.map { "\(unescaped: rule.ageColumn), \(unescaped: $0)" }
+                ?? "\(unescaped: rule.ageColumn)"
+            let key: SQLFragment = rule.tiebreak.map { "\(unescaped: $0)" } ?? "null::uuid"
             let last: SQLFragment = rule.ageIsDay
-                ? "max(age) - date '1970-01-01'"
-                : "(extract(epoch from max(age)) * 1000000)::int8"
+                ? "(age - date '1970-01-01')::int8"
+                : "(extract(epoch from age) * 1000000)::int8"
             let query: SQLFragment = """
-                select count(*)::int8, (\(last))::int8
-                  from (select \(unescaped: rule.ageColumn) as age from \(unescaped: rule.table)
+                select count(*) over ()::int8, \(last), key
+                  from (select \(unescaped: rule.ageColumn) as age, \(key) as key from \(unescaped: rule.table)
                          where \(request.notPaused) and \(Self.rows(of: rule, cutoff: cutoff, after: after, through: nil))
-                         order by \(unescaped: rule.ageColumn)
+                         order by \(order)
                          limit \(request.limit)) chunk
+                 order by age desc, key desc nulls last
+                 limit 1
                 """
-            for try await (rows, through) in try await connection.query(try query.query(), logger: request.logger)
-                .decode((Int, Int64?).self) {
-                guard rows > 0, let through else { continue }
-                let chunk = RetentionChunk(rule: rule, ordinal: ordinal, after: after, through: through, rows: rows, cutoff: cutoff)
+            for try await (rows, age, key) in try await connection.query(try query.query(), logger: request.logger)
+                .decode((Int, Int64, UUID?).self) {
+                let chunk = RetentionChunk(rule: rule, ordinal: ordinal, after: after,
+                                           through: RetentionPosition(age: age, key: key), rows: rows, cutoff: cutoff)
                 return [.item(chunk.id, chunk)]
             }
         }

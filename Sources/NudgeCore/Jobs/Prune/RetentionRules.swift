@@ -9,6 +9,9 @@ public struct RetentionRule: Sendable, Equatable {
     /// The column a row's age is read from, and whether it holds a day (`date`) or an instant.
     public let ageColumn: String
     public let ageIsDay: Bool
+    /// For a table aged by the day, where a day's rows are many: a uuid column that orders the
+    /// rows of one day, so that a chunk stays within its size inside a day.
+    public var tiebreak: String? = nil
     /// Which rows of the table may go at all (a notification not finished stays, whatever its age).
     public let condition: String
     /// The shortest age the readers of the table allow, and who they are.
@@ -29,9 +32,11 @@ public struct RetentionRule: Sendable, Equatable {
                       readers: "push-trigger's weekly frequency looks back 7 days", days: 0),
         RetentionRule(table: "llm_calls", ageColumn: "called_at", ageIsDay: false, condition: "true", minimumDays: 1,
                       readers: "the LLM budget is counted within a run", days: 0),
-        RetentionRule(table: "leaderboard_boards", ageColumn: "period_start", ageIsDay: true, condition: "period = 'daily'",
+        RetentionRule(table: "leaderboard_boards", ageColumn: "period_start", ageIsDay: true, tiebreak: "fitcircle_id",
+                      condition: "period = 'daily'",
                       minimumDays: 10, readers: "leaderboard-refresh catches daily boards up for a week after their day", days: 0),
-        RetentionRule(table: "fitcircle_leaderboard_entries", ageColumn: "period_start", ageIsDay: true, condition: "period = 'daily'",
+        RetentionRule(table: "fitcircle_leaderboard_entries", ageColumn: "period_start", ageIsDay: true, tiebreak: "id",
+                      condition: "period = 'daily'",
                       minimumDays: 10, readers: "leaderboard-refresh ranks a daily board against the day before it", days: 0),
         RetentionRule(table: "job_work", ageColumn: "done_at", ageIsDay: false, condition: "true", minimumDays: 40,
                       readers: "reminders reads its decisions of the last 35 days; weekly-digest the weeks it digested", days: 0),

@@ -216,7 +216,8 @@ public struct PushTriggerJob: Job {
         let user = due.user
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
-        let next = nextDue(user, after: run.now)
+        // A backfill decides nothing (pushes are for the user's today) and leaves the instant as read.
+        let next = run.window == nil ? nextDue(user, after: run.now) : due.dueAt
         /// Nothing to decide: the user waits for their next 10:00.
         func waiting(_ why: String) -> Decision<Change> {
             .later(PlannedChange(itemID: user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
