@@ -276,16 +276,7 @@ struct Systemd: AsyncParsableCommand {
         let layout = try paths.layout
         let folder = URL(fileURLWithPath: output, isDirectory: true)
         try await reportingFailures {
-            let units = try Bootstrap.make().catalog.systemdUnits(layout)
-            do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                for unit in units {
-                    try Data(unit.text.utf8).write(to: folder.appendingPathComponent(unit.name), options: .atomic)
-                }
-            } catch {
-                throw NudgeError(.configuration, "cannot write the units into \(folder.path): \((error as NSError).localizedDescription)")
-            }
-            for unit in units { print(folder.appendingPathComponent(unit.name).path) }
+            try writeGenerated(try Bootstrap.make().catalog.systemdUnits(layout), into: folder, what: "units")
         }
     }
 }
@@ -317,17 +308,22 @@ struct Kubernetes: AsyncParsableCommand {
         let folder = URL(fileURLWithPath: output, isDirectory: true)
         try await reportingFailures {
             let manifests = try Bootstrap.make().catalog.kubernetesManifests(KubernetesSetup(image: image, namespace: namespace))
-            do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                for manifest in manifests {
-                    try Data(manifest.text.utf8).write(to: folder.appendingPathComponent(manifest.name), options: .atomic)
-                }
-            } catch {
-                throw NudgeError(.configuration, "cannot write the manifests into \(folder.path): \((error as NSError).localizedDescription)")
-            }
-            for manifest in manifests { print(folder.appendingPathComponent(manifest.name).path) }
+            try writeGenerated(manifests, into: folder, what: "manifests")
         }
     }
+}
+
+/// Writes generated files (units, manifests) into `folder`, made if missing, and prints their paths.
+private func writeGenerated(_ files: [(name: String, text: String)], into folder: URL, what: String) throws {
+    do {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for file in files {
+            try Data(file.text.utf8).write(to: folder.appendingPathComponent(file.name), options: .atomic)
+        }
+    } catch {
+        throw NudgeError(.configuration, "cannot write the \(what) into \(folder.path): \((error as NSError).localizedDescription)")
+    }
+    for file in files { print(folder.appendingPathComponent(file.name).path) }
 }
 
 /// Left-aligned columns.
