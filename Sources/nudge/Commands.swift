@@ -166,7 +166,14 @@ struct Runs: AsyncParsableCommand {
         for try await (userID, reason) in result.decode((UUID, String).self) {
             rows.append([userID.uuidString.lowercased(), reason])
         }
-        return rows.count == 1 ? "run \(runID) has no failed users" : table(rows)
+        var failed = 0
+        for try await count in try await connection.query("select failed from job_runs where id = \(runID)", logger: logger)
+            .decode(Int.self) { failed = count }
+        let unlisted = failed - (rows.count - 1)
+        let earlier = unlisted > 0
+            ? "\n\(unlisted) more failed as an earlier run of the day recorded, with the same reason (each failure is recorded once a day)"
+            : ""
+        return (rows.count == 1 ? "run \(runID) has no failed users recorded" : table(rows)) + earlier
     }
 }
 

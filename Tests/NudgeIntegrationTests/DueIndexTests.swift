@@ -23,7 +23,8 @@ private func summary(_ result: ProcessResult) throws -> [String: Any] {
 }
 
 /// Runs `job` in this process at `now`, as cron would start it (`sweep`: the weekly sweep).
-private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: Bool = false) async throws -> RunSummary {
+private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: Bool = false,
+                 allowFailures: Bool = false) async throws -> RunSummary {
     try await database.withDatabase { db in
         var options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50)
         options.sweep = sweep
@@ -41,7 +42,7 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         default:
             throw TestFailure("no such job in this test: \(name)")
         }
-        guard summary.exitCode == 0 else { throw TestFailure("\(name) at \(now): \(summary)") }
+        guard summary.exitCode == 0 || (allowFailures && summary.exitCode == 3) else { throw TestFailure("\(name) at \(now): \(summary)") }
         return summary
     }
 }
@@ -175,6 +176,30 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         #expect(try database.value("""
             select actual_value::int from daily_goals where user_id = '\(user)' and date = \(local) - 1 and goal_type = 'steps'
             """) == "23456")
+    }
+
+    /// A user that fails every run is tried again an hour later, not every quarter hour, and is
+    /// in the ledger once a day: the run's count still says they failed, `nudge runs --failures`
+    /// says an earlier run of the day recorded why.
+    @Test func aUserFailingEveryRunIsRecordedOnceADay() async throws {
+        let database = try await TestDatabase.fresh()
+        try Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let mars = Fixture.userID(901)
+        try database.psql("insert into users (id, timezone, created_at) values ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        var failedRuns = 0
+        for now in ["2026-03-20T12:00:00Z", "2026-03-20T12:15:00Z", "2026-03-20T13:05:00Z", "2026-03-21T12:30:00Z"] {
+            let summary = try await run("validate-streaks", database, at: at(now), allowFailures: true)
+            failedRuns += summary.counts.failed
+        }
+        // Failed at 12:00, waited an hour (12:15 did not read them), failed at 13:05 and the next day.
+        #expect(failedRuns == 3)
+        #expect(try database.psql("""
+            select to_char(r.clock at time zone 'UTC', 'MM-DD HH24:MI') from job_run_failures f join job_runs r on r.id = f.run_id
+             where f.item_id = '\(mars)' order by r.clock
+            """) == "03-20 12:00\n03-21 12:30")
+        let thirteen = try database.value("select id from job_runs where clock = '2026-03-20T13:05:00Z'")
+        let listed = try await database.nudge(["runs", "--failures", thirteen])
+        #expect(listed.stdout.contains("1 more failed as an earlier run of the day recorded"), "\(listed.stdout)")
     }
 
     /// An index that is wrong (a user's instant moved far away by hand) is what the sweep is

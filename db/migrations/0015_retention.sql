@@ -10,3 +10,7 @@ create index idx_boards_daily_start on leaderboard_boards (period_start, fitcirc
 create index idx_leaderboard_daily_start on fitcircle_leaderboard_entries (period_start, id) where period = 'daily';
 create index idx_job_work_done on job_work (done_at);
 create index idx_job_runs_started on job_runs (started_at);
+
+-- A failure is recorded once a day per job, item and reason, not once a run: the ledger finds the
+-- day's earlier record of the same item through this index.
+create index idx_job_run_failures_item on job_run_failures (item_id);

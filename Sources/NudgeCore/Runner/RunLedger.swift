@@ -149,13 +149,23 @@ struct RunLedger: Sendable {
     /// The batch's failures and the run's checkpoint and counts, as steps of the batch's statement.
     /// `progress` false leaves the run's row alone (only the failures are written): the lanes of a
     /// queue's run would otherwise queue up behind that one row's lock, batch after batch.
+    ///
+    /// A failure a run of the same job recorded within the day before this run's clock, for the
+    /// same item and reason, is not recorded again: an item that fails every run is in the ledger
+    /// once a day, not once a run (the run's count of failures still counts it).
     func batchRecord(runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)],
                      progress: Bool = true) -> BatchWrites {
         var writes = BatchWrites()
         if !failures.isEmpty {
             writes.step("nudge_failures", """
                 insert into job_run_failures (run_id, item_id, reason)
-                select \(runID), item_id, reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(item_id, reason)
+                select \(runID), f.item_id, f.reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(item_id, reason)
+                 where not exists (
+                       select 1 from job_run_failures p join job_runs r on r.id = p.run_id
+                        where p.item_id = f.item_id and p.reason = f.reason and p.run_id <> \(runID)
+                          and r.job = (select job from job_runs where id = \(runID))
+                          and r.clock > (select clock from job_runs where id = \(runID)) - interval '1 day'
+                          and r.clock <= (select clock from job_runs where id = \(runID)))
                 on conflict (run_id, item_id) do update set reason = excluded.reason
                 """)
         }
