@@ -86,7 +86,8 @@ extension JobCatalog {
                   completionMode: Indexed
                   completions: \(shards)
                   parallelism: \(shards)
-                  backoffLimit: 2                # exit 1 (a lost database) is retried twice, from the checkpoint
+                  backoffLimitPerIndex: 2        # exit 1 (a lost database) is retried twice per shard, from the checkpoint:
+                                                 # one shard's retries never fail the others
                   activeDeadlineSeconds: \(deadline)
                   podFailurePolicy:
                     rules:
