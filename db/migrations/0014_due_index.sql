@@ -4,22 +4,32 @@
 -- the job's rule depends on changes. A run reads the users whose instant has come; a weekly
 -- sweep (`--sweep`) reads everyone and proves the index right.
 
--- What places a user in time for the three jobs: their sign-up and their time zone. A new user
--- is due at once (each job then sets the instant of their first moment).
-create function nudge_user_jobs_due() returns trigger language plpgsql as $$
+-- Makes the row's user (`users.id`, or the row's `user_id`) due at once for each job the trigger
+-- names in its arguments.
+create function nudge_jobs_due() returns trigger language plpgsql as $$
+declare
+    who uuid;
+    job text;
 begin
-    perform nudge_due_now('validate-streaks', new.id);
-    perform nudge_due_now('weekly-digest', new.id);
-    perform nudge_due_now('push-trigger', new.id);
-    perform nudge_due_now('generate-daily-goals', new.id);
+    if tg_table_name = 'users' then
+        who := new.id;
+    else
+        who := new.user_id;
+    end if;
+    foreach job in array tg_argv loop
+        perform nudge_due_now(job, who);
+    end loop;
     return null;
 end
 $$;
+
+-- What places a user in time for the four jobs: their sign-up and their time zone. A new user
+-- is due at once (each job then sets the instant of their first moment).
 create trigger users_jobs_due_new after insert on users
-    for each row execute function nudge_user_jobs_due();
+    for each row execute function nudge_jobs_due('validate-streaks', 'weekly-digest', 'push-trigger', 'generate-daily-goals');
 create trigger users_jobs_due after update of timezone, created_at on users
     for each row when ((old.timezone, old.created_at) is distinct from (new.timezone, new.created_at))
-    execute function nudge_user_jobs_due();
+    execute function nudge_jobs_due('validate-streaks', 'weekly-digest', 'push-trigger', 'generate-daily-goals');
 
 -- validate-streaks settles the days after `user_streaks.settled_through`: a row deleted, or set
 -- back (an operator re-settling days), makes the user due at once. The job's own writes move it
@@ -43,28 +53,18 @@ create trigger user_streaks_due_set_back after update of settled_through on user
 -- push-trigger's candidates are the users with check-ins on and a push token (`push_tokens`: the
 -- active devices and seed 000's `users.fcm_token`): check-ins turned on, or a first device,
 -- inside the day's window makes the user due at once.
-create function nudge_push_trigger_due() returns trigger language plpgsql as $$
-begin
-    if tg_table_name = 'users' then
-        perform nudge_due_now('push-trigger', new.id);
-    else
-        perform nudge_due_now('push-trigger', new.user_id);
-    end if;
-    return null;
-end
-$$;
 create trigger user_push_tokens_push_trigger_due_new after insert on user_push_tokens
-    for each row execute function nudge_push_trigger_due();
+    for each row execute function nudge_jobs_due('push-trigger');
 create trigger user_push_tokens_push_trigger_due after update of active on user_push_tokens
-    for each row when (old.active is distinct from new.active) execute function nudge_push_trigger_due();
+    for each row when (old.active is distinct from new.active) execute function nudge_jobs_due('push-trigger');
 create trigger users_push_trigger_due after update of fcm_token, push_enabled on users
     for each row when ((old.fcm_token, old.push_enabled) is distinct from (new.fcm_token, new.push_enabled))
-    execute function nudge_push_trigger_due();
+    execute function nudge_jobs_due('push-trigger');
 create trigger context_profiles_push_trigger_due_new after insert on context_profiles
-    for each row execute function nudge_push_trigger_due();
+    for each row execute function nudge_jobs_due('push-trigger');
 create trigger context_profiles_push_trigger_due after update of notification_preferences on context_profiles
     for each row when (old.notification_preferences is distinct from new.notification_preferences)
-    execute function nudge_push_trigger_due();
+    execute function nudge_jobs_due('push-trigger');
 
 -- generate-daily-goals closes each day at the user's midnight from what is tracked by then. A
 -- tracking row written, changed or deleted for a day that has ended in the user's zone (late
@@ -111,18 +111,12 @@ create trigger daily_tracking_goals_due after update of date, steps, weight, moo
     execute function nudge_goals_tracking_due();
 create trigger daily_tracking_goals_due_deleted after delete on daily_tracking
     for each row execute function nudge_goals_tracking_due();
-create function nudge_goals_membership_due() returns trigger language plpgsql as $$
-begin
-    perform nudge_due_now('generate-daily-goals', new.user_id);
-    return null;
-end
-$$;
 create trigger fitcircle_members_goals_due_new after insert on fitcircle_members
-    for each row execute function nudge_goals_membership_due();
+    for each row execute function nudge_jobs_due('generate-daily-goals');
 create trigger fitcircle_members_goals_due after update of left_at, starting_weight, target_weight on fitcircle_members
     for each row when ((old.left_at, old.starting_weight, old.target_weight)
                        is distinct from (new.left_at, new.starting_weight, new.target_weight))
-    execute function nudge_goals_membership_due();
+    execute function nudge_jobs_due('generate-daily-goals');
 
 -- Every user there is now, due at once for the four jobs: the first run of each decides them
 -- as the jobs always have and sets their next instant.
