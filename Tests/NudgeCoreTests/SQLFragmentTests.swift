@@ -29,4 +29,20 @@ import Testing
             """)
         #expect(query.binds.count == 4)
     }
+
+    @Test func aPreparedStatementIsNamedByItsTextAndItsParametersTypes() throws {
+        let id = UUID()
+        let missing: String? = nil
+        let fragment: SQLFragment = "select \(id), \([1, 2]), \(missing), \(unescaped: "true"), \("a")"
+        #expect(fragment.parameterTypes == [.uuid, .int8Array, .null, .text])
+
+        let sql = try fragment.query().sql
+        let name = PreparedText(sql: sql, types: fragment.parameterTypes).name
+        #expect(name.hasPrefix("nudge_") && name.count <= 63)
+        // The same text and types, whatever the values: one statement.
+        #expect(PreparedText(sql: sql, types: [.uuid, .int8Array, .null, .text]).name == name)
+        // A value given where a nil was: another statement, parsed with that type.
+        #expect(PreparedText(sql: sql, types: [.uuid, .int8Array, .text, .text]).name != name)
+        #expect(PreparedText(sql: sql + " ", types: fragment.parameterTypes).name != name)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PostgresNIO
 import Testing
 @testable import NudgeCore
 
@@ -112,4 +113,36 @@ private struct TLSServer {
                 "\(message)")
         #expect(!message.contains("network"))
     }
+
+    /// A statement run as a prepared one is parsed once per connection and answers as an ad hoc
+    /// one does, for each set of values, a nil where a value was too; a failing one fails alone.
+    @Test func preparedStatementsAnswerAsAdHocOnesAndArePreparedOncePerText() async throws {
+        let database = try await TestDatabase.fresh()
+        let logger = Logger(label: "test")
+        let answers = try await database.withDatabase { db in
+            try await db.withConnection { connection in
+                var answers: [String] = []
+                for (ids, label) in [([1, 2, 3], "a" as String?), ([4], nil), ([5, 6], "b")] {
+                    let statement: SQLFragment = "select sum(x)::int8, coalesce(\(label), 'none') from unnest(\(ids)) as t(x)"
+                    for try await (sum, text) in try await connection.prepared(statement, logger: logger).decode((Int, String).self) {
+                        answers.append("\(sum) \(text)")
+                    }
+                }
+                do {
+                    for try await _ in try await connection.prepared("select 1 / \(0)", logger: logger) {}
+                    answers.append("no error")
+                } catch {
+                    answers.append("division failed")
+                }
+                let prepared = try await connection.query("""
+                    select count(*) from pg_prepared_statements where name like 'nudge\\_%'
+                    """, logger: logger)
+                for try await count in prepared.decode(Int.self) { answers.append("\(count) prepared") }
+                return answers
+            }
+        }
+        // Two texts and types for the sums (a nil label is another statement), one for the division.
+        #expect(answers == ["6 a", "4 none", "11 b", "division failed", "3 prepared"])
+    }
 }
+

@@ -119,7 +119,7 @@ public struct DueSource: WorkSource {
              order by d.due_at, d.user_id
              limit \(request.limit)
             """
-        let rows = try await connection.query(try query.query(), logger: request.logger)
+        let rows = try await connection.prepared(query, logger: request.logger)
         var page: [Paged<DueUser>] = []
         page.reserveCapacity(request.limit)
         for try await (id, timezone, locale, createdAt, dueAt, plannedAt, indexed)
@@ -162,7 +162,7 @@ public struct DueSource: WorkSource {
 
     /// The batch write that moves each changed user's instant to `next`, if it is still the one
     /// read (`expected`): a trigger that made the user due again meanwhile wins, and the next run
-    /// decides them again. A user without a row (read by a sweep or a backfill) gets one. In id
+    /// decides them again. A user read without a row (`noRow`, by a sweep or a backfill) gets one. In id
     /// order, as every writer of these rows locks them.
     public static func moveWrites(job: String, users: [UUID], expected: [Date], next: [Date]) -> BatchWrites {
         var writes = BatchWrites()
@@ -178,6 +178,8 @@ public struct DueSource: WorkSource {
              where d.job = \(job) and d.user_id = m.user_id
                and d.due_at between m.expected - interval '1 millisecond' and m.expected + interval '1 millisecond'
             """)
+        // Only users read without a row (a sweep, a backfill) can need one.
+        guard expected.contains(noRow) else { return writes }
         writes.step("indexed_due", """
             insert into job_due (job, user_id, due_at)
             select \(job), m.user_id, m.next from due_moves m

@@ -827,7 +827,7 @@ public struct JobRunner<J: Job>: Sendable {
 
     /// Runs the writes as one statement, reading its one row to the end: that is what runs it to completion.
     private func execute(_ writes: BatchWrites, on connection: PostgresConnection, logger: Logger) async throws {
-        for try await _ in try await connection.query(writes.statement.query(), logger: logger) {}
+        for try await _ in try await connection.prepared(writes.statement, logger: logger) {}
     }
 
     private func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],

@@ -7,7 +7,8 @@ import PostgresNIO
 public struct SQLFragment: Sendable, ExpressibleByStringInterpolation {
     fileprivate enum Piece: Sendable {
         case text(String)
-        case value(@Sendable (inout PostgresQuery.StringInterpolation) throws -> Void)
+        /// A bound value: its type (`.null` for a nil, which the server infers) and how to bind it.
+        case value(PostgresDataType, @Sendable (inout PostgresQuery.StringInterpolation) throws -> Void)
     }
 
     fileprivate var pieces: [Piece]
@@ -32,15 +33,15 @@ public struct SQLFragment: Sendable, ExpressibleByStringInterpolation {
         }
 
         public mutating func appendInterpolation<Value: PostgresDynamicTypeEncodable & Sendable>(_ value: Value) {
-            pieces.append(.value { $0.appendInterpolation(value) })
+            pieces.append(.value(value.psqlType) { $0.appendInterpolation(value) })
         }
 
         public mutating func appendInterpolation<Value: PostgresDynamicTypeEncodable & Sendable>(_ value: Value?) {
-            pieces.append(.value { $0.appendInterpolation(value) })
+            pieces.append(.value(value?.psqlType ?? .null) { $0.appendInterpolation(value) })
         }
 
         public mutating func appendInterpolation<Value: PostgresThrowingDynamicTypeEncodable & Sendable>(_ value: Value) {
-            pieces.append(.value { try $0.appendInterpolation(value) })
+            pieces.append(.value(value.psqlType) { try $0.appendInterpolation(value) })
         }
 
         public mutating func appendInterpolation(_ fragment: SQLFragment) {
@@ -68,10 +69,19 @@ public struct SQLFragment: Sendable, ExpressibleByStringInterpolation {
         for piece in pieces {
             switch piece {
             case .text(let text): interpolation.appendLiteral(text)
-            case .value(let append): try append(&interpolation)
+            case .value(_, let append): try append(&interpolation)
             }
         }
         return PostgresQuery(stringInterpolation: interpolation)
+    }
+
+    /// The types of the bound values, in order: what a named prepared statement of this text is
+    /// parsed with (`PostgresConnection.prepared`).
+    var parameterTypes: [PostgresDataType] {
+        pieces.compactMap { piece in
+            guard case .value(let type, _) = piece else { return nil }
+            return type
+        }
     }
 }
 

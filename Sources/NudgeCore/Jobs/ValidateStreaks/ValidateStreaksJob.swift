@@ -108,7 +108,7 @@ public struct ValidateStreaksJob: Job {
         let users = due.filter { $0.problem == nil }.map(\.user)
         guard !users.isEmpty else { return [:] }
         let ids = users.map(\.user.id)
-        let rows = try await connection.query("""
+        let rows = try await connection.prepared("""
             select u.id, s.user_id is not null, s.current_streak, s.longest_streak, s.last_checkin_date,
                    s.freeze_used_this_week, s.week_start_date, s.settled_through, s.missed_days,
                    coalesce((select array_agg(b.badge) from user_badges b where b.user_id = u.id), '{}')
@@ -230,17 +230,24 @@ public struct ValidateStreaksJob: Job {
              where s.user_id = c.user_id and s.settled_through is not distinct from nullif(c.expected, '')::date
             returning s.user_id
             """)
-        writes.step("inserted_streaks", """
-            insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
-                                      week_start_date, settled_through, missed_days, created_at, updated_at)
-            select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
-                   nullif(c.week_start, '')::date, c.settled_through, c.missed_days, \(run.now), \(run.now)
-              from streaks c
-             where c.expected = '' and not exists (select 1 from user_streaks s where s.user_id = c.user_id)
-            on conflict (user_id) do nothing
-            returning user_id
-            """)
-        writes.expect("(select count(*) from updated_streaks) + (select count(*) from inserted_streaks) = \(changes.count)",
+        // A user without a streak row (read as expecting no settled day) gets one.
+        let new = changes.filter { $0.change.expectedSettledThrough == nil }
+        if !new.isEmpty {
+            writes.step("inserted_streaks", """
+                insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
+                                          week_start_date, settled_through, missed_days, created_at, updated_at)
+                select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
+                       nullif(c.week_start, '')::date, c.settled_through, c.missed_days, \(run.now), \(run.now)
+                  from streaks c
+                 where c.expected = '' and not exists (select 1 from user_streaks s where s.user_id = c.user_id)
+                on conflict (user_id) do nothing
+                returning user_id
+                """)
+        }
+        let written: SQLFragment = new.isEmpty
+            ? "(select count(*) from updated_streaks)"
+            : "(select count(*) from updated_streaks) + (select count(*) from inserted_streaks)"
+        writes.expect("\(written) = \(changes.count)",
                       else: "user_streaks changed while the batch was deciding; the user will be settled on the next run")
 
         let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.itemID, $0.key, $0.value) } }

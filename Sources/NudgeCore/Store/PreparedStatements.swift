@@ -1,0 +1,66 @@
+import Logging
+import PostgresNIO
+
+extension PostgresConnection {
+    /// Runs `statement` as a named prepared statement of this connection: the first time a text
+    /// (with its parameters' types) is sent, the server parses it once; from then on each run
+    /// only binds and executes it, and after five runs PostgreSQL keeps one generic plan instead
+    /// of planning again when it finds that plan as good as the ones it made for the values. For what a run sends once per batch with the same text: a
+    /// page, a job's facts, a batch's writes (DESIGN "Speed"). Over a run of 2,000 batches that
+    /// is about a second of parsing and planning saved.
+    ///
+    /// A statement's name is a hash of its text and types, so a text is prepared once per
+    /// connection whichever code sends it. The texts a run sends are a small fixed set (a
+    /// batch's writes vary only by which steps it has), so the connection's statements stay
+    /// few. Behind PgBouncer (session pooling, as the run lock needs already) this works as
+    /// on a direct connection.
+    func prepared(_ statement: SQLFragment,
+                  logger: Logger) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+        let query = try statement.query()
+        let text = PreparedText(sql: query.sql, types: statement.parameterTypes)
+        // PostgresNIO names a prepared statement by its type (`PostgresPreparedStatement`'s static
+        // `name` and `sql`), read in the calling task before the statement is sent: a task-local
+        // gives that type this statement's text for the call.
+        return try await NamedStatement.$text.withValue(text) {
+            try await execute(NamedStatement(bindings: query.binds), logger: logger)
+        }
+    }
+}
+
+/// A statement's text and its parameters' types, named by a hash of both.
+struct PreparedText: Sendable {
+    let sql: String
+    let types: [PostgresDataType]
+
+    /// `nudge_` and the 64-bit FNV-1a hash of the text and the types' ids, in hex.
+    var name: String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ byte: UInt8) {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        for byte in sql.utf8 { mix(byte) }
+        for type in types {
+            mix(0)
+            withUnsafeBytes(of: type.rawValue.littleEndian) { $0.forEach(mix) }
+        }
+        return "nudge_" + String(hash, radix: 16)
+    }
+}
+
+/// The prepared statement `PostgresConnection.prepared` runs: its text is the task's
+/// `PreparedText`, its rows are returned as they come.
+private struct NamedStatement: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+
+    @TaskLocal static var text = PreparedText(sql: "", types: [])
+
+    static var name: String { text.name }
+    static var sql: String { text.sql }
+    static var bindingDataTypes: [PostgresDataType] { text.types }
+
+    let bindings: PostgresBindings
+
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
