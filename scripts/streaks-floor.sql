@@ -1,7 +1,8 @@
 -- The floor for scripts/bench: validate-streaks for one local day per user, as ONE set-based
 -- statement, by the same rules (StreakRules) and with the same writes (user_streaks,
--- daily_tracking.streak_day, user_badges, job_work, notification_outbox). It assumes what the
--- benchmark arranges: at most one day is due per user. psql variable: now.
+-- daily_tracking.streak_day, user_badges, job_work, notification_outbox, and each user's next
+-- instant in the due index: 00:05 after the day that follows). It assumes what the benchmark
+-- arranges: at most one day is due per user. psql variable: now.
 with due as (
     select s.user_id, s.settled_through + 1 as day, coalesce(u.timezone, 'UTC') as tz, u.locale,
            s.current_streak, s.longest_streak, s.last_checkin_date, s.missed_days,
@@ -69,7 +70,12 @@ with due as (
               from next_state where outcome in ('freeze_used', 'at_risk')) n
     on conflict (dedupe_key) do nothing
     returning 1
+), moved as (
+    update job_due d set due_at = ((n.day + 2)::timestamp + interval '5 minutes') at time zone n.tz
+      from next_state n
+     where d.job = 'validate-streaks' and d.user_id = n.user_id
+    returning 1
 )
-select (select count(*) from streaks) as users_settled, (select count(*) from work) as work_marks,
+select (select count(*) from streaks) as users_settled, (select count(*) from moved) as due_moved, (select count(*) from work) as work_marks,
        (select count(*) from outbox) as notifications, (select count(*) from badges) as badges,
        (select count(*) from streak_days) as streak_days;
