@@ -134,6 +134,20 @@ private struct TLSServer {
                 } catch {
                     answers.append("division failed")
                 }
+                // A text that failed to prepare (its table not there yet) is not failed again
+                // without asking the server: it is sent as an ad hoc statement from then on.
+                let table = "later_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+                let later: SQLFragment = "select count(*)::int8 from \(unescaped: table) where \(1) = 1"
+                do {
+                    for try await _ in try await connection.prepared(later, logger: logger) {}
+                    answers.append("no error")
+                } catch {
+                    answers.append("no table yet")
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: "create table \(table) (x int)"), logger: logger)
+                for try await count in try await connection.prepared(later, logger: logger).decode(Int.self) {
+                    answers.append("\(count) rows")
+                }
                 let prepared = try await connection.query("""
                     select count(*) from pg_prepared_statements where name like 'nudge\\_%'
                     """, logger: logger)
@@ -141,8 +155,9 @@ private struct TLSServer {
                 return answers
             }
         }
-        // Two texts and types for the sums (a nil label is another statement), one for the division.
-        #expect(answers == ["6 a", "4 none", "11 b", "division failed", "3 prepared"])
+        // Two texts and types for the sums (a nil label is another statement), one for the
+        // division; none for the text that failed to prepare.
+        #expect(answers == ["6 a", "4 none", "11 b", "division failed", "no table yet", "0 rows", "3 prepared"])
     }
 }
 

@@ -809,11 +809,12 @@ public struct JobRunner<J: Job>: Sendable {
     private func send(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws {
         guard !writes.isEmpty else { return }
         let connection = db.connection, logger = context.logger
+        // A prepared statement's first use on the connection is two statements (`prepared`).
         guard context.dryRun else {
-            try await db { try await execute(writes, on: connection, logger: logger) }
+            try await db(statements: 2) { try await execute(writes, on: connection, logger: logger) }
             return
         }
-        try await db(statements: 3) {
+        try await db(statements: 4) {
             try await connection.query("begin", logger: logger)
             do {
                 try await execute(writes, on: connection, logger: logger)
@@ -859,7 +860,8 @@ public struct JobRunner<J: Job>: Sendable {
         while true {
             attempt += 1
             do {
-                return try await db { try await source.page(request, calendars: calendars, on: db.connection) }
+                // Two: a page is a prepared statement, parsed on its first use (`prepared`).
+                return try await db(statements: 2) { try await source.page(request, calendars: calendars, on: db.connection) }
             } catch let error as PSQLError where source.isQueue && attempt < 3
                 && ["40001", "40P01", "55P03"].contains(error.serverInfo?[.sqlState] ?? "") {
                 logger.notice("claim lost a race with another dispatcher; claiming again",

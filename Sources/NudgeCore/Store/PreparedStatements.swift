@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import Synchronization
 
 extension PostgresConnection {
     /// Runs `statement` as a named prepared statement of this connection: the first time a text
@@ -10,19 +11,34 @@ extension PostgresConnection {
     /// is about a second of parsing and planning saved.
     ///
     /// A statement's name is a hash of its text and types, so a text is prepared once per
-    /// connection whichever code sends it. The texts a run sends are a small fixed set (a
-    /// batch's writes vary only by which steps it has), so the connection's statements stay
-    /// few. Behind PgBouncer (session pooling, as the run lock needs already) this works as
-    /// on a direct connection.
+    /// connection whichever code sends it. The texts a run sends are bounded (a batch's writes
+    /// vary only by which of their steps they have); each new one costs one more round trip, its
+    /// first time on a connection. Behind PgBouncer (session pooling, as the run lock needs
+    /// already) this works as on a direct connection.
+    ///
+    /// PostgresNIO remembers a statement that failed to prepare on a connection and fails every
+    /// later use of its name at once, without asking the server; a failure whose cause passes (a
+    /// deadlock, a lock wait that timed out) would then fail the rest of the run. So a text that
+    /// failed once, preparing or running, is sent as an ad hoc statement from then on in this
+    /// process.
     func prepared(_ statement: SQLFragment,
                   logger: Logger) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         let query = try statement.query()
         let text = PreparedText(sql: query.sql, types: statement.parameterTypes)
-        // PostgresNIO names a prepared statement by its type (`PostgresPreparedStatement`'s static
-        // `name` and `sql`), read in the calling task before the statement is sent: a task-local
-        // gives that type this statement's text for the call.
-        return try await NamedStatement.$text.withValue(text) {
-            try await execute(NamedStatement(bindings: query.binds), logger: logger)
+        let name = text.name
+        if PreparedText.failed.withLock({ $0.contains(name) }) {
+            return try await self.query(query, logger: logger).map { $0 }
+        }
+        do {
+            // PostgresNIO names a prepared statement by its type (`PostgresPreparedStatement`'s
+            // static `name` and `sql`), read in the calling task before the statement is sent: a
+            // task-local gives that type this statement's text for the call.
+            return try await NamedStatement.$text.withValue(text) {
+                try await execute(NamedStatement(bindings: query.binds), logger: logger)
+            }
+        } catch {
+            PreparedText.failed.withLock { _ = $0.insert(name) }
+            throw error
         }
     }
 }
@@ -31,6 +47,9 @@ extension PostgresConnection {
 struct PreparedText: Sendable {
     let sql: String
     let types: [PostgresDataType]
+
+    /// The names of the texts that failed once in this process: sent ad hoc from then on.
+    static let failed = Mutex<Set<String>>([])
 
     /// `nudge_` and the 64-bit FNV-1a hash of the text and the types' ids, in hex.
     var name: String {

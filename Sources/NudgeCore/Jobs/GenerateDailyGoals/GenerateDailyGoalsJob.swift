@@ -122,8 +122,9 @@ public struct GenerateDailyGoalsJob: Job {
 
     // MARK: Job
 
-    /// Tracking, daily goals, weekly goals, memberships.
-    public var readStatements: Int { 4 }
+    /// Tracking (a prepared statement, two on its first use on a connection), daily goals, weekly
+    /// goals, memberships.
+    public var readStatements: Int { 5 }
 
     public func loadFacts(for due: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         var ranges: [(id: UUID, days: Days)] = []

@@ -57,8 +57,9 @@ public struct ValidateStreaksJob: Job {
 
     // MARK: Which days are due
 
-    /// The streak rows, then the tracking of the days due.
-    public var readStatements: Int { 2 }
+    /// The streak rows, then the tracking of the days due: prepared statements, each two on its
+    /// first use on a connection.
+    public var readStatements: Int { 4 }
 
     /// How many days back the first settlement of a user starts (`catchUpDays`).
     var catchUpDays: Int { definition.catchUpDays ?? 7 }
