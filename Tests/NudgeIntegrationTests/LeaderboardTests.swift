@@ -394,6 +394,91 @@ extension TestDatabase {
         #expect(try database.leaderboardDifferences() == "")
     }
 
+    /// Rows of the circles' submissions read so far (PostgreSQL's own counters), once they have
+    /// settled: a session that just ended may not have reported its reads yet.
+    func submissionsRead(_ database: TestDatabase) throws -> Int {
+        func read() throws -> Int {
+            try database.count("""
+                select coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) from pg_stat_user_tables
+                 where relname = 'fitcircle_data_submissions'
+                """)
+        }
+        var last = try read()
+        for _ in 0..<20 {
+            Thread.sleep(forTimeInterval: 1.2)
+            let now = try read()
+            if now == last { return now }
+            last = now
+        }
+        return last
+    }
+
+    /// A circle's submissions are read again only when its change mark has moved: a refresh with
+    /// nothing new reads none of them, and the job's own ranks move no mark; an insert, a change or
+    /// a delete moves the circle's mark (once per statement and circle), and the boards then agree
+    /// with the floor; a circle deleted with its submissions leaves no mark behind.
+    @Test func submissionsAreReadAgainOnlyWhenTheyChanged() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.circles(database)
+        func mark(_ circle: String) throws -> String {
+            try database.value("select change from fitcircle_submission_marks where fitcircle_id = '\(circle)'")
+        }
+        let weightLoaded = try mark(Self.weight)
+        #expect(!weightLoaded.isEmpty)
+        // Member 1's steps of today (Thursday the 12th in St John's), which the refresh will rank.
+        try setSteps(database, member: 1, day: "2026-03-12", steps: 3_000, at: "2026-03-12T12:30:00Z")
+        let loaded = try mark(Self.steps)
+        #expect(!loaded.isEmpty)
+
+        // 09:30 in St John's: every board computed, today's submission ranked, the mark where it was.
+        let first = try await database.refreshLeaderboards("2026-03-12T13:00:00Z")
+        #expect(first["boards_refreshed", default: 0] > 0)
+        #expect(try database.count("select count(*) from fitcircle_data_submissions where rank_after_submission is not null") == 1)
+        #expect(try mark(Self.steps) == loaded)
+
+        // An hour later nothing is new: the weekly and daily boards are looked at, no submission is read.
+        let before = try submissionsRead(database)
+        let quiet = try await database.refreshLeaderboards("2026-03-12T14:00:00Z")
+        #expect(quiet["boards_refreshed"] == nil && quiet["boards_unchanged", default: 0] > 0, "\(quiet)")
+        #expect(try submissionsRead(database) == before)
+
+        // Member 3 submits today's steps, then corrects them; member 4's submission is withdrawn
+        // (today's days only: a final board is never computed again, so a change to a past day
+        // is not what this compares). Each statement moves the mark; the next look recomputes.
+        try setSteps(database, member: 3, day: "2026-03-12", steps: 9_000, at: "2026-03-12T14:10:00Z")
+        let inserted = try mark(Self.steps)
+        #expect(inserted != loaded)
+        try setSteps(database, member: 3, day: "2026-03-12", steps: 9_500, at: "2026-03-12T14:20:00Z")
+        let corrected = try mark(Self.steps)
+        #expect(corrected != inserted)
+        try setSteps(database, member: 4, day: "2026-03-12", steps: 7_000, at: "2026-03-12T14:30:00Z")
+        let withdrawnFrom = try mark(Self.steps)
+        try database.psql("""
+            delete from fitcircle_data_submissions
+             where fitcircle_id = '\(Self.steps)' and user_id = md5('user-4')::uuid and submission_date = '2026-03-12'
+            """)
+        #expect(try mark(Self.steps) != withdrawnFrom)
+        let changed = try await database.refreshLeaderboards("2026-03-12T15:00:00Z")
+        #expect(changed["boards_refreshed", default: 0] > 0, "\(changed)")
+        try database.leaderboardFloor("2026-03-12T15:00:00Z")
+        #expect(try database.leaderboardDifferences(periods: ["daily", "weekly"]) == "")
+
+        // One statement over both circles moves each mark once.
+        let sequence = try database.count("select last_value from fitcircle_submission_change")
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, weight, submitted_at) values
+              ('\(Self.steps)', md5('user-5')::uuid, '2026-03-12', 4000, null, '2026-03-12T15:10:00Z'),
+              ('\(Self.steps)', md5('user-6')::uuid, '2026-03-12', 6000, null, '2026-03-12T15:10:00Z'),
+              ('\(Self.weight)', md5('user-11')::uuid, '2026-03-12', null, 87, '2026-03-12T15:10:00Z')
+            """)
+        #expect(try database.count("select last_value from fitcircle_submission_change") == sequence + 2)
+
+        // A circle deleted takes its submissions, and its mark, with it.
+        try database.psql("delete from fitcircles where id = '\(Self.weight)'")
+        #expect(try mark(Self.weight) == "")
+        #expect(try database.count("select count(*) from fitcircle_data_submissions where fitcircle_id = '\(Self.weight)'") == 0)
+    }
+
     /// Two circles of one batch telling one member of a move in the same hour: one notification,
     /// and the run goes on (the batch queues that key twice; the outbox takes it once).
     @Test func twoCirclesTellingOneMemberOfAMoveQueueOneNotification() async throws {

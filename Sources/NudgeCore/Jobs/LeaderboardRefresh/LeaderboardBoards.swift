@@ -77,11 +77,29 @@ public struct BoardState: Sendable, Equatable {
     public let inputs: String
     public let checkedAt: Date
     public let isFinal: Bool
+    /// The part of `inputs` that covers the submissions, with the circle's change mark it was
+    /// taken at: while the mark stands, the submissions are not read again.
+    public let submissions: SubmissionsDigest?
 
-    public init(inputs: String, checkedAt: Date, isFinal: Bool) {
+    public init(inputs: String, checkedAt: Date, isFinal: Bool, submissions: SubmissionsDigest? = nil) {
         self.inputs = inputs
         self.checkedAt = checkedAt
         self.isFinal = isFinal
+        self.submissions = submissions
+    }
+}
+
+/// A board's digest of the submissions of its days (their count and the sum of their rows'
+/// hashes), and the circle's change mark when it was taken (`fitcircle_submission_marks.change`,
+/// which a trigger moves on every insert, change or delete of the circle's submissions; 0 before
+/// the first).
+public struct SubmissionsDigest: Sendable, Equatable {
+    public let digest: String
+    public let change: Int64
+
+    public init(digest: String, change: Int64) {
+        self.digest = digest
+        self.change = change
     }
 }
 

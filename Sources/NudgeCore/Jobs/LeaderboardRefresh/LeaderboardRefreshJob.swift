@@ -37,8 +37,9 @@ public struct LeaderboardRefreshJob: Job {
         public let members: [CircleMember]
         public let due: [DueBoard]
         public let states: [Board: BoardState]
-        /// The digest of each due board's inputs now.
+        /// The digest of each due board's inputs now, and its part covering the submissions.
         public let inputs: [Board: String]
+        public let submissions: [Board: SubmissionsDigest]
         /// For the boards to compute and the boards before them: each member's submitted totals.
         public let totals: [Board: [UUID: SubmittedTotals]]
         public let stored: [Board: [UUID: StoredEntry]]
@@ -52,6 +53,7 @@ public struct LeaderboardRefreshJob: Job {
     public struct BoardWrite: Sendable {
         public let board: Board
         public let inputs: String
+        public let submissions: SubmissionsDigest?
         public let isFinal: Bool
         /// The entries to insert or update, and the members whose entries go (no longer on the roster).
         public let upserts: [Standing]
@@ -94,7 +96,8 @@ public struct LeaderboardRefreshJob: Job {
         if !candidates.isEmpty {
             let byKey = Dictionary(candidates.map { ("\($0.0)|\($0.1.period.rawValue)|\($0.1.start)", $0.1) }) { first, _ in first }
             let rows = try await connection.query("""
-                select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final
+                select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final,
+                       b.submissions_digest, b.submissions_change
                   from unnest(\(candidates.map(\.0)), \(candidates.map(\.1.period.rawValue)), \(candidates.map(\.1.start)))
                        as c(fitcircle_id, period, period_start)
                  cross join lateral (
@@ -102,10 +105,14 @@ public struct LeaderboardRefreshJob: Job {
                         where b.fitcircle_id = c.fitcircle_id and b.period = c.period and b.period_start = c.period_start
                        offset 0) b   -- one key lookup each, however many boards the table holds
                 """, logger: logger)
-            for try await (circleID, period, start, inputs, checkedAt, isFinal)
-                in rows.decode((UUID, String, LocalDate, String, Date, Bool).self) {
+            for try await (circleID, period, start, inputs, checkedAt, isFinal, submissionsDigest, submissionsChange)
+                in rows.decode((UUID, String, LocalDate, String, Date, Bool, String?, Int64?).self) {
                 guard let board = byKey["\(circleID)|\(period)|\(start)"] else { continue }
-                states[circleID, default: [:]][board] = BoardState(inputs: inputs, checkedAt: checkedAt, isFinal: isFinal)
+                let submissions = submissionsDigest.flatMap { digest in
+                    submissionsChange.map { SubmissionsDigest(digest: digest, change: $0) }
+                }
+                states[circleID, default: [:]][board] = BoardState(inputs: inputs, checkedAt: checkedAt, isFinal: isFinal,
+                                                                   submissions: submissions)
             }
         }
 
@@ -137,33 +144,44 @@ public struct LeaderboardRefreshJob: Job {
         // weights and whether they are on the board's roster and on the previous board's; every
         // submission the board and the previous board are computed from. Sums of the rows' hashes
         // (by their columns' own hash functions), so that no row is sent and nothing is sorted.
+        // The submissions' part is read again only when the circle's change mark has moved since
+        // the board's was taken (in the same statement, so the mark and the rows agree): an hourly
+        // weekly board does not read two weeks of submissions to find nothing new.
         var inputs: [UUID: [Board: String]] = [:]
+        var submissions: [UUID: [Board: SubmissionsDigest]] = [:]
         if !dueBoards.isEmpty {
             let described = dueBoards.map { circle, due in
                 let row = circle.circle
                 let previousEnds = due.board.previous.flatMap { $0.countedDays(in: row) }.map { circle.calendar.end(of: $0.upperBound) }
                 return (row.id, due.board, "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|\(previousEnds != nil)",
-                        Self.inputDays(of: due.board, in: row), due.standsAt, previousEnds ?? due.standsAt)
+                        Self.inputDays(of: due.board, in: row), due.standsAt, previousEnds ?? due.standsAt,
+                        states[row.id]?[due.board]?.submissions)
             }
             let rows = try await connection.query("""
-                select b.i, md5(concat_ws('|', b.base,
+                select b.i, coalesce(k.change, 0), p.submissions, md5(concat_ws('|', b.base,
                          (select count(*) || ':' || coalesce(sum(hash_record_extended((m.user_id,
                                      m.starting_weight, m.target_weight,
                                      m.joined_at <= b.stands_at and (m.left_at is null or m.left_at > b.stands_at),
                                      m.joined_at <= b.previous_ends and (m.left_at is null or m.left_at > b.previous_ends)), 0)), 0)
                             from fitcircle_members m where m.fitcircle_id = b.fitcircle_id),
-                         (select count(*) || ':' || coalesce(sum(hash_record_extended((s.user_id, s.submission_date, s.steps,
-                                     s.weight, s.submitted_at), 0)), 0)
-                            from fitcircle_data_submissions s
-                           where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day)))
+                         p.submissions))
                   from unnest(\(Array(0..<described.count)), \(described.map(\.0)), \(described.map(\.2)),
                               \(described.map(\.3.lowerBound)), \(described.map(\.3.upperBound)), \(described.map(\.4)),
-                              \(described.map(\.5)))
-                       as b(i, fitcircle_id, base, first_day, last_day, stands_at, previous_ends)
+                              \(described.map(\.5)), \(described.map { $0.6?.digest ?? "" }), \(described.map { $0.6?.change ?? -1 }))
+                       as b(i, fitcircle_id, base, first_day, last_day, stands_at, previous_ends, known_digest, known_change)
+                  left join fitcircle_submission_marks k on k.fitcircle_id = b.fitcircle_id
+                 cross join lateral (
+                       select case when b.known_change = coalesce(k.change, 0) then b.known_digest
+                                   else (select count(*) || ':' || coalesce(sum(hash_record_extended((s.user_id, s.submission_date,
+                                                    s.steps, s.weight, s.submitted_at), 0)), 0)
+                                           from fitcircle_data_submissions s
+                                          where s.fitcircle_id = b.fitcircle_id and s.submission_date between b.first_day and b.last_day)
+                              end as submissions) p
                 """, logger: logger)
-            for try await (index, digest) in rows.decode((Int, String).self) {
+            for try await (index, change, part, digest) in rows.decode((Int, Int64, String, String).self) {
                 // v3: members without a value hold no place, weights carry forward (a change of rules recomputes every board).
                 inputs[described[index].0, default: [:]][described[index].1] = "v3:" + digest
+                submissions[described[index].0, default: [:]][described[index].1] = SubmissionsDigest(digest: part, change: change)
             }
         }
 
@@ -278,6 +296,7 @@ public struct LeaderboardRefreshJob: Job {
         return Dictionary(uniqueKeysWithValues: circles.map { circle in
             let id = circle.circle.id
             return (id, Facts(members: members[id] ?? [], due: due[id] ?? [], states: states[id] ?? [:], inputs: inputs[id] ?? [:],
+                              submissions: submissions[id] ?? [:],
                               totals: totals[id] ?? [:], stored: stored[id] ?? [:], pending: pending[id] ?? [:], sent: sent))
         })
     }
@@ -312,10 +331,14 @@ public struct LeaderboardRefreshJob: Job {
             let board = due.board
             let inputs = facts.inputs[board] ?? ""
             if due.isFinal { tally["boards_final", default: 0] += 1 }
-            if due.reason != .backfill, facts.states[board]?.inputs == inputs {
+            let submissions = facts.submissions[board]
+            if due.reason != .backfill, let state = facts.states[board], state.inputs == inputs {
                 tally["boards_unchanged", default: 0] += 1
-                if LeaderboardCadence.remembersLook(at: due, now: run.now, calendar: circle.calendar) {
-                    writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: [], removals: [], ranked: []))
+                // Remembered when the cadence asks, or when the circle's mark moved for other days
+                // than the board's (so that the next look does not read its submissions again).
+                if LeaderboardCadence.remembersLook(at: due, now: run.now, calendar: circle.calendar) || state.submissions != submissions {
+                    writes.append(BoardWrite(board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal,
+                                             upserts: [], removals: [], ranked: []))
                 }
                 continue
             }
@@ -350,8 +373,8 @@ public struct LeaderboardRefreshJob: Job {
                 guard let standing = byMember[submission.userID], let rank = standing.rank else { return nil }
                 return (submission.id, rank, standing.rankChange)
             }
-            writes.append(BoardWrite(board: board, inputs: inputs, isFinal: due.isFinal, upserts: upserts, removals: removals,
-                                     ranked: ranked))
+            writes.append(BoardWrite(board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal, upserts: upserts,
+                                     removals: removals, ranked: ranked))
             tally["boards_refreshed", default: 0] += 1
             tally["entries_written", default: 0] += upserts.count
             tally["entries_removed", default: 0] += removals.count
@@ -410,16 +433,20 @@ public struct LeaderboardRefreshJob: Job {
         let boards = changes.flatMap { change in change.change.boards.map { (change.change.circleID, $0) } }
         guard !boards.isEmpty else { return writes }
         writes.step("boards", """
-            insert into leaderboard_boards (fitcircle_id, period, period_start, inputs, checked_at, changed_at, final)
-            select fitcircle_id, period, period_start, inputs, \(run.now), case when changed then \(run.now)::timestamptz end, final
+            insert into leaderboard_boards (fitcircle_id, period, period_start, inputs, checked_at, changed_at, final,
+                                            submissions_digest, submissions_change)
+            select fitcircle_id, period, period_start, inputs, \(run.now), case when changed then \(run.now)::timestamptz end, final,
+                   nullif(submissions_digest, ''), nullif(submissions_change, -1)
               from unnest(\(boards.map(\.0)), \(boards.map(\.1.board.period.rawValue)), \(boards.map(\.1.board.start)),
                           \(boards.map(\.1.inputs)), \(boards.map { !$0.1.upserts.isEmpty || !$0.1.removals.isEmpty }),
-                          \(boards.map(\.1.isFinal)))
-                   as b(fitcircle_id, period, period_start, inputs, changed, final)
+                          \(boards.map(\.1.isFinal)), \(boards.map { $0.1.submissions?.digest ?? "" }),
+                          \(boards.map { $0.1.submissions?.change ?? -1 }))
+                   as b(fitcircle_id, period, period_start, inputs, changed, final, submissions_digest, submissions_change)
             on conflict (fitcircle_id, period, period_start) do update
                set inputs = excluded.inputs, checked_at = excluded.checked_at,
                    changed_at = coalesce(excluded.changed_at, leaderboard_boards.changed_at),
-                   final = leaderboard_boards.final or excluded.final
+                   final = leaderboard_boards.final or excluded.final,
+                   submissions_digest = excluded.submissions_digest, submissions_change = excluded.submissions_change
             """)
         let entries = boards.flatMap { circleID, write in write.upserts.map { (circleID, write.board, $0) } }
         if !entries.isEmpty {
