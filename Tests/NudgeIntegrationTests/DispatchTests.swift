@@ -47,6 +47,71 @@ import Testing
     }
 }
 
+extension DispatchDeliveryTests {
+    /// Rows of the outbox and the logs read so far (PostgreSQL's own counters), once they have
+    /// settled: a session that just ended may not have reported its reads yet.
+    static func deliveryRowsRead(_ database: TestDatabase) throws -> Int {
+        func read() throws -> Int {
+            try database.count("""
+                select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
+                 where relname in ('notification_outbox', 'notification_logs')
+                """)
+        }
+        var last = try read()
+        for _ in 0..<20 {
+            Thread.sleep(forTimeInterval: 1.2)
+            let now = try read()
+            if now == last { return now }
+            last = now
+        }
+        return last
+    }
+
+    /// A user with a year of history (20,000 notifications sent, their logs) costs dispatch what
+    /// a new one does: its claims, caps, grouping, previews and release read the open rows and
+    /// the last days' sends, never the history.
+    @Test func aYearOfHistoryDoesNotMakeTheNextNotificationCostMore() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        try Outbox.user(database, 1)
+        try Outbox.user(database, 2)
+        let veteran = Fixture.userID(1)
+        try database.psql("""
+            begin;
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body,
+                                             status, sent_at, next_attempt_at, attempts, delivered_to, created_at)
+            select 'history:' || n, 'test', '\(veteran)', d::date, 'social_engagement', d, 'Old', 'Body',
+                   'sent', d, 'infinity', 1, array['\(Outbox.iosToken(1))'], d
+              from generate_series(1, 20000) n,
+                   lateral (select timestamptz '2026-03-09T09:00:00Z' - n * interval '26 minutes' as d) t;
+            insert into notification_logs (user_id, notification_type, channel, status, title, body, outbox_id, sent_at, created_at)
+            select '\(veteran)', 'social_engagement', 'push', 'sent', 'Old', 'Body', n, d, d
+              from generate_series(1, 20000) n,
+                   lateral (select timestamptz '2026-03-09T09:00:00Z' - n * interval '26 minutes' as d) t;
+            commit;
+            analyze notification_outbox;
+            analyze notification_logs;
+            """)
+        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
+        try Outbox.queue(database, 2, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
+
+        let before = try Self.deliveryRowsRead(database)
+        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        // Counted before this test's own queries read anything.
+        let read = try Self.deliveryRowsRead(database) - before
+        #expect(push.apns.requestCount == 2)
+        #expect(try database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
+        // What the caps look back on (the last 8 days' sends, about 440 rows), and a little more:
+        // never the 40,000 rows of the year.
+        let recent = try database.count("""
+            select count(*) from notification_outbox where user_id = '\(veteran)' and sent_at >= '2026-03-02T09:00:30Z'
+            """)
+        #expect(read < recent + 150, "\(read) rows of the outbox and logs read; \(recent) sent in the caps' 8 days")
+    }
+}
+
 @Suite(.serialized) struct DispatchProviderAnswerTests {
     /// Each provider answer ends as it should: an invalid token is deactivated (kept for
     /// audit), a 429, a 5xx and a time-out are retried and delivered on a later attempt.
