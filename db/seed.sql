@@ -1288,6 +1288,12 @@ select j.job, u.id, 'epoch'
   from users u
  cross join (values ('reminders'), ('validate-streaks'), ('weekly-digest'), ('push-trigger'), ('generate-daily-goals')) as j(job)
 on conflict (job, user_id) do nothing;
+-- Each FitCircle's change mark (migration 0016), which its submissions' triggers keep.
+insert into fitcircle_submission_marks (fitcircle_id, change)
+select c.id, nextval('fitcircle_submission_change')
+  from (select distinct fitcircle_id as id from fitcircle_data_submissions) c
+ order by c.id
+on conflict (fitcircle_id) do update set change = excluded.change;
 
 -- The indexes back (see "Indexes" at the top).
 set local maintenance_work_mem = '512MB';

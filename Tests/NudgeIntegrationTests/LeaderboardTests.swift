@@ -473,6 +473,13 @@ extension TestDatabase {
             """)
         #expect(try database.count("select last_value from fitcircle_submission_change") == sequence + 2)
 
+        // A truncate moves every circle's mark, a circle without one yet included.
+        try database.psql("delete from fitcircle_submission_marks where fitcircle_id = '\(Self.weight)'")
+        let beforeTruncate = try mark(Self.steps)
+        try database.psql("truncate fitcircle_data_submissions")
+        #expect(try mark(Self.steps) != beforeTruncate)
+        #expect(try mark(Self.weight) != "")
+
         // A circle deleted takes its submissions, and its mark, with it.
         try database.psql("delete from fitcircles where id = '\(Self.weight)'")
         #expect(try mark(Self.weight) == "")

@@ -6,8 +6,14 @@
 -- with the mark it was taken at, and while the mark stands the job reuses that part instead of
 -- reading the submissions again.
 
--- Marks come from one sequence, so a mark only ever grows, and a circle deleted and made again
--- never meets an old board's mark.
+-- Marks come from one sequence, so no two changes give a circle the same mark, and a circle
+-- deleted and made again never meets an old board's mark (only equality is ever compared).
+--
+-- A load that writes submissions with triggers off (session_replication_role = replica,
+-- pg_restore --disable-triggers, a logical replication subscriber) must move the marks itself, as
+-- db/seed.sql does: `insert into fitcircle_submission_marks select id, nextval(
+-- 'fitcircle_submission_change') from fitcircles order by id on conflict (fitcircle_id) do update
+-- set change = excluded.change`.
 create sequence fitcircle_submission_change;
 
 create table fitcircle_submission_marks (
@@ -22,9 +28,9 @@ alter table leaderboard_boards
 -- Moves the mark of every circle whose submissions the statement changed: once per statement and
 -- circle, however many rows (a bulk load moves each circle's mark once). The job's own update of
 -- `rank_after_submission` and `rank_change` changes no input and moves nothing. A circle being
--- deleted (its submissions go with it) gets no mark. Marks are taken in circle order, so that two
--- transactions writing to the same circles wait for each other (until the first commits) and
--- never deadlock.
+-- deleted (its submissions go with it) gets no mark. Within a statement, marks are taken in
+-- circle order. It runs as the owner of the tables (security definer), so the app's role needs no
+-- right on the marks.
 create function nudge_submissions_changed() returns trigger language plpgsql as $$
 begin
     if tg_op = 'INSERT' then
@@ -35,8 +41,11 @@ begin
          order by c.fitcircle_id
         on conflict (fitcircle_id) do update set change = excluded.change;
     elsif tg_op = 'TRUNCATE' then
-        -- Every circle's submissions are gone.
-        update fitcircle_submission_marks set change = nextval('fitcircle_submission_change');
+        -- Every circle's submissions are gone: every circle gets a new mark, one without a row too.
+        insert into fitcircle_submission_marks as k (fitcircle_id, change)
+        select f.id, nextval('fitcircle_submission_change') from fitcircles f
+         order by f.id
+        on conflict (fitcircle_id) do update set change = excluded.change;
     elsif tg_op = 'DELETE' then
         insert into fitcircle_submission_marks as k (fitcircle_id, change)
         select c.fitcircle_id, nextval('fitcircle_submission_change')
@@ -59,7 +68,7 @@ begin
     end if;
     return null;
 end
-$$;
+$$ security definer set search_path from current;
 
 create trigger fitcircle_data_submissions_marked_new after insert on fitcircle_data_submissions
     referencing new table as new_submissions
