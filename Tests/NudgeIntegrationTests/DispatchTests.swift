@@ -48,25 +48,6 @@ import Testing
 }
 
 extension DispatchDeliveryTests {
-    /// Rows of the outbox and the logs read so far (PostgreSQL's own counters), once they have
-    /// settled: a session that just ended may not have reported its reads yet.
-    static func deliveryRowsRead(_ database: TestDatabase) throws -> Int {
-        func read() throws -> Int {
-            try database.count("""
-                select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
-                 where relname in ('notification_outbox', 'notification_logs')
-                """)
-        }
-        var last = try read()
-        for _ in 0..<20 {
-            Thread.sleep(forTimeInterval: 1.2)
-            let now = try read()
-            if now == last { return now }
-            last = now
-        }
-        return last
-    }
-
     /// A user with a year of history (20,000 notifications sent, their logs) costs dispatch what
     /// a new one does: its claims, caps, grouping, previews and release read the open rows and
     /// the last days' sends, never the history.
@@ -96,11 +77,11 @@ extension DispatchDeliveryTests {
         try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
         try Outbox.queue(database, 2, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
 
-        let before = try Self.deliveryRowsRead(database)
+        let before = try database.rowsRead(["notification_outbox", "notification_logs"])
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
         // Counted before this test's own queries read anything.
-        let read = try Self.deliveryRowsRead(database) - before
+        let read = try database.rowsRead(["notification_outbox", "notification_logs"]) - before
         #expect(push.apns.requestCount == 2)
         #expect(try database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
         // What the caps look back on (the last 8 days' sends, about 440 rows), and a little more:

@@ -97,6 +97,26 @@ struct TestDatabase: Sendable {
         return count
     }
 
+    /// Rows of `tables` read so far by PostgreSQL's own counters, once they have settled: a
+    /// session that just ended may not have reported its reads yet.
+    func rowsRead(_ tables: [String]) throws -> Int {
+        let list = tables.map { "'\($0)'" }.joined(separator: ", ")
+        func read() throws -> Int {
+            try count("""
+                select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
+                 where relname in (\(list))
+                """)
+        }
+        var last = try read()
+        for _ in 0..<20 {
+            Thread.sleep(forTimeInterval: 1.2)
+            let now = try read()
+            if now == last { return now }
+            last = now
+        }
+        return last
+    }
+
     /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".
     func dump(excluding excluded: Set<String> = []) throws -> String {
         let tables = try psql("""

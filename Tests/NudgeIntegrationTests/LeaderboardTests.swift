@@ -394,25 +394,6 @@ extension TestDatabase {
         #expect(try database.leaderboardDifferences() == "")
     }
 
-    /// Rows of the circles' submissions read so far (PostgreSQL's own counters), once they have
-    /// settled: a session that just ended may not have reported its reads yet.
-    func submissionsRead(_ database: TestDatabase) throws -> Int {
-        func read() throws -> Int {
-            try database.count("""
-                select coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) from pg_stat_user_tables
-                 where relname = 'fitcircle_data_submissions'
-                """)
-        }
-        var last = try read()
-        for _ in 0..<20 {
-            Thread.sleep(forTimeInterval: 1.2)
-            let now = try read()
-            if now == last { return now }
-            last = now
-        }
-        return last
-    }
-
     /// A circle's submissions are read again only when its change mark has moved: a refresh with
     /// nothing new reads none of them, and the job's own ranks move no mark; an insert, a change or
     /// a delete moves the circle's mark (once per statement and circle), and the boards then agree
@@ -437,10 +418,10 @@ extension TestDatabase {
         #expect(try mark(Self.steps) == loaded)
 
         // An hour later nothing is new: the weekly and daily boards are looked at, no submission is read.
-        let before = try submissionsRead(database)
+        let before = try database.rowsRead(["fitcircle_data_submissions"])
         let quiet = try await database.refreshLeaderboards("2026-03-12T14:00:00Z")
         #expect(quiet["boards_refreshed"] == nil && quiet["boards_unchanged", default: 0] > 0, "\(quiet)")
-        #expect(try submissionsRead(database) == before)
+        #expect(try database.rowsRead(["fitcircle_data_submissions"]) == before)
 
         // Member 3 submits today's steps, then corrects them; member 4's submission is withdrawn
         // (today's days only: a final board is never computed again, so a change to a past day
