@@ -32,40 +32,30 @@ alter table leaderboard_boards
 -- circle order. It runs as the owner of the tables (security definer), so the app's role needs no
 -- right on the marks.
 create function nudge_submissions_changed() returns trigger language plpgsql as $$
+declare
+    circles uuid[];
 begin
     if tg_op = 'INSERT' then
-        insert into fitcircle_submission_marks as k (fitcircle_id, change)
-        select c.fitcircle_id, nextval('fitcircle_submission_change')
-          from (select distinct fitcircle_id from new_submissions) c
-         where exists (select 1 from fitcircles f where f.id = c.fitcircle_id)
-         order by c.fitcircle_id
-        on conflict (fitcircle_id) do update set change = excluded.change;
-    elsif tg_op = 'TRUNCATE' then
-        -- Every circle's submissions are gone: every circle gets a new mark, one without a row too.
-        insert into fitcircle_submission_marks as k (fitcircle_id, change)
-        select f.id, nextval('fitcircle_submission_change') from fitcircles f
-         order by f.id
-        on conflict (fitcircle_id) do update set change = excluded.change;
+        select array_agg(distinct fitcircle_id) into circles from new_submissions;
     elsif tg_op = 'DELETE' then
-        insert into fitcircle_submission_marks as k (fitcircle_id, change)
-        select c.fitcircle_id, nextval('fitcircle_submission_change')
-          from (select distinct fitcircle_id from old_submissions) c
-         where exists (select 1 from fitcircles f where f.id = c.fitcircle_id)
-         order by c.fitcircle_id
-        on conflict (fitcircle_id) do update set change = excluded.change;
+        select array_agg(distinct fitcircle_id) into circles from old_submissions;
+    elsif tg_op = 'UPDATE' then
+        select array_agg(distinct v.circle) into circles
+          from old_submissions o full join new_submissions n on n.id = o.id
+         cross join lateral (values (o.fitcircle_id), (n.fitcircle_id)) v(circle)
+         where v.circle is not null
+           and (o.fitcircle_id, o.user_id, o.submission_date, o.steps, o.weight, o.submitted_at)
+               is distinct from (n.fitcircle_id, n.user_id, n.submission_date, n.steps, n.weight, n.submitted_at);
     else
-        insert into fitcircle_submission_marks as k (fitcircle_id, change)
-        select c.fitcircle_id, nextval('fitcircle_submission_change')
-          from (select distinct circle as fitcircle_id
-                  from old_submissions o full join new_submissions n on n.id = o.id
-                 cross join lateral (values (o.fitcircle_id), (n.fitcircle_id)) v(circle)
-                 where v.circle is not null
-                   and (o.fitcircle_id, o.user_id, o.submission_date, o.steps, o.weight, o.submitted_at)
-                       is distinct from (n.fitcircle_id, n.user_id, n.submission_date, n.steps, n.weight, n.submitted_at)) c
-         where exists (select 1 from fitcircles f where f.id = c.fitcircle_id)
-         order by c.fitcircle_id
-        on conflict (fitcircle_id) do update set change = excluded.change;
+        -- A truncate: every circle's submissions are gone, and every circle gets a new mark.
+        select array_agg(id) into circles from fitcircles;
     end if;
+    insert into fitcircle_submission_marks (fitcircle_id, change)
+    select c.id, nextval('fitcircle_submission_change')
+      from unnest(circles) as c(id)
+     where exists (select 1 from fitcircles f where f.id = c.id)
+     order by c.id
+    on conflict (fitcircle_id) do update set change = excluded.change;
     return null;
 end
 $$ security definer set search_path from current;
