@@ -6,9 +6,10 @@ extension PostgresConnection {
     /// Runs `statement` as a named prepared statement of this connection: the first time a text
     /// (with its parameters' types) is sent, the server parses it once; from then on each run
     /// only binds and executes it, and after five runs PostgreSQL keeps one generic plan instead
-    /// of planning again when it finds that plan as good as the ones it made for the values. For what a run sends once per batch with the same text: a
-    /// page, a job's facts, a batch's writes (DESIGN "Speed"). Over a run of 2,000 batches that
-    /// is about a second of parsing and planning saved.
+    /// of planning again when it finds that plan as good as the ones it made for the values.
+    /// For what a run sends once per batch with the same text: a page, a job's facts, a batch's
+    /// writes (design.md). Over a run of 2,000 batches that is about a second of parsing and
+    /// planning saved.
     ///
     /// A statement's name is a hash of its text and types, so a text is prepared once per
     /// connection whichever code sends it. The texts a run sends are bounded (a batch's writes
@@ -47,12 +48,15 @@ extension PostgresConnection {
 struct PreparedText: Sendable {
     let sql: String
     let types: [PostgresDataType]
+    /// `nudge_` and the 64-bit FNV-1a hash of the text and the types' ids, in hex.
+    let name: String
 
     /// The names of the texts that failed once in this process: sent ad hoc from then on.
     static let failed = Mutex<Set<String>>([])
 
-    /// `nudge_` and the 64-bit FNV-1a hash of the text and the types' ids, in hex.
-    var name: String {
+    init(sql: String, types: [PostgresDataType]) {
+        self.sql = sql
+        self.types = types
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         func mix(_ byte: UInt8) {
             hash ^= UInt64(byte)
@@ -63,7 +67,7 @@ struct PreparedText: Sendable {
             mix(0)
             withUnsafeBytes(of: type.rawValue.littleEndian) { $0.forEach(mix) }
         }
-        return "nudge_" + String(hash, radix: 16)
+        name = "nudge_" + String(hash, radix: 16)
     }
 }
 
