@@ -182,13 +182,13 @@ public struct Database: Sendable {
     /// pool whose server has gone keeps retrying to connect, and the command would wait for ever.
     /// `body` itself is not bounded here; its waits are (`bounded`).
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let leased = Leased()
+        let leased = Flag()
         let limit = limits.answerTimeout
         let held = self.held, connections = self.connections
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await client.withConnection { connection in
-                    leased.happened.withLock { $0 = true }
+                    leased.set()
                     held.count.withLock { $0 += 1 }
                     defer { held.count.withLock { $0 -= 1 } }
                     return try await body(connection)
@@ -196,7 +196,7 @@ public struct Database: Sendable {
             }
             group.addTask {
                 try await Task.sleep(for: limit)
-                guard leased.happened.withLock({ $0 }) else {
+                guard leased.isSet else {
                     if held.count.withLock({ $0 }) >= connections {
                         throw NudgeError(.database, """
                             no free database connection within \(limit): all \(connections) of this process's connections \
@@ -256,7 +256,8 @@ public struct Database: Sendable {
     }
 }
 
-/// Whether something happened yet, shared with a timer or a task.
+/// Whether something happened yet (the pool handed over a connection, a time-out passed),
+/// shared with a timer or a task.
 private final class Flag: Sendable {
     private let value = Mutex(false)
 
@@ -265,10 +266,6 @@ private final class Flag: Sendable {
     func set() { value.withLock { $0 = true } }
 }
 
-/// Whether the pool handed over a connection yet.
-private final class Leased: Sendable {
-    let happened = Mutex(false)
-}
 
 struct TimedOut: Error, CustomStringConvertible {
     var description: String { "timed out" }
