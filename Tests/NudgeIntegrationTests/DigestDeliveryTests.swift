@@ -177,7 +177,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         var environment = stand.environment
         environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
         let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        #expect(try eventually { stand.resend.sent.count == count })
+        #expect(try await eventuallyHere { stand.resend.sent.count == count })
         dispatcher.signal(SIGKILL)
         _ = await dispatcher.finished()
     }
@@ -272,25 +272,25 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let url = String(try #require(email.headers["List-Unsubscribe"]).dropFirst().dropLast())
         #expect(url.hasPrefix(base + "/unsubscribe?token="))
 
-        func curl(_ arguments: [String]) throws -> (status: String, body: String) {
-            let result = try runProcess("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "--max-time", "10"] + arguments)
+        func curl(_ arguments: [String]) async throws -> (status: String, body: String) {
+            let result = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "--max-time", "10"] + arguments)
             let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
             return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
         }
         let before = try database.dump()
         let forged = url.dropLast(3) + (url.hasSuffix("AAA") ? "BBB" : "AAA")
-        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", String(forged)]).status == "400")
-        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", base + "/unsubscribe?token=nonsense"]).status == "400")
-        #expect(try curl([url]).status == "200")   // the page: nothing changes until its button is pressed
-        #expect(try curl([url]).body.contains("<form method=\"post\""))
+        #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", String(forged)]).status == "400")
+        #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", base + "/unsubscribe?token=nonsense"]).status == "400")
+        #expect(try await curl([url]).status == "200")   // the page: nothing changes until its button is pressed
+        #expect(try await curl([url]).body.contains("<form method=\"post\""))
         #expect(try database.dump() == before)
 
-        let oneClick = try curl(["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "-d", "List-Unsubscribe=One-Click", url])
+        let oneClick = try await curl(["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "-d", "List-Unsubscribe=One-Click", url])
         #expect(oneClick.status == "200", "\(oneClick.body)")
-        #expect(try curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", url]).status == "200")   // idempotent
+        #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", url]).status == "200")   // idempotent
         #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
         #expect(try database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'") == "f|t")
-        #expect(try curl([base + "/health"]).status == "200")
+        #expect(try await curl([base + "/health"]).status == "200")
 
         _ = try await weeklyDigest(database, at: at("2026-03-29T19:00:00Z"), publicURL: base)
         #expect(try database.psql("""
@@ -335,7 +335,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         defer { try? FileManager.default.removeItem(at: folder) }
         let screenshot = folder.appendingPathComponent("unsubscribe.png").path
         let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(folder.path)/profile", "--window-size=600,500"]
-        let shot = try runProcess("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
+        let shot = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
         #expect(FileManager.default.fileExists(atPath: screenshot), "\(shot.stderr)")
         // Width, height, then pixels of the button's blue, the text's ink, the card's white.
         let colours = try runProcess("/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/png-colours.py").path, screenshot,
@@ -348,7 +348,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             #expect(numbers[3] > 300, "the words")
             #expect(numbers[4] > 100_000, "the card")
         }
-        let dom = try runProcess("/usr/bin/timeout", ["60", chromium] + flags + ["--dump-dom", link])
+        let dom = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--dump-dom", link])
         #expect(dom.stdout.contains("<form method=\"post\" action=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">"), "\(dom.stdout)")
         #expect(dom.stdout.contains("weekly digest emails"))
         // Looking changed nothing.

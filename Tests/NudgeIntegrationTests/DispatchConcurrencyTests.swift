@@ -66,7 +66,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "39", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]) { _, new in new }
         let first = try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
                                             environment: environment)
-        #expect(try eventually(seconds: 60) { push.apns.requestCount >= 300 })
+        #expect(try await eventuallyHere(seconds: 60) { push.apns.requestCount >= 300 })
         first.signal(SIGKILL)
         _ = await first.finished()
         let claimed = try database.count("select count(*) from notification_outbox where status = 'sending'")
@@ -86,7 +86,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
             select count(*) from notification_outbox o join held_leases h using (id)
              where h.lease_until > (select at from early_ended) and (o.status <> 'sending' or o.lease_until <> h.lease_until)
             """) == 0)
-        #expect(try eventually(seconds: 60) {
+        #expect(try await eventuallyHere(seconds: 60) {
             try database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
         })
         let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"] + gentle, environment: environment)
@@ -134,8 +134,10 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         try Outbox.user(database, 1)
         let due = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 4).rounded(.up))
         try Outbox.queue(database, 1, type: "fitcircle_invite", at: ISO8601DateFormatter().string(from: due))
+        // Started at once, not queued for one of the harness's process slots: the times below
+        // are the run's own.
         let started = Date()
-        let result = try await database.nudge(["run", "dispatch", "--drain-seconds", "30"], environment: push.environment)
+        let result = try await database.startNudge(["run", "dispatch", "--drain-seconds", "30"], environment: push.environment).finished()
         #expect(result.status == 0, "\(result.stderr)")
         let request = try #require(push.apns.requests.first)
         #expect(request.receivedAt >= due.addingTimeInterval(-0.05))

@@ -77,11 +77,11 @@ extension DispatchDeliveryTests {
         try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
         try Outbox.queue(database, 2, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
 
-        let before = try database.rowsRead(["notification_outbox", "notification_logs"])
+        let before = try await database.rowsRead(["notification_outbox", "notification_logs"])
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
         // Counted before this test's own queries read anything.
-        let read = try database.rowsRead(["notification_outbox", "notification_logs"]) - before
+        let read = try await database.rowsRead(["notification_outbox", "notification_logs"]) - before
         #expect(push.apns.requestCount == 2)
         #expect(try database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
         // What the caps look back on (the last 8 days' sends, about 440 rows), and a little more:

@@ -99,7 +99,7 @@ struct TestDatabase: Sendable {
 
     /// Rows of `tables` read so far by PostgreSQL's own counters, once they have settled: a
     /// session that just ended may not have reported its reads yet.
-    func rowsRead(_ tables: [String]) throws -> Int {
+    func rowsRead(_ tables: [String]) async throws -> Int {
         let list = tables.map { "'\($0)'" }.joined(separator: ", ")
         func read() throws -> Int {
             try count("""
@@ -109,7 +109,7 @@ struct TestDatabase: Sendable {
         }
         var last = try read()
         for _ in 0..<20 {
-            Thread.sleep(forTimeInterval: 1.2)
+            try await Task.sleep(for: .milliseconds(1200))   // not Thread.sleep: see runProcessOffThePool
             let now = try read()
             if now == last { return now }
             last = now
@@ -145,11 +145,7 @@ struct TestDatabase: Sendable {
         let environment = nudgeEnvironment(environment)
         await ProcessSlots.shared.acquire()
         defer { Task { await ProcessSlots.shared.release() } }
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try runProcess(NudgeBinary.path, arguments, environment: environment) })
-            }
-        }
+        return try await runProcessOffThePool(NudgeBinary.path, arguments, environment: environment)
     }
 
     /// Starts `nudge` and returns at once, for the tests that stop it on purpose.
@@ -219,6 +215,8 @@ struct ProcessResult: Sendable {
     var seconds: Double = 0
 }
 
+/// Blocks the calling thread until `executable` ends: from a test, only for a process that needs
+/// nothing from this one (psql, a checker); otherwise `runProcessOffThePool`.
 func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
     let started = Date()
     let process = Process()
@@ -241,6 +239,17 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
     group.wait()
     return ProcessResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
                          stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
+}
+
+/// `runProcess`, waited for off Swift's cooperative threads. A process that talks to a server in
+/// this process (the unsubscribe page, a provider stand-in) must be run so: with the pool's two
+/// threads blocked in two such waits, nothing is left to answer either of them.
+func runProcessOffThePool(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) })
+        }
+    }
 }
 
 /// A `nudge` started in the background; its output goes to files, read when it ends.
@@ -286,23 +295,13 @@ final class RunningProcess: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every 20 ms for up to `seconds`.
-/// `eventually` for a condition another task of this process must make true (a server it starts):
-/// it sleeps without holding one of the few threads that task needs.
+/// Polls `condition` every 20 ms for up to `seconds`, sleeping without holding one of the pool's
+/// few threads: a stand-in or server of this process may be what makes it true.
 func eventuallyHere(seconds: Double = 30, _ condition: () throws -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try condition() { return true }
         try await Task.sleep(for: .milliseconds(20))
-    }
-    return false
-}
-
-func eventually(seconds: Double = 30, _ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(20_000)
     }
     return false
 }

@@ -109,7 +109,7 @@ import Testing
         let holder = try RunningProcess("/usr/bin/psql", ["-X", "-q", database.url, "-c", "select nudge_try_run_lock(\(key), 0, 4)",
                                                           "-c", "select pg_sleep(30)"], environment: ProcessInfo.processInfo.environment)
         defer { holder.signal(SIGKILL); _ = holder.wait() }
-        #expect(try eventually { try database.count("""
+        #expect(try await eventuallyHere { try database.count("""
             select count(*) from pg_locks where locktype = 'advisory' and granted
                and database = (select oid from pg_database where datname = current_database())
             """) >= 2 })

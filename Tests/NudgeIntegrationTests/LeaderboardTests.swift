@@ -418,10 +418,10 @@ extension TestDatabase {
         #expect(try mark(Self.steps) == loaded)
 
         // An hour later nothing is new: the weekly and daily boards are looked at, no submission is read.
-        let before = try database.rowsRead(["fitcircle_data_submissions"])
+        let before = try await database.rowsRead(["fitcircle_data_submissions"])
         let quiet = try await database.refreshLeaderboards("2026-03-12T14:00:00Z")
         #expect(quiet["boards_refreshed"] == nil && quiet["boards_unchanged", default: 0] > 0, "\(quiet)")
-        #expect(try database.rowsRead(["fitcircle_data_submissions"]) == before)
+        #expect(try await database.rowsRead(["fitcircle_data_submissions"]) == before)
 
         // Member 3 submits today's steps, then corrects them; member 4's submission is withdrawn
         // (today's days only: a final board is never computed again, so a change to a past day

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct MonitoringTests {
     /// A loopback HTTP server that answers 200 and writes each request line to a file.
-    private func healthcheckServer() throws -> (RunningProcess, port: Int, log: URL) {
+    private func healthcheckServer() async throws -> (RunningProcess, port: Int, log: URL) {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("pings-\(UUID()).log")
         let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("port-\(UUID())")
         let script = """
@@ -20,7 +20,7 @@ import Testing
             """
         let server = try RunningProcess("/usr/bin/env", ["python3", "-c", script, log.path, portFile.path],
                                         environment: ProcessInfo.processInfo.environment)
-        _ = try eventually(seconds: 10) { FileManager.default.fileExists(atPath: portFile.path) && ((try? String(contentsOf: portFile, encoding: .utf8)) ?? "") != "" }
+        _ = try await eventuallyHere(seconds: 10) { FileManager.default.fileExists(atPath: portFile.path) && ((try? String(contentsOf: portFile, encoding: .utf8)) ?? "") != "" }
         let port = Int(try String(contentsOf: portFile, encoding: .utf8))!
         return (server, port, log)
     }
@@ -36,7 +36,7 @@ import Testing
 
     @Test func aRunWritesPrometheusMetricsAndPingsTheHealthcheck() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
-        let (server, port, log) = try healthcheckServer()
+        let (server, port, log) = try await healthcheckServer()
         defer { server.signal(SIGKILL); _ = server.wait() }
 
         let environment = ["NUDGE_METRICS_DIR": metrics.path, "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/ping/abc123"]
@@ -60,7 +60,7 @@ import Testing
     /// monitoring nothing.
     @Test func eachJobAndShardReportsOnItsOwn() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
-        let (server, port, log) = try healthcheckServer()
+        let (server, port, log) = try await healthcheckServer()
         defer { server.signal(SIGKILL); _ = server.wait() }
         let environment = ["NUDGE_METRICS_DIR": metrics.path,
                            "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/every-job",

@@ -361,7 +361,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "2"
         let arguments = ["run", "push-trigger", "--now", now, "--concurrency", "4"]
         let running = try database.startNudge(arguments, environment: environment)
-        #expect(try eventually { server.requests.count == 6 })
+        #expect(try await eventuallyHere { server.requests.count == 6 })
         try await Task.sleep(for: .milliseconds(300))
         let signalled = ContinuousClock.now
         running.signal(SIGTERM)
@@ -389,7 +389,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         var environment = pushEnvironment(server, provider: "anthropic")
         environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "30"
         let running = try database.startNudge(["run", "push-trigger", "--now", now, "--concurrency", "2"], environment: environment)
-        #expect(try eventually { server.requests.count == 2 })
+        #expect(try await eventuallyHere { server.requests.count == 2 })
         running.signal(SIGINT)
         try await Task.sleep(for: .seconds(1))
         #expect(running.process.isRunning, "the first interrupt waits for the calls in flight")

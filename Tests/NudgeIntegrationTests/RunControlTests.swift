@@ -185,7 +185,7 @@ struct PausingAfterFirstBatch: Job {
 
         let database = try await populated()
         let running = try database.startNudge(Self.arguments)
-        #expect(try eventually { try database.count("select coalesce(max(processed), 0) from job_runs") >= 50 })
+        #expect(try await eventuallyHere { try database.count("select coalesce(max(processed), 0) from job_runs") >= 50 })
         running.signal(signal)
         let stopped = running.wait()
         if signal == SIGTERM {
@@ -228,7 +228,7 @@ struct PausingAfterFirstBatch: Job {
         let database = try await TestDatabase.fresh()
         try Fixture.population(database, count: 400, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let running = try database.startNudge(arguments, environment: environment)
-        #expect(try eventually { try database.count("select coalesce(max(processed), 0) from job_runs") >= 20 })
+        #expect(try await eventuallyHere { try database.count("select coalesce(max(processed), 0) from job_runs") >= 20 })
         let backends = try database.psql("""
             select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'
             """).split(separator: "\n").compactMap { Int32($0) }
@@ -246,7 +246,7 @@ struct PausingAfterFirstBatch: Job {
         #expect(try database.count("select processed from job_runs") < 400)
 
         // The frozen sessions end (their client is gone), and with them the run's lock.
-        #expect(try eventually { try database.count("""
+        #expect(try await eventuallyHere { try database.count("""
             select count(*) from pg_stat_activity where datname = current_database() and application_name like 'nudge%'
             """) == 0 })
         let resumed = try await database.nudge(arguments, environment: environment)
