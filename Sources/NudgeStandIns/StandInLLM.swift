@@ -47,7 +47,7 @@ public final class StandInLLM: Sendable {
     /// The URL to give as `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL` is this with `/v1`.
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    /// Every request received so far, in order of arrival.
+    /// Every request received so far, in order of arrival (none when started with `record: false`).
     public var requests: [Request] { log.requests.withLock { $0 } }
 
     private init(server: StandInHTTPServer, log: RequestLog) {
@@ -55,12 +55,15 @@ public final class StandInLLM: Sendable {
         self.log = log
     }
 
-    public static func start(port: Int = 0, script: @escaping Script) async throws -> StandInLLM {
+    /// Starts a stand-in that answers each request as `script` says. `record: false` keeps no
+    /// request (`requests` stays empty): a stand-in that serves for hours (the demo, the
+    /// benchmarks) would otherwise hold every prompt it was sent, gigabytes at a million users.
+    public static func start(port: Int = 0, record: Bool = true, script: @escaping Script) async throws -> StandInLLM {
         let log = RequestLog()
         let server = try await StandInHTTPServer.start(port: port) { http in
             let request = Request(path: http.path, headers: http.headers, body: String(decoding: http.body, as: UTF8.self),
                                   receivedAt: http.receivedAt)
-            log.requests.withLock { $0.append(request) }
+            if record { log.requests.withLock { $0.append(request) } }
             let (answer, latency) = script(request)
             return (reply(to: request, answer: answer), latency)
         }

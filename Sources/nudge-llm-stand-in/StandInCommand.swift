@@ -31,7 +31,7 @@ struct StandInCommand {
             arrivals = ArrivalLog(handle)
         }
         let answerAfter = latency, log = arrivals
-        let server = try await StandInLLM.start(port: port) { request in
+        let server = try await StandInLLM.start(port: port, record: false) { request in
             log?.append(request.receivedAt)
             return (.reply(CannedCopy.reply(to: request.prompt)), answerAfter)
         }

@@ -31,8 +31,9 @@ private func scripted(_ answers: [StandInLLM.Answer], latency: Duration = .zero)
     }
 }
 
-private func withStandIn<T>(_ script: @escaping StandInLLM.Script, _ body: (StandInLLM) async throws -> T) async throws -> T {
-    let server = try await StandInLLM.start(script: script)
+private func withStandIn<T>(record: Bool = true, _ script: @escaping StandInLLM.Script,
+                            _ body: (StandInLLM) async throws -> T) async throws -> T {
+    let server = try await StandInLLM.start(record: record, script: script)
     do {
         let result = try await body(server)
         await server.shutdown()
@@ -59,6 +60,20 @@ private let logger = Logger(label: "test")
             let body = try JSONSerialization.jsonObject(with: Data(request.body.utf8)) as! [String: Any]
             #expect(body["model"] as? String == "claude-haiku-4-5-20251001")
             #expect(body["max_tokens"] as? Int == 150)
+        }
+    }
+
+    /// The stand-in the demo and the benchmarks run for hours keeps no prompt it answered: a
+    /// million pushes' prompts held in memory slowed the million-user benchmark.
+    @Test func aStandInThatDoesNotRecordAnswersAndKeepsNothing() async throws {
+        try await withStandIn(record: false, { request in (.reply(request.prompt), .zero) }) { server in
+            let replies = try await LLMClient.with(configuration(server), concurrency: 1) { client in
+                var replies: [String] = []
+                for n in 0..<20 { replies.append(try await client.complete(prompt: "prompt \(n)", logger: logger).text) }
+                return replies
+            }
+            #expect(replies == (0..<20).map { "prompt \($0)" })
+            #expect(server.requests.isEmpty)
         }
     }
 

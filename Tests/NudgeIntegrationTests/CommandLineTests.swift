@@ -79,7 +79,7 @@ import Testing
         var environment = database.nudgeEnvironment([:])
         environment["NUDGE_LOG_LEVEL"] = "error"
         let shell = "\(NudgeBinary.path) run validate-streaks --now 2026-03-20T12:00:00Z --dry-run --json --batch-size 5 | head -c 100 >/dev/null; exit ${PIPESTATUS[0]}"
-        let result = try runProcess("/bin/bash", ["-c", shell], environment: environment)
+        let result = try await runProcessOffThePool("/bin/bash", ["-c", shell], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(!result.stderr.contains("Fatal error"))
         #expect(try database.psql("select status, processed from job_runs") == "succeeded|300")

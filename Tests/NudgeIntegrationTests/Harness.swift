@@ -215,8 +215,8 @@ struct ProcessResult: Sendable {
     var seconds: Double = 0
 }
 
-/// Blocks the calling thread until `executable` ends: from a test, only for a process that needs
-/// nothing from this one (psql, a checker); otherwise `runProcessOffThePool`.
+/// Blocks the calling thread until `executable` ends: from a test, only for a short process that
+/// needs nothing from this one (psql, a checker); otherwise `runProcessOffThePool`.
 func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
     let started = Date()
     let process = Process()
@@ -241,9 +241,10 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
                          stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
 }
 
-/// `runProcess`, waited for off Swift's cooperative threads. A process that talks to a server in
-/// this process (the unsubscribe page, a provider stand-in) must be run so: with the pool's two
-/// threads blocked in two such waits, nothing is left to answer either of them.
+/// `runProcess`, waited for off Swift's cooperative threads. A process that talks to `nudge
+/// serve` in this process (curl, Chromium) must be run so: with the pool's two threads blocked in
+/// two such waits, nothing is left to answer either of them. So should any wait of seconds: the
+/// provider stand-ins answer on NIO's threads, but the server and in-process jobs need the pool.
 func runProcessOffThePool(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async {

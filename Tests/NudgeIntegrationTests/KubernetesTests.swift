@@ -96,7 +96,7 @@ import Testing
         var failedUsers = 0
         for index in 0..<4 {
             let command = try podCommand(index: index)
-            let result = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+            let result = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
             #expect(result.status == 0, "shard \(index): \(result.stderr)")
             failedUsers += try database.count("select failed from job_runs order by id desc limit 1")
         }
@@ -113,11 +113,11 @@ import Testing
             select count(*) from pg_locks where locktype = 'advisory' and granted
                and database = (select oid from pg_database where datname = current_database())
             """) >= 2 })
-        let locked = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+        let locked = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
         #expect(locked.status == 0, "\(locked.stderr)")
         #expect(locked.stderr.contains("holds the lock"))
 
-        let down = try runProcess(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment(
+        let down = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment(
             ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]))
         #expect(down.status == 1)
     }

@@ -23,7 +23,8 @@ let migrationFiles = try! FileManager.default
     @Test func twoMigrationsAtOnceApplyEachFileOnce() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
         let runs = try (0..<3).map { _ in try database.startNudge(["migrate"]) }
-        let results = runs.map { $0.wait() }
+        var results: [ProcessResult] = []
+        for run in runs { results.append(await run.finished()) }
         for result in results { #expect(result.status == 0, "\(result.stderr)") }
         for file in migrationFiles {
             #expect(results.filter { $0.stdout.hasPrefix("applied") && $0.stdout.contains(file) }.count == 1, "\(file)")

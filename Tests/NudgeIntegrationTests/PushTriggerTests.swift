@@ -365,7 +365,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         try await Task.sleep(for: .milliseconds(300))
         let signalled = ContinuousClock.now
         running.signal(SIGTERM)
-        let stopped = running.wait()
+        let stopped = await running.finished()
         #expect(signalled.duration(to: .now) < .seconds(10))
         #expect(stopped.status == 1, "\(stopped.stderr)")
         #expect(try database.value("select status from job_runs") == "interrupted")
@@ -395,7 +395,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(running.process.isRunning, "the first interrupt waits for the calls in flight")
         let second = ContinuousClock.now
         running.signal(SIGINT)
-        let stopped = running.wait()
+        let stopped = await running.finished()
         #expect(second.duration(to: .now) < .seconds(5))
         #expect(stopped.status == 1)
         #expect(stopped.stderr.contains("a second SIGINT: ending now"), "\(stopped.stderr)")
