@@ -406,6 +406,38 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(try database.count("select count(*) from push_log") == 2)
     }
 
+    /// A batch reads the tokens of its own users, not the whole table: with 1,000 users in their
+    /// window among 10,000 with a token, a run reads far fewer token rows than one pass over
+    /// them. (The `exists` over the push_tokens view it replaced read every token and every user
+    /// for each batch: 19 minutes for a million users' first run, where 100,000 took 20 s.)
+    @Test func aBatchReadsItsOwnUsersTokensNotEveryToken() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("""
+            begin;
+            insert into users (id, timezone, locale, created_at, last_active_at)
+            select md5('user-' || n)::uuid, case when n <= 1000 then 'UTC' else 'Asia/Tokyo' end, 'en',
+                   '2026-01-01T00:00:00Z', '2026-02-01T12:00:00Z'
+              from generate_series(1, 10000) n;
+            insert into context_profiles (user_id, notification_preferences)
+            select md5('user-' || n)::uuid, '{"check_ins_enabled": true, "frequency": "daily"}'
+              from generate_series(1, 10000) n;
+            insert into user_push_tokens (user_id, device_token, platform)
+            select md5('user-' || n)::uuid, 'device-token-' || n, 'ios' from generate_series(1, 10000) n;
+            commit;
+            analyze;
+            """)
+        let before = try await database.rowsRead(["user_push_tokens"])
+        let run = try await database.nudge(["run", "push-trigger", "--dry-run", "--json", "--now", now, "--batch-size", "1000"],
+                                           environment: ["PUSH_TRIGGER_ENABLED": "true"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let read = try await database.rowsRead(["user_push_tokens"]) - before
+        let summary = try #require(JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])["summary"]
+        let tally = try #require((summary as? [String: Any])?["tally"] as? [String: Int], "\(run.stdout.prefix(500))")
+        // Everyone in their window was read and decided (none has anything to follow up).
+        #expect(tally == ["skipped:nothing_to_say": 1_000], "\(tally)")
+        #expect(read < 2_000, "\(read) token rows read")
+    }
+
     @Test func itShipsDisabledAndNeedsAKeyOnceEnabled() async throws {
         let database = try await TestDatabase.fresh()
         try PushFixture.user(database, 1)

@@ -102,7 +102,9 @@ public struct PushTriggerJob: Job {
         // One query: the batch's candidates (check-ins on, an active token) with everything the
         // decision needs; times as epoch seconds, lists as JSON. A user whose local day is
         // decided already gets the indexed lookups alone: the conversations and messages are
-        // read only for the others.
+        // read only for the others. "Has a token" is a subquery per user, not `exists`: an
+        // `exists` over the push_tokens view (a union) becomes a semi-join, and for a batch of
+        // thousands PostgreSQL builds it by reading every token and every user, each batch.
         let rows = try await connection.query("""
             select u.id, u.last_active_at, cp.notification_preferences->>'frequency',
                    (select max(sent_at) from push_log where user_id = u.id),
@@ -141,7 +143,7 @@ public struct PushTriggerJob: Job {
               cross join lateral (select max(local_day) as last_decided from job_work
                                    where job = \(definition.name) and user_id = u.id) d
              where cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
-               and exists (select 1 from push_tokens t where t.user_id = u.id)
+               and (select true from push_tokens t where t.user_id = u.id limit 1)
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, lastActive, frequency, lastPush, lastDecided, conversations, messages, lastWords, patterns,
