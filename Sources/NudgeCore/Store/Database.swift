@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
@@ -271,16 +272,39 @@ struct TimedOut: Error, CustomStringConvertible {
     var description: String { "timed out" }
 }
 
-/// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit`.
+/// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit`:
+/// whichever comes first, its end or the limit, decides.
+///
+/// The limit is an event-loop timer, cancelled and freed when the operation ends, as in
+/// `Database.answer(within:)`: a `Task.sleep` raced against each LLM call kept its timer for the
+/// call's whole time-out after the answer, tens of thousands of them in a million users' wave.
 func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            throw TimedOut()
+    let first = FirstOf()
+    let task = Task { try await operation() }
+    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(limit)) {
+        if first.claim(ended: false) { task.cancel() }
+    }
+    defer { timer.cancel() }
+    return try await withTaskCancellationHandler {
+        let result = await task.result
+        guard first.claim(ended: true) else { throw TimedOut() }
+        return try result.get()
+    } onCancel: {
+        task.cancel()
+    }
+}
+
+/// Which came first, an operation's end or its time limit.
+private final class FirstOf: Sendable {
+    private let decided = Mutex<Bool?>(nil)
+
+    /// True when this is the first claim (`ended`: the operation's end, otherwise the limit).
+    func claim(ended: Bool) -> Bool {
+        decided.withLock { decided in
+            guard decided == nil else { return decided == ended }
+            decided = ended
+            return true
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
     }
 }
 
