@@ -3,11 +3,11 @@ import Synchronization
 import Testing
 @testable import NudgeCore
 
-/// What an operation saw of its own cancellation.
+/// Whether something happened in an operation (it was cancelled, it ran).
 private final class Seen: Sendable {
-    private let cancelled = Mutex(false)
-    var wasCancelled: Bool { cancelled.withLock { $0 } }
-    func markCancelled() { cancelled.withLock { $0 = true } }
+    private let happened = Mutex(false)
+    var wasSeen: Bool { happened.withLock { $0 } }
+    func see() { happened.withLock { $0 = true } }
 }
 
 private struct OwnError: Error {}
@@ -33,13 +33,13 @@ private struct OwnError: Error {}
                 do {
                     try await Task.sleep(for: .seconds(60))
                 } catch {
-                    seen.markCancelled()
+                    seen.see()
                     throw error
                 }
                 return 1
             }
         }
-        #expect(seen.wasCancelled)
+        #expect(seen.wasSeen)
         #expect(started.duration(to: .now) < .seconds(30))
     }
 
@@ -48,11 +48,25 @@ private struct OwnError: Error {}
     @Test func theLimitWinsOverALateValue() async throws {
         await #expect(throws: TimedOut.self) {
             try await withTimeout(.milliseconds(50)) { () async throws -> Int in
-                let until = ContinuousClock.now + .milliseconds(300)
-                while ContinuousClock.now < until { try? await Task.sleep(for: .milliseconds(20)) }
-                return 1
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { continuation.resume(returning: 1) }
+                }
             }
         }
+    }
+
+    /// A caller cancelled before the call starts nothing.
+    @Test func aCancelledCallerStartsNothing() async throws {
+        let ran = Seen()
+        let outcome = await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await withTimeout(.seconds(60)) { () async throws -> Int in
+                ran.see()
+                return 1
+            }
+        }.result
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(!ran.wasSeen)
     }
 
     /// Cancelling the caller cancels the operation.
@@ -63,7 +77,7 @@ private struct OwnError: Error {}
                 do {
                     try await Task.sleep(for: .seconds(60))
                 } catch {
-                    seen.markCancelled()
+                    seen.see()
                     throw error
                 }
                 return 1
@@ -72,6 +86,6 @@ private struct OwnError: Error {}
         try await Task.sleep(for: .milliseconds(100))
         caller.cancel()
         _ = await caller.result
-        #expect(seen.wasCancelled)
+        #expect(seen.wasSeen)
     }
 }

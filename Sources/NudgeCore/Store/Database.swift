@@ -279,31 +279,36 @@ struct TimedOut: Error, CustomStringConvertible {
 /// `Database.answer(within:)`: a `Task.sleep` raced against each LLM call kept its timer for the
 /// call's whole time-out after the answer, tens of thousands of them in a million users' wave.
 func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    // A caller cancelled already starts nothing (a request must not leave after its batch's limit).
+    try Task.checkCancellation()
     let first = FirstOf()
-    let task = Task { try await operation() }
+    let task = Task { () async throws -> T in
+        let result: Result<T, any Error>
+        do { result = .success(try await operation()) } catch { result = .failure(error) }
+        // Decided where the operation ends, not when the caller is next scheduled.
+        guard first.claim() else { throw TimedOut() }
+        return try result.get()
+    }
     let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(limit)) {
-        if first.claim(ended: false) { task.cancel() }
+        if first.claim() { task.cancel() }
     }
     defer { timer.cancel() }
     return try await withTaskCancellationHandler {
-        let result = await task.result
-        guard first.claim(ended: true) else { throw TimedOut() }
-        return try result.get()
+        try await task.value
     } onCancel: {
         task.cancel()
     }
 }
 
-/// Which came first, an operation's end or its time limit.
+/// Which came first, an operation's end or its time limit: the first to claim.
 private final class FirstOf: Sendable {
-    private let decided = Mutex<Bool?>(nil)
+    private let decided = Mutex(false)
 
-    /// True when this is the first claim (`ended`: the operation's end, otherwise the limit).
-    func claim(ended: Bool) -> Bool {
+    /// True for the first claim only.
+    func claim() -> Bool {
         decided.withLock { decided in
-            guard decided == nil else { return decided == ended }
-            decided = ended
-            return true
+            defer { decided = true }
+            return !decided
         }
     }
 }
