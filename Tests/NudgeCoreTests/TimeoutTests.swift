@@ -12,6 +12,17 @@ private final class Seen: Sendable {
 
 private struct OwnError: Error {}
 
+/// An operation that waits a minute unless cancelled, and says when it was.
+private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
+    do {
+        try await Task.sleep(for: .seconds(60))
+    } catch {
+        seen.see()
+        throw error
+    }
+    return 1
+}
+
 @Suite struct TimeoutTests {
     @Test func anOperationWithinItsLimitGivesItsValue() async throws {
         let value = try await withTimeout(.seconds(60)) { 42 }
@@ -29,15 +40,7 @@ private struct OwnError: Error {}
         let seen = Seen()
         let started = ContinuousClock.now
         await #expect(throws: TimedOut.self) {
-            try await withTimeout(.milliseconds(100)) { () async throws -> Int in
-                do {
-                    try await Task.sleep(for: .seconds(60))
-                } catch {
-                    seen.see()
-                    throw error
-                }
-                return 1
-            }
+            try await withTimeout(.milliseconds(100)) { try await sleepUntilCancelled(seen) }
         }
         #expect(seen.wasSeen)
         #expect(started.duration(to: .now) < .seconds(30))
@@ -53,6 +56,23 @@ private struct OwnError: Error {}
                 }
             }
         }
+    }
+
+    /// A value that comes after the limit (a connection made too late) is handed over to be
+    /// discarded, never dropped: a PostgreSQL connection dropped unclosed traps in debug builds.
+    @Test func aLateValueIsHandedOverToBeDiscarded() async throws {
+        let discarded = Mutex<[Int]>([])
+        await #expect(throws: TimedOut.self) {
+            try await withTimeout(.milliseconds(50), discardingLate: { late in discarded.withLock { $0.append(late) } }) {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { continuation.resume(returning: 7) }
+                }
+            }
+        }
+        #expect(discarded.withLock { $0 } == [7])
+        let onTime = try await withTimeout(.seconds(60), discardingLate: { late in discarded.withLock { $0.append(late) } }) { 8 }
+        #expect(onTime == 8)
+        #expect(discarded.withLock { $0 } == [7])
     }
 
     /// A caller cancelled before the call starts nothing.
@@ -73,15 +93,7 @@ private struct OwnError: Error {}
     @Test func cancellingTheCallerCancelsTheOperation() async throws {
         let seen = Seen()
         let caller = Task {
-            try await withTimeout(.seconds(60)) { () async throws -> Int in
-                do {
-                    try await Task.sleep(for: .seconds(60))
-                } catch {
-                    seen.see()
-                    throw error
-                }
-                return 1
-            }
+            try await withTimeout(.seconds(60)) { try await sleepUntilCancelled(seen) }
         }
         try await Task.sleep(for: .milliseconds(100))
         caller.cancel()

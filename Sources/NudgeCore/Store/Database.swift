@@ -124,7 +124,7 @@ public struct Database: Sendable {
                                                             statementTimeout: limits.statementTimeout)
         let logger = self.logger
         do {
-            let connection = try await withTimeout(Self.reachTimeout) {
+            let connection = try await withTimeout(Self.reachTimeout, discardingLate: { try? await $0.close() }) {
                 try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
             }
             do {
@@ -273,43 +273,43 @@ struct TimedOut: Error, CustomStringConvertible {
 }
 
 /// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit`:
-/// whichever comes first, its end or the limit, decides.
+/// whichever ends first, the operation or the limit, decides. A value that comes after the limit
+/// is handed to `discardLate` (a connection to close): the caller never sees it.
 ///
-/// The limit is an event-loop timer, cancelled and freed when the operation ends, as in
-/// `Database.answer(within:)`: a `Task.sleep` raced against each LLM call kept its timer for the
-/// call's whole time-out after the answer, tens of thousands of them in a million users' wave.
-func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+/// The limit is an event-loop timer that cancelling frees (`sleepOnEventLoop`). A `Task.sleep`
+/// keeps its timer until its deadline when cancelled: raced against each LLM call, it held the
+/// call's whole time-out after every answer, tens of thousands of them in a million users' wave.
+func withTimeout<T: Sendable>(_ limit: Duration, discardingLate discardLate: @escaping @Sendable (T) async -> Void = { _ in },
+                              _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     // A caller cancelled already starts nothing (a request must not leave after its batch's limit).
     try Task.checkCancellation()
-    let first = FirstOf()
-    let task = Task { () async throws -> T in
-        let result: Result<T, any Error>
-        do { result = .success(try await operation()) } catch { result = .failure(error) }
-        // Decided where the operation ends, not when the caller is next scheduled.
-        guard first.claim() else { throw TimedOut() }
-        return try result.get()
-    }
-    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(limit)) {
-        if first.claim() { task.cancel() }
-    }
-    defer { timer.cancel() }
-    return try await withTaskCancellationHandler {
-        try await task.value
-    } onCancel: {
-        task.cancel()
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await sleepOnEventLoop(limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        if let value = try await group.next()! { return value }
+        group.cancelAll()
+        while let late = try? await group.next() {
+            if let late { await discardLate(late) }
+        }
+        throw TimedOut()
     }
 }
 
-/// Which came first, an operation's end or its time limit: the first to claim.
-private final class FirstOf: Sendable {
-    private let decided = Mutex(false)
-
-    /// True for the first claim only.
-    func claim() -> Bool {
-        decided.withLock { decided in
-            defer { decided = true }
-            return !decided
+/// Sleeps for `duration` on an event loop's timer; cancelled, it throws at once and frees the timer.
+func sleepOnEventLoop(_ duration: Duration) async throws {
+    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(duration)) {}
+    try await withTaskCancellationHandler {
+        do {
+            try await timer.futureResult.get()
+        } catch {
+            throw CancellationError()
         }
+    } onCancel: {
+        timer.cancel()
     }
 }
 
