@@ -12,6 +12,13 @@ private final class Seen: Sendable {
 
 private struct OwnError: Error {}
 
+/// `value` after `seconds`, whether or not the task was cancelled meanwhile.
+private func lateValue(_ value: Int, after seconds: Double) async -> Int {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { continuation.resume(returning: value) }
+    }
+}
+
 /// An operation that waits a minute unless cancelled, and says when it was.
 private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
     do {
@@ -51,9 +58,7 @@ private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
     @Test func theLimitWinsOverALateValue() async throws {
         await #expect(throws: TimedOut.self) {
             try await withTimeout(.milliseconds(50)) { () async throws -> Int in
-                await withCheckedContinuation { continuation in
-                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { continuation.resume(returning: 1) }
-                }
+                await lateValue(1, after: 1.5)
             }
         }
     }
@@ -64,9 +69,7 @@ private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
         let discarded = Mutex<[Int]>([])
         await #expect(throws: TimedOut.self) {
             try await withTimeout(.milliseconds(50), discardingLate: { late in discarded.withLock { $0.append(late) } }) {
-                await withCheckedContinuation { continuation in
-                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { continuation.resume(returning: 7) }
-                }
+                await lateValue(7, after: 1.5)
             }
         }
         #expect(discarded.withLock { $0 } == [7])
@@ -92,12 +95,33 @@ private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
     /// Cancelling the caller cancels the operation.
     @Test func cancellingTheCallerCancelsTheOperation() async throws {
         let seen = Seen()
+        let (started, starting) = AsyncStream.makeStream(of: Void.self)
         let caller = Task {
-            try await withTimeout(.seconds(60)) { try await sleepUntilCancelled(seen) }
+            try await withTimeout(.seconds(60)) { () async throws -> Int in
+                starting.yield()
+                return try await sleepUntilCancelled(seen)
+            }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        for await _ in started { break }
         caller.cancel()
         _ = await caller.result
         #expect(seen.wasSeen)
+    }
+
+    /// A value that comes after the caller was cancelled is handed over to be discarded too.
+    @Test func aValueAfterTheCallerWasCancelledIsDiscarded() async throws {
+        let discarded = Mutex<[Int]>([])
+        let (started, starting) = AsyncStream.makeStream(of: Void.self)
+        let caller = Task {
+            try await withTimeout(.seconds(60), discardingLate: { late in discarded.withLock { $0.append(late) } }) {
+                starting.yield()
+                return await lateValue(7, after: 0.3)
+            }
+        }
+        for await _ in started { break }
+        caller.cancel()
+        let outcome = await caller.result
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(discarded.withLock { $0 } == [7])
     }
 }

@@ -290,11 +290,22 @@ func withTimeout<T: Sendable>(_ limit: Duration, discardingLate discardLate: @es
             return nil
         }
         defer { group.cancelAll() }
-        if let value = try await group.next()! { return value }
-        group.cancelAll()
-        while let late = try? await group.next() {
-            if let late { await discardLate(late) }
+        // After the limit, or the caller's cancellation, the operation may still end with a value.
+        func discardTheRest() async {
+            group.cancelAll()
+            while let late = try? await group.next() {
+                if let late { await discardLate(late) }
+            }
         }
+        let first: T?
+        do {
+            first = try await group.next()!
+        } catch {
+            await discardTheRest()
+            throw error
+        }
+        if let first { return first }
+        await discardTheRest()
         throw TimedOut()
     }
 }
