@@ -230,14 +230,22 @@ struct PausingAfterFirstBatch: Job {
         try Fixture.population(database, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let running = try database.startNudge(arguments, environment: environment)
         // Frozen as soon as a checkpoint is recorded (for the next run to resume from), with most
-        // of the run still to go: a checkpoint moves at most once a second, and a run of a few
-        // hundred users may be over in two.
-        #expect(try await eventuallyHere { try database.count("select coalesce(max(processed), 0) from job_runs") > 0 })
-        let backends = try database.psql("""
-            select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'
-            """).split(separator: "\n").compactMap { Int32($0) }
-        #expect(!backends.isEmpty, "the run ended before it was frozen")
-        for pid in backends { kill(pid, SIGSTOP) }
+        // of the run still to go. The watch and the freeze are one shell of their own: polled from
+        // this process, whose threads other suites' psql calls may hold for seconds, a run of a
+        // thousand users was over before it was seen.
+        let freeze = """
+            deadline=$((SECONDS + 120))
+            until [ "$(psql -XAtq "$1" -c 'select coalesce(max(processed), 0) > 0 from job_runs')" = t ]; do
+              [ $SECONDS -lt $deadline ] || exit 1
+              sleep 0.02
+            done
+            pids=$(psql -XAtq "$1" -c "select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'")
+            for pid in $pids; do kill -STOP "$pid"; done
+            echo $pids
+            """
+        let frozenBy = try await runProcessOffThePool("/bin/bash", ["-c", freeze, "freeze", database.url])
+        let backends = frozenBy.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
+        #expect(!backends.isEmpty, "the run ended before it was frozen: \(frozenBy.stderr)")
         let frozen = ContinuousClock.now
         let stopped = await running.finished()
         for pid in backends { kill(pid, SIGCONT) }
