@@ -196,7 +196,7 @@ public struct Database: Sendable {
                 }
             }
             group.addTask {
-                try await Task.sleep(for: limit)
+                try await sleepOnEventLoop(limit)
                 guard leased.isSet else {
                     if held.count.withLock({ $0 }) >= connections {
                         throw NudgeError(.database, """
