@@ -1,13 +1,16 @@
 -- The floor for scripts/bench: weekly-digest's run at :now, as set-based SQL alone, by the same
 -- rules (WeeklyDigestJob, WeeklyDigestRules, DigestChannels) and with the same writes: everyone
 -- whose Sunday 20:00 has come in the due index is read; a week not digested yet, on time and 3
--- days after sign-up, has every fact the job reads read (preferences, devices, the streak, six
--- weeks of tracking, the goals, the weekly ranks, the circles); then its mark (digested,
--- quiet_week, no_channel or resting), a push and an email where the preferences allow, next
--- week's steps goal (a steps circle's, else the week's baseline + 10 % x 7, else 50,000), and each
--- user's next Sunday 20:00 in the due index. The copy is the week's numbers in a fixed text, and
--- the email's HTML a fixed page of :html_bytes bytes (the job's average, measured by the
--- benchmark), so that the floor writes as much as the job. psql variables: now (quoted), html_bytes.
+-- days after sign-up, has the facts the job reads read (preferences, devices, the streak, six
+-- weeks of tracking, five weeks of daily steps goals, this week's and next week's weekly ones,
+-- the weekly ranks, the circles); then its mark (digested, quiet_week, no_channel or resting), a
+-- push and an email where the preferences allow, next week's steps goal (a steps circle's, else
+-- the week's baseline + 10 % x 7, else 50,000), and each user's next Sunday 20:00 in the due index.
+-- The copy is the week's numbers in a fixed text; the email's HTML and text are one the job
+-- rendered (table floor_email, filled from the job's outbox before the clock starts), so that the
+-- floor writes as much as the job. Users the job fails (a time zone it does not know) are not the
+-- floor's: the benchmark's seed has none, and the end-state check would show one.
+-- psql variable: now (quoted).
 begin;
 -- Compiling these statements (JIT) took longer than running them (0.7 s of 1 s at 10,000 users).
 set local jit = off;
@@ -17,13 +20,17 @@ select d.user_id, u.tz, u.created_at, u.email, u.display_name, u.locale, s.sunda
        (s.sunday + time '20:00') at time zone u.tz as due_instant,
        (s.sunday + 7 + time '20:00') at time zone u.tz as next_due
   from job_due d
-  join lateral (select id, coalesce(timezone, 'UTC') as tz, created_at, btrim(email) as email, display_name, locale
+  -- (The address without the white space around it: Swift's .whitespaces, tab and Unicode's spaces.)
+  join lateral (select id, coalesce(timezone, 'UTC') as tz, created_at, display_name, locale,
+                       regexp_replace(email, '^[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+|[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+$', '', 'g') as email
                   from users where id = d.user_id) u on true
- cross join lateral (select case when (:now::timestamptz at time zone u.tz)::time >= time '20:00'
-                                 then (:now::timestamptz at time zone u.tz)::date
-                                 else (:now::timestamptz at time zone u.tz)::date - 1 end as reached) r
+ -- The last day whose 20:00 has come, by instants (a 20:00 a clock change skips is its next instant).
+ cross join lateral (select (:now::timestamptz at time zone u.tz)::date as today) t
+ cross join lateral (select case when (t.today + time '20:00') at time zone u.tz <= :now::timestamptz then t.today
+                                 else t.today - 1 end as reached) r
  cross join lateral (select r.reached - extract(isodow from r.reached)::int % 7 as sunday) s
  where d.job = 'weekly-digest' and d.due_at <= :now::timestamptz;
+analyze df_due;
 
 -- The weeks to digest: on time, 3 days after sign-up, not digested yet.
 create temp table df_open on commit drop as
@@ -83,13 +90,17 @@ select o.*, w.steps, w.checkins, w.a0,
        case when not coalesce(np.email_enabled, true) then 'email_off'
             when not coalesce(np.email_weekly_digest, true) or not coalesce(ep.weekly_digest, true) then 'unsubscribed'
             when coalesce(o.email, '') = '' then 'no_address'
-            when not (o.email ~ '^[^@[:space:]<>,;]+@[^@[:space:]<>,;]*\.[^@[:space:]<>,;]*$' and o.email !~ '@\.|\.$'
+            -- isDeliverableAddress: one @, a dot in the domain but not at its ends, no white space (Swift's
+            -- isWhitespace and isNewline) nor <>,; and 254 characters at most.
+            when not (o.email ~ '^[^@<>,;]+@[^@<>,;]*\.[^@<>,;]*$' and o.email !~ '@\.|\.$'
+                      and o.email !~ '[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]'
                       and length(o.email) <= 254) then 'bad_address' end as email_refusal,
        s.current_streak,
-       (select count(*) from daily_goals g where g.user_id = o.user_id and g.goal_type = 'steps' and g.target_value is not null
-           and g.date between o.monday and o.sunday
-           and exists (select 1 from df_t t where t.user_id = o.user_id and t.date = g.date and not t.bad and t.steps >= g.target_value))
-         as days_met,
+       -- The days the daily steps goal was met, this week and at best in the four before ("your best week yet").
+       m.days_met, m.best_before,
+       (select round(g.target_value)::int from weekly_goals g
+         where g.user_id = o.user_id and g.goal_type = 'steps' and g.target_value is not null and g.week_start = o.monday) as week_goal,
+       s.settled_through,
        (select string_agg(c.name || ' #' || e.rank, ', ' order by e.rank, c.name)
           from fitcircle_leaderboard_entries e join fitcircles c on c.id = e.fitcircle_id
          where e.user_id = o.user_id and e.period = 'weekly' and e.rank is not null and e.period_start = o.monday) as ranks,
@@ -108,7 +119,17 @@ select o.*, w.steps, w.checkins, w.a0,
   join users u on u.id = o.user_id
   left join notification_preferences np on np.user_id = o.user_id
   left join email_preferences ep on ep.user_id = o.user_id
-  left join user_streaks s on s.user_id = o.user_id;
+  left join user_streaks s on s.user_id = o.user_id
+ cross join lateral (
+    select count(*) filter (where k = 0 and met) as days_met,
+           max(n) filter (where k > 0 and n_goals > 0) as best_before
+      from (select k, met, count(*) filter (where met) over (partition by k) as n, count(*) over (partition by k) as n_goals
+              from (select (o.monday - g.date + 6) / 7 as k,
+                           exists (select 1 from df_t t where t.user_id = o.user_id and t.date = g.date and not t.bad
+                                      and t.steps >= g.target_value) as met
+                      from daily_goals g
+                     where g.user_id = o.user_id and g.goal_type = 'steps' and g.target_value is not null
+                       and g.date between o.monday - 28 and o.sunday) d) w) m;
 
 insert into job_work (job, user_id, local_day, outcome, detail)
 select 'weekly-digest', user_id, sunday,
@@ -123,13 +144,17 @@ insert into notification_outbox (dedupe_key, job, user_id, local_day, notificati
 select 'weekly-digest:' || user_id || ':' || sunday || ':weekly_digest' || case when channel = 'push' then '' else ':email' end,
        'weekly-digest', user_id, sunday, 'weekly_digest', channel, due_instant,
        case when channel = 'push' then 'Your week in review' else 'Your week: ' || steps || ' steps' end,
-       format('%s steps this week, your daily goal met on %s days, a %s-day streak%s.', steps, days_met, coalesce(current_streak, 0),
-              coalesce('; ' || ranks, '')),
+       format('%s steps this week%s, your daily goal met on %s days%s, a %s-day streak (settled through %s)%s.%s', steps,
+              ' (' || steps * 100 / nullif(week_goal, 0) || ' % of your goal)', days_met,
+              case when days_met >= 4 and days_met > best_before then ', your best week yet' end,
+              coalesce(current_streak, 0), settled_through, coalesce('; ' || ranks, ''),
+              case when channel = 'email' then e.text end),
        case when channel = 'push' then jsonb_build_object('type', 'weekly_digest', 'deep_link', 'fitcircle://digest', 'week_start', monday)
-            else jsonb_build_object('email_type', 'weekly_digest', 'html', repeat('x', :html_bytes),
+            else jsonb_build_object('email_type', 'weekly_digest', 'html', e.html,
                                     'unsubscribe_url', 'https://nudge.example.test/unsubscribe?u=' || user_id,
                                     'tags', jsonb_build_object('week_start', monday)) end
   from df_decided
+ cross join (select html, text from floor_email limit 1) e
  cross join lateral (select 'push' as channel where push_refusal is null
                      union all select 'email' where email_refusal is null) c
  where not resting
