@@ -126,7 +126,7 @@ select o.*, w.steps, w.checkins, w.a0,
       from (select k, met, count(*) filter (where met) over (partition by k) as n, count(*) over (partition by k) as n_goals
               from (select (o.monday - g.date + 6) / 7 as k,
                            exists (select 1 from df_t t where t.user_id = o.user_id and t.date = g.date and not t.bad
-                                      and t.steps >= g.target_value) as met
+                                      and t.steps >= round(g.target_value)) as met
                       from daily_goals g
                      where g.user_id = o.user_id and g.goal_type = 'steps' and g.target_value is not null
                        and g.date between o.monday - 28 and o.sunday) d) w) m;
