@@ -276,6 +276,8 @@ final class RunningProcess: @unchecked Sendable {
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
+    var pid: Int32 { process.processIdentifier }
+
     /// `wait()`, off Swift's cooperative threads: a stand-in in this process may be answering the
     /// process meanwhile.
     func finished() async -> ProcessResult {

@@ -185,8 +185,19 @@ struct PausingAfterFirstBatch: Job {
 
         let database = try await populated()
         let running = try database.startNudge(Self.arguments)
-        #expect(try await eventuallyHere { try database.count("select coalesce(max(processed), 0) from job_runs") >= 50 })
-        running.signal(signal)
+        // Stopped as soon as a checkpoint is recorded, with most of the run still to go. The watch
+        // and the signal are one shell of their own: polled from this process, whose threads
+        // other suites' psql calls may hold for seconds, the run was over before it was stopped.
+        let stop = """
+            deadline=$((SECONDS + 120))
+            until [ "$(psql -XAtq "$1" -c 'select coalesce(max(processed), 0) > 0 from job_runs')" = t ]; do
+              [ $SECONDS -lt $deadline ] || exit 1
+              sleep 0.02
+            done
+            kill -"$2" "$3"
+            """
+        let stopper = try await runProcessOffThePool("/bin/bash", ["-c", stop, "stop", database.url, "\(signal)", "\(running.pid)"])
+        #expect(stopper.status == 0, "the run was not stopped at its first checkpoint: \(stopper.stderr)")
         let stopped = await running.finished()
         if signal == SIGTERM {
             #expect(stopped.status == 1)
