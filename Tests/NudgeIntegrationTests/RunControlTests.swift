@@ -185,18 +185,8 @@ struct PausingAfterFirstBatch: Job {
 
         let database = try await populated()
         let running = try database.startNudge(Self.arguments)
-        // Stopped as soon as a checkpoint is recorded, with most of the run still to go. The watch
-        // and the signal are one shell of their own: polled from this process, whose threads
-        // other suites' psql calls may hold for seconds, the run was over before it was stopped.
-        let stop = """
-            deadline=$((SECONDS + 120))
-            until [ "$(psql -XAtq "$1" -c 'select coalesce(max(processed), 0) > 0 from job_runs')" = t ]; do
-              [ $SECONDS -lt $deadline ] || exit 1
-              sleep 0.02
-            done
-            kill -"$2" "$3"
-            """
-        let stopper = try await runProcessOffThePool("/bin/bash", ["-c", stop, "stop", database.url, "\(signal)", "\(running.pid)"])
+        // Stopped as soon as a checkpoint is recorded, with most of the run still to go.
+        let stopper = try await atFirstCheckpoint(of: database, run: #"kill -"$2" "$3""#, "\(signal)", "\(running.pid)")
         #expect(stopper.status == 0, "the run was not stopped at its first checkpoint: \(stopper.stderr)")
         let stopped = await running.finished()
         if signal == SIGTERM {
@@ -241,20 +231,12 @@ struct PausingAfterFirstBatch: Job {
         try Fixture.population(database, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let running = try database.startNudge(arguments, environment: environment)
         // Frozen as soon as a checkpoint is recorded (for the next run to resume from), with most
-        // of the run still to go. The watch and the freeze are one shell of their own: polled from
-        // this process, whose threads other suites' psql calls may hold for seconds, a run of a
-        // thousand users was over before it was seen.
-        let freeze = """
-            deadline=$((SECONDS + 120))
-            until [ "$(psql -XAtq "$1" -c 'select coalesce(max(processed), 0) > 0 from job_runs')" = t ]; do
-              [ $SECONDS -lt $deadline ] || exit 1
-              sleep 0.02
-            done
+        // of the run still to go.
+        let frozenBy = try await atFirstCheckpoint(of: database, run: """
             pids=$(psql -XAtq "$1" -c "select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'")
             for pid in $pids; do kill -STOP "$pid"; done
             echo $pids
-            """
-        let frozenBy = try await runProcessOffThePool("/bin/bash", ["-c", freeze, "freeze", database.url])
+            """)
         let backends = frozenBy.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
         #expect(!backends.isEmpty, "the run ended before it was frozen: \(frozenBy.stderr)")
         let frozen = ContinuousClock.now
@@ -277,4 +259,20 @@ struct PausingAfterFirstBatch: Job {
         #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
         #expect(try database.streakState() == reference.streakState())
     }
+}
+
+/// Runs the shell `command` (with the database's URL as `$1`, then `arguments`) as soon as the
+/// database's run records its first checkpoint, from a shell of its own: polled from the test
+/// process, whose threads other suites' psql calls may hold for seconds, a run could end before
+/// it was seen. Exit status 1 when no checkpoint comes within two minutes.
+func atFirstCheckpoint(of database: TestDatabase, run command: String, _ arguments: String...) async throws -> ProcessResult {
+    let script = """
+        deadline=$((SECONDS + 120))
+        until [ "$(psql -XAtq "$1" -c 'select coalesce(max(processed), 0) > 0 from job_runs')" = t ]; do
+          [ $SECONDS -lt $deadline ] || exit 1
+          sleep 0.02
+        done
+        \(command)
+        """
+    return try await runProcessOffThePool("/bin/bash", ["-c", script, "at-first-checkpoint", database.url] + arguments)
 }
