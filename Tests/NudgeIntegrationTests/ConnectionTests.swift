@@ -96,10 +96,7 @@ private struct TLSServer {
     /// by its own work says so, rather than blaming the network.
     @Test func aPoolWaitSaysWhetherTheProcessHeldEveryConnection() async throws {
         let database = try await TestDatabase.fresh()
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let message = try await Database.with(try DatabaseURL(database.url), logger: logger,
-                                              limits: DatabaseLimits(statementTimeout: .seconds(1)), connections: 1) { db in
+        let message = try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(1)), connections: 1) { db in
             try await db.withConnection { _ in
                 do {
                     _ = try await db.withConnection { _ in 0 }
@@ -112,6 +109,55 @@ private struct TLSServer {
         #expect(message.contains("no free database connection within 11.0 seconds: all 1 of this process's connections stayed in use"),
                 "\(message)")
         #expect(!message.contains("network"))
+    }
+
+    /// A statement sent on a connection whose socket has just closed is dropped by the driver
+    /// without an answer: the bounded wait for it ends at its limit all the same, with the
+    /// connection closed (what a caller looks at before trying another). Awaited to its end, it
+    /// held a run whose database had stopped answering until the run was killed.
+    @Test func aBoundedWaitEndsAtItsLimitWhenTheDriverNeverAnswers() async throws {
+        let database = try await TestDatabase.fresh()
+        let ended = try await ending(within: 60) {
+            try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(1))) { db in
+                try await db.withConnection { connection in
+                    do {
+                        try await db.bounded(connection) {
+                            try await connection.close()
+                            _ = try await connection.query("select 1", logger: db.logger)
+                        }
+                        return ("the statement was answered", connection.isClosed)
+                    } catch {
+                        return ("\(error)", connection.isClosed)
+                    }
+                }
+            }
+        }
+        let (message, closed) = try #require(ended, "the bounded wait had not ended a minute later")
+        #expect(message.contains("the database did not answer within 11.0 seconds"), "\(message)")
+        #expect(closed)
+    }
+
+    /// A statement for a connection closed already is refused at once, not sent to wait for ever.
+    @Test func aConnectionClosedAlreadyIsRefusedAtOnce() async throws {
+        let database = try await TestDatabase.fresh()
+        let ended = try await ending(within: 60) {
+            try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(1))) { db in
+                try await db.withConnection { connection in
+                    try await connection.close()
+                    let start = ContinuousClock.now
+                    do {
+                        try await db.bounded(connection) { _ = try await connection.query("select 1", logger: db.logger) }
+                        return ("the statement was answered", start.duration(to: .now))
+                    } catch {
+                        return ("\(error)", start.duration(to: .now))
+                    }
+                }
+            }
+        }
+        let (message, waited) = try #require(ended, "the refusal had not come a minute later")
+        #expect(message.contains("the connection to the database was closed before the statement was sent"), "\(message)")
+        // Well before the 11 seconds' limit a wait would have taken.
+        #expect(waited < .seconds(5))
     }
 
     /// A statement run as a prepared one is parsed once per connection and answers as an ad hoc

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 @testable import NudgeCore
 
@@ -163,11 +164,13 @@ struct TestDatabase: Sendable {
         return environment
     }
 
-    /// Runs a job in this process, for tests that drive the runner many times (schedules).
-    func withDatabase<T: Sendable>(_ body: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+    /// Runs a job in this process, for tests that drive the runner many times (schedules), or
+    /// looks at the pool itself (with `limits` and `connections` of its own).
+    func withDatabase<T: Sendable>(limits: DatabaseLimits = .forOperators, connections: Int = 4,
+                                   _ body: @escaping @Sendable (Database) async throws -> T) async throws -> T {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        return try await Database.with(try DatabaseURL(url), logger: logger, body)
+        return try await Database.with(try DatabaseURL(url), logger: logger, limits: limits, connections: connections, body)
     }
 }
 
@@ -276,6 +279,9 @@ final class RunningProcess: @unchecked Sendable {
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
+    /// Whether the process has ended (without waiting for it).
+    var hasExited: Bool { !process.isRunning }
+
     var pid: Int32 { process.processIdentifier }
 
     /// `wait()`, off Swift's cooperative threads: a stand-in in this process may be answering the
@@ -307,4 +313,23 @@ func eventuallyHere(seconds: Double = 30, _ condition: () throws -> Bool) async 
         try await Task.sleep(for: .milliseconds(20))
     }
     return false
+}
+
+/// `body`'s value, or nil when it has not ended within `seconds`: for a test whose failure is a
+/// wait that never ends. `body` runs in a task of its own, which cannot hold the test with it.
+func ending<T: Sendable>(within seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    let task = Task {
+        do {
+            let value = try await body()
+            outcome.withLock { $0 = .success(value) }
+        } catch {
+            outcome.withLock { $0 = .failure(error) }
+        }
+    }
+    guard try await eventuallyHere(seconds: seconds, { outcome.withLock { $0 != nil } }) else {
+        task.cancel()
+        return nil
+    }
+    return try outcome.withLock { $0 }?.get()
 }

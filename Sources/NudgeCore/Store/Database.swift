@@ -217,8 +217,8 @@ public struct Database: Sendable {
     }
 
     /// Runs `operation` on `connection`; when the server has not answered within `answerTimeout`,
-    /// closes the connection (which ends the wait) and throws. `statement_timeout` bounds a
-    /// server that is slow; this bounds one that is gone.
+    /// closes the connection and throws. `statement_timeout` bounds a server that is slow; this
+    /// bounds one that is gone.
     /// `statements` is how many statements `operation` may send one after the other: each may
     /// take up to `statement_timeout`.
     @discardableResult
@@ -229,11 +229,19 @@ public struct Database: Sendable {
             return try await Self.answer(within: limit, on: connection, operation)
         } catch is TimedOut {
             throw NudgeError(.database, "the database did not answer within \(limit) (lost connection or network)")
+        } catch is ConnectionClosed {
+            throw NudgeError(.database, "the connection to the database was closed before the statement was sent (lost connection or network)")
         }
     }
 
     /// Runs `operation` on `connection`, or closes the connection after `limit` and throws
-    /// `TimedOut`: a query PostgresNIO is waiting on ends only when its connection does.
+    /// `TimedOut`; on a connection closed already, throws `ConnectionClosed` at once.
+    ///
+    /// The wait ends at the limit whether or not `operation` does. PostgresNIO ends a query
+    /// waiting on a connection when the connection closes, but a query sent on a connection
+    /// whose socket has just closed is dropped unanswered and waits for ever: awaited to its end,
+    /// it held a run whose database stopped answering, after the run had said so, until it was
+    /// killed. `operation` runs in a task of its own, left to end (or not) when the limit passes.
     ///
     /// The bound is a timer on the connection's event loop, cancelled (and freed) when the answer
     /// comes. Not a `Task.sleep` raced against the operation: a cancelled sleep keeps its timer
@@ -242,23 +250,88 @@ public struct Database: Sendable {
     @discardableResult
     static func answer<T: Sendable>(within limit: Duration, on connection: PostgresConnection,
                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        let expired = Flag()
+        guard !connection.isClosed else { throw ConnectionClosed() }
+        let answer = BoundedAnswer<T>()
+        let work = Task {
+            do {
+                answer.give(.success(try await operation()))
+            } catch {
+                answer.give(.failure(error))
+            }
+        }
         let (seconds, attoseconds) = limit.components
-        let timer = connection.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-            expired.set()
-            connection.close().whenComplete { _ in }
+        let eventLoop = connection.eventLoop
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+            answer.expire()
+            // Callers look at `isClosed` after a time-out: the answer waits for the close (the
+            // query it fails may end first), and for two seconds at most should the close not end.
+            connection.close().whenComplete { _ in answer.timeOut() }
+            eventLoop.scheduleTask(in: .seconds(2)) { answer.timeOut() }
         }
         defer { timer.cancel() }
-        do {
-            return try await operation()
-        } catch where expired.isSet {
-            throw TimedOut()
+        return try await withTaskCancellationHandler {
+            try await answer.value
+        } onCancel: {
+            work.cancel()
         }
     }
 }
 
-/// Whether something happened yet (the pool handed over a connection, a time-out passed),
-/// shared with a timer or a task.
+/// The answer to one bounded wait: the operation's result, or, once the limit has passed, the
+/// time-out alone (the operation's late result or error is dropped: the closed connection's
+/// error says less, and the caller must not see the answer before the connection is closed).
+private final class BoundedAnswer<T: Sendable>: Sendable {
+    private struct State {
+        var result: Result<T, any Error>?
+        var waiter: CheckedContinuation<T, any Error>?
+        var expired = false
+    }
+
+    private let state = Mutex(State())
+
+    /// The limit passed: from now on only `timeOut` answers.
+    func expire() { state.withLock { $0.expired = true } }
+
+    /// The operation's result, unless the limit passed first.
+    func give(_ result: Result<T, any Error>) {
+        answer(result, late: false)
+    }
+
+    /// The time-out, unless the operation answered first.
+    func timeOut() {
+        answer(.failure(TimedOut()), late: true)
+    }
+
+    private func answer(_ result: Result<T, any Error>, late: Bool) {
+        let waiter: CheckedContinuation<T, any Error>? = state.withLock { state in
+            guard state.result == nil, state.expired == late else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    var value: T {
+        get async throws {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready: Result<T, any Error>? = state.withLock { state in
+                    if let result = state.result { return result }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        }
+    }
+}
+
+/// A connection closed before a statement could be sent on it.
+struct ConnectionClosed: Error, CustomStringConvertible {
+    var description: String { "the connection is closed" }
+}
+
+/// Whether something happened yet (the pool handed over a connection), shared with a task.
 private final class Flag: Sendable {
     private let value = Mutex(false)
 
@@ -266,7 +339,6 @@ private final class Flag: Sendable {
 
     func set() { value.withLock { $0 = true } }
 }
-
 
 struct TimedOut: Error, CustomStringConvertible {
     var description: String { "timed out" }
