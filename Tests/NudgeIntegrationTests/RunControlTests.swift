@@ -240,8 +240,13 @@ struct PausingAfterFirstBatch: Job {
         let backends = frozenBy.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
         #expect(!backends.isEmpty, "the run ended before it was frozen: \(frozenBy.stderr)")
         let frozen = ContinuousClock.now
+        // A run that has not ended two minutes later hangs: killed, so that the test fails
+        // rather than waits with it.
+        let ended = try await eventuallyHere(seconds: 120) { running.hasExited }
+        if !ended { running.signal(SIGKILL) }
         let stopped = await running.finished()
         for pid in backends { kill(pid, SIGCONT) }
+        #expect(ended, "the run had not ended two minutes after its database stopped answering: \(stopped.stderr)")
         // The bound is the statement timeout and ten seconds for its error to arrive.
         #expect(frozen.duration(to: .now) < .seconds(40))
         #expect(stopped.status == 1, "\(stopped.stderr)")
