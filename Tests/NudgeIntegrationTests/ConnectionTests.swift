@@ -112,29 +112,40 @@ private struct TLSServer {
     }
 
     /// A statement sent on a connection whose socket has just closed is dropped by the driver
-    /// without an answer: the bounded wait for it ends at its limit all the same, with the
-    /// connection closed (what a caller looks at before trying another). Awaited to its end, it
-    /// held a run whose database had stopped answering until the run was killed.
+    /// without an answer: the bounded wait for it ends at its limit all the same. Awaited to its
+    /// end, it held a run whose database had stopped answering until the run was killed.
     @Test func aBoundedWaitEndsAtItsLimitWhenTheDriverNeverAnswers() async throws {
+        let message = try await boundedWait { db, connection in
+            try await connection.close()
+            _ = try await connection.query("select 1", logger: db.logger)
+        }
+        #expect(message == "the database did not answer within 11.0 seconds (lost connection or network); closed", "\(message)")
+    }
+
+    /// An operation that does not answer on an open connection: the time-out comes with the
+    /// connection closed, never before (a caller's `isClosed` decides whether it tries another).
+    @Test func aTimeOutComesWithItsConnectionClosed() async throws {
+        let message = try await boundedWait { _, _ in try await Task.sleep(for: .seconds(120)) }
+        #expect(message == "the database did not answer within 11.0 seconds (lost connection or network); closed", "\(message)")
+    }
+
+    /// What a bounded `operation` on a pooled connection ended with, and whether the connection
+    /// was closed when it did; the statement time-out is a second, so the bound is 11 seconds.
+    private func boundedWait(_ operation: @escaping @Sendable (Database, PostgresConnection) async throws -> Void) async throws -> String {
         let database = try await TestDatabase.fresh()
         let ended = try await ending(within: 60) {
             try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(1))) { db in
                 try await db.withConnection { connection in
                     do {
-                        try await db.bounded(connection) {
-                            try await connection.close()
-                            _ = try await connection.query("select 1", logger: db.logger)
-                        }
-                        return ("the statement was answered", connection.isClosed)
+                        try await db.bounded(connection) { try await operation(db, connection) }
+                        return "answered"
                     } catch {
-                        return ("\(error)", connection.isClosed)
+                        return "\(error); \(connection.isClosed ? "closed" : "open")"
                     }
                 }
             }
         }
-        let (message, closed) = try #require(ended, "the bounded wait had not ended a minute later")
-        #expect(message.contains("the database did not answer within 11.0 seconds"), "\(message)")
-        #expect(closed)
+        return try #require(ended, "the bounded wait had not ended a minute later")
     }
 
     /// A statement for a connection closed already is refused at once, not sent to wait for ever.

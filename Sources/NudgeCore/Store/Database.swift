@@ -241,7 +241,9 @@ public struct Database: Sendable {
     /// waiting on a connection when the connection closes, but a query sent on a connection
     /// whose socket has just closed is dropped unanswered and waits for ever: awaited to its end,
     /// it held a run whose database stopped answering, after the run had said so, until it was
-    /// killed. `operation` runs in a task of its own, left to end (or not) when the limit passes.
+    /// killed. `operation` runs in a task of its own, cancelled and left to end (or not) when the
+    /// limit passes: a result it brings after the limit is dropped (a write may have committed
+    /// and still be reported as timed out, as when the answer is lost on the network).
     ///
     /// The bound is a timer on the connection's event loop, cancelled (and freed) when the answer
     /// comes. Not a `Task.sleep` raced against the operation: a cancelled sleep keeps its timer
@@ -262,11 +264,14 @@ public struct Database: Sendable {
         let (seconds, attoseconds) = limit.components
         let eventLoop = connection.eventLoop
         let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-            answer.expire()
+            // An answer that came just before the limit stands, and its connection stays open.
+            guard answer.expire() else { return }
+            work.cancel()
             // Callers look at `isClosed` after a time-out: the answer waits for the close (the
-            // query it fails may end first), and for two seconds at most should the close not end.
+            // query it fails may end first), and for three seconds at most should the close not
+            // end (a TLS goodbye is given one, `DatabaseURL.tlsConfiguration`).
             connection.close().whenComplete { _ in answer.timeOut() }
-            eventLoop.scheduleTask(in: .seconds(2)) { answer.timeOut() }
+            eventLoop.scheduleTask(in: .seconds(3)) { answer.timeOut() }
         }
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
@@ -289,8 +294,15 @@ private final class BoundedAnswer<T: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    /// The limit passed: from now on only `timeOut` answers.
-    func expire() { state.withLock { $0.expired = true } }
+    /// The limit passed: from now on only `timeOut` answers. False when the operation had
+    /// answered already (nothing to time out).
+    func expire() -> Bool {
+        state.withLock { state in
+            guard state.result == nil else { return false }
+            state.expired = true
+            return true
+        }
+    }
 
     /// The operation's result, unless the limit passed first.
     func give(_ result: Result<T, any Error>) {

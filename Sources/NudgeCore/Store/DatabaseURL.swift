@@ -100,6 +100,9 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     var tlsConfiguration: TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = certificateVerification
+        // A connection Nudge gives up on closes within a second: the TLS goodbye a silent server
+        // never answers is not awaited for the default five (`Database.answer` waits for the close).
+        configuration.shutdownTimeout = .seconds(1)
         if let rootCertificate, rootCertificate != "system" {
             configuration.trustRoots = .file(rootCertificate)
         } else if let extraTrustedRoots {
