@@ -129,6 +129,40 @@ private struct TLSServer {
         #expect(message == "the database did not answer within 11.0 seconds (lost connection or network); closed", "\(message)")
     }
 
+    /// An answer that came in time while every one of this process's threads was busy (a long
+    /// synchronous call, a burst of work) past the limit is the answer, not a time-out: the
+    /// limit is acted on behind what was queued before it.
+    @Test func anAnswerThatCameWhileThisProcessWasBusyIsNoTimeOut() async throws {
+        let database = try await TestDatabase.fresh()
+        let ended = try await ending(within: 60) {
+            try await database.withDatabase { db in
+                try await db.withConnection { connection in
+                    let start = ContinuousClock.now
+                    do {
+                        let answer = try await Database.answer(within: .seconds(1), on: connection) {
+                            // Once this statement is sent, Swift's threads are held for two seconds.
+                            for _ in 0..<ProcessInfo.processInfo.activeProcessorCount {
+                                Task { usleep(2_000_000) }
+                            }
+                            var answer = ""
+                            for try await text in try await connection.query("select 'answered'", logger: db.logger).decode(String.self) {
+                                answer = text
+                            }
+                            return answer
+                        }
+                        return ("\(answer); \(connection.isClosed ? "closed" : "open")", start.duration(to: .now))
+                    } catch {
+                        return ("\(error); \(connection.isClosed ? "closed" : "open")", start.duration(to: .now))
+                    }
+                }
+            }
+        }
+        let (message, waited) = try #require(ended, "the wait had not ended a minute later")
+        #expect(message == "answered; open")
+        // The threads were held past the limit: the answer waited for them.
+        #expect(waited >= .seconds(1))
+    }
+
     /// What a bounded `operation` on a pooled connection ended with, and whether the connection
     /// was closed when it did; the statement time-out is a second, so the bound is 11 seconds.
     private func boundedWait(_ operation: @escaping @Sendable (Database, PostgresConnection) async throws -> Void) async throws -> String {

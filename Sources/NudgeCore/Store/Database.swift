@@ -254,31 +254,49 @@ public struct Database: Sendable {
                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         guard !connection.isClosed else { throw ConnectionClosed() }
         let answer = BoundedAnswer<T>()
+        let (seconds, attoseconds) = limit.components
+        let eventLoop = connection.eventLoop
         let work = Task {
+            // The limit counts from the statement's start.
+            let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+                expire(answer, on: connection, firedAt: .now())
+            }
+            defer { timer.cancel() }
             do {
                 answer.give(.success(try await operation()))
             } catch {
                 answer.give(.failure(error))
             }
         }
-        let (seconds, attoseconds) = limit.components
-        let eventLoop = connection.eventLoop
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-            // An answer that came just before the limit stands, and its connection stays open.
-            guard answer.expire() else { return }
-            work.cancel()
-            // Callers look at `isClosed` after a time-out: the answer waits for the close (the
-            // query it fails may end first), and for three seconds at most should the close not
-            // end (a TLS goodbye is given one, `DatabaseURL.tlsConfiguration`).
-            connection.close().whenComplete { _ in answer.timeOut() }
-            eventLoop.scheduleTask(in: .seconds(3)) { answer.timeOut() }
-        }
-        defer { timer.cancel() }
+        // Once answered, an operation still running is abandoned.
+        defer { work.cancel() }
         return try await withTaskCancellationHandler {
             try await answer.value
         } onCancel: {
             work.cancel()
         }
+    }
+}
+
+/// The limit of a bounded wait has passed on the event loop's clock: acted on from Swift's
+/// threads, behind what was queued there before it. When those threads were busy meanwhile (a
+/// long synchronous call, a burst of work), the operation's answer may be waiting behind them:
+/// the process gets as long again to hear it. A server that did not answer is not one this
+/// process did not listen to.
+private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: PostgresConnection, firedAt fired: NIODeadline) {
+    Task {
+        let late = NIODeadline.now() - fired
+        guard late < .milliseconds(100) else {
+            connection.eventLoop.scheduleTask(in: late) { expire(answer, on: connection, firedAt: .now()) }
+            return
+        }
+        // An answer that came just before the limit stands, and its connection stays open.
+        guard answer.expire() else { return }
+        // Callers look at `isClosed` after a time-out: the answer waits for the close (the query
+        // it fails may end first), and for three seconds at most should the close not end (a TLS
+        // goodbye is given one, `DatabaseURL.tlsConfiguration`).
+        connection.close().whenComplete { _ in answer.timeOut() }
+        connection.eventLoop.scheduleTask(in: .seconds(3)) { answer.timeOut() }
     }
 }
 
