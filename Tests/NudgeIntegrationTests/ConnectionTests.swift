@@ -163,6 +163,40 @@ private struct TLSServer {
         #expect(waited >= .seconds(1))
     }
 
+    /// A connection of its own answers while the pool's only connection waits on a session that
+    /// stopped answering: what a run records its end on after its own connection was lost.
+    @Test func aNewConnectionAnswersWhileThePoolsSessionIsFrozen() async throws {
+        let database = try await TestDatabase.fresh()
+        let ended = try await ending(within: 60) {
+            try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(1)), connections: 1) { db in
+                let backend = try await db.withConnection { connection in
+                    var pid: Int32 = 0
+                    for try await value in try await connection.query("select pg_backend_pid()", logger: db.logger).decode(Int32.self) {
+                        pid = value
+                    }
+                    return pid
+                }
+                kill(backend, SIGSTOP)
+                defer { kill(backend, SIGCONT) }
+                let start = ContinuousClock.now
+                let answer = try await db.withNewConnection { connection in
+                    try await db.bounded(connection) {
+                        var answer = ""
+                        for try await (text, pid) in try await connection.query("select 'answered', pg_backend_pid()", logger: db.logger)
+                            .decode((String, Int32).self) {
+                            answer = pid == backend ? "the frozen session answered" : text
+                        }
+                        return answer
+                    }
+                }
+                return (answer, start.duration(to: .now))
+            }
+        }
+        let (answer, waited) = try #require(ended, "no answer a minute later")
+        #expect(answer == "answered")
+        #expect(waited < .seconds(5))
+    }
+
     /// What a bounded `operation` on a pooled connection ended with, and whether the connection
     /// was closed when it did; the statement time-out is a second, so the bound is 11 seconds.
     private func boundedWait(_ operation: @escaping @Sendable (Database, PostgresConnection) async throws -> Void) async throws -> String {

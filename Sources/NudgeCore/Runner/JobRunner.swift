@@ -373,7 +373,7 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     /// Records how the run ended: on its own connection, or, when that one was lost, on a new one
-    /// from the pool, so that a run cut off from the database leaves its status when it can.
+    /// opened for it, so that a run cut off from the database leaves its status when it can.
     private func finish(_ ledger: RunLedger, runID: Int64, status: RunStatus, state: BatchLoopState, error: String?,
                         on db: BoundedConnection) async throws {
         let (counts, tally) = (state.counts, state.tally)
@@ -387,7 +387,9 @@ public struct JobRunner<J: Job>: Sendable {
                 // Lost while recording: try once more on a new connection.
             }
         }
-        try await database.withConnection { connection in
+        // Not one from the pool: it may hand over the connection the run read ahead on, whose
+        // session may have stopped answering with the run's.
+        try await database.withNewConnection { connection in
             try await BoundedConnection(connection: connection, database: database) { try await record(connection) }
         }
     }

@@ -46,6 +46,8 @@ public struct Database: Sendable {
     /// The most connections the pool opens, and how many `withConnection` holds now: a wait for
     /// a connection that ends with all of them held is this process's own doing, not the server's.
     public let connections: Int
+    /// The name the server shows for this process's sessions (`application_name`).
+    public let applicationName: String
     let held = HeldConnections()
 
     /// How long a command waits for the server before it gives up with exit 1. A pool left to
@@ -73,12 +75,13 @@ public struct Database: Sendable {
             configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout,
                                                    connections: connections),
             backgroundLogger: poolLogger)
-        let database = Database(client: client, url: url, limits: limits, logger: logger, connections: max(1, connections))
+        let database = Database(client: client, url: url, limits: limits, logger: logger, connections: max(1, connections),
+                                applicationName: applicationName)
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         let work = ClosureService {
             let result: Swift.Result<Result, any Error>
             do {
-                try await database.checkReachable(applicationName: applicationName)
+                try await database.checkReachable()
                 result = .success(try await body(database))
             } catch {
                 result = .failure(error)
@@ -116,28 +119,45 @@ public struct Database: Sendable {
         return try result.get()
     }
 
-    /// Opens one connection of its own, outside the pool, and asks the server a first question:
-    /// the pool retries a refused connection quietly, while this one says why it failed (TLS,
-    /// authentication, an unknown database, no server there).
-    func checkReachable(applicationName: String) async throws {
-        let configuration = try url.connectionConfiguration(applicationName: applicationName,
-                                                            statementTimeout: limits.statementTimeout)
-        let logger = self.logger
-        do {
-            let connection = try await withTimeout(Self.reachTimeout, discardingLate: { try? await $0.close() }) {
-                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-            }
+    /// Asks the server a first question on a connection of its own: the pool retries a refused
+    /// connection quietly, while this one says why it failed (TLS, authentication, an unknown
+    /// database, no server there).
+    func checkReachable() async throws {
+        let logger = self.logger, url = self.url
+        try await withNewConnection { connection in
             do {
                 try await Self.answer(within: Self.reachTimeout, on: connection) {
                     try await connection.query("select 1", logger: logger)
                 }
             } catch {
-                try? await connection.close()
-                throw error
+                throw NudgeError(.database, "cannot reach the database at \(url): \(Self.connectionFailure(error, url: url))")
             }
-            try await connection.close()
+        }
+    }
+
+    /// Runs `body` on a connection opened for it outside the pool (within `reachTimeout`) and
+    /// closed after it: for what must reach the server while the pool's connections may wait on
+    /// one that stopped answering (a run's end, after its own connection was lost). `body`'s
+    /// statements are bounded by `bounded`, as on any connection.
+    public func withNewConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let logger = self.logger
+        let configuration = try url.connectionConfiguration(applicationName: applicationName,
+                                                            statementTimeout: limits.statementTimeout)
+        let connection: PostgresConnection
+        do {
+            connection = try await withTimeout(Self.reachTimeout, discardingLate: { try? await $0.close() }) {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            }
         } catch {
             throw NudgeError(.database, "cannot reach the database at \(url): \(Self.connectionFailure(error, url: url))")
+        }
+        do {
+            let result = try await body(connection)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
         }
     }
 
