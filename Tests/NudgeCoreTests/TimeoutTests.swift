@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 import Testing
 @testable import NudgeCore
@@ -61,6 +62,15 @@ private func sleepUntilCancelled(_ seen: Seen) async throws -> Int {
                 await lateValue(1, after: 1.5)
             }
         }
+    }
+
+    /// A limit this process's threads came to late (busy elsewhere: an answer may be queued
+    /// behind them) is given as long again as they were late, once, and never longer than the
+    /// limit itself: a wait stays within twice its limit, however busy the process.
+    @Test func aLimitHeardLateIsGivenAGraceNoLongerThanTheLimit() {
+        #expect(graceAfterLimit(late: .milliseconds(20), limit: .seconds(1)) == nil)
+        #expect(graceAfterLimit(late: .milliseconds(300), limit: .seconds(1)) == .milliseconds(300))
+        #expect(graceAfterLimit(late: .seconds(30), limit: .seconds(1)) == .seconds(1))
     }
 
     /// A value that comes after the limit (a connection made too late) is handed over to be

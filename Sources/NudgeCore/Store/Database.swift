@@ -265,8 +265,9 @@ public struct Database: Sendable {
     /// limit passes: a result it brings after the limit is dropped (a write may have committed
     /// and still be reported as timed out, as when the answer is lost on the network).
     ///
-    /// The bound is a timer on the connection's event loop, cancelled (and freed) when the answer
-    /// comes. Not a `Task.sleep` raced against the operation: a cancelled sleep keeps its timer
+    /// The bound is a timer on the connection's event loop, started with the operation and
+    /// cancelled (and freed) when it ends; a process too busy to hear an answer in time gets a
+    /// grace (`graceAfterLimit`), so the wait is at most twice the limit. Not a `Task.sleep` raced against the operation: a cancelled sleep keeps its timer
     /// until its deadline, so a run making a thousand bounded calls a second held a few minutes'
     /// worth of them, tens of megabytes at a million users.
     @discardableResult
@@ -274,12 +275,11 @@ public struct Database: Sendable {
                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         guard !connection.isClosed else { throw ConnectionClosed() }
         let answer = BoundedAnswer<T>()
-        let (seconds, attoseconds) = limit.components
-        let eventLoop = connection.eventLoop
+        let eventLoop = connection.eventLoop, amount = TimeAmount(limit)
         let work = Task {
             // The limit counts from the statement's start.
-            let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-                expire(answer, on: connection, firedAt: .now())
+            let timer = eventLoop.scheduleTask(in: amount) {
+                expire(answer, on: connection, limit: amount, firedAt: .now(), graceGiven: false)
             }
             defer { timer.cancel() }
             do {
@@ -299,15 +299,16 @@ public struct Database: Sendable {
 }
 
 /// The limit of a bounded wait has passed on the event loop's clock: acted on from Swift's
-/// threads, behind what was queued there before it. When those threads were busy meanwhile (a
-/// long synchronous call, a burst of work), the operation's answer may be waiting behind them:
-/// the process gets as long again to hear it. A server that did not answer is not one this
-/// process did not listen to.
-private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: PostgresConnection, firedAt fired: NIODeadline) {
+/// threads, behind what was queued there before it, and after the grace `graceAfterLimit` gives
+/// when those threads were late to it. A server that did not answer is not one this process was
+/// too busy to hear.
+private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: PostgresConnection, limit: TimeAmount,
+                                 firedAt fired: NIODeadline, graceGiven: Bool) {
     Task {
-        let late = NIODeadline.now() - fired
-        guard late < .milliseconds(100) else {
-            connection.eventLoop.scheduleTask(in: late) { expire(answer, on: connection, firedAt: .now()) }
+        if !graceGiven, let grace = graceAfterLimit(late: .now() - fired, limit: limit) {
+            connection.eventLoop.scheduleTask(in: grace) {
+                expire(answer, on: connection, limit: limit, firedAt: .now(), graceGiven: true)
+            }
             return
         }
         // An answer that came just before the limit stands, and its connection stays open.
@@ -318,6 +319,15 @@ private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: Post
         connection.close().whenComplete { _ in answer.timeOut() }
         connection.eventLoop.scheduleTask(in: .seconds(3)) { answer.timeOut() }
     }
+}
+
+/// How much longer a wait whose limit has just passed goes on because this process, not the
+/// other side, was late: Swift's threads came to the limit `late` after the event loop's timer
+/// fired (busy with other work, a long synchronous call), and an answer that arrived in time may
+/// be queued behind what held them. Once per wait, and never longer than the limit, so a wait
+/// stays within twice its limit; nil when the threads were there on time.
+func graceAfterLimit(late: TimeAmount, limit: TimeAmount) -> TimeAmount? {
+    late >= .milliseconds(100) ? min(late, limit) : nil
 }
 
 /// The answer to one bounded wait: the operation's result, or, once the limit has passed, the
@@ -432,12 +442,23 @@ func withTimeout<T: Sendable>(_ limit: Duration, discardingLate discardLate: @es
     }
 }
 
-/// Sleeps for `duration` on an event loop's timer; cancelled, it throws at once and frees the timer.
+/// Sleeps for `duration` on an event loop's timer, and for the grace `graceAfterLimit` gives when
+/// this task came to it late (a time-out raced against an answer queued behind busy threads);
+/// cancelled, it throws at once and frees the timer.
 func sleepOnEventLoop(_ duration: Duration) async throws {
-    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(duration)) {}
-    try await withTaskCancellationHandler {
+    let limit = TimeAmount(duration)
+    let fired = try await eventLoopTimer(limit)
+    if let grace = graceAfterLimit(late: .now() - fired, limit: limit) {
+        _ = try await eventLoopTimer(grace)
+    }
+}
+
+/// When a timer of `amount` fired on an event loop.
+private func eventLoopTimer(_ amount: TimeAmount) async throws -> NIODeadline {
+    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: amount) { NIODeadline.now() }
+    return try await withTaskCancellationHandler {
         do {
-            try await timer.futureResult.get()
+            return try await timer.futureResult.get()
         } catch {
             throw CancellationError()
         }
