@@ -267,9 +267,10 @@ public struct Database: Sendable {
     ///
     /// The bound is a timer on the connection's event loop, started with the operation and
     /// cancelled (and freed) when it ends; a process too busy to hear an answer in time gets a
-    /// grace (`graceAfterLimit`), so the wait is at most twice the limit. Not a `Task.sleep` raced against the operation: a cancelled sleep keeps its timer
-    /// until its deadline, so a run making a thousand bounded calls a second held a few minutes'
-    /// worth of them, tens of megabytes at a million users.
+    /// grace of at most the limit again (`graceAfterLimit`). Not a `Task.sleep` raced against the
+    /// operation: a cancelled sleep keeps its timer until its deadline, so a run making a
+    /// thousand bounded calls a second held a few minutes' worth of them, tens of megabytes at a
+    /// million users.
     @discardableResult
     static func answer<T: Sendable>(within limit: Duration, on connection: PostgresConnection,
                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
@@ -305,6 +306,8 @@ public struct Database: Sendable {
 private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: PostgresConnection, limit: TimeAmount,
                                  firedAt fired: NIODeadline, graceGiven: Bool) {
     Task {
+        // Answered meanwhile: nothing to time out, and no grace timer to keep.
+        guard !answer.isAnswered else { return }
         if !graceGiven, let grace = graceAfterLimit(late: .now() - fired, limit: limit) {
             connection.eventLoop.scheduleTask(in: grace) {
                 expire(answer, on: connection, limit: limit, firedAt: .now(), graceGiven: true)
@@ -324,8 +327,9 @@ private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: Post
 /// How much longer a wait whose limit has just passed goes on because this process, not the
 /// other side, was late: Swift's threads came to the limit `late` after the event loop's timer
 /// fired (busy with other work, a long synchronous call), and an answer that arrived in time may
-/// be queued behind what held them. Once per wait, and never longer than the limit, so a wait
-/// stays within twice its limit; nil when the threads were there on time.
+/// be queued behind what held them. Once per wait, and never longer than the limit: a wait ends
+/// within its limit, the time this process was too busy to act on it, and the limit again. Nil
+/// when the threads were there on time.
 func graceAfterLimit(late: TimeAmount, limit: TimeAmount) -> TimeAmount? {
     late >= .milliseconds(100) ? min(late, limit) : nil
 }
@@ -351,6 +355,9 @@ private final class BoundedAnswer<T: Sendable>: Sendable {
             return true
         }
     }
+
+    /// Whether the wait has its answer (the operation's result or the time-out).
+    var isAnswered: Bool { state.withLock { $0.result != nil } }
 
     /// The operation's result, unless the limit passed first.
     func give(_ result: Result<T, any Error>) {
@@ -404,9 +411,10 @@ struct TimedOut: Error, CustomStringConvertible {
     var description: String { "timed out" }
 }
 
-/// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit`:
-/// whichever ends first, the operation or the limit, decides. A value that comes after the limit
-/// is handed to `discardLate` (a connection to close): the caller never sees it.
+/// Runs `operation`, cancelling it and throwing `TimedOut` when it takes longer than `limit` (and
+/// the grace a late process gets, `sleepOnEventLoop`): whichever ends first, the operation or the
+/// limit, decides. A value that comes after it is handed to `discardLate` (a connection to
+/// close): the caller never sees it.
 ///
 /// The limit is an event-loop timer that cancelling frees (`sleepOnEventLoop`). A `Task.sleep`
 /// keeps its timer until its deadline when cancelled: raced against each LLM call, it held the
