@@ -130,7 +130,7 @@ public struct Database: Sendable {
                     try await connection.query("select 1", logger: logger)
                 }
             } catch {
-                throw NudgeError(.database, "cannot reach the database at \(url): \(Self.connectionFailure(error, url: url))")
+                throw Self.unreachable(url, error)
             }
         }
     }
@@ -149,7 +149,7 @@ public struct Database: Sendable {
                 try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
             }
         } catch {
-            throw NudgeError(.database, "cannot reach the database at \(url): \(Self.connectionFailure(error, url: url))")
+            throw Self.unreachable(url, error)
         }
         do {
             let result = try await body(connection)
@@ -159,6 +159,11 @@ public struct Database: Sendable {
             try? await connection.close()
             throw error
         }
+    }
+
+    /// The error of a server that could not be reached, saying why.
+    static func unreachable(_ url: DatabaseURL, _ error: any Error) -> NudgeError {
+        NudgeError(.database, "cannot reach the database at \(url): \(connectionFailure(error, url: url))")
     }
 
     /// Why a connection failed, in an operator's words, never with the password.
