@@ -71,4 +71,25 @@ import Testing
         #expect(change.work.count == 1 && change.change.push == nil)
         #expect(change.change.nextDue == ISO8601DateFormatter().date(from: "2026-02-11T10:00:00Z"))
     }
+
+    /// The seed's 100 ms between batches of 50 paces the LLM: a batch owes it for the users it
+    /// sent to the LLM, so one that sent none owes nothing and a batch of 2,000 keeps the pace
+    /// of batches of 50.
+    @Test func thePauseIsOwedForTheUsersSentToTheLLM() {
+        let decision = PushDecision(pushType: .reEngagement, context: "", eventDescription: nil, patternTheme: nil,
+                                    conversationDomain: nil, topicSummary: nil)
+        func batch(asked: Int, decidedOnly: Int) -> [PlannedChange<PushTriggerJob.Change>] {
+            let push = PushTriggerJob.ProactivePush(pushLogID: UUID(), localDay: LocalDate(iso8601: "2026-02-10")!, decision: decision,
+                                                    prompt: "", userWords: [], dueUntil: nil)
+            let now = Date(timeIntervalSince1970: 0)
+            return (0..<asked).map { _ in PlannedChange(itemID: UUID(), change: .init(push: push, dueAt: now, nextDue: now), work: [],
+                                                      notifications: [], tally: [:]) }
+                + (0..<decidedOnly).map { _ in PlannedChange(itemID: UUID(), change: .init(push: nil, dueAt: now, nextDue: now),
+                                                           work: [], notifications: [], tally: [:]) }
+        }
+        #expect(job.pause(after: batch(asked: 50, decidedOnly: 0)) == .milliseconds(100))
+        #expect(job.pause(after: batch(asked: 0, decidedOnly: 50)) == .zero)
+        #expect(job.pause(after: batch(asked: 10, decidedOnly: 105)) == .milliseconds(20))
+        #expect(job.pause(after: batch(asked: 200, decidedOnly: 1_800)) == .milliseconds(400))
+    }
 }

@@ -74,8 +74,10 @@ public protocol Job: Sendable {
     /// a provider found down late in the batch). Pure; the identity unless the job says otherwise.
     func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>]
 
-    /// How long the runner leaves between one batch's outside calls and the next batch's.
-    var pauseBetweenBatches: Duration { get }
+    /// How long the runner leaves between one batch's outside calls and the next batch's, after
+    /// the batch's `planned` changes went to `complete` (push-trigger: the seed's pause per 50
+    /// users, owed in proportion to the users the batch sent to the LLM).
+    func pause(after planned: [PlannedChange<Change>]) -> Duration
 
     /// How long a batch's outside calls may take all together, when the job's calls leave part
     /// of their own bound to the runner (dispatch: a provider that stalls after its answer's
@@ -120,7 +122,7 @@ extension Job {
 
     public func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>] { changes }
 
-    public var pauseBetweenBatches: Duration { .zero }
+    public func pause(after planned: [PlannedChange<Change>]) -> Duration { .zero }
 
     public var outsideTimeLimit: Duration? { nil }
 

@@ -184,6 +184,9 @@ public struct JobRunner<J: Job>: Sendable {
         let totals: RunTotals
     }
 
+    /// How long a page read ahead may wait for its batch's turn.
+    static var readAheadKeptFor: Duration { .seconds(2) }
+
     /// A page read, with its place in the run and, when it was read ahead, its facts.
     private struct ReadPage: Sendable {
         let page: [Paged<J.Source.Item>]
@@ -200,16 +203,16 @@ public struct JobRunner<J: Job>: Sendable {
         var facts: [UUID: J.Facts]
     }
 
-    /// The batch loop of a keyset job whose batches make no outside call, on two connections:
-    /// while a batch decides and writes on the run's, the next page and its facts are read on a
-    /// second one from the pool, so that a batch costs about its write alone. (The next page
-    /// starts after this one's last item, whatever this batch writes: its items are other users,
-    /// whose facts no batch of this run writes.) Only for the jobs that read users through the due
-    /// index: a circle's facts include what its members were told in other circles. Any other
-    /// job: the plain loop.
+    /// The batch loop of a keyset job on two connections: while a batch decides, makes its
+    /// outside calls and writes on the run's, the next page and its facts are read on a second
+    /// one from the pool, so that a batch costs about its write alone. (The next page starts after
+    /// this one's last item, whatever this batch writes: its items are other users, whose facts
+    /// no batch of this run writes.) A page read more than `readAheadKeptFor` before its turn is
+    /// read again. Only for the jobs that read users through the due index: a circle's facts
+    /// include what its members were told in other circles. Any other job: the plain loop.
     private func batchLoopReadingAhead(state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
                                        on db: BoundedConnection) async throws -> (RunStatus, String?) {
-        guard source is DueSource, !job.completesOutside else {
+        guard source is DueSource else {
             return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
         }
         let start = state
@@ -260,10 +263,21 @@ public struct JobRunner<J: Job>: Sendable {
                 logger.notice("stopping on a signal after the last batch")
                 return (.interrupted, "stopped by a signal; \(options.resumeHint)")
             }
-            let read: ReadPage
+            var readEarlier: ReadPage?
             if let task = ahead {
                 ahead = nil
-                read = try await task.value
+                let early = try await task.value
+                // A page read ahead while the batch before took long (its outside calls held by a
+                // rate limit), by the wall clock or the run's, is read again: a batch is decided
+                // at about the time it really is.
+                let kept = Self.readAheadKeptFor
+                if early.claimedAt.duration(to: .now) <= kept, options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds {
+                    readEarlier = early
+                }
+            }
+            let read: ReadPage
+            if let readEarlier {
+                read = readEarlier
                 context.now = read.request.now
             } else {
                 // A cron run decides each batch at the time it really is; a run at --now at that instant.
@@ -463,8 +477,9 @@ public struct JobRunner<J: Job>: Sendable {
         }
         if job.completesOutside && !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
-                try await Task.sleep(until: previous + job.pauseBetweenBatches)
+                try await Task.sleep(until: previous + state.pauseOwed)
             }
+            let pause = job.pause(after: planned)
             let outside = await completeOutside(planned, context: context)
             planned = job.review(await job.completeTogether(outside.completed, run: context), run: context)
             failures += outside.failed
@@ -473,6 +488,7 @@ public struct JobRunner<J: Job>: Sendable {
             state.stop = state.stop ?? outside.stop
             state.interrupted = state.interrupted || outside.interrupted
             state.outsideCallsEnded = .now
+            state.pauseOwed = pause
         }
         // The checkpoint stops short of the first item left undone (a spent budget, a signal); a
         // queue keeps none: what is not done stays in it.
@@ -1037,6 +1053,8 @@ struct BatchLoopState {
     let calendars = CalendarCache()
     /// When the last batch's outside calls ended, for the pause before the next batch's.
     var outsideCallsEnded: ContinuousClock.Instant?
+    /// The pause owed after those calls.
+    var pauseOwed: Duration = .zero
     /// Set when a job ended the run (a budget spent): the run stops after the batch in flight.
     var stop: RunStop?
     /// Set when a signal cut the batch's outside calls short: the run stops after the batch.

@@ -88,7 +88,16 @@ public struct PushTriggerJob: Job {
 
     public var completesOutside: Bool { true }
 
-    public var pauseBetweenBatches: Duration { .milliseconds(definition.pauseBetweenBatchesMilliseconds ?? 0) }
+    /// The seed's pause between batches of 50 users (`pauseBetweenBatchesMilliseconds` after
+    /// each `batchSize` users of the definition) paces the LLM calls: a batch owes it in
+    /// proportion to the users it sent to the LLM, so a batch that sent none owes nothing, one
+    /// of the seed's 50 that all went owes it whole, and a bigger batch (`--batch-size`) keeps
+    /// the same pace.
+    public func pause(after planned: [PlannedChange<Change>]) -> Duration {
+        let pause = definition.pauseBetweenBatchesMilliseconds ?? 0
+        let asked = planned.count { $0.change.push != nil }
+        return .milliseconds(pause) * asked / max(definition.batchSize, 1)
+    }
 
     // MARK: Reading
 
