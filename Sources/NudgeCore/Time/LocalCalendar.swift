@@ -20,6 +20,8 @@ public struct LocalCalendar: Sendable {
     }
 
     public let timeZone: TimeZone
+    /// The offsets asked so far (`offset(at:)`), shared by the copies of this calendar.
+    private let offsets = SharedOffsets()
 
     /// A user with no time zone is in UTC (seed 002); an unknown name is an error for that user.
     public init(identifier: String?) throws(Failure) {
@@ -112,13 +114,36 @@ public struct LocalCalendar: Sendable {
         return today.isoWeekday == weekday && self.instant(of: today, at: time) <= instant
     }
 
+    /// The zone's offset from UTC at an instant. A run asks the same few (its own instant, each
+    /// day's 00:00 and moments) for every user of a zone, and Foundation's answer takes a lock
+    /// and ICU's arithmetic: the answers are kept, by the second (offsets change on whole seconds).
     private func offset(at secondsSinceEpoch: TimeInterval) -> Int {
-        timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: secondsSinceEpoch))
+        let second = Int(secondsSinceEpoch.rounded(.down))
+        if let known = offsets.offset(at: second) { return known }
+        let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(second)))
+        offsets.keep(offset, at: second)
+        return offset
     }
 
     private static func floorDivide(_ value: Int, _ divisor: Int) -> Int {
         let quotient = value / divisor
         return (value % divisor != 0 && (value < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
+}
+
+/// A calendar's kept offsets, by the second since 1970.
+private final class SharedOffsets: Sendable {
+    /// How many offsets it keeps before it starts again.
+    static let kept = 4_096
+    private let table = Mutex<[Int: Int]>([:])
+
+    func offset(at second: Int) -> Int? { table.withLock { $0[second] } }
+
+    func keep(_ offset: Int, at second: Int) {
+        table.withLock { known in
+            if known.count >= Self.kept { known.removeAll(keepingCapacity: true) }
+            known[second] = offset
+        }
     }
 }
 
