@@ -72,10 +72,10 @@ import Testing
         #expect(change.change.nextDue == ISO8601DateFormatter().date(from: "2026-02-11T10:00:00Z"))
     }
 
-    /// The seed's 100 ms between batches of 50 paces the LLM: a batch owes it for the users it
-    /// sent to the LLM, so one that sent none owes nothing and a batch of 2,000 keeps the pace
-    /// of batches of 50.
-    @Test func thePauseIsOwedForTheUsersSentToTheLLM() {
+    /// The seed's 100 ms between batches of 50 paces the LLM: a batch owes it for the users whose
+    /// push it went to have the LLM write, so one with none owes nothing and a batch of 2,000
+    /// keeps the pace of batches of 50; a dry run without the LLM owes nothing.
+    @Test func thePauseIsOwedForTheUsersSentToTheLLM() async throws {
         let decision = PushDecision(pushType: .reEngagement, context: "", eventDescription: nil, patternTheme: nil,
                                     conversationDomain: nil, topicSummary: nil)
         func batch(asked: Int, decidedOnly: Int) -> [PlannedChange<PushTriggerJob.Change>] {
@@ -87,9 +87,16 @@ import Testing
                 + (0..<decidedOnly).map { _ in PlannedChange(itemID: UUID(), change: .init(push: nil, dueAt: now, nextDue: now),
                                                            work: [], notifications: [], tally: [:]) }
         }
-        #expect(job.pause(after: batch(asked: 50, decidedOnly: 0)) == .milliseconds(100))
-        #expect(job.pause(after: batch(asked: 0, decidedOnly: 50)) == .zero)
-        #expect(job.pause(after: batch(asked: 10, decidedOnly: 105)) == .milliseconds(20))
-        #expect(job.pause(after: batch(asked: 200, decidedOnly: 1_800)) == .milliseconds(400))
+        #expect(job.pause(after: batch(asked: 50, decidedOnly: 0)) == .zero)
+        // No request is made: the client only needs to exist.
+        let configuration = LLMConfiguration(provider: .anthropic, baseURL: "http://127.0.0.1:9", apiKey: "sk-ant-test-not-a-real-key",
+                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
+        try await LLMClient.with(configuration, concurrency: 1) { llm in
+            let asking = PushTriggerJob(definition: definition("push-trigger"), llm: llm, budget: LLMBudget())
+            #expect(asking.pause(after: batch(asked: 50, decidedOnly: 0)) == .milliseconds(100))
+            #expect(asking.pause(after: batch(asked: 0, decidedOnly: 50)) == .zero)
+            #expect(asking.pause(after: batch(asked: 10, decidedOnly: 105)) == .milliseconds(20))
+            #expect(asking.pause(after: batch(asked: 200, decidedOnly: 1_800)) == .milliseconds(400))
+        }
     }
 }

@@ -216,14 +216,20 @@ public struct JobRunner<J: Job>: Sendable {
             return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
         }
         let start = state
+        // The loop's state comes back whether it ended or threw: an aborted run's ledger still
+        // gets its tally and failures.
         let (end, after) = try await database.withConnection { connection in
             var local = start
-            let end = try await batchLoop(state: &local, context: context, loop: loop, on: db,
-                                          second: BoundedConnection(connection: connection, database: database))
-            return (end, local)
+            do {
+                let end = try await batchLoop(state: &local, context: context, loop: loop, on: db,
+                                              second: BoundedConnection(connection: connection, database: database))
+                return (Result<(RunStatus, String?), any Error>.success(end), local)
+            } catch {
+                return (.failure(error), local)
+            }
         }
         state = after
-        return end
+        return try end.get()
     }
 
     /// Reads a page and, when it has items, their facts: what the loop reads ahead.
@@ -266,12 +272,13 @@ public struct JobRunner<J: Job>: Sendable {
             var readEarlier: ReadPage?
             if let task = ahead {
                 ahead = nil
-                let early = try await task.value
                 // A page read ahead while the batch before took long (its outside calls held by a
                 // rate limit), by the wall clock or the run's, is read again: a batch is decided
-                // at about the time it really is.
+                // at about the time it really is. So is one the second connection failed to read:
+                // the run's own connection says whether the database is there.
                 let kept = Self.readAheadKeptFor
-                if early.claimedAt.duration(to: .now) <= kept, options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds {
+                if let early = try? await task.value, early.claimedAt.duration(to: .now) <= kept,
+                   options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds {
                     readEarlier = early
                 }
             }

@@ -94,6 +94,8 @@ public struct PushTriggerJob: Job {
     /// of the seed's 50 that all went owes it whole, and a bigger batch (`--batch-size`) keeps
     /// the same pace.
     public func pause(after planned: [PlannedChange<Change>]) -> Duration {
+        // A dry run without the LLM asks it nothing.
+        guard llm != nil else { return .zero }
         let pause = definition.pauseBetweenBatchesMilliseconds ?? 0
         let asked = planned.count { $0.change.push != nil }
         return .milliseconds(pause) * asked / max(definition.batchSize, 1)
