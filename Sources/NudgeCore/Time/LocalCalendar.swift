@@ -133,15 +133,17 @@ public struct LocalCalendar: Sendable {
 
 /// A calendar's kept offsets, by the second since 1970.
 private final class SharedOffsets: Sendable {
-    /// How many offsets it keeps before it starts again.
-    static let kept = 4_096
+    /// How many offsets it keeps before it starts again: the few a run asks for every user of a
+    /// zone come back at once, and the instants of users' own messages, each asked once, do not
+    /// hold memory (a few kilobytes a zone).
+    static let kept = 512
     private let table = Mutex<[Int: Int]>([:])
 
     func offset(at second: Int) -> Int? { table.withLock { $0[second] } }
 
     func keep(_ offset: Int, at second: Int) {
         table.withLock { known in
-            if known.count >= Self.kept { known.removeAll(keepingCapacity: true) }
+            if known.count >= Self.kept { known.removeAll() }
             known[second] = offset
         }
     }
