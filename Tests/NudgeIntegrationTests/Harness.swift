@@ -36,8 +36,8 @@ enum TestServer {
         private static func create() async throws -> String {
             let name = "nudge_template_\(ProcessInfo.processInfo.processIdentifier)"
             let admin = try TestDatabase(named: "postgres")
-            try admin.psql("drop database if exists \(name)")
-            try admin.psql("create database \(name)")
+            try await admin.psqlOffThePool("drop database if exists \(name)")
+            try await admin.psqlOffThePool("create database \(name)")
             let template = try TestDatabase(named: name)
             let result = try await template.nudge(["migrate"])
             guard result.status == 0 else { throw TestFailure("migrating the template failed: \(result.stderr)") }
@@ -67,11 +67,14 @@ struct TestDatabase: Sendable {
     static func fresh(migrated: Bool = true) async throws -> TestDatabase {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = try TestDatabase(named: "postgres")
+        // Off the cooperative threads: at the start of a run, forty suites copy the template at
+        // once, each copy taking up to a second, and blocked in them the pool's two threads would
+        // leave every other test (and its time-outs) waiting for all of them.
         if migrated {
             let template = try await TestServer.template.ensure()
-            try admin.psql("create database \(name) template \(template)")
+            try await admin.psqlOffThePool("create database \(name) template \(template)")
         } else {
-            try admin.psql("create database \(name)")
+            try await admin.psqlOffThePool("create database \(name)")
         }
         return try TestDatabase(named: name)
     }
@@ -81,6 +84,14 @@ struct TestDatabase: Sendable {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         try TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
         return try TestDatabase(named: name)
+    }
+
+    /// `psql`, waited for off Swift's cooperative threads.
+    @discardableResult
+    func psqlOffThePool(_ sql: String) async throws -> String {
+        let result = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        guard result.status == 0 else { throw TestFailure("psql failed: \(result.stderr)\n\(sql)") }
+        return result.stdout.trimmingCharacters(in: .newlines)
     }
 
     /// Runs SQL through psql and returns its unaligned output (`|` between columns).
