@@ -353,7 +353,8 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Listens on NUDGE_HTTP_HOST (default 127.0.0.1) and NUDGE_HTTP_PORT (default 8080); the unsubscribe links in \
             emails point at NUDGE_PUBLIC_URL, signed with NUDGE_UNSUBSCRIBE_SECRET; Twilio posts to \
-            NUDGE_PUBLIC_URL/webhooks/twilio, signed with TWILIO_AUTH_TOKEN. SIGTERM or SIGINT lets the requests in \
+            NUDGE_PUBLIC_URL/webhooks/twilio, signed with TWILIO_AUTH_TOKEN; Resend's webhooks to \
+            NUDGE_PUBLIC_URL/webhooks/resend, signed with RESEND_WEBHOOK_SECRET. SIGTERM or SIGINT lets the requests in \
             flight finish, then stops.
             """)
 
@@ -361,6 +362,7 @@ struct Serve: AsyncParsableCommand {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             let links = try UnsubscribeLinks(environment: bootstrap.environment)
+            let resendSecret = try ResendWebhookSecret.from(bootstrap.environment)
             let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"
             let port = try bootstrap.environment.integer("NUDGE_HTTP_PORT", default: 8080, in: 0...65_535)
             let logger = bootstrap.logger
@@ -369,7 +371,7 @@ struct Serve: AsyncParsableCommand {
             try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
                                              connections: 8) { database in
                 try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
-                                          host: host, port: port, logger: logger) { bound in
+                                          resendWebhookSecret: resendSecret, host: host, port: port, logger: logger) { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
                                                           "nudge.public_url": "\(links.publicURL)"])
                     StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")

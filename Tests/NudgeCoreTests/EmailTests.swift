@@ -218,8 +218,8 @@ import Testing
         #expect(parked.status == .pending && !parked.countsAsAttempt && parked.parkedFor == .resend && parked.nextAttemptAt == expiry)
     }
 
-    /// An email row goes to the user's address unless a switch (either table's), a missing
-    /// address or Resend's state holds it; quiet hours do not.
+    /// An email row goes to the user's address unless a switch (either table's), a missing or
+    /// suppressed address or Resend's state holds it; quiet hours do not.
     @Test func anEmailRowIsPlannedByTheUsersEmailSwitchesAndAddress() throws {
         let payload = EmailPayload(emailType: "weekly_digest", html: "<p>hi</p>", unsubscribeURL: "https://n.example/u").json
         let now = ISO8601DateFormatter().date(from: "2026-03-22T23:00:00Z")!   // inside quiet hours
@@ -232,6 +232,11 @@ import Testing
                                providers: [.resend: resend], locale: "en", calendar: calendar, now: now).outcomes[5]
         }
         #expect(plan() == .email(0))
+        // An address that bounced hard, or whose owner complained, gets nothing, with the reason.
+        let bounced = DispatchRules.plan(rows: [row], facts: .init(devices: [], address: "a@example.com",
+                                                                   emailSuppression: "the address bounced hard on 2026-03-15"),
+                                         providers: [.resend: .ready], locale: "en", calendar: calendar, now: now).outcomes[5]
+        #expect(bounced == .suppressed(step: "suppression", reason: "the address bounced hard on 2026-03-15"))
         let planned = DispatchRules.plan(rows: [row], facts: .init(devices: [], address: "a@example.com"), providers: [.resend: .ready],
                                          locale: "en", calendar: calendar, now: now).emails[0]
         #expect(planned.batchKey == nil)

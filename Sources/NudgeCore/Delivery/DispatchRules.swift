@@ -29,6 +29,9 @@ public enum DispatchRules {
         public let past: [PastDelivery]
         /// `users.email`, read when the email is sent (nil: none).
         public let address: String?
+        /// Why no email goes to that address any more (`email_suppressions`: it bounced hard, or
+        /// its owner marked an email as spam), or nil.
+        public let emailSuppression: String?
         /// `users.phone_number`, read when the SMS is sent (nil: none).
         public let phone: String?
         /// Whether that number replied STOP to Nudge's SMS (`sms_opt_outs`).
@@ -39,8 +42,9 @@ public enum DispatchRules {
         public let pushes: [String: PushState]
 
         public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
-                    phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
+                    emailSuppression: String? = nil, phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
                     pushes: [String: PushState] = [:]) {
+            self.emailSuppression = emailSuppression
             self.preferences = preferences
             self.smsOptedOut = smsOptedOut
             self.devices = devices
@@ -319,7 +323,8 @@ public enum DispatchRules {
     }
 
     /// An email row (seed 003 Feature 7): the user's email switches (the master, the type's
-    /// switch in either table), an address that can be sent to, and Resend ready. Emails are not
+    /// switch in either table), an address that can be sent to and that has not bounced hard
+    /// nor complained (`emailSuppression`), and Resend ready. Emails are not
     /// held by quiet hours (they do not wake anyone) nor by the push caps; their job queues each
     /// at most once per user and period.
     static func planEmail(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
@@ -334,6 +339,10 @@ public enum DispatchRules {
         }
         guard isDeliverableAddress(address) else {
             plan.outcomes[row.id] = .suppressed(step: "address", reason: "users.email is not an address Nudge can send to")
+            return
+        }
+        if let suppression = facts.emailSuppression {
+            plan.outcomes[row.id] = .suppressed(step: "suppression", reason: suppression)
             return
         }
         guard let payload = EmailPayload.decode(row.payload) else {

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -297,5 +298,154 @@ final class SendPace: Sendable {
             next = slot + interval
             return wait
         }
+    }
+}
+
+// MARK: - Webhooks
+
+/// The secret Resend signs its webhooks with (`RESEND_WEBHOOK_SECRET`, the webhook's "signing
+/// secret": `whsec_` and a base64 key).
+public struct ResendWebhookSecret: Sendable {
+    let key: SymmetricKey
+
+    public init(_ text: String) throws(NudgeError) {
+        let encoded = text.hasPrefix("whsec_") ? String(text.dropFirst(6)) : text
+        guard let key = Data(base64Encoded: encoded), key.count >= 16 else {
+            throw NudgeError(.configuration, "RESEND_WEBHOOK_SECRET must be the webhook's signing secret (whsec_ and a base64 key)")
+        }
+        self.key = SymmetricKey(data: key)
+    }
+
+    /// Reads `RESEND_WEBHOOK_SECRET`; nil when it is not set.
+    public static func from(_ environment: Environment) throws(NudgeError) -> ResendWebhookSecret? {
+        guard let text = environment["RESEND_WEBHOOK_SECRET"], !text.isEmpty else { return nil }
+        return try ResendWebhookSecret(text)
+    }
+}
+
+/// Resend's webhooks, as Svix delivers them for Resend.
+///
+/// Wire format: `POST` with the event as a JSON body, `{"type": "email.bounced", "created_at":
+/// "2024-11-22T23:41:12.126Z", "data": {"email_id": "…", "created_at": "…", "from": "…", "to":
+/// ["address"], "subject": "…", …}}`; `email.bounced` adds `"bounce": {"type": "Permanent" |
+/// "Transient" | "Undetermined", "subType": "General" | "NoEmail" | "Suppressed" | "MailboxFull" |
+/// …, "message": "…"}`, `email.clicked` adds `"click": {"link", "timestamp", "ipAddress",
+/// "userAgent"}`. The email types: `email.sent`, `email.scheduled`, `email.delivered`,
+/// `email.delivery_delayed`, `email.complained`, `email.bounced`, `email.opened`,
+/// `email.clicked`, `email.failed`, `email.suppressed`, `email.received`; other families
+/// (`contact.*`, `domain.*`) exist. Headers: `svix-id` (the message's id, the same on every
+/// retry), `svix-timestamp` (the attempt's Unix seconds) and `svix-signature` (space-separated
+/// `v1,<base64>` entries, several while a secret rotates; other versions are skipped). The
+/// signature is HMAC-SHA256, under the secret's base64-decoded key, of `id.timestamp.body` (the
+/// raw body), in standard base64. A timestamp more than 5 minutes from now, either way, is refused.
+/// Any 2xx within 15 s is success; anything else is retried (5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
+/// 10 h), under the same `svix-id`, with a fresh timestamp and signature.
+public enum ResendWebhook {
+    public static let path = "/webhooks/resend"
+    /// How far a signature's timestamp may be from now.
+    public static let tolerance: TimeInterval = 300
+    /// The largest event body read.
+    public static let largestBody = 256 * 1024
+
+    public enum Refusal: Error, Equatable, CustomStringConvertible {
+        case missingHeaders
+        case badTimestamp
+        case tooOld
+        case tooNew
+        case noMatchingSignature
+
+        public var description: String {
+            switch self {
+            case .missingHeaders: "svix-id, svix-timestamp or svix-signature is missing"
+            case .badTimestamp: "svix-timestamp is not a number of seconds"
+            case .tooOld: "svix-timestamp is more than 5 minutes old"
+            case .tooNew: "svix-timestamp is more than 5 minutes ahead"
+            case .noMatchingSignature: "no svix-signature matches RESEND_WEBHOOK_SECRET"
+            }
+        }
+    }
+
+    /// The `v1` signature of a message, as `svix-signature` carries it.
+    public static func signature(id: String, timestamp: String, body: [UInt8], secret: ResendWebhookSecret) -> String {
+        "v1," + Data(HMAC<SHA256>.authenticationCode(for: signed(id: id, timestamp: timestamp, body: body), using: secret.key))
+            .base64EncodedString()
+    }
+
+    /// Checks a delivery's headers against its raw body: its timestamp within the tolerance of
+    /// `now`, and one of its `v1` signatures the secret's (compared in constant time).
+    public static func verify(id: String?, timestamp: String?, signatures: String?, body: [UInt8], secret: ResendWebhookSecret,
+                              now: Date) throws(Refusal) {
+        guard let id, !id.isEmpty, let timestamp, let signatures else { throw .missingHeaders }
+        guard let seconds = Int64(timestamp) else { throw .badTimestamp }
+        let age = now.timeIntervalSince1970 - TimeInterval(seconds)
+        if age > tolerance { throw .tooOld }
+        if age < -tolerance { throw .tooNew }
+        let content = signed(id: id, timestamp: timestamp, body: body)
+        for entry in signatures.split(separator: " ") {
+            let parts = entry.split(separator: ",", maxSplits: 1)
+            guard parts.count == 2, parts[0] == "v1", let given = Data(base64Encoded: String(parts[1])),
+                  given.count == SHA256.byteCount else { continue }
+            if HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: content, using: secret.key) { return }
+        }
+        throw .noMatchingSignature
+    }
+
+    private static func signed(id: String, timestamp: String, body: [UInt8]) -> Data {
+        var content = Data("\(id).\(timestamp).".utf8)
+        content.append(contentsOf: body)
+        return content
+    }
+
+    /// What Nudge reads of an event.
+    public struct Event: Sendable, Equatable {
+        /// `email.delivered`, `email.bounced`…
+        public let type: String
+        /// The id Resend answered the send with (`notification_logs.provider_id`); nil for an
+        /// event of another family.
+        public let emailID: String?
+        /// When it happened (`created_at`), nil when the body does not say.
+        public let occurredAt: Date?
+        /// The first recipient, lowercased.
+        public let to: String?
+        public let bounceType: String?
+        public let bounceSubType: String?
+        public let bounceMessage: String?
+
+        /// A hard bounce: the address does not take mail.
+        public var isHardBounce: Bool { type == "email.bounced" && bounceType == "Permanent" }
+    }
+
+    /// The event in a body, or nil when the body is not one (not JSON, no `type`).
+    public static func parse(_ body: [UInt8]) -> Event? {
+        guard case .object(let event)? = JSONValue.parse(String(decoding: body, as: UTF8.self)),
+              case .string(let type)? = event["type"] else { return nil }
+        func string(_ value: JSONValue?) -> String? {
+            if case .string(let text)? = value, !text.isEmpty { return text }
+            return nil
+        }
+        var data: [String: JSONValue] = [:]
+        if case .object(let object)? = event["data"] { data = object }
+        var bounce: [String: JSONValue] = [:]
+        if case .object(let object)? = data["bounce"] { bounce = object }
+        var to: String?
+        if case .array(let addresses)? = data["to"] { to = string(addresses.first) } else { to = string(data["to"]) }
+        return Event(type: type, emailID: type.hasPrefix("email.") ? string(data["email_id"]) : nil,
+                     occurredAt: string(event["created_at"]).flatMap(timestamp),
+                     to: to.map { $0.trimmingCharacters(in: .whitespaces).lowercased() },
+                     bounceType: string(bounce["type"]), bounceSubType: string(bounce["subType"]),
+                     bounceMessage: string(bounce["message"]))
+    }
+
+    /// An ISO 8601 instant as Resend writes them (`2024-11-22T23:41:12.126Z`,
+    /// `2024-11-22T23:41:11.894719+00:00`): the fraction is read to the microsecond.
+    static func timestamp(_ text: String) -> Date? {
+        var whole = text, fraction = 0.0
+        if let dot = text.firstIndex(of: "."), let end = text[dot...].firstIndex(where: { !$0.isNumber && $0 != "." }) {
+            fraction = Double("0" + text[dot..<end]) ?? 0
+            whole = String(text[..<dot] + text[end...])
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: whole).map { $0.addingTimeInterval(fraction) }
     }
 }

@@ -13,6 +13,11 @@ import PostgresNIO
 /// - `POST /webhooks/twilio`: Twilio's status callbacks for the SMS dispatch sent
 ///   (`SMSStatus`), signed in `X-Twilio-Signature` under `TWILIO_AUTH_TOKEN`: 403 for one that is
 ///   unsigned or badly signed (or when Twilio is not configured), which changes nothing.
+/// - `POST /webhooks/resend`: Resend's webhooks (`ResendWebhook`, `EmailEvents`), signed as
+///   Svix signs them under `RESEND_WEBHOOK_SECRET`: 401 for a missing, wrong or stale signature
+///   (or when the secret is not set), or a delivery seen before (a replay: the same `svix-id` and
+///   a `svix-timestamp` not newer), which changes nothing; 200 for an event recorded, a retry of
+///   one (the same `svix-id`, newer: not applied again), or one Nudge has nothing to record of.
 /// - `GET /health`: 200 when the database answers, 503 when it does not, for load balancers.
 public enum NudgeServer {
     /// How long a request waits for the database.
@@ -20,8 +25,50 @@ public enum NudgeServer {
     /// The largest callback body read.
     static let largestForm = 64 * 1024
 
-    public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?) -> Router<BasicRequestContext> {
+    public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+                              resendWebhookSecret: ResendWebhookSecret? = nil,
+                              clock: any RunClock = SystemClock()) -> Router<BasicRequestContext> {
         let router = Router()
+        router.post(RouterPath(stringLiteral: ResendWebhook.path)) { request, _ -> Response in
+            let body = Array(buffer: try await request.body.collect(upTo: ResendWebhook.largestBody))
+            let header = { (name: String) -> String? in request.headers[.init(name)!] }
+            let received = clock.now()
+            guard let secret = resendWebhookSecret else {
+                database.logger.notice("Resend webhook refused: RESEND_WEBHOOK_SECRET is not set")
+                return page(.unauthorized, text: "unauthorized\n")
+            }
+            do {
+                try ResendWebhook.verify(id: header("svix-id"), timestamp: header("svix-timestamp"), signatures: header("svix-signature"),
+                                         body: body, secret: secret, now: received)
+            } catch {
+                database.logger.notice("Resend webhook refused", metadata: [LogKey.reason: "\(error)"])
+                return page(.unauthorized, text: "unauthorized\n")
+            }
+            guard let event = ResendWebhook.parse(body), let svixID = header("svix-id"),
+                  let deliveredAt = header("svix-timestamp").flatMap({ Int64($0) }) else {
+                // Signed by Resend, so not worth its retries for a day: answered, and said.
+                database.logger.warning("Resend webhook: a signed body that is not an event Nudge can read; answered 200, not kept")
+                return page(.ok, text: "not an event\n")
+            }
+            let outcome = try await ask(database) { connection in
+                try await EmailEvents.record(event, svixID: svixID, deliveredAt: deliveredAt, receivedAt: received, on: connection,
+                                             logger: database.logger)
+            }
+            var metadata: Logger.Metadata = ["nudge.event": "\(event.type)", "nudge.svix_id": "\(svixID)"]
+            if let emailID = event.emailID { metadata["nudge.email_id"] = "\(emailID)" }
+            switch outcome {
+            case .replayed:
+                database.logger.notice("Resend webhook refused: a delivery seen before (a replay)", metadata: metadata)
+                return page(.unauthorized, text: "unauthorized\n")
+            case .recorded(_, logged: true), .retried, .ignored:
+                database.logger.info("Resend webhook", metadata: metadata.merging(["nudge.outcome": "\(outcome)"]) { $1 })
+            case .recorded(_, logged: false):
+                // Kept: the email's log may be written yet (its batch's write applies it); if
+                // it never is, the email was not Nudge's. Logged once: its svix-id is recorded.
+                database.logger.notice("Resend webhook for an email with no log of Nudge's (yet): kept", metadata: metadata)
+            }
+            return page(.ok, text: "ok\n")
+        }
         router.post(RouterPath(stringLiteral: TwilioWebhook.path)) { request, _ -> Response in
             let body = try await request.body.collect(upTo: largestForm)
             // Twilio signs the URL it was given: NUDGE_PUBLIC_URL's, whatever proxy is in between.
@@ -89,10 +136,12 @@ public enum NudgeServer {
 
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0).
-    public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?, host: String, port: Int,
+    public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+                           resendWebhookSecret: ResendWebhookSecret? = nil, clock: any RunClock = SystemClock(), host: String, port: Int,
                            logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = Application(
-            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken),
+            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken, resendWebhookSecret: resendWebhookSecret,
+                           clock: clock),
             configuration: .init(address: .hostname(host, port: port), serverName: "nudge"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)

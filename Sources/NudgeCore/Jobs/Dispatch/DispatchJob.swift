@@ -102,7 +102,8 @@ public struct DispatchJob: Job {
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut) in rows {
+                       platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut,
+                       emailSuppression) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -123,8 +124,9 @@ public struct DispatchJob: Job {
                 PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0],
                              localDay: pastDays[$0])
             }
-            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address, phone: phone,
-                              smsOptedOut: smsOptedOut, calls: calls[id] ?? [:], pushes: pushes[id] ?? [:])
+            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address,
+                              emailSuppression: emailSuppression, phone: phone, smsOptedOut: smsOptedOut, calls: calls[id] ?? [:],
+                              pushes: pushes[id] ?? [:])
         }
         return facts
     }
@@ -1034,12 +1036,12 @@ private struct LogRows {
 /// and the deliveries the caps count.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool)
+                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool, String?)
 
     let users: [UUID]
     let since: Date
 
-    static let name = "nudge_dispatch_facts_v6"
+    static let name = "nudge_dispatch_facts_v7"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -1072,7 +1074,13 @@ private struct FactsStatement: PostgresPreparedStatement {
                    nullif(btrim(u.phone_number), ''),
                    -- The number as E.164 (PhoneNumber's), as sms_opt_outs keeps it.
                    exists (select 1 from sms_opt_outs so
-                            where so.phone_number = '+' || regexp_replace(u.phone_number, '[^0-9]', '', 'g'))
+                            where so.phone_number = '+' || regexp_replace(u.phone_number, '[^0-9]', '', 'g')),
+                   -- Why no email goes to the address any more (a hard bounce, a complaint), if so.
+                   (select case s.reason when 'hard_bounce' then 'the address bounced hard on '
+                                         else 'the recipient marked an email as spam on ' end
+                           || to_char(s.suppressed_at at time zone 'UTC', 'YYYY-MM-DD')
+                           || coalesce(' (' || nullif(s.detail, '') || ')', '') || ' (email_suppressions)'
+                      from email_suppressions s where s.address = lower(btrim(u.email)))
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id

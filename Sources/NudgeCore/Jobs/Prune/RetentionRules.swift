@@ -28,6 +28,9 @@ public struct RetentionRule: Sendable, Equatable {
                       readers: "dispatch's caps and grouping look back 7 days; a notification not finished is never pruned", days: 0),
         RetentionRule(table: "notification_logs", ageColumn: "created_at", ageIsDay: false, condition: "true", minimumDays: 8,
                       readers: "dispatch's caps look back 7 days; a call preview's delivery (path C) a day", days: 0),
+        RetentionRule(table: "email_events", ageColumn: "received_at", ageIsDay: false, condition: "true", minimumDays: 3,
+                      readers: "Resend retries an event for about 28 hours under the same svix-id, which must still be known; "
+                          + "an email's log written after its first events reads them within seconds", days: 0),
         RetentionRule(table: "push_log", ageColumn: "sent_at", ageIsDay: false, condition: "true", minimumDays: 8,
                       readers: "push-trigger's weekly frequency looks back 7 days", days: 0),
         RetentionRule(table: "llm_calls", ageColumn: "called_at", ageIsDay: false, condition: "true", minimumDays: 1,

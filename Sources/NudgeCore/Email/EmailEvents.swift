@@ -1,0 +1,140 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What became of an email after Resend took it (seed 003 Feature 7's receipts), from Resend's
+/// webhooks (`POST /webhooks/resend`, `ResendWebhook`): each event is kept (`email_events`, once
+/// per `svix-id`: a retry or a replay changes nothing) and its email's log row is set from all
+/// the events of that email, in whatever order they came:
+/// - `email.delivered`: `delivered`, `delivered_at`, status `delivered`;
+/// - `email.opened`, `email.clicked`: `opened`, `opened_at` (a click is an open, where the open
+///   pixel was blocked), `clicked_at`, status `opened`;
+/// - `email.bounced`: `bounced_at`, `bounce_type` (`Permanent/General`…), status `failed` with
+///   the bounce's message; a `Permanent` bounce suppresses the address (`email_suppressions`):
+///   dispatch sends it nothing more. A `Transient` or `Undetermined` one does not;
+/// - `email.complained` (the recipient marked it as spam): `complained_at`; the address is
+///   suppressed and its user's optional emails (`EmailType`) are turned off, so that a new
+///   address gets only the emails a user cannot stop;
+/// - `email.delivery_delayed`: kept; the log says so while nothing else is known.
+/// An event whose email has no log yet (its dispatcher still writing the batch) is applied as
+/// that log is written (a trigger); one for an email Nudge never sent is kept, answered and
+/// logged once, and changes nothing but the suppression of a hard-bounced address.
+public enum EmailEvents {
+    public enum Outcome: Sendable, Equatable {
+        /// Kept and applied; whether a log row is this email's.
+        case recorded(type: String, logged: Bool)
+        /// A retry of an event recorded before (the same `svix-id`, a newer `svix-timestamp`):
+        /// answered, nothing applied twice.
+        case retried
+        /// A delivery already seen (the same `svix-id`, a `svix-timestamp` not newer): someone
+        /// sent a captured request again. Refused, nothing written.
+        case replayed
+        /// Not an email event (`contact.*`, `domain.*`): nothing to record.
+        case ignored(type: String)
+    }
+
+    /// Records one verified event, in one transaction. `deliveredAt` is its `svix-timestamp`.
+    /// The events of one email are recorded one at a time (a transaction-scoped advisory lock on
+    /// the email's id), so that two of them never apply over each other.
+    public static func record(_ event: ResendWebhook.Event, svixID: String, deliveredAt: Int64, receivedAt: Date,
+                              on connection: PostgresConnection, logger: Logger) async throws -> Outcome {
+        guard let emailID = event.emailID else { return .ignored(type: event.type) }
+        return try await connection.withTransaction(logger: logger) { connection in
+            let lock: SQLFragment = "select pg_advisory_xact_lock(hashtext('nudge.email:' || \(emailID)))"
+            try await connection.query(try lock.query(), logger: logger)
+            // The address as dispatch compares it (lower(btrim(users.email))); for an event
+            // without one, its email's user's.
+            let insert: SQLFragment = """
+                insert into email_events (svix_id, svix_timestamp, email_id, type, occurred_at, address, bounce_type, bounce_subtype,
+                                          detail, received_at)
+                values (\(svixID), \(deliveredAt), \(emailID), \(event.type), \(event.occurredAt ?? receivedAt),
+                        coalesce(lower(btrim(\(event.to))),
+                                 (select lower(btrim(u.email)) from notification_logs l join users u on u.id = l.user_id
+                                   where l.channel = 'email' and l.provider_id = \(emailID) limit 1)),
+                        \(event.bounceType), \(event.bounceSubType), \(event.bounceMessage.map { String($0.prefix(1_000)) }), \(receivedAt))
+                on conflict (svix_id) do update set svix_timestamp = excluded.svix_timestamp
+                 where email_events.svix_timestamp < excluded.svix_timestamp
+                returning (xmax = 0), address
+                """
+            var written: (inserted: Bool, address: String?)?
+            for try await (inserted, address) in try await connection.query(try insert.query(), logger: logger).decode((Bool, String?).self) {
+                written = (inserted, address)
+            }
+            guard let written else { return .replayed }
+            guard written.inserted else { return .retried }
+            var logged = false
+            for try await _ in try await connection.query(try apply(emailIDs: [emailID]).query(), logger: logger).decode(String.self) {
+                logged = true
+            }
+            if let address = written.address, event.isHardBounce || event.type == "email.complained" {
+                try await suppress(address, event: event, emailID: emailID, receivedAt: receivedAt, on: connection, logger: logger)
+            }
+            return .recorded(type: event.type, logged: logged)
+        }
+    }
+
+    /// Suppresses the address (the first reason stays) and, for a complaint, turns its user's
+    /// optional emails off: the user of the email's log, or, for an email Nudge has no log of,
+    /// the users with that address.
+    private static func suppress(_ address: String, event: ResendWebhook.Event, emailID: String, receivedAt: Date,
+                                 on connection: PostgresConnection, logger: Logger) async throws {
+        let complaint = event.type == "email.complained"
+        let detail = complaint ? "marked as spam" : [event.bounceSubType, event.bounceMessage].compactMap { $0 }.joined(separator: ": ")
+        let suppression: SQLFragment = """
+            insert into email_suppressions (address, reason, detail, email_id, suppressed_at)
+            values (\(address), \(complaint ? "complaint" : "hard_bounce"), \(String(detail.prefix(500))), \(emailID),
+                    \(event.occurredAt ?? receivedAt))
+            on conflict (address) do nothing
+            """
+        try await connection.query(try suppression.query(), logger: logger)
+        guard complaint else { return }
+        let optional = EmailType.allCases
+        let emailOff = optional.map { "\($0.emailPreference) = false" }.joined(separator: ", ")
+        let notificationOff = optional.map { "\($0.notificationPreference) = false" }.joined(separator: ", ")
+        let off: SQLFragment = """
+            with logged as (select distinct user_id from notification_logs where channel = 'email' and provider_id = \(emailID)),
+            target as (select user_id from logged
+                       union
+                       select id from users where not exists (select 1 from logged) and lower(btrim(email)) = \(address)),
+            emails as (
+                insert into email_preferences (user_id, \(unescaped: optional.map(\.emailPreference).joined(separator: ", ")), updated_at)
+                select user_id, \(unescaped: optional.map { _ in "false" }.joined(separator: ", ")), now() from target
+                on conflict (user_id) do update set \(unescaped: emailOff), updated_at = now()
+                returning 1),
+            notifications as (
+                insert into notification_preferences (user_id, \(unescaped: optional.map(\.notificationPreference).joined(separator: ", ")),
+                                                      updated_at)
+                select user_id, \(unescaped: optional.map { _ in "false" }.joined(separator: ", ")), now() from target
+                on conflict (user_id) do update set \(unescaped: notificationOff), updated_at = now()
+                returning 1)
+            select (select count(*) from emails) + (select count(*) from notifications)
+            """
+        try await connection.query(try off.query(), logger: logger)
+    }
+
+    /// Sets the log rows of these emails (and seed 003's `email_logs`) from all their events
+    /// (`nudge_email_receipts`, migration 0017: the trigger that starts a log written later from
+    /// its events shares it); returns the ids of the emails with a log row. The same events give
+    /// the same rows, however often it runs.
+    public static func apply(emailIDs: [String]) -> SQLFragment {
+        """
+        with logs as (
+            update notification_logs l
+               set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
+                 = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
+                           r.complained_at, r.status, r.error_msg
+                      from nudge_email_receipts(l) r)
+             where l.channel = 'email' and l.provider_id = any(\(emailIDs))
+            returning l.provider_id
+        ), seed_logs as (
+            update email_logs g
+               set opened = g.opened or e.opened, clicked = g.clicked or e.clicked
+              from (select email_id, bool_or(type in ('email.opened', 'email.clicked')) as opened,
+                           bool_or(type = 'email.clicked') as clicked
+                      from email_events where email_id = any(\(emailIDs)) group by email_id) e
+             where g.provider_id = e.email_id
+        )
+        select distinct provider_id from logs
+        """
+    }
+}
