@@ -380,3 +380,89 @@ struct Serve: AsyncParsableCommand {
         }
     }
 }
+
+struct Report: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The seeds' success metrics over a period of days, each beside its target.",
+        discussion: """
+            Seed 000's (call answer rate with and without a preview, notification open rate, push \
+            delivery rate, SMS fallback rate) and seed 003's Phase 2 (push opt-in, push open within an \
+            hour, email deliverability, email open rate, notification-driven return, opt-out within 30 \
+            days): for the period, per notification type and channel, and per day. Each figure is one \
+            SQL query over the tables (--sql prints them). Days are local days in --timezone.
+            """)
+
+    @Option(help: "The first day, YYYY-MM-DD (default: 7 days before --to).")
+    var from: String?
+
+    @Option(help: "The last day, YYYY-MM-DD, included (default: yesterday).")
+    var to: String?
+
+    @Option(help: "The zone the days are in (an IANA name).")
+    var timezone: String = "UTC"
+
+    @Option(help: "The instant the report believes it is, for its default days (ISO 8601 with a zone; default: now).")
+    var now: String?
+
+    @Flag(help: "The report as JSON.")
+    var json = false
+
+    @Option(help: "Also write the report as a self-contained HTML page (a chart per metric) to this file.")
+    var html: String?
+
+    @Flag(help: "Print each metric's SQL query with the period's values, instead of running them.")
+    var sql = false
+
+    /// The longest period one report covers.
+    static let longestPeriod = 366
+
+    func run() async throws {
+        try await reportingFailures {
+            let calendar: LocalCalendar
+            do { calendar = try LocalCalendar(identifier: timezone) } catch {
+                throw ValidationError("--timezone must be an IANA zone name such as Europe/Paris, not '\(timezone)'")
+            }
+            let now = try self.now.map { try parseInstant($0, option: "--now") } ?? SystemClock().now()
+            let to = try self.to.map { try parseDay($0, option: "--to") } ?? calendar.localDate(at: now).adding(days: -1)
+            let from = try self.from.map { try parseDay($0, option: "--from") } ?? to.adding(days: -6)
+            guard from <= to else { throw ValidationError("--from (\(from)) is after --to (\(to))") }
+            guard to.daysSinceEpoch - from.daysSinceEpoch < Self.longestPeriod else {
+                throw ValidationError("a report covers at most \(Self.longestPeriod) days; \(from) to \(to) is longer")
+            }
+            if json && html != nil { throw ValidationError("--json and --html are one or the other") }
+            if sql {
+                print(SuccessReportSQL.listing(from: from, to: to, calendar: calendar, zone: timezone))
+                return
+            }
+            let bootstrap = try Bootstrap.make()
+            let report = try await bootstrap.withDatabase("report", limits: try .forJobs(bootstrap.environment)) { database in
+                try await database.client.withConnection { connection in
+                    try await SuccessReport.compute(from: from, to: to, calendar: calendar, zone: timezone, on: connection, logger: database.logger)
+                }
+            }
+            if let html {
+                let page = ReportRendering.html(report, generatedAt: now)
+                do { try Data(page.utf8).write(to: URL(fileURLWithPath: html), options: .atomic) } catch {
+                    throw NudgeError(.configuration, "cannot write \(html): \(error.localizedDescription)")
+                }
+                StandardError.write("nudge report: wrote \(html)\n")
+            }
+            print(json ? try ReportRendering.json(report) : ReportRendering.table(report), terminator: "")
+        }
+    }
+}
+
+struct Grafana: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the Grafana dashboard (deploy/grafana/nudge.json): nudge report's queries, and the runs' Prometheus metrics.")
+
+    @Option(help: "The folder to write nudge.json into (made if missing).")
+    var output: String
+
+    func run() async throws {
+        let folder = URL(fileURLWithPath: output, isDirectory: true)
+        try await reportingFailures {
+            try writeGenerated([(name: "nudge.json", text: try GrafanaDashboard.json())], into: folder, what: "dashboard")
+        }
+    }
+}
