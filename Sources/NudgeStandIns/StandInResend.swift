@@ -1,4 +1,6 @@
+import Crypto
 import Foundation
+import FoundationNetworking
 import NIOHTTP1
 import Synchronization
 
@@ -254,5 +256,49 @@ public final class StandInResend: Sendable {
             }
         }
         return fields
+    }
+}
+
+// MARK: - Webhooks
+
+extension StandInResend {
+    /// Posts `type` (`email.delivered`, `email.opened`, `email.bounced`…) for `email` to `url`, as
+    /// Resend's webhooks come (through Svix): the event as JSON, `svix-id`, `svix-timestamp` and
+    /// `svix-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the key
+    /// `secret` holds after `whsec_`). Returns the HTTP status the receiver answered with.
+    public func notify(_ email: Email, type: String, to url: URL, secret: String, bounce: (type: String, subType: String)? = nil,
+                       at instant: Date = Date()) async throws -> Int {
+        let stamp = ISO8601DateFormatter()
+        stamp.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var data: [String: Any] = ["email_id": email.id, "created_at": stamp.string(from: instant), "from": email.from ?? "",
+                                   "to": email.to, "subject": email.subject ?? ""]
+        if let bounce {
+            data["bounce"] = ["type": bounce.type, "subType": bounce.subType,
+                              "message": "The recipient's mail server rejected the email: the mailbox does not exist."]
+        }
+        let body = try JSONSerialization.data(withJSONObject: ["type": type, "created_at": stamp.string(from: instant), "data": data],
+                                              options: [.sortedKeys])
+        let id = "msg_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let timestamp = String(Int(Date().timeIntervalSince1970))
+        guard let key = Data(base64Encoded: String(secret.dropFirst("whsec_".count))) else { throw StandInError("not a webhook secret") }
+        var signed = Data("\(id).\(timestamp).".utf8)
+        signed.append(body)
+        let signature = Data(HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: key))).base64EncodedString()
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("Svix-Webhooks/1.0", forHTTPHeaderField: "User-Agent")
+        request.setValue(id, forHTTPHeaderField: "svix-id")
+        request.setValue(timestamp, forHTTPHeaderField: "svix-timestamp")
+        request.setValue("v1,\(signature)", forHTTPHeaderField: "svix-signature")
+        request.httpBody = body
+        request.timeoutInterval = 10
+        let (_, response) = try await URLSession.shared.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+
+    /// A new webhook signing secret, as Resend shows one.
+    public static func makeWebhookSecret() -> String {
+        "whsec_" + Data((0..<24).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     }
 }

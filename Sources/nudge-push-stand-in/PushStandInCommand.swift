@@ -3,10 +3,12 @@ import NudgeStandIns
 import Synchronization
 
 /// `nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N]
-/// [--twilio-port N]`: a local APNs (HTTP/2 over TLS, with a private CA it makes), a local FCM with its OAuth2
+/// [--twilio-port N] [--resend-webhook URL]`: a local APNs (HTTP/2 over TLS, with a private CA it makes), a local FCM with its OAuth2
 /// token endpoint, a local Resend and a local Twilio, for the demo and the benchmarks. Each email Resend's
 /// stand-in takes is written to DIR/mail/ (`<n>.html`, `<n>.txt`); each SMS Twilio's takes is reported
-/// `delivered` to its status callback two seconds later, signed, as Twilio would. It writes into DIR the CA's certificate
+/// `delivered` to its status callback two seconds later, signed, as Twilio would. With `--resend-webhook`, each
+/// email is reported to that URL as Resend's webhooks report it (signed under the `RESEND_WEBHOOK_SECRET` it
+/// writes to `env`): delivered, or 1 in 50 addresses bounced hard, and about 2 in 5 opened. It writes into DIR the CA's certificate
 /// (`ca.pem`), the APNs provider key (`apns-key.p8`), the FCM service account
 /// (`service-account.json`) and `env`, the variables that point nudge at them (to `source`);
 /// then it serves until stopped, keeping in DIR/resend-requests how many requests Resend's has
@@ -24,6 +26,7 @@ struct PushStandInCommand {
         var fcmPort = 0
         var resendPort = 0
         var twilioPort = 0
+        var resendWebhook: URL?
         var arguments = CommandLine.arguments.dropFirst().makeIterator()
         while let argument = arguments.next() {
             switch argument {
@@ -34,6 +37,7 @@ struct PushStandInCommand {
             case "--fcm-port": fcmPort = Int(arguments.next() ?? "") ?? -1
             case "--resend-port": resendPort = Int(arguments.next() ?? "") ?? -1
             case "--twilio-port": twilioPort = Int(arguments.next() ?? "") ?? -1
+            case "--resend-webhook": resendWebhook = URL(string: arguments.next() ?? "")
             default: fail(usage)
             }
         }
@@ -70,7 +74,30 @@ struct PushStandInCommand {
         let mail = directory.appendingPathComponent("mail", isDirectory: true)
         try FileManager.default.createDirectory(at: mail, withIntermediateDirectories: true)
         let counter = Mutex(0)
+        let webhookSecret = StandInResend.makeWebhookSecret()
+        let webhook = resendWebhook
+        let mailbox = Mutex<StandInResend?>(nil)
         let resend = try await StandInResend.start(port: resendPort, onSent: { email in
+            // What Resend tells of each email: delivered a second later (or, for an address of
+            // which a hash says so, 1 in 50, a hard bounce), and opened by about 2 in 5 a minute on.
+            if let url = webhook, let resend = mailbox.withLock({ $0 }) {
+                let address = email.to.first ?? ""
+                let hash = address.unicodeScalars.reduce(UInt32(2_166_136_261)) { ($0 ^ $1.value) &* 16_777_619 }
+                Task {
+                    try? await Task.sleep(for: .seconds(1))
+                    if hash % 50 == 0 {
+                        _ = try? await resend.notify(email, type: "email.bounced", to: url, secret: webhookSecret,
+                                                     bounce: ("Permanent", "General"))
+                        return
+                    }
+                    _ = try? await resend.notify(email, type: "email.delivered", to: url, secret: webhookSecret)
+                    if (hash / 50) % 5 < 2 {
+                        try? await Task.sleep(for: .seconds(1))
+                        _ = try? await resend.notify(email, type: "email.opened", to: url, secret: webhookSecret,
+                                                     at: Date().addingTimeInterval(60))
+                    }
+                }
+            }
             let number = counter.withLock { count -> Int in
                 count += 1
                 return count
@@ -80,6 +107,7 @@ struct PushStandInCommand {
             deliveries?.append("resend", answer: "200", token: email.to.first ?? "", collapse: "\(number)", title: email.subject,
                                whole: true)
         })
+        mailbox.withLock { $0 = resend }
         let receipts = Mutex<StandInTwilio?>(nil)
         let twilio = try await StandInTwilio.start(port: twilioPort, onSent: { message in
             deliveries?.append("twilio", answer: "201", token: message.to ?? "", collapse: message.sid, title: message.body)
@@ -104,6 +132,7 @@ struct PushStandInCommand {
             export APNS_PRIVATE_KEY='\(key)' APNS_ENVIRONMENT=sandbox APNS_BASE_URL='\(apns.baseURL)'
             export GOOGLE_APPLICATION_CREDENTIALS='\(account)' FCM_BASE_URL='\(fcm.baseURL)'
             export RESEND_API_KEY='\(resend.apiKey)' RESEND_FROM='FitCircle <coach@fitcircle.example>' RESEND_BASE_URL='\(resend.baseURL)' RESEND_REQUESTS_PER_SECOND=100
+            export RESEND_WEBHOOK_SECRET='\(webhookSecret)'
             export TWILIO_ACCOUNT_SID='\(twilio.accountSID)' TWILIO_AUTH_TOKEN='\(twilio.authToken)' TWILIO_FROM='+15005550006' TWILIO_BASE_URL='\(twilio.baseURL)'
 
             """
@@ -120,7 +149,7 @@ struct PushStandInCommand {
 
     static let usage = """
         usage: nudge-push-stand-in --dir DIR [--unregistered FILE] [--log FILE] [--apns-port N] [--fcm-port N] [--resend-port N] \
-        [--twilio-port N]
+        [--twilio-port N] [--resend-webhook URL]
         """
 
     static func fail(_ message: String) -> Never {
