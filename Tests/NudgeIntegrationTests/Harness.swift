@@ -67,15 +67,23 @@ struct TestDatabase: Sendable {
     static func fresh(migrated: Bool = true) async throws -> TestDatabase {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = try TestDatabase(named: "postgres")
-        // Off the cooperative threads: at the start of a run, forty suites copy the template at
-        // once, each copy taking up to a second, and blocked in them the pool's two threads would
-        // leave every other test (and its time-outs) waiting for all of them.
-        if migrated {
-            let template = try await TestServer.template.ensure()
-            try await admin.psqlOffThePool("create database \(name) template \(template)")
-        } else {
-            try await admin.psqlOffThePool("create database \(name)")
-        }
+        // Off the cooperative threads, and a few at a time: at the start of a run, forty suites
+        // copy the template at once, each copy taking up to a second; blocked in them, the pool's
+        // two threads would leave every other test (and its time-outs) waiting for all of them,
+        // and all at once they would load the machine as much.
+        let template = migrated ? try await TestServer.template.ensure() : nil
+        await ProcessSlots.shared.acquire()
+        defer { Task { await ProcessSlots.shared.release() } }
+        try await admin.psqlOffThePool("create database \(name)" + (template.map { " template \($0)" } ?? ""))
+        return try TestDatabase(named: name)
+    }
+
+    /// `clone`, off the cooperative threads and a few at a time.
+    func cloneOffThePool() async throws -> TestDatabase {
+        let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        await ProcessSlots.shared.acquire()
+        defer { Task { await ProcessSlots.shared.release() } }
+        try await TestDatabase(named: "postgres").psqlOffThePool("create database \(name) template \(self.name)")
         return try TestDatabase(named: name)
     }
 

@@ -6,6 +6,22 @@ import Testing
 /// the calls of the last two weeks and their previews), plus what Resend tells back (emails
 /// with their bounces and opens) and users who turned every notification off.
 private func seededMonth() async throws -> TestDatabase {
+    try await SeededMonth.shared.copy()
+}
+
+/// The seeded month is made once per test process; each test works on a copy.
+private actor SeededMonth {
+    static let shared = SeededMonth()
+    private var creation: Task<TestDatabase, any Error>?
+
+    func copy() async throws -> TestDatabase {
+        let creation = self.creation ?? Task { try await makeSeededMonth() }
+        self.creation = creation
+        return try await creation.value.cloneOffThePool()
+    }
+}
+
+private func makeSeededMonth() async throws -> TestDatabase {
     let database = try await TestDatabase.fresh()
     let seeded = try await database.nudge(["seed", "--users", "300", "--seed", "27", "--now", "2026-03-18T12:00:00Z"])
     #expect(seeded.status == 0, "\(seeded.stderr)")
@@ -38,7 +54,7 @@ private func seededMonth() async throws -> TestDatabase {
     return database
 }
 
-@Suite struct SuccessReportTests {
+@Suite(.serialized) struct SuccessReportTests {
     static let period = ["--from", "2026-03-04", "--to", "2026-03-17"]
 
     /// The contract for the apps: a push's delivery and open recorded on its rows by the
