@@ -26,7 +26,13 @@ private struct WebhookServer {
         }
         let started = try await eventuallyHere(seconds: 120) { port.withLock { $0 } > 0 }
         #expect(started)
-        return WebhookServer(base: "http://127.0.0.1:\(port.withLock { $0 })", server: server)
+        let base = "http://127.0.0.1:\(port.withLock { $0 })"
+        // Its database answers: the first event is not the one that waits for the connection.
+        let healthy = try await eventuallyHere(seconds: 120) {
+            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--max-time", "10", base + "/health"]))?.status == 0
+        }
+        #expect(healthy)
+        return WebhookServer(base: base, server: server)
     }
 
     /// Posts `body` as Resend's webhook delivery `id` would come, signed `timestamp` seconds from
@@ -180,5 +186,28 @@ private func event(_ type: String, email: String, to address: String, at time: S
         // A contact event is not an email's: answered, not kept.
         #expect(try await web.post(#"{"type": "contact.created", "created_at": "2026-03-22T20:00:00Z", "data": {"id": "c1"}}"#, id: "msg_contact") == "200")
         #expect(try database.count("select count(*) from email_events") == 2)
+    }
+
+    /// An event that came while its email's log was being written (the log's trigger saw no
+    /// event, the webhook no log) is applied by the dispatcher right after its batch.
+    @Test func anEventThatCameWhileItsLogWasWrittenIsAppliedAfterTheBatch() async throws {
+        let database = try await TestDatabase.fresh()
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        // As that race leaves them: the log written without the event, the event kept.
+        try database.psql("""
+            alter table notification_logs disable trigger email_log_receipts;
+            insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at, run_id)
+            values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-race', now(), 77),
+                   ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-other-run', now(), 78);
+            alter table notification_logs enable trigger email_log_receipts;
+            insert into email_events (svix_id, svix_timestamp, email_id, type, occurred_at, received_at)
+            values ('msg_race', 1, 'em-race', 'email.delivered', now(), now()), ('msg_other', 1, 'em-other-run', 'email.delivered', now(), now())
+            """)
+        let applied = try await database.withDatabase { db in
+            try await db.withConnection { connection in try await EmailEvents.applyWhileWritten(run: 77, on: connection, logger: db.logger) }
+        }
+        #expect(applied == 1)
+        #expect(try database.psql("select provider_id, status, delivered from notification_logs order by 1")
+                == "em-other-run|sent|f\nem-race|delivered|t")
     }
 }

@@ -17,8 +17,10 @@ import PostgresNIO
 ///   address gets only the emails a user cannot stop;
 /// - `email.delivery_delayed`: kept; the log says so while nothing else is known.
 /// An event whose email has no log yet (its dispatcher still writing the batch) is applied as
-/// that log is written (a trigger); one for an email Nudge never sent is kept, answered and
-/// logged once, and changes nothing but the suppression of a hard-bounced address.
+/// that log is written (a trigger), or, when it came while the log was being written (neither saw
+/// the other), by the dispatcher right after its batch (`applyWhileWritten`); one for an email
+/// Nudge never sent is kept, answered and logged once, and changes nothing but the suppression
+/// of a hard-bounced address.
 public enum EmailEvents {
     public enum Outcome: Sendable, Equatable {
         /// Kept and applied; whether a log row is this email's.
@@ -136,5 +138,25 @@ public enum EmailEvents {
         )
         select distinct provider_id from logs
         """
+    }
+
+    /// The emails' logs a dispatch run wrote in the last seconds whose events came while they
+    /// were being written: the webhook could not see those logs yet, nor their trigger the events.
+    /// Dispatch runs it after each batch; the same events give the same rows, so a log set already
+    /// is set again to what it is. How many logs it set.
+    public static func applyWhileWritten(run: Int64, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let query: SQLFragment = """
+            update notification_logs l
+               set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
+                 = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
+                           r.complained_at, r.status, r.error_msg
+                      from nudge_email_receipts(l) r)
+             where l.channel = 'email' and l.run_id = \(run) and l.created_at > now() - interval '10 seconds'
+               and exists (select 1 from email_events e where e.email_id = l.provider_id)
+            returning l.id
+            """
+        var applied = 0
+        for try await _ in try await connection.query(try query.query(), logger: logger).decode(UUID.self) { applied += 1 }
+        return applied
     }
 }

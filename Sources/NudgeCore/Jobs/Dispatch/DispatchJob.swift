@@ -47,7 +47,7 @@ public struct DispatchJob: Job {
 
     public var completesOutside: Bool { !dryRun }
 
-    public var bookkeepingStatements: Int { ChannelHealth.statements + 1 }
+    public var bookkeepingStatements: Int { ChannelHealth.statements + 2 }
 
     /// A batch's sends together: each waits for its answer's head within the push time-out;
     /// this bounds the rest (a provider that stalls mid-answer, a token being minted).
@@ -87,6 +87,8 @@ public struct DispatchJob: Job {
 
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
         try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
+        // Resend's events that came while this batch wrote its emails' logs.
+        if !dryRun { _ = try await EmailEvents.applyWhileWritten(run: run.runID, on: connection, logger: run.logger) }
         return [:]
     }
 
