@@ -158,7 +158,8 @@ private func makeSeededMonth() async throws -> TestDatabase {
         let port = free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let server = try RunningProcess("/usr/bin/python3", ["-m", "http.server", port, "--bind", "127.0.0.1", "--directory", folder.path],
                                         environment: ProcessInfo.processInfo.environment)
-        defer { server.signal(SIGTERM) }
+        // SIGKILL: the test process ignores SIGTERM, and a child inherits that.
+        defer { server.signal(SIGKILL) }
         let origin = "http://127.0.0.1:\(port)"
         #expect(try await eventuallyHere { (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
 
