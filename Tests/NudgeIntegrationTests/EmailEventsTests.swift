@@ -85,7 +85,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         let opened = event("email.opened", email: "em-1", to: "user1@example.test", at: "2026-03-22T21:00:00Z")
         #expect(try await web.post(opened, id: "msg_2", signature: "v1," + Data(repeating: 7, count: 32).base64EncodedString()) == "401")
         #expect(try await web.post(opened, id: "msg_2", age: 301) == "401")
-        #expect(try await web.post(opened, id: "msg_2", age: -301) == "401")
+        // (Well past the 5 minutes: the server reads its clock a little later than the test.)
+        #expect(try await web.post(opened, id: "msg_2", age: -400) == "401")
         #expect(try await web.post(opened, id: "", signature: "") == "401")
         // Signed for another body: the signature covers the body.
         let other = ResendWebhook.signature(id: "msg_2", timestamp: String(Int(Date().timeIntervalSince1970)),
