@@ -114,6 +114,15 @@ public enum EmailEvents {
         try await connection.query(try off.query(), logger: logger)
     }
 
+    /// The `set` of an update of `notification_logs l`: the row as its email's events leave it
+    /// (`nudge_email_receipts`, migration 0017).
+    private static let setFromReceipts: SQLFragment = """
+        set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
+          = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
+                    r.complained_at, r.status, r.error_msg
+               from nudge_email_receipts(l) r)
+        """
+
     /// Sets the log rows of these emails (and seed 003's `email_logs`) from all their events
     /// (`nudge_email_receipts`, migration 0017: the trigger that starts a log written later from
     /// its events shares it); returns the ids of the emails with a log row. The same events give
@@ -122,10 +131,7 @@ public enum EmailEvents {
         """
         with logs as (
             update notification_logs l
-               set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
-                 = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
-                           r.complained_at, r.status, r.error_msg
-                      from nudge_email_receipts(l) r)
+               \(setFromReceipts)
              where l.channel = 'email' and l.provider_id = any(\(emailIDs))
             returning l.provider_id
         ), seed_logs as (
@@ -147,10 +153,7 @@ public enum EmailEvents {
     public static func applyWhileWritten(run: Int64, on connection: PostgresConnection, logger: Logger) async throws -> Int {
         let query: SQLFragment = """
             update notification_logs l
-               set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
-                 = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
-                           r.complained_at, r.status, r.error_msg
-                      from nudge_email_receipts(l) r)
+               \(setFromReceipts)
              where l.channel = 'email' and l.run_id = \(run) and l.created_at > now() - interval '10 seconds'
                and exists (select 1 from email_events e where e.email_id = l.provider_id)
             returning l.id
