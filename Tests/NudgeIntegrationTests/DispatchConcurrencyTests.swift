@@ -98,8 +98,15 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         // A device may have been sent one notification twice (killed between sending and
         // recording), never two different collapse ids: it shows one.
         #expect(perDevice.values.allSatisfy { Set($0.compactMap(\.collapseID)).count == 1 })
-        let twice = perDevice.values.filter { $0.count > 1 }.count
-        #expect(twice <= claimed)
+        // Sent twice only where a run could not know the first went: the killed run's claims,
+        // and an attempt that got no answer within the time-out (a loaded machine can make one).
+        let twice = Set(perDevice.filter { $0.value.count > 1 }.keys)
+        let explained = Set(try database.psql("""
+            select t.device_token from user_push_tokens t
+             where t.user_id in (select o.user_id from notification_outbox o join held_leases h using (id))
+                or t.user_id in (select user_id from notification_logs where status <> 'sent')
+            """).split(separator: "\n").map(String.init))
+        #expect(twice.subtracting(explained).isEmpty, "\(twice.subtracting(explained).count) of \(twice.count) sent twice unexplained")
     }
 
     /// A dry run decides and reports, calls no provider and changes no row.
