@@ -47,7 +47,7 @@ private struct TLSServer {
             let result = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, query)])
             #expect(result.status == 0, "\(query): \(result.stderr)")
         }
-        // NUDGE_CA_FILE adds a root to the system's.
+        // NUDGE_CA_FILE is the root trusted when sslrootcert is not given.
         let extra = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
                                                                      "NUDGE_CA_FILE": tls.certificate])
         #expect(extra.status == 0, "\(extra.stderr)")

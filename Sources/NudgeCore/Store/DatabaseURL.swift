@@ -4,7 +4,13 @@ import PostgresNIO
 
 /// A `postgres://` URL, as libpq reads it: `postgres://user:password@host:port/database`, or a
 /// Unix socket with `?host=/socket/folder&port=5432`; `sslmode` and `sslrootcert` mean what they
-/// mean to libpq.
+/// mean to libpq 16, which refuses `verify-ca` against the system's roots.
+///
+/// A password is never given to a server that is not verified: over TCP to a host other than
+/// loopback, a URL with a password must verify the server's certificate (`verify-ca` or
+/// `verify-full`, or `require` with `sslrootcert`), unless `NUDGE_DB_ALLOW_INSECURE_PASSWORD=true`.
+/// PostgresNIO answers a server's request for a clear-text (or MD5) password with it, so anyone
+/// in the path who declines TLS, or presents any certificate, would otherwise be given it.
 public struct DatabaseURL: Sendable, CustomStringConvertible {
     public enum Endpoint: Sendable, Equatable {
         case tcp(host: String, port: Int)
@@ -37,10 +43,15 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public let tlsMode: TLSMode
     /// `sslrootcert`: the only roots trusted for the server's certificate (`system`: the system's).
     public let rootCertificate: String?
-    /// `NUDGE_CA_FILE`: roots trusted in addition to the system's.
+    /// `NUDGE_CA_FILE`: the roots trusted for the server's certificate when `sslrootcert` is not
+    /// given (alone, as `sslrootcert` would be).
     public let extraTrustedRoots: String?
 
-    public init(_ text: String, extraTrustedRoots: String? = nil) throws(NudgeError) {
+    /// - Parameters:
+    ///   - extraTrustedRoots: `NUDGE_CA_FILE`.
+    ///   - allowInsecurePassword: `NUDGE_DB_ALLOW_INSECURE_PASSWORD`: the password may go to a
+    ///     server that is not verified.
+    public init(_ text: String, extraTrustedRoots: String? = nil, allowInsecurePassword: Bool = false) throws(NudgeError) {
         guard let components = URLComponents(string: text),
               components.scheme == "postgres" || components.scheme == "postgresql"
         else {
@@ -61,22 +72,65 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         password = components.password.flatMap { $0.removingPercentEncoding }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? username : path
-        guard let mode = TLSMode(rawValue: query["sslmode"] ?? "prefer") else {
+        rootCertificate = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
+        // As libpq 16: `sslrootcert=system` makes `verify-full` the default, and refuses any weaker mode.
+        guard let mode = TLSMode(rawValue: query["sslmode"] ?? (rootCertificate == "system" ? "verify-full" : "prefer")) else {
             throw NudgeError(.configuration, """
                 DATABASE_URL: sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))
                 """)
         }
         tlsMode = mode
-        rootCertificate = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
-        self.extraTrustedRoots = extraTrustedRoots
+        self.extraTrustedRoots = extraTrustedRoots.flatMap { $0.isEmpty ? nil : $0 }
+        if rootCertificate == "system" && mode != .verifyFull {
+            throw NudgeError(.configuration, """
+                DATABASE_URL: sslmode=\(mode.rawValue) may not be used with sslrootcert=system: any certificate a public \
+                authority issued, to anyone, would pass; use sslmode=verify-full
+                """)
+        }
+        if mode == .verifyCA && rootCertificate == nil && self.extraTrustedRoots == nil {
+            throw NudgeError(.configuration, """
+                DATABASE_URL: sslmode=verify-ca needs the server's own root certificate in sslrootcert (or NUDGE_CA_FILE): \
+                against the system's roots it checks no host name, and any certificate a public authority issued, to \
+                anyone, would pass; give sslrootcert=/path/to/root.crt, or use sslmode=verify-full
+                """)
+        }
         if query["sslcert"] != nil || query["sslkey"] != nil {
             throw NudgeError(.configuration, "DATABASE_URL: client certificates (sslcert, sslkey) are not supported")
         }
-        for file in [rootCertificate, extraTrustedRoots].compactMap({ $0 }) where file != "system" {
+        for file in [rootCertificate, self.extraTrustedRoots].compactMap({ $0 }) where file != "system" {
             guard FileManager.default.isReadableFile(atPath: file) else {
                 throw NudgeError(.configuration, "cannot read the trusted root certificates in \(file)")
             }
         }
+        if case .tcp(let host, _) = endpoint, password?.isEmpty == false, !Self.isLoopback(host), !verifiesServer,
+           !allowInsecurePassword {
+            throw NudgeError(.configuration, """
+                DATABASE_URL: the password would be given to \(host) without verifying that it is the server: with \
+                sslmode=\(mode.rawValue)\(rootCertificate == nil ? "" : " and sslrootcert") anyone between Nudge and it can \
+                decline TLS or show any certificate and ask for the password in clear text; use \
+                sslmode=verify-full&sslrootcert=system (a server whose certificate a public authority issued) or \
+                sslmode=verify-full&sslrootcert=/path/to/its-root.crt, or set NUDGE_DB_ALLOW_INSECURE_PASSWORD=true \
+                to accept that risk
+                """)
+        }
+    }
+
+    /// Whether every connection checks the server's certificate against trusted roots (libpq's
+    /// `require` with `sslrootcert` is `verify-ca`).
+    public var verifiesServer: Bool {
+        switch tlsMode {
+        case .verifyCA, .verifyFull: true
+        case .require: rootCertificate != nil
+        case .disable, .allow, .prefer: false
+        }
+    }
+
+    /// A host that is this machine: `localhost`, `127.0.0.0/8`, `::1`.
+    static func isLoopback(_ host: String) -> Bool {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if bare.lowercased() == "localhost" || bare == "::1" { return true }
+        let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets.first == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
     /// Where the database is, without the password: safe for logs and error messages.
@@ -103,10 +157,10 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         // A connection Nudge gives up on closes within a second: the TLS goodbye a silent server
         // never answers is not awaited for the default five (`Database.answer` waits for the close).
         configuration.shutdownTimeout = .seconds(1)
-        if let rootCertificate, rootCertificate != "system" {
-            configuration.trustRoots = .file(rootCertificate)
+        if let rootCertificate {
+            if rootCertificate != "system" { configuration.trustRoots = .file(rootCertificate) }
         } else if let extraTrustedRoots {
-            configuration.additionalTrustRoots = [.file(extraTrustedRoots)]
+            configuration.trustRoots = .file(extraTrustedRoots)
         }
         return configuration
     }
