@@ -20,4 +20,10 @@ public struct PublicURL: Sendable, Equatable {
         }
         self.url = url
     }
+
+    /// `scheme://host[:port]` of a URL (for a CSP source), or the URL itself when it has no host.
+    static func origin(of text: String) -> String {
+        guard let components = URLComponents(string: text), let scheme = components.scheme, let host = components.host else { return text }
+        return "\(scheme)://\(host)\(components.port.map { ":\($0)" } ?? "")"
+    }
 }

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// `nudge serve`: the small HTTP server for what comes back from the outside (SPEC §2). Routes:
 /// - `POST /unsubscribe?token=…`: the one-click request a mail client sends from
@@ -18,17 +19,31 @@ import PostgresNIO
 ///   (or when the secret is not set), or a delivery seen before (a replay: the same `svix-id` and
 ///   a `svix-timestamp` not newer), which changes nothing; 200 for an event recorded, a retry of
 ///   one (the same `svix-id`, newer: not applied again), or one Nudge has nothing to record of.
-/// - `GET /health`: 200 when the database answers, 503 when it does not, for load balancers.
+/// - `GET /health`: 200 when the database answered its last check (every 5 seconds, in the
+///   background: a load balancer's probes never reach the database), 503 when it did not;
+///   `GET /health?db=1` asks the database now, from this machine only.
+///
+/// Fit for the internet (`ServerLimits`): idle and slow connections are closed, a body too large
+/// is refused unread, past a cap the longest-idle connection makes room for a new one, past the
+/// requests in flight it may answer it says 503 at once; a failure is logged at warning with its
+/// route (never its query, which carries the unsubscribe token). Pages carry a CSP that allows
+/// nothing but their inline style and their form, no framing, no referrer.
 public enum NudgeServer {
     /// How long a request waits for the database.
     static let databaseTimeout: Duration = .seconds(5)
     /// The largest callback body read.
     static let largestForm = 64 * 1024
+    /// How often `/health` asks the database, and how old its last answer may be.
+    static let healthEvery: Duration = .seconds(5)
+    static let healthFreshFor: Duration = .seconds(15)
 
     public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
-                              resendWebhookSecret: ResendWebhookSecret? = nil,
-                              clock: any RunClock = SystemClock()) -> Router<BasicRequestContext> {
-        let router = Router()
+                              resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
+                              health: HealthCheck? = nil, clock: any RunClock = SystemClock()) -> Router<ServeContext> {
+        let router = Router(context: ServeContext.self)
+        router.add(middleware: ServeMiddleware(maxInFlight: limits.maxInFlight, logger: database.logger))
+        let health = health ?? HealthCheck()
+        let formOrigin = PublicURL.origin(of: links.publicURL)
         router.post(RouterPath(stringLiteral: ResendWebhook.path)) { request, _ -> Response in
             let body = Array(buffer: try await request.body.collect(upTo: ResendWebhook.largestBody))
             let header = { (name: String) -> String? in request.headers[.init(name)!] }
@@ -86,41 +101,41 @@ public enum NudgeServer {
             database.logger.info("Twilio callback", metadata: ["nudge.outcome": "\(outcome)", "nudge.outbox_id": "\(outbox ?? 0)"])
             return page(.ok, text: "ok\n")
         }
-        router.get("/health") { _, _ -> Response in
-            do {
-                _ = try await ask(database) { connection in try await connection.query("select 1", logger: database.logger) }
-                return page(.ok, text: "ok\n")
-            } catch {
-                return page(.serviceUnavailable, text: "the database does not answer\n")
+        router.get("/health") { request, context -> Response in
+            if request.uri.queryParameters.get("db") == "1" {
+                guard context.isFromThisMachine else { return page(.forbidden, text: "only from this machine\n") }
+                return await health.check(database) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
             }
+            return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
         }
         router.get("/unsubscribe") { request, _ -> Response in
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
-                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             }
             let state = try await ask(database) { connection in
                 try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
             }
-            guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en")) }
+            guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin) }
             return page(.ok, html: UnsubscribePages.confirm(action: links.url(user: user, type: type), type: type,
-                                                            alreadyOff: !state.subscribed, locale: state.locale))
+                                                            alreadyOff: !state.subscribed, locale: state.locale),
+                        formOrigin: formOrigin)
         }
         router.post("/unsubscribe") { request, _ -> Response in
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
                 database.logger.notice("unsubscribe refused: the token is not genuine")
-                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             }
             let outcome = try await ask(database) { connection in
                 try await Unsubscribe.apply(user: user, type: type, on: connection, logger: database.logger)
             }
             switch outcome {
             case .unknownUser:
-                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"))
+                return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             case .done(let locale, let changed):
                 database.logger.info("unsubscribed", metadata: [LogKey.userID: "\(user.uuidString.lowercased())",
                                                                 "nudge.email_type": "\(type.rawValue)",
                                                                 "nudge.changed": "\(changed)"])
-                return page(.ok, html: UnsubscribePages.done(type: type, locale: locale))
+                return page(.ok, html: UnsubscribePages.done(type: type, locale: locale), formOrigin: formOrigin)
             }
         }
         return router
@@ -137,25 +152,152 @@ public enum NudgeServer {
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0).
     public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
-                           resendWebhookSecret: ResendWebhookSecret? = nil, clock: any RunClock = SystemClock(), host: String, port: Int,
+                           resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
+                           clock: any RunClock = SystemClock(), host: String, port: Int,
                            logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let health = HealthCheck()
+        let connections = OpenConnections(limit: limits.maxConnections)
         let app = Application(
             router: router(database: database, links: links, twilioAuthToken: twilioAuthToken, resendWebhookSecret: resendWebhookSecret,
-                           clock: clock),
-            configuration: .init(address: .hostname(host, port: port), serverName: "nudge"),
+                           limits: limits, health: health, clock: clock),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: connections)],
+                idleTimeout: TimeAmount(limits.idleTimeout))),
+            configuration: .init(address: .hostname(host, port: port), serverName: "nudge", backlog: 1_024),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)
-        try await app.run()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await health.keepChecking(database, every: healthEvery) }
+            try await app.run()
+            group.cancelAll()
+        }
     }
 
-    private static func page(_ status: HTTPResponse.Status, html: String) -> Response {
-        Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                 body: .init(byteBuffer: ByteBuffer(string: html)))
+    /// The headers of every answer: nothing to sniff, no referrer, no framing, no caching.
+    private static func headers(contentType: String) -> HTTPFields {
+        [.contentType: contentType, .cacheControl: "no-store", .init("X-Content-Type-Options")!: "nosniff",
+         .init("Referrer-Policy")!: "no-referrer", .init("X-Frame-Options")!: "DENY"]
     }
 
-    private static func page(_ status: HTTPResponse.Status, text: String) -> Response {
-        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
-                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    /// A page: its CSP allows its inline style and a form posting to `formOrigin`, nothing else.
+    static func page(_ status: HTTPResponse.Status, html: String, formOrigin: String) -> Response {
+        var fields = headers(contentType: "text/html; charset=utf-8")
+        fields[.contentSecurityPolicy] = """
+            default-src 'none'; style-src 'unsafe-inline'; form-action 'self' \(formOrigin); frame-ancestors 'none'; base-uri 'none'
+            """
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func page(_ status: HTTPResponse.Status, text: String) -> Response {
+        var fields = headers(contentType: "text/plain; charset=utf-8")
+        fields[.contentSecurityPolicy] = "default-src 'none'; frame-ancestors 'none'"
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// What `nudge serve`'s routes know of a request besides itself: where it came from.
+public struct ServeContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Sent from this machine (loopback or a Unix socket): a proxy on it, an operator, a probe.
+    var isFromThisMachine: Bool {
+        switch remoteAddress {
+        case .v4(let address)?: address.host.hasPrefix("127.")
+        case .v6(let address)?: address.host == "::1" || address.host.hasPrefix("::ffff:127.")
+        case .unixDomainSocket?: true
+        case nil: false
+        }
+    }
+}
+
+/// Every route's frame: at most `maxInFlight` requests answered at once (503 and `Retry-After` at
+/// once past it, never a queue that grows), and a failure logged at warning with its method and
+/// path (never its query: the unsubscribe token) and answered 503, the client's cue to retry.
+struct ServeMiddleware: RouterMiddleware {
+    typealias Context = ServeContext
+    /// The requests being answered, shared by every copy of the middleware.
+    private final class Counter: Sendable {
+        let value = Mutex(0)
+    }
+
+    let maxInFlight: Int
+    let logger: Logger
+    private let inFlight = Counter()
+
+    init(maxInFlight: Int, logger: Logger) {
+        self.maxInFlight = maxInFlight
+        self.logger = logger
+    }
+
+    func handle(_ request: Request, context: ServeContext,
+                next: (Request, ServeContext) async throws -> Response) async throws -> Response {
+        let admitted = inFlight.value.withLock { count in
+            guard count < maxInFlight else { return false }
+            count += 1
+            return true
+        }
+        let route = ["nudge.route": Logger.MetadataValue.string("\(request.method) \(request.uri.path)")]
+        guard admitted else {
+            logger.warning("overloaded: more requests in flight than NUDGE_HTTP_MAX_IN_FLIGHT; answered 503", metadata: route)
+            return busy(retryAfter: 1, text: "busy: try again in a second\n")
+        }
+        defer { inFlight.value.withLock { $0 -= 1 } }
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError {
+            logger.notice("request refused", metadata: route.merging(["nudge.status": "\(error.status.code)"]) { $1 })
+            throw error
+        } catch {
+            logger.warning("request failed; answered 503", metadata: route.merging([LogKey.reason: "\(describe(error))"]) { $1 })
+            return busy(retryAfter: 5, text: "unavailable: try again shortly\n")
+        }
+    }
+
+    private func busy(retryAfter seconds: Int, text: String) -> Response {
+        var response = NudgeServer.page(.serviceUnavailable, text: text)
+        response.headers[.retryAfter] = "\(seconds)"
+        return response
+    }
+}
+
+/// The database's health as `/health` reports it: checked in the background, read from memory.
+public final class HealthCheck: Sendable {
+    private let lastAnswer = Mutex<ContinuousClock.Instant?>(nil)
+
+    public init() {}
+
+    func isHealthy(now: ContinuousClock.Instant) -> Bool {
+        guard let last = lastAnswer.withLock({ $0 }) else { return false }
+        return now - last <= NudgeServer.healthFreshFor
+    }
+
+    /// Asks the database now; remembers when it answered.
+    @discardableResult
+    func check(_ database: Database) async -> Bool {
+        do {
+            try await database.withConnection { connection in
+                try await Database.answer(within: NudgeServer.databaseTimeout, on: connection) {
+                    _ = try await connection.query("select 1", logger: database.logger)
+                }
+            }
+            lastAnswer.withLock { $0 = .now }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    func keepChecking(_ database: Database, every interval: Duration) async {
+        while !Task.isCancelled {
+            await check(database)
+            try? await Task.sleep(for: interval)
+        }
     }
 }
 

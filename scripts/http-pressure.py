@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Puts `nudge serve` under the pressure an internet-facing server meets, and reports as JSON.
+
+    http-pressure.py connections HOST PORT COUNT WAIT_SECONDS
+        COUNT connections held open, half of them idle and half sending a request head they never
+        finish; meanwhile real requests (GET /health, GET /unsubscribe with a bad token) are timed.
+        Reports the slowest real request, their statuses, how many held connections the server
+        closed at once (to make room) and how long it took to close all of them.
+    http-pressure.py body HOST PORT PATH chunked|length
+        A 10 MB body, announced by its Content-Length or sent chunked: reports the status the
+        server answered and how many bytes it took before it closed the connection.
+
+The tests of `nudge serve` run it; an operator can point it at a staging server.
+"""
+import json
+import select
+import socket
+import sys
+import time
+
+
+def request(host, port, path):
+    started = time.monotonic()
+    with socket.create_connection((host, port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+    return status, time.monotonic() - started
+
+
+def is_closed(conn):
+    poller = select.poll()
+    poller.register(conn, select.POLLIN | select.POLLHUP | select.POLLERR)
+    if not poller.poll(0):
+        return False
+    try:
+        return conn.recv(65536, socket.MSG_PEEK) == b""
+    except (ConnectionResetError, OSError):
+        return True
+
+
+def connections(host, port, count, wait):
+    held = []
+    opened = time.monotonic()
+    for n in range(count):
+        conn = socket.create_connection((host, port), timeout=10)
+        if n % 2:
+            conn.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\nX-Never-Finished: ".encode())
+        held.append(conn)
+    statuses, slowest = [], 0.0
+    for round in range(10):
+        for path in ["/health", "/unsubscribe?token=not-a-token"]:
+            status, seconds = request(host, port, path)
+            statuses.append(status)
+            slowest = max(slowest, seconds)
+        time.sleep(0.2)
+    closed_at_once = sum(1 for conn in held if is_closed(conn))
+    all_closed_after = None
+    while time.monotonic() - opened < wait:
+        if all(is_closed(conn) for conn in held):
+            all_closed_after = time.monotonic() - opened
+            break
+        time.sleep(1)
+    still_open = sum(1 for conn in held if not is_closed(conn))
+    for conn in held:
+        conn.close()
+    return {"slowest": slowest, "statuses": sorted(set(statuses)), "closed_at_once": closed_at_once,
+            "all_closed_after": all_closed_after, "still_open": still_open}
+
+
+def body(host, port, path, how):
+    size = 10 * 1024 * 1024
+    conn = socket.create_connection((host, port), timeout=10)
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/octet-stream\r\n"
+    head += f"Content-Length: {size}\r\n\r\n" if how == "length" else "Transfer-Encoding: chunked\r\n\r\n"
+    conn.sendall(head.encode())
+    sent, answer, piece = 0, b"", b"x" * 65536
+    conn.setblocking(False)
+    deadline = time.monotonic() + 30
+    while sent < size and time.monotonic() < deadline:
+        readable, writable, _ = select.select([conn], [conn], [], 1)
+        if readable:
+            try:
+                chunk = conn.recv(65536)
+            except (ConnectionResetError, OSError):
+                break
+            if not chunk:
+                break
+            answer += chunk
+        if writable:
+            data = piece if how == "length" else f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+            try:
+                conn.send(data)
+            except (BrokenPipeError, ConnectionResetError, BlockingIOError, OSError) as error:
+                if isinstance(error, BlockingIOError):
+                    continue
+                break
+            sent += len(piece)
+    try:
+        conn.setblocking(True)
+        conn.settimeout(5)
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    except OSError:
+        pass
+    conn.close()
+    status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+    return {"status": status, "sent": sent, "size": size}
+
+
+if __name__ == "__main__":
+    kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if kind == "connections":
+        print(json.dumps(connections(host, port, int(sys.argv[4]), float(sys.argv[5]))))
+    else:
+        print(json.dumps(body(host, port, sys.argv[4], sys.argv[5])))
