@@ -361,17 +361,22 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
+            try ServeEnvironment.check(bootstrap.environment)
             let links = try UnsubscribeLinks(environment: bootstrap.environment)
             let resendSecret = try ResendWebhookSecret.from(bootstrap.environment)
             let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"
             let port = try bootstrap.environment.integer("NUDGE_HTTP_PORT", default: 8080, in: 0...65_535)
+            let limits = try ServerLimits(environment: bootstrap.environment)
             let logger = bootstrap.logger
+            // Room for every connection the cap allows, and the database's and the logs' besides.
+            FileDescriptors.raiseSoftLimit(toAtLeast: limits.maxConnections + 256, logger: logger)
             // Each request waits 5 seconds at most for the database (a lease, then its statement):
             // a lost database answers 503 at /health instead of holding requests.
             try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
                                              connections: 8) { database in
                 try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
-                                          resendWebhookSecret: resendSecret, host: host, port: port, logger: logger) { bound in
+                                          resendWebhookSecret: resendSecret, limits: limits, host: host, port: port,
+                                          logger: logger) { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
                                                           "nudge.public_url": "\(links.publicURL)"])
                     StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")

@@ -14,16 +14,45 @@ import Testing
         #expect(links.url(user: user, type: .weeklyDigest) == "https://nudge.example.com/unsubscribe?token=\(token)")
         // Another type or user with the same signature, a changed signature, another secret: refused.
         let parts = token.split(separator: ".").map(String.init)
-        #expect(links.verify("\(parts[0]).monthly_report.\(parts[2])") == nil)
-        #expect(links.verify("\(UUID().uuidString.lowercased()).\(parts[1]).\(parts[2])") == nil)
-        #expect(links.verify("\(parts[0]).\(parts[1]).\(parts[2].dropLast())A") == nil)
+        #expect(parts.count == 4)
+        #expect(links.verify("\(parts[0]).monthly_report.\(parts[2]).\(parts[3])") == nil)
+        #expect(links.verify("\(UUID().uuidString.lowercased()).\(parts[1]).\(parts[2]).\(parts[3])") == nil)
+        #expect(links.verify("\(parts[0]).\(parts[1]).\(parts[2]).\(parts[3].dropLast())A") == nil)
+        #expect(links.verify("\(parts[0]).\(parts[1]).00000000.\(parts[3])") == nil)
         let other = try UnsubscribeLinks(secret: "another-secret-of-at-least-thirty-two-chars", publicURL: "https://nudge.example.com")
         #expect(other.verify(token) == nil)
-        for junk in ["", "..", "abc", "\(parts[0]).\(parts[1])", token + ".x", "\(parts[0]).welcome.\(parts[2])"] {
+        for junk in ["", "..", "abc", "\(parts[0]).\(parts[1])", token + ".x", "\(parts[0]).welcome.\(parts[2]).\(parts[3])"] {
             #expect(links.verify(junk) == nil, "\(junk)")
         }
         // Only URL-safe characters.
         #expect(token.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) })
+    }
+
+    /// A rotation: links signed by the old secret keep working while it is the previous one, new
+    /// links are signed by the new one, and once the old secret is dropped its links stop.
+    @Test func aRotationKeepsOldLinksWorkingThroughThePreviousSecret() throws {
+        let old = links.token(user: user, type: .weeklyDigest)
+        let rotated = try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "a-secret-of-at-least-thirty-two-characters",
+                                           publicURL: "https://nudge.example.com")
+        #expect(rotated.verify(old)?.user == user)
+        let new = rotated.token(user: user, type: .weeklyDigest)
+        #expect(new != old)
+        #expect(links.verify(new) == nil)
+        // The key id names the signer: an old token relabelled with the new id is refused.
+        let oldParts = old.split(separator: ".").map(String.init), newParts = new.split(separator: ".").map(String.init)
+        #expect(rotated.verify("\(oldParts[0]).\(oldParts[1]).\(newParts[2]).\(oldParts[3])") == nil)
+        // A token from before key ids (user.type.signature) is checked against both secrets.
+        #expect(rotated.verify("\(oldParts[0]).\(oldParts[1]).\(oldParts[3])")?.type == .weeklyDigest)
+        let after = try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", publicURL: "https://nudge.example.com")
+        #expect(after.verify(old) == nil)
+        #expect(after.verify(new)?.user == user)
+        #expect(throws: NudgeError.self) {
+            try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "short", publicURL: "https://nudge.example.com")
+        }
+        #expect(throws: NudgeError.self) {
+            try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "the-new-secret-of-at-least-thirty-two-chars",
+                                 publicURL: "https://nudge.example.com")
+        }
     }
 
     @Test func aShortSecretOrAnAddressThatIsNotAURLIsRefused() {

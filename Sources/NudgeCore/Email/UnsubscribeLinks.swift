@@ -3,42 +3,61 @@ import Foundation
 
 /// One-click unsubscribe links (RFC 8058): a token names a user and an email type and carries an
 /// HMAC-SHA256 of both under `NUDGE_UNSUBSCRIBE_SECRET`. It cannot be guessed or altered without
-/// the secret, and it does not expire: a link in an old email works as long as the secret is
-/// the same (changing the secret ends every link sent before, so it is changed only on a leak).
+/// the secret, and it does not expire: a link in an old email must keep working.
 ///
-/// A token reads `<user id>.<email type>.<signature>`: only URL-safe characters, so it goes
-/// into a query string as it is.
+/// A token reads `<user id>.<email type>.<key id>.<signature>`: only URL-safe characters, so it
+/// goes into a query string as it is. The key id (derived from the secret, never revealing it)
+/// names the secret that signed it, so that a rotation keeps old links working: set the new
+/// secret in `NUDGE_UNSUBSCRIBE_SECRET` and the old one in `NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS`;
+/// new links are signed with the new one, and both are accepted. Tokens written before key ids
+/// (`<user id>.<email type>.<signature>`) are checked against both.
 public struct UnsubscribeLinks: Sendable {
-    private let key: SymmetricKey
+    private struct Key: Sendable {
+        let id: String
+        let key: SymmetricKey
+
+        init(_ secret: String) {
+            key = SymmetricKey(data: Data(secret.utf8))
+            id = String(SHA256.hash(data: Data("nudge-unsubscribe-key-id:\(secret)".utf8)).map { String(format: "%02x", $0) }.joined().prefix(8))
+        }
+    }
+
+    /// The secret that signs, then the previous one (still accepted).
+    private let keys: [Key]
     /// `NUDGE_PUBLIC_URL`: where `nudge serve` is reached from the internet, without a trailing slash.
     public let publicURL: String
 
     /// A secret shorter than this many bytes is refused.
     public static let shortestSecret = 32
 
-    public init(secret: String, publicURL: String) throws(NudgeError) {
-        guard secret.utf8.count >= Self.shortestSecret else {
+    public init(secret: String, previous: String? = nil, publicURL: String) throws(NudgeError) {
+        for (name, value) in [("NUDGE_UNSUBSCRIBE_SECRET", secret), ("NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS", previous ?? String(repeating: "x", count: Self.shortestSecret))]
+        where value.utf8.count < Self.shortestSecret {
             throw NudgeError(.configuration, """
-                NUDGE_UNSUBSCRIBE_SECRET must be at least \(Self.shortestSecret) characters (for example the output of \
-                `openssl rand -hex 32`)
+                \(name) must be at least \(Self.shortestSecret) characters (for example the output of `openssl rand -hex 32`)
                 """)
         }
-        key = SymmetricKey(data: Data(secret.utf8))
+        keys = [Key(secret)] + (previous.map { [Key($0)] } ?? [])
+        if keys.count == 2 && keys[0].id == keys[1].id {
+            throw NudgeError(.configuration, "NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS is the same as NUDGE_UNSUBSCRIBE_SECRET: give the old secret")
+        }
         self.publicURL = try PublicURL(publicURL).url
     }
 
-    /// The links the environment configures: `NUDGE_UNSUBSCRIBE_SECRET` and `NUDGE_PUBLIC_URL`,
-    /// both required by whatever sends or answers an email that can be stopped.
+    /// The links the environment configures: `NUDGE_UNSUBSCRIBE_SECRET` (and, through a rotation,
+    /// `NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS`) and `NUDGE_PUBLIC_URL`, required by whatever sends or
+    /// answers an email that can be stopped.
     public init(environment: Environment) throws(NudgeError) {
         let secret = try environment.require("NUDGE_UNSUBSCRIBE_SECRET",
                                              hint: "the key that signs one-click unsubscribe links (`openssl rand -hex 32`)")
         let url = try environment.require("NUDGE_PUBLIC_URL", hint: "the https address `nudge serve` is reached at, for the links")
-        try self.init(secret: secret, publicURL: url)
+        let previous = environment["NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 }
+        try self.init(secret: secret, previous: previous, publicURL: url)
     }
 
     public func token(user: UUID, type: EmailType) -> String {
         let subject = "\(user.uuidString.lowercased()).\(type.rawValue)"
-        return subject + "." + signature(subject)
+        return subject + "." + keys[0].id + "." + signature(subject, keys[0])
     }
 
     /// `https://…/unsubscribe?token=…`: the address of `List-Unsubscribe` and of the email's own link.
@@ -47,18 +66,22 @@ public struct UnsubscribeLinks: Sendable {
     }
 
     /// The user and email type a genuine token names; nil for anything else (a forged or
-    /// altered token, a malformed one, an email type Nudge does not know).
+    /// altered token, a malformed one, one signed by a secret no longer configured, an email type
+    /// Nudge does not know).
     public func verify(_ token: String) -> (user: UUID, type: EmailType)? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let user = UUID(uuidString: String(parts[0])), let type = EmailType(rawValue: String(parts[1])),
-              let mac = Data(base64URL: String(parts[2])), mac.count == SHA256.byteCount
+        guard parts.count == 3 || parts.count == 4, let user = UUID(uuidString: String(parts[0])),
+              let type = EmailType(rawValue: String(parts[1])), let mac = Data(base64URL: String(parts[parts.count - 1])),
+              mac.count == SHA256.byteCount
         else { return nil }
+        let candidates = parts.count == 4 ? keys.filter { $0.id == parts[2] } : keys
         let subject = Data(("unsubscribe:" + parts[0] + "." + parts[1]).utf8)
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: subject, using: key) else { return nil }
+        guard candidates.contains(where: { HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: subject, using: $0.key) })
+        else { return nil }
         return (user, type)
     }
 
-    private func signature(_ subject: String) -> String {
-        Data(HMAC<SHA256>.authenticationCode(for: Data(("unsubscribe:" + subject).utf8), using: key)).base64URL
+    private func signature(_ subject: String, _ key: Key) -> String {
+        Data(HMAC<SHA256>.authenticationCode(for: Data(("unsubscribe:" + subject).utf8), using: key.key)).base64URL
     }
 }

@@ -75,11 +75,13 @@ public enum SMSStatus {
             return .ignored
         }
         // An SMS of Nudge's whose log is not written yet: kept for it (a delivery outranks a failure).
+        // The outbox id is Nudge's own: it is in the callback URL dispatch gave Twilio, which
+        // Twilio's signature covers (and `nudge serve` may not read the outbox); one that never
+        // gets a log is forgotten after `keptFor`.
         guard let outboxID else { return .unknownMessage }
         let keep: SQLFragment = """
             insert into sms_status_early (message_sid, outbox_id, status, error_msg, received_at)
-            select \(sid), o.id, \(status), nullif(\(error), ''), now() from notification_outbox o
-             where o.id = \(outboxID) and o.channel = 'sms'
+            values (\(sid), \(outboxID), \(status), nullif(\(error), ''), now())
             on conflict (message_sid) do update
                set status = case when sms_status_early.status = 'delivered' then 'delivered' else excluded.status end,
                    error_msg = case when sms_status_early.status = 'delivered' then null else excluded.error_msg end

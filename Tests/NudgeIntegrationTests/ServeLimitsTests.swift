@@ -1,0 +1,209 @@
+import Foundation
+import NudgeStandIns
+import Testing
+@testable import NudgeCore
+
+/// `nudge serve` as it runs on a server: the binary, on a port of its own.
+private struct ServeProcess {
+    let process: RunningProcess
+    let port: Int
+    let stderr: URL
+
+    static func start(_ database: TestDatabase, environment extra: [String: String] = [:]) async throws -> ServeProcess {
+        let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
+        let environment = database.nudgeEnvironment([
+            "NUDGE_HTTP_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
+            "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
+        ].merging(extra) { $1 })
+        // Its standard error to a file of ours, to read the port it listens on.
+        let process = try RunningProcess("/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
+                                         environment: environment)
+        var port = 0
+        #expect(try await eventuallyHere(seconds: 60) {
+            let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
+            guard let range = text.range(of: "listening on http://") else { return false }
+            let address = text[range.upperBound...].prefix { !$0.isWhitespace }
+            port = address.split(separator: ":").last.flatMap { Int($0) } ?? 0
+            return port > 0
+        })
+        return ServeProcess(process: process, port: port, stderr: stderr)
+    }
+
+    func stop() -> String {
+        process.signal(SIGKILL)
+        _ = process.wait()
+        defer { try? FileManager.default.removeItem(at: stderr) }
+        return (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
+    }
+
+    func pressure(_ arguments: [String]) async throws -> [String: Any] {
+        let script = packageRoot.appendingPathComponent("scripts/http-pressure.py").path
+        let result = try await runProcessOffThePool("/usr/bin/python3", [script, arguments[0], "127.0.0.1", "\(port)"] + arguments.dropFirst())
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+    }
+}
+
+@Suite(.serialized) struct ServeLimitsTests {
+    /// 1,500 connections held idle or half-sent, past the cap of 1,000: real requests are answered
+    /// within a second throughout, the longest-idle connections make room, and every held one is
+    /// closed within two minutes.
+    @Test func heldConnectionsNeverKeepARealRequestWaiting() async throws {
+        let database = try await TestDatabase.fresh()
+        let serve = try await ServeProcess.start(database)
+        let report = try await serve.pressure(["connections", "1500", "120"])
+        let log = serve.stop()
+        #expect((report["slowest"] as? Double ?? 99) < 1.0, "\(report)")
+        #expect(report["statuses"] as? [Int] == [200, 400], "\(report)")
+        #expect((report["closed_at_once"] as? Int ?? 0) >= 500, "\(report)")
+        #expect((report["all_closed_after"] as? Double ?? 999) < 120, "\(report)")
+        #expect(report["still_open"] as? Int == 0, "\(report)")
+        #expect(!log.contains("error"), "\(log)")
+    }
+
+    /// A 10 MB body is refused (413) without being read to its end, announced or chunked, on a
+    /// route that reads a body and on one that does not.
+    @Test(arguments: [("/webhooks/resend", "length"), ("/webhooks/resend", "chunked"), ("/unsubscribe?token=x", "length"),
+                      ("/webhooks/twilio", "chunked")])
+    func aHugeBodyIsRefusedUnread(_ path: String, _ how: String) async throws {
+        let database = try await TestDatabase.fresh()
+        let serve = try await ServeProcess.start(database)
+        let report = try await serve.pressure(["body", path, how])
+        _ = serve.stop()
+        let sent = try #require(report["sent"] as? Int), size = try #require(report["size"] as? Int)
+        #expect(sent < size / 2, "\(report)")
+        // The answer, unless the close overtook it (the client then sees the connection reset).
+        #expect([413, 0].contains(report["status"] as? Int ?? -1), "\(report)")
+        if how == "length" { #expect(report["status"] as? Int == 413, "\(report)") }
+    }
+
+    /// Pages say what they allow; `/health` answers from memory, `?db=1` asks the database.
+    @Test func pagesCarrySecurityHeadersAndHealthAnswersFromMemory() async throws {
+        let database = try await TestDatabase.fresh()
+        let serve = try await ServeProcess.start(database, environment: ["NUDGE_HTTP_HOST": "0.0.0.0"])
+        defer { _ = serve.stop() }
+        let base = "http://127.0.0.1:\(serve.port)"
+        let page = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
+        let headers = page.stdout.lowercased()
+        #expect(headers.contains("content-security-policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http://127.0.0.1:1; frame-ancestors 'none'"), "\(headers)")
+        #expect(headers.contains("x-content-type-options: nosniff"))
+        #expect(headers.contains("referrer-policy: no-referrer"))
+        #expect(headers.contains("x-frame-options: deny"))
+        #expect(try await eventuallyHere(seconds: 30) {
+            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+        })
+        let live = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
+        #expect(live.stdout == "200")
+        // From another machine (here: this one's address that is not loopback), only from memory.
+        let addresses = try runProcess("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
+        let outside = try #require(addresses.first { $0.contains(".") && !$0.hasPrefix("127.") })
+        let remote = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null",
+                                                                      "http://\(outside):\(serve.port)/health?db=1"])
+        #expect(remote.stdout == "403")
+        let remoteMemory = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null",
+                                                                            "http://\(outside):\(serve.port)/health"])
+        #expect(remoteMemory.stdout == "200")
+    }
+}
+
+@Suite struct ServeFailureTests {
+    /// A request the database fails is answered 503 (retry later) and logged at warning with its
+    /// route, never with its query, which carries the unsubscribe token.
+    @Test func aFailureIsAnswered503AndLoggedWithItsRouteNotItsToken() async throws {
+        let database = try await TestDatabase.fresh()
+        let serve = try await ServeProcess.start(database)
+        let link = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(serve.port)")
+            .url(user: UUID(), type: .weeklyDigest)
+        try database.psql("alter table users rename to users_away")
+        let answer = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
+                                                                      "-d", "List-Unsubscribe=One-Click", link])
+        let log = serve.stop()
+        #expect(answer.stdout.hasPrefix("HTTP/1.1 503"), "\(answer.stdout)")
+        #expect(answer.stdout.lowercased().contains("retry-after: 5"))
+        #expect(log.contains("request failed; answered 503"), "\(log)")
+        #expect(log.contains("POST /unsubscribe"), "\(log)")
+        let token = try #require(URLComponents(string: link)?.queryItems?.first { $0.name == "token" }?.value)
+        #expect(!log.contains(token))
+    }
+}
+
+@Suite struct UnsubscribeRotationTests {
+    /// An email sent under the old secret unsubscribes after the new one is set, the old one kept
+    /// as `NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS`; once that is dropped, its link is refused.
+    @Test func anEmailSentBeforeARotationStillUnsubscribes() async throws {
+        let database = try await TestDatabase.fresh()
+        let stand = try await ResendStandIn.start()
+        defer { Task { await stand.resend.shutdown() } }
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-29")
+        _ = try await weeklyDigest(database, at: ISO8601DateFormatter().date(from: "2026-03-22T20:00:00Z")!, publicURL: "http://127.0.0.1:1")
+        let sent = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"], environment: stand.environment)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let email = try #require(stand.resend.sent.first { $0.to == ["user1@example.test"] })
+        let link = String(try #require(email.headers["List-Unsubscribe"]).dropFirst().dropLast())
+        let path = String(link[try #require(link.range(of: "/unsubscribe?token=")).lowerBound...])
+
+        let newSecret = "a-new-unsubscribe-secret-0123456789abcdef"
+        func post(_ environment: [String: String]) async throws -> String {
+            let serve = try await ServeProcess.start(database, environment: environment)
+            defer { _ = serve.stop() }
+            let result = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                                                          "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
+            return result.stdout
+        }
+        #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret]) == "400")
+        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") != "f")
+        #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret, "NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS": digestSecret]) == "200")
+        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
+    }
+}
+
+@Suite struct ServeRoleTests {
+    /// `nudge serve` as the `nudge_serve` role of deploy/sql/roles.sql does its work (an
+    /// unsubscribe, a Twilio callback) and nothing more: the outbox is not its to read, nor a
+    /// user's address to change.
+    @Test func theServeRoleDoesItsWorkAndNothingMore() async throws {
+        let database = try await TestDatabase.fresh()
+        let roles = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
+                                                      "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        #expect(roles.status == 0, "\(roles.stderr)")
+        let user = UUID()
+        try database.psql("""
+            insert into users (id, timezone, locale, email) values ('\(user)', 'Europe/Paris', 'fr', 'someone@example.test');
+            insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
+            values ('\(user)', 'streak_at_risk', 'sms', 'sent', 'SM0123456789abcdef0123456789abcdef', now());
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after)
+            values ('role-test', 'test', '\(user)', '2026-03-22', 'streak_at_risk', now())
+            """)
+        let serveURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_serve@")
+        #expect(serveURL != database.url)
+        let token = "twilio-auth-token-for-the-role-test"
+        let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token])
+        let base = "http://127.0.0.1:\(serve.port)"
+
+        let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
+        let unsubscribed = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                                                            "-d", "List-Unsubscribe=One-Click", link])
+        let fields = [("MessageSid", "SM0123456789abcdef0123456789abcdef"), ("MessageStatus", "delivered")]
+        let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio?outbox=1", fields: fields, authToken: token)
+        let callback = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                                                         "-H", "X-Twilio-Signature: \(signature)",
+                                                                         "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
+                                                                         base + "/webhooks/twilio?outbox=1"])
+        let log = serve.stop()
+        #expect(unsubscribed.stdout == "200", "\(log)")
+        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(user)'") == "f")
+        #expect(callback.stdout == "200", "\(log)")
+        #expect(try database.psql("select status, delivered from notification_logs where user_id = '\(user)'") == "delivered|t")
+
+        func asServe(_ sql: String) throws -> ProcessResult {
+            try runProcess("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", serveURL, "-c", sql])
+        }
+        for refused in ["select count(*) from notification_outbox", "update users set email = 'x@example.test'",
+                        "select display_name from users", "select count(*) from job_runs", "delete from email_preferences"] {
+            let result = try asServe(refused)
+            #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
+        }
+        #expect(try asServe("select count(*) from email_preferences").status == 0)
+    }
+}

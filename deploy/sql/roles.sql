@@ -1,0 +1,51 @@
+-- Nudge's database roles, least privilege: run as the role that owns Nudge's tables (the one
+-- `nudge migrate` runs as), after migrating, and again after every upgrade (a migration's new
+-- table gets its grants here). Idempotent.
+--
+--   psql "$OWNER_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
+--   psql "$OWNER_URL" -c "alter role nudge_jobs password '…'"     (and nudge_serve)
+--
+-- nudge_jobs: the jobs (`nudge run`, `nudge runs`, `pause`, `report`…). Reads and writes rows,
+--   changes no table (the owner runs `nudge migrate`, `nudge seed` and `nudge prune --vacuum`).
+-- nudge_serve: `nudge serve`, which faces the internet. It answers one-click unsubscribes, Twilio's
+--   callbacks and replies, and Resend's webhooks, and can do nothing else: it reads no outbox and
+--   no copy of a notification but the logs receipts are written on, and of `users` only the id,
+--   locale and email address; it writes only preferences, receipts and opt-outs.
+do $$
+begin
+    if not exists (select 1 from pg_roles where rolname = 'nudge_jobs') then
+        create role nudge_jobs login;
+    end if;
+    if not exists (select 1 from pg_roles where rolname = 'nudge_serve') then
+        create role nudge_serve login;
+    end if;
+exception when duplicate_object or unique_violation then
+    null;  -- created meanwhile by another session
+end
+$$;
+
+grant usage on schema public to nudge_jobs, nudge_serve;
+
+-- The jobs: every row of every table, no DDL.
+grant select, insert, update, delete on all tables in schema public to nudge_jobs;
+grant usage, select on all sequences in schema public to nudge_jobs;
+revoke insert, update, delete on nudge_migrations from nudge_jobs;
+
+-- serve: what its routes read and write, nothing else.
+revoke all on all tables in schema public from nudge_serve;
+revoke all on all sequences in schema public from nudge_serve;
+grant select (id, locale, email) on users to nudge_serve;
+-- One-click unsubscribe (and a complaint's optional emails off).
+grant select, insert, update on email_preferences, notification_preferences to nudge_serve;
+-- A preferences row created by an unsubscribe makes its user due for reminders (a trigger).
+grant select, insert, update on job_due to nudge_serve;
+-- Receipts: Twilio's statuses and Resend's events, on the log rows they are about.
+grant select on notification_logs to nudge_serve;
+grant update (status, delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at,
+              error_msg, provider_id) on notification_logs to nudge_serve;
+grant select, update (opened, clicked) on email_logs to nudge_serve;
+grant select, insert, update on email_events to nudge_serve;
+grant select, insert on email_suppressions to nudge_serve;
+grant select, insert, update, delete on sms_status_early to nudge_serve;
+-- SMS replies: STOP and START.
+grant select, insert, delete on sms_opt_outs to nudge_serve;
