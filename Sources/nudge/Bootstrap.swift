@@ -11,12 +11,8 @@ struct Bootstrap {
     let logger: Logger
 
     static func make() throws(NudgeError) -> Bootstrap {
-        let (environment, file) = try Environment.loading()
+        let (environment, _) = try Environment.loading()
         let logger = try configureLogging(environment)
-        if let file, file.isReadableByOthers {
-            logger.warning("the env file can be read by every user of this machine: chmod 640 (or 600) it",
-                           metadata: ["nudge.path": "\(file.path)"])
-        }
         let home = try NudgeHome.locate(environment)
         let catalog = try JobCatalog(directory: home.jobsDirectory)
         return Bootstrap(environment: environment, home: home, catalog: catalog, logger: logger)
@@ -25,7 +21,8 @@ struct Bootstrap {
     func databaseURL() throws(NudgeError) -> DatabaseURL {
         try DatabaseURL(environment.require(
             "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"),
-            extraTrustedRoots: environment["NUDGE_CA_FILE"])
+            extraTrustedRoots: environment["NUDGE_CA_FILE"],
+            allowInsecurePassword: environment.flag("NUDGE_DB_ALLOW_INSECURE_PASSWORD", default: false))
     }
 
     /// Runs `body` against the database of `DATABASE_URL`, in sessions the server knows as

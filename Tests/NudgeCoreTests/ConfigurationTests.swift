@@ -11,11 +11,49 @@ import Testing
     }
 
     @Test func readsATCPURLAndNeverShowsThePassword() throws {
-        let url = try DatabaseURL("postgresql://app:s3cr%40t@db.internal:6432/nudge?sslmode=require")
+        let url = try DatabaseURL("postgresql://app:s3cr%40t@db.internal:6432/nudge?sslmode=verify-full")
         #expect(url.endpoint == .tcp(host: "db.internal", port: 6432))
         #expect(url.password == "s3cr@t")
-        #expect(url.tlsMode == .require)
+        #expect(url.tlsMode == .verifyFull)
         #expect(!url.description.contains("s3cr"))
+    }
+
+    /// A password goes only to a server whose certificate is verified, to loopback, or over a
+    /// Unix socket, unless the operator accepts the risk; the error names the fix, not the password.
+    @Test(arguments: [
+        ("postgres://u:s3cret@db.internal/n", false), ("postgres://u:s3cret@db.internal/n?sslmode=prefer", false),
+        ("postgres://u:s3cret@db.internal/n?sslmode=require", false), ("postgres://u:s3cret@10.0.0.5/n?sslmode=allow", false),
+        ("postgres://u:s3cret@db.internal/n?sslmode=disable", false),
+        ("postgres://u:s3cret@db.internal/n?sslmode=prefer&sslrootcert=/dev/null", false),
+        ("postgres://u:s3cret@db.internal/n?sslmode=require&sslrootcert=/dev/null", true),
+        ("postgres://u:s3cret@db.internal/n?sslmode=verify-full", true),
+        ("postgres://u:s3cret@db.internal/n?sslrootcert=system", true),
+        ("postgres://u:s3cret@db.internal/n?sslmode=verify-ca&sslrootcert=/dev/null", true),
+        ("postgres://u@db.internal/n?sslmode=prefer", true),
+        ("postgres://u:s3cret@localhost/n", true), ("postgres://u:s3cret@127.0.0.1/n?sslmode=disable", true),
+        ("postgres://u:s3cret@[::1]/n", true), ("postgres://u:s3cret@x/n?host=/run/postgresql", true),
+    ])
+    func aPasswordGoesOnlyToAVerifiedServer(_ text: String, _ accepted: Bool) throws {
+        if accepted {
+            _ = try DatabaseURL(text)
+        } else {
+            let error = try #require(throws: NudgeError.self) { try DatabaseURL(text) }
+            #expect(error.message.contains("sslmode=verify-full&sslrootcert=system"))
+            #expect(error.message.contains("NUDGE_DB_ALLOW_INSECURE_PASSWORD=true"))
+            #expect(!error.message.contains("s3cret"))
+            _ = try DatabaseURL(text, allowInsecurePassword: true)
+        }
+    }
+
+    /// As libpq 16: the system's roots only with a host name checked; `NUDGE_CA_FILE` alone.
+    @Test func verifyCAIsRefusedWithTheSystemRootsAndSystemDefaultsToVerifyFull() throws {
+        let weak = try #require(throws: NudgeError.self) { try DatabaseURL("postgres://u@db/n?sslmode=verify-ca&sslrootcert=system") }
+        #expect(weak.message.contains("use sslmode=verify-full"))
+        #expect(throws: NudgeError.self) { try DatabaseURL("postgres://u@db/n?sslmode=require&sslrootcert=system") }
+        let bare = try #require(throws: NudgeError.self) { try DatabaseURL("postgres://u@db/n?sslmode=verify-ca") }
+        #expect(bare.message.contains("sslrootcert"))
+        #expect(try DatabaseURL("postgres://u@db/n?sslrootcert=system").tlsMode == .verifyFull)
+        #expect(try DatabaseURL("postgres://u@db/n?sslmode=verify-ca", extraTrustedRoots: "/dev/null").tlsMode == .verifyCA)
     }
 
     @Test(arguments: ["mysql://x@y/z", "not a url", "postgres://u@h/d?sslmode=bogus"])
@@ -142,8 +180,8 @@ import Testing
             # Nudge
             DATABASE_URL=postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x
 
-            export NUDGE_LOG_LEVEL=warning   # quiet
-              PUSH_TRIGGER_ENABLED = "true"
+            export NUDGE_LOG_LEVEL=warning
+              PUSH_TRIGGER_ENABLED = "true"   # a comment after a quoted value
             ANTHROPIC_API_KEY='sk-ant-with "quotes" and # hash'
             QUOTED="a \\"b\\" \\\\ c"
             EMPTY=
@@ -159,6 +197,8 @@ import Testing
     @Test(arguments: [
         ("hunter2x", 1), ("A=1\nDATABASE_URL postgres://u:hunter2x@db/n?sslmode=require", 2), ("A='hunter2x", 1),
         ("A=\"hunter2x\" y", 1), ("KEY/hunter2x==", 1), ("9hunter2x=1", 1),
+        // A secret with ' #' in it, unquoted, would be cut there by a shell and not by systemd.
+        ("A=1\nKEY=hunter2x #tail", 2), ("KEY=hunter2x\t#tail", 1),
     ])
     func aLineThatIsNoVariableIsRefusedByNumberWithoutQuotingIt(_ text: String, _ line: Int) {
         #expect(throws: NudgeError.self) { try EnvironmentFile.parse(text, path: "/etc/nudge/env") }
@@ -176,6 +216,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("env")
         try Data("DATABASE_URL=postgres://file/nudge\nVALIDATE_STREAKS_ENABLED=false\n".utf8).write(to: file)
+        chmod(file.path, 0o640)
         let (environment, read) = try Environment.loading(["NUDGE_ENV_FILE": file.path, "VALIDATE_STREAKS_ENABLED": "true"])
         #expect(environment["DATABASE_URL"] == "postgres://file/nudge")
         #expect(environment["VALIDATE_STREAKS_ENABLED"] == "true")
@@ -183,6 +224,50 @@ import Testing
         #expect(throws: NudgeError.self) { try Environment.loading(["NUDGE_ENV_FILE": folder.appendingPathComponent("missing").path]) }
         let (plain, none) = try Environment.loading(["DATABASE_URL": "postgres://env/nudge"])
         #expect(plain["DATABASE_URL"] == "postgres://env/nudge" && none == nil)
+    }
+
+    /// A file others may read, or others than its owner may change, is refused (the file a link
+    /// leads to is the one judged), unless NUDGE_ENV_FILE_INSECURE=1; so is a key file it names.
+    @Test(arguments: [(0o644, false), (0o660, false), (0o602, false), (0o640, true), (0o600, true), (0o400, true)])
+    func aFileOthersCanReadOrChangeIsRefused(_ mode: Int, _ accepted: Bool) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-env-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("env"), link = folder.appendingPathComponent("link")
+        try Data("DATABASE_URL=postgres://file/nudge\n".utf8).write(to: file)
+        chmod(file.path, mode_t(mode))
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: file)
+        for path in [file.path, link.path] {
+            if accepted {
+                #expect(try Environment.loading(["NUDGE_ENV_FILE": path]).0["DATABASE_URL"] == "postgres://file/nudge")
+                #expect(try SecretFile.read(path, setting: "KEY", environment: Environment([:])).count > 0)
+            } else {
+                let error = try #require(throws: NudgeError.self) { try Environment.loading(["NUDGE_ENV_FILE": path]) }
+                #expect(error.message.contains("chmod 640"), "\(error.message)")
+                #expect(error.message.contains("NUDGE_ENV_FILE_INSECURE=1"))
+                if path == link.path { #expect(error.message.contains("a link to \(file.path)")) }
+                #expect(throws: NudgeError.self) { try SecretFile.read(path, setting: "KEY", environment: Environment([:])) }
+                #expect(try Environment.loading(["NUDGE_ENV_FILE": path, "NUDGE_ENV_FILE_INSECURE": "1"]).0["DATABASE_URL"] != nil)
+            }
+        }
+    }
+
+    /// systemd's copy of a key (`LoadCredential=`) is read in place of the file, which root alone may read.
+    @Test func aKeyHandedOverAsACredentialIsReadFromThere() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-credentials-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("the key".utf8).write(to: folder.appendingPathComponent("nudge_apns-key.p8"))
+        let data = try SecretFile.read("/etc/nudge/keys/apns-key.p8", setting: "APNS_PRIVATE_KEY",
+                                       environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
+        #expect(String(decoding: data, as: UTF8.self) == "the key")
+        // An empty credential is no credential.
+        try Data().write(to: folder.appendingPathComponent("nudge_fcm-service-account.json"))
+        let error = try #require(throws: NudgeError.self) {
+            try SecretFile.read("/nonexistent/fcm-service-account.json", setting: "GOOGLE_APPLICATION_CREDENTIALS",
+                                environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
+        }
+        #expect(error.message.contains("cannot be read"))
     }
 }
 

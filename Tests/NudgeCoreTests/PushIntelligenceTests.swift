@@ -250,6 +250,30 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         }
     }
 
+    /// Copy that sends the user somewhere (a link, an address, a number), or hides what it says
+    /// (controls, bidi marks), is refused like any bad reply; everyday copy with numbers passes.
+    @Test(arguments: [
+        ("Tap https://evil.example/login to keep your streak", "a link"), ("Visit www.example.com today", "a link"),
+        ("Claim it at fitcircle-prizes.com now", "a link"), ("Write to coach@example.com for tips", "an e-mail address"),
+        ("Call +1 (555) 010-9999 to talk", "a phone number"), ("Text 5550109999 now", "a phone number"),
+    ])
+    func copyWithAContactIsRejected(_ body: String, _ what: String) {
+        #expect(throws: PushCopy.Rejection.contact(what)) {
+            try PushCopy.parse(#"{"title": "Your streak", "body": "\#(body)"}"#, userMessages: user)
+        }
+    }
+
+    @Test func copyWithControlsOrBidiMarksIsRejectedAndNumbersPass() throws {
+        for hidden in ["\\u202e", "\\u2066", "\\u0007", "\\n", "\\u200f"] {
+            #expect(throws: PushCopy.Rejection.controlCharacters) {
+                try PushCopy.parse(#"{"title": "Hi", "body": "Keep going\#(hidden) today"}"#, userMessages: user)
+            }
+        }
+        let copy = try PushCopy.parse(#"{"title": "10,000 steps 💪", "body": "You walked 8,432 steps by 18:30 on day 3. 2.5 km to go! Ready? 👨‍👩‍👧"}"#,
+                                      userMessages: user)
+        #expect(copy.title == "10,000 steps 💪")
+    }
+
     @Test func copyThatQuotesTheUserIsRejected() {
         #expect(throws: PushCopy.Rejection.quotesUser) {
             try PushCopy.parse(#"{"title": "Nervous?", "body": "You said: I'm pretty nervous about it. Want to talk?"}"#, userMessages: user)

@@ -66,6 +66,31 @@ private struct Installation {
         #expect(standard.stdout == (try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)))
     }
 
+    /// Each service runs sandboxed: `systemd-analyze security` rates it "OK" or better (an
+    /// exposure of 3.0 or less), and the server's unit names its own env file.
+    @Test func theServicesAreSandboxed() throws {
+        let installed = try Installation()
+        defer { installed.remove() }
+        let units = installed.home.appendingPathComponent("systemd")
+        for unit in ["nudge@.service", "nudge-sweep@.service", "nudge-serve.service"] {
+            let result = try runProcess("/usr/bin/systemd-analyze", ["security", "--offline=true", "--no-pager",
+                                                                    units.appendingPathComponent(unit).path],
+                                        environment: ["SYSTEMD_COLORS": "0", "PATH": "/usr/bin:/bin"])
+            let line = try #require(result.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(result.stderr)")
+            let number = try #require(line.range(of: #"service: [0-9.]+"#, options: .regularExpression), "\(line)")
+            let exposure = try #require(Double(line[number].dropFirst("service: ".count)), "\(line)")
+            #expect(exposure <= 3.0, "\(unit): \(line)")
+            #expect(!result.stderr.contains("Invalid") && !result.stderr.contains("Unknown"), "\(unit): \(result.stderr)")
+        }
+        let serve = try String(contentsOf: units.appendingPathComponent("nudge-serve.service"), encoding: .utf8)
+        #expect(serve.contains("Environment=NUDGE_ENV_FILE=\(installed.prefix.path)/etc/nudge/serve.env"))
+        let serveEnv = installed.prefix.appendingPathComponent("etc/nudge/serve.env").path
+        let mode = try FileManager.default.attributesOfItem(atPath: serveEnv)[.posixPermissions] as? Int
+        #expect(mode.map { $0 & 0o027 } == 0, "serve.env: its owner and group alone")
+        let keys = try FileManager.default.attributesOfItem(atPath: installed.prefix.appendingPathComponent("etc/nudge/keys").path)
+        #expect((keys[.posixPermissions] as? Int).map { $0 & 0o077 } == 0)
+    }
+
     /// systemd reads the units as written: `systemd-analyze verify` finds nothing wrong, and each
     /// timer starts when its cron schedule would.
     @Test func theSystemdUnitsVerifyAndTheirTimersKeepTheCronSchedules() throws {

@@ -20,6 +20,8 @@ struct PushStandIns: Sendable {
         try ca.writeCertificate(to: folder.appendingPathComponent("ca.pem").path)
         try fcm.writeServiceAccount(to: folder.appendingPathComponent("service-account.json").path)
         try Data(apns.privateKeyPEM.utf8).write(to: folder.appendingPathComponent("apns-key.p8"))
+        // Key files readable by their owner alone, as Nudge insists.
+        for key in ["apns-key.p8", "service-account.json"] { chmod(folder.appendingPathComponent(key).path, 0o600) }
         return PushStandIns(ca: ca, apns: apns, fcm: fcm, folder: folder)
     }
 

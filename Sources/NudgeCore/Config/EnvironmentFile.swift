@@ -7,13 +7,18 @@ import Foundation
 /// The format is the one systemd's `EnvironmentFile=` and most shells read: `NAME=value` lines,
 /// `#` comments and blank lines, an optional `export ` before the name, and a value optionally in
 /// single quotes (taken as it is) or double quotes (where `\"` and `\\` stand for `"` and `\`).
+///
+/// It holds secrets, so it is refused when others could read or change it: world-readable, or
+/// writable by its group or the world (checked on the file a symlink leads to), unless
+/// `NUDGE_ENV_FILE_INSECURE=1` (set in the process environment) says the operator knows.
 public struct EnvironmentFile: Sendable, Equatable {
     public let path: String
     public let values: [String: String]
-    /// Whether users other than the owner and its group may read it: a secret in it is not one.
-    public let isReadableByOthers: Bool
 
-    public init(path: String) throws(NudgeError) {
+    public init(path: String, insecureAllowed: Bool = false) throws(NudgeError) {
+        if !insecureAllowed {
+            try SecretFile.checkPermissions(path, what: "the env file \(path) (NUDGE_ENV_FILE)", override: "NUDGE_ENV_FILE_INSECURE=1")
+        }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -25,8 +30,6 @@ public struct EnvironmentFile: Sendable, Equatable {
         }
         self.path = path
         values = try Self.parse(text, path: path)
-        let mode = (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? 0
-        isReadableByOthers = mode & 0o004 != 0
     }
 
     /// The variables of `text`. A line that is not a variable is an error naming its line number;
@@ -54,9 +57,10 @@ public struct EnvironmentFile: Sendable, Equatable {
 
     private static func value(_ text: String, fail: (String) -> NudgeError) throws(NudgeError) -> String {
         guard let quote = text.first, quote == "\"" || quote == "'" else {
-            // Unquoted: up to a comment that follows white space.
-            if let comment = text.range(of: " #") ?? text.range(of: "\t#") {
-                return text[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
+            // Unquoted: a ` #` in it would be a comment to a shell and part of the value to
+            // systemd; a secret cut short there fails far from here, so it is refused.
+            if text.contains(" #") || text.contains("\t#") {
+                throw fail("an unquoted value with ' #' in it: quote the value, or put the comment on a line of its own")
             }
             return text
         }
@@ -98,7 +102,54 @@ extension Environment {
     public static func loading(_ process: [String: String] = ProcessInfo.processInfo.environment) throws(NudgeError)
         -> (Environment, EnvironmentFile?) {
         guard let path = process["NUDGE_ENV_FILE"], !path.isEmpty else { return (Environment(process), nil) }
-        let file = try EnvironmentFile(path: path)
+        let file = try EnvironmentFile(path: path, insecureAllowed: process["NUDGE_ENV_FILE_INSECURE"] == "1")
         return (Environment(process.merging(file.values) { own, _ in own }), file)
+    }
+}
+
+/// A file that holds a secret (the env file, a provider's key): readable by its owner and group
+/// alone, writable by its owner alone.
+public enum SecretFile {
+    /// Refuses `path` (the file a symlink leads to) when the world may read it or its group or
+    /// the world may change it; `override` names the setting that lets it pass.
+    public static func checkPermissions(_ path: String, what: String, override: String) throws(NudgeError) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return }  // the read that follows says why
+        let mode = Int(status.st_mode) & 0o777
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        let named = target == path ? what : "\(what), a link to \(target),"
+        if mode & 0o022 != 0 {
+            throw NudgeError(.configuration, """
+                \(named) can be changed by users other than its owner (mode \(String(mode, radix: 8))): chmod 640 it \
+                (or set \(override))
+                """)
+        }
+        if mode & 0o004 != 0 {
+            throw NudgeError(.configuration, """
+                \(named) can be read by every user of this machine (mode \(String(mode, radix: 8))): chmod 640 it \
+                (or set \(override))
+                """)
+        }
+    }
+
+    /// The contents of a key file a setting names: systemd's copy when the unit hands it over as
+    /// a credential (`LoadCredential=nudge:/etc/nudge/keys` makes `$CREDENTIALS_DIRECTORY/nudge_<its
+    /// file name>`; a credential of its own name is read too), else the file itself, checked as
+    /// `checkPermissions` checks (unless `NUDGE_ENV_FILE_INSECURE=1`).
+    public static func read(_ path: String, setting: String, environment: Environment) throws(NudgeError) -> Data {
+        if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
+            let name = URL(fileURLWithPath: path).lastPathComponent
+            for handed in ["nudge_" + name, name] {
+                let file = URL(fileURLWithPath: credentials).appendingPathComponent(handed).path
+                if let data = FileManager.default.contents(atPath: file), !data.isEmpty { return data }
+            }
+        }
+        if environment["NUDGE_ENV_FILE_INSECURE"] != "1" {
+            try checkPermissions(path, what: "\(path) (\(setting))", override: "NUDGE_ENV_FILE_INSECURE=1")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw NudgeError(.configuration, "\(setting) names \(path), which cannot be read")
+        }
+        return data
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 /// The folder that holds Nudge's files next to its binary: `jobs/` (the job definitions), `db/`
 /// (migrations and the seed) and `templates/` (the emails). Found from `NUDGE_HOME`, else by walking up from the
-/// executable, else from the working directory.
+/// executable; never from the working directory, where a planted `db/migrations` would run.
 public struct NudgeHome: Sendable {
     public let root: URL
 
@@ -25,19 +25,15 @@ public struct NudgeHome: Sendable {
             return home
         }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let starts = [executable.deletingLastPathComponent(),
-                      URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
-        for start in starts {
-            var folder = start
-            while folder.path != "/" {
-                let home = NudgeHome(root: folder)
-                if home.looksComplete { return home }
-                folder.deleteLastPathComponent()
-            }
+        var folder = executable.deletingLastPathComponent()
+        while folder.path != "/" {
+            let home = NudgeHome(root: folder)
+            if home.looksComplete { return home }
+            folder.deleteLastPathComponent()
         }
         throw NudgeError(.configuration, """
-            cannot find Nudge's jobs/ and db/migrations/ folders beside the binary or the working \
-            directory; set NUDGE_HOME to the folder that holds them
+            cannot find Nudge's jobs/ and db/migrations/ folders in a folder above the binary; set NUDGE_HOME to the \
+            folder that holds them
             """)
     }
 

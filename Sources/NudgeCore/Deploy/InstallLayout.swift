@@ -17,6 +17,59 @@ public struct InstallLayout: Sendable, Equatable {
         self.logDirectory = logDirectory
     }
 
+    /// `nudge serve`'s own env file, beside the jobs' (`/etc/nudge/serve.env`): the narrow
+    /// database role and the webhooks' secrets, no provider key.
+    public var serveEnvFile: String {
+        let folder = envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return (folder.isEmpty ? "" : folder) + "/serve.env"
+    }
+
+    /// The folder of the providers' key files (`/etc/nudge/keys`, root's alone), which systemd
+    /// hands to the jobs as credentials (`LoadCredential=nudge:<folder>`: each file becomes
+    /// `$CREDENTIALS_DIRECTORY/nudge_<its name>`, which Nudge reads in place of the file its setting names).
+    public var keysDirectory: String {
+        let folder = envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return folder + "/keys"
+    }
+
+    /// The sandbox of every unit: a service that can read what it needs and write nothing but
+    /// the metrics, reach the network and nothing else of the kernel (`systemd-analyze security`
+    /// rates it OK).
+    static let hardening = """
+        # Sandbox (systemd-analyze security rates it OK): nothing written but the metrics, no
+        # privilege, no device, no kernel tunable, only the system calls of a network service.
+        UMask=0077
+        NoNewPrivileges=yes
+        CapabilityBoundingSet=
+        AmbientCapabilities=
+        PrivateTmp=yes
+        PrivateDevices=yes
+        PrivateUsers=yes
+        ProtectSystem=strict
+        ProtectHome=yes
+        ReadWritePaths=-/var/lib/prometheus/node-exporter
+        ProtectKernelTunables=yes
+        ProtectKernelModules=yes
+        ProtectKernelLogs=yes
+        ProtectControlGroups=yes
+        ProtectClock=yes
+        ProtectHostname=yes
+        ProtectProc=invisible
+        RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+        RestrictNamespaces=yes
+        RestrictRealtime=yes
+        RestrictSUIDSGID=yes
+        LockPersonality=yes
+        MemoryDenyWriteExecute=yes
+        RemoveIPC=yes
+        KeyringMode=private
+        DevicePolicy=closed
+        SystemCallArchitectures=native
+        SystemCallFilter=@system-service
+        SystemCallFilter=~@privileged
+        SystemCallErrorNumber=EPERM
+        """
+
     /// Refuses paths cron or systemd would read as something else: relative ones, and ones with
     /// white space, quotes, `%` (a newline to cron) or `\`.
     public func validated() throws(NudgeError) -> InstallLayout {
@@ -42,7 +95,8 @@ extension JobCatalog {
             "# moment (push-trigger) starts hourly. Overlapping starts are safe: a second run of a job",
             "# exits 75 while the first holds its lock.",
             "# nudge reads DATABASE_URL and the provider keys from the env file NUDGE_ENV_FILE names",
-            "# (never from this file); each job's output is appended to its own log file.",
+            "# (never from this file); each job's output is appended to its own log file, which only",
+            "# nudge and its group may read (umask 027).",
             "SHELL=/bin/sh",
             "PATH=/usr/local/bin:/usr/bin:/bin",
             "NUDGE_ENV_FILE=\(layout.envFile)",
@@ -51,10 +105,10 @@ extension JobCatalog {
         for definition in definitions {
             lines.append("# \(definition.name): \(definition.summary)")
             lines.append("# Stop it with \(definition.killSwitch)=false or `nudge pause \(definition.name)`.")
-            lines.append("\(definition.schedule) \(layout.binary) run \(definition.name) >>\(layout.logDirectory)/\(definition.name).log 2>&1")
+            lines.append("\(definition.schedule) umask 027; \(layout.binary) run \(definition.name) >>\(layout.logDirectory)/\(definition.name).log 2>&1")
             if let sweep = definition.sweepSchedule {
                 lines.append("# Its weekly sweep: every user read once, to prove the due index right (it logs what the index missed).")
-                lines.append("\(sweep) \(layout.binary) run \(definition.name) --sweep >>\(layout.logDirectory)/\(definition.name).log 2>&1")
+                lines.append("\(sweep) umask 027; \(layout.binary) run \(definition.name) --sweep >>\(layout.logDirectory)/\(definition.name).log 2>&1")
             }
             lines.append("")
         }
@@ -64,6 +118,7 @@ extension JobCatalog {
     /// The systemd units that run every job instead of cron: one service template,
     /// `nudge@.service`, and a timer per job on the job's schedule. File names and contents.
     public func systemdUnits(_ layout: InstallLayout = .standard) -> [(name: String, text: String)] {
+        let credentials = "LoadCredential=nudge:\(layout.keysDirectory)"
         /// The service template that runs one job (`sweep`: its weekly sweep) named after the @.
         func jobService(sweep: Bool) -> String {
             let what = sweep
@@ -95,10 +150,10 @@ extension JobCatalog {
                 # (20 s by default), then the checkpoint is written. A second SIGTERM ends it at once.
                 KillMode=mixed
                 TimeoutStopSec=60
-                NoNewPrivileges=yes
-                PrivateTmp=yes
-                ProtectSystem=full
-                ProtectHome=yes
+                # The providers' key files (APNS_PRIVATE_KEY, GOOGLE_APPLICATION_CREDENTIALS), root's
+                # alone in this folder, handed over by systemd.
+                \(credentials)
+                \(InstallLayout.hardening)
 
                 """
         }
@@ -114,18 +169,19 @@ extension JobCatalog {
             Type=simple
             User=nudge
             Group=nudge
-            # NUDGE_HTTP_HOST, NUDGE_HTTP_PORT, NUDGE_PUBLIC_URL and NUDGE_UNSUBSCRIBE_SECRET are read from this file.
-            Environment=NUDGE_ENV_FILE=\(layout.envFile)
+            # Its own env file, never the jobs': DATABASE_URL (the nudge_serve role), NUDGE_HTTP_HOST,
+            # NUDGE_HTTP_PORT, NUDGE_PUBLIC_URL, NUDGE_UNSUBSCRIBE_SECRET, TWILIO_AUTH_TOKEN and
+            # RESEND_WEBHOOK_SECRET; it refuses to start with a provider's key.
+            Environment=NUDGE_ENV_FILE=\(layout.serveEnvFile)
             ExecStart=\(layout.binary) serve
             # SIGTERM lets the requests in flight finish, then the server stops.
             KillSignal=SIGTERM
             TimeoutStopSec=30
             Restart=on-failure
             RestartSec=5
-            NoNewPrivileges=yes
-            PrivateTmp=yes
-            ProtectSystem=full
-            ProtectHome=yes
+            # A connection is a file: room for NUDGE_HTTP_MAX_CONNECTIONS and more.
+            LimitNOFILE=65536
+            \(InstallLayout.hardening)
 
             [Install]
             WantedBy=multi-user.target

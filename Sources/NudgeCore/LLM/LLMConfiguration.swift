@@ -78,10 +78,6 @@ public struct LLMConfiguration: Sendable, Equatable {
     }
 
     private static func url(_ environment: Environment, _ name: String, default value: String) throws(NudgeError) -> String {
-        let text = environment[name] ?? value
-        guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
-            throw NudgeError(.configuration, "\(name) must be an http(s) URL, not '\(text)'")
-        }
-        return text
+        try ProviderHTTP.baseURL(environment, name, default: value)
     }
 }

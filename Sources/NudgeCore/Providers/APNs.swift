@@ -46,10 +46,10 @@ public struct APNsConfiguration: Sendable {
             throw NudgeError(.configuration, "APNS_ENVIRONMENT must be production or sandbox, not '\(name)'")
         }
         environmentName = name == "production" ? "production" : "sandbox"
-        baseURL = environment["APNS_BASE_URL"]
-            ?? (environmentName == "production" ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+        baseURL = try ProviderHTTP.baseURL(environment, "APNS_BASE_URL", default: environmentName == "production"
+                                           ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
         connections = try environment.integer("APNS_CONNECTIONS", default: 2, in: 1...64)
-        let pem = try Self.pem(environment["APNS_PRIVATE_KEY"]!)
+        let pem = try Self.pem(environment["APNS_PRIVATE_KEY"]!, environment: environment)
         do {
             privateKey = try P256.Signing.PrivateKey(pemRepresentation: pem)
         } catch {
@@ -58,12 +58,12 @@ public struct APNsConfiguration: Sendable {
         keyBytes = Data(pem.utf8)
     }
 
-    /// The key itself, or the contents of the file it names.
-    static func pem(_ value: String) throws(NudgeError) -> String {
+    /// The key itself, or the contents of the file it names (`SecretFile.read`: systemd's
+    /// credential, or the file when only its owner and group may read it).
+    static func pem(_ value: String, environment: Environment) throws(NudgeError) -> String {
         if value.contains("-----BEGIN") { return value.replacingOccurrences(of: "\\n", with: "\n") }
-        guard let text = try? String(contentsOfFile: value, encoding: .utf8) else {
-            throw NudgeError(.configuration, "APNS_PRIVATE_KEY is neither a PEM key nor a readable file")
-        }
+        guard let text = String(data: try SecretFile.read(value, setting: "APNS_PRIVATE_KEY", environment: environment), encoding: .utf8)
+        else { throw NudgeError(.configuration, "APNS_PRIVATE_KEY names \(value), which is not a PEM key") }
         return text
     }
 

@@ -41,9 +41,7 @@ public struct FCMConfiguration: Sendable {
             let client_email: String?
             let token_uri: String?
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw NudgeError(.configuration, "GOOGLE_APPLICATION_CREDENTIALS names \(path), which cannot be read")
-        }
+        let data = try SecretFile.read(path, setting: "GOOGLE_APPLICATION_CREDENTIALS", environment: environment)
         guard let account = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
             throw NudgeError(.configuration, "\(path) (GOOGLE_APPLICATION_CREDENTIALS) is not a service-account JSON file")
         }
@@ -67,7 +65,8 @@ public struct FCMConfiguration: Sendable {
         clientEmail = email
         privateKeyID = account.private_key_id ?? ""
         tokenURI = account.token_uri ?? "https://oauth2.googleapis.com/token"
-        baseURL = environment["FCM_BASE_URL"] ?? "https://fcm.googleapis.com"
+        try ProviderHTTP.check(tokenURI, name: "the service account's token_uri (GOOGLE_APPLICATION_CREDENTIALS)")
+        baseURL = try ProviderHTTP.baseURL(environment, "FCM_BASE_URL", default: "https://fcm.googleapis.com")
         concurrency = try environment.integer("FCM_CONCURRENCY", default: 100, in: 1...1_000)
         keyBytes = Data(pem.utf8)
     }

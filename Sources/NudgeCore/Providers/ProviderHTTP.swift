@@ -41,9 +41,32 @@ public struct ProviderHTTP: Sendable {
                                                      timeout: .init(connect: .seconds(10)),
                                                      connectionPool: pool)
         configuration.httpVersion = http2 ? .automatic : .http1Only
+        // A provider answers where it was asked: a redirect is an answer, never followed (it would
+        // carry the request's key to wherever it points).
+        configuration.redirectConfiguration = .disallow
         // Nudge bootstraps no tracer: skip building a span for every request.
         configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// A provider's address from `name` (tests and proxies set one), or `value`: https, since the
+    /// request carries a key; plain http only to this machine (a stand-in, a local model server).
+    public static func baseURL(_ environment: Environment, _ name: String, default value: String) throws(NudgeError) -> String {
+        var text = environment[name].flatMap { $0.isEmpty ? nil : $0 } ?? value
+        while text.hasSuffix("/") { text.removeLast() }
+        try check(text, name: name)
+        return text
+    }
+
+    /// Refuses an address that is not https, unless it is plain http to this machine.
+    public static func check(_ text: String, name: String) throws(NudgeError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
+              scheme == "https" || (scheme == "http" && DatabaseURL.isLoopback(host))
+        else {
+            throw NudgeError(.configuration, """
+                \(name) must be an https URL (plain http only to this machine: 127.0.0.1, localhost, ::1), not '\(text)'
+                """)
+        }
     }
 
     /// One exchange, bounded by `timeout` as a whole: the status, headers and body, or the error

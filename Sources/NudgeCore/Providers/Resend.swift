@@ -47,8 +47,7 @@ public struct ResendConfiguration: Sendable {
         if let replyTo = environment["RESEND_REPLY_TO"], !isDeliverableAddress(replyTo) {
             throw NudgeError(.configuration, "RESEND_REPLY_TO must be an address, not '\(replyTo)'")
         }
-        var base = environment["RESEND_BASE_URL"] ?? "https://api.resend.com"
-        while base.hasSuffix("/") { base.removeLast() }
+        let base = try ProviderHTTP.baseURL(environment, "RESEND_BASE_URL", default: "https://api.resend.com")
         self.apiKey = key
         self.from = from
         self.replyTo = environment["RESEND_REPLY_TO"]

@@ -45,8 +45,7 @@ public struct TwilioConfiguration: Sendable {
         guard let from, from.hasPrefix("MG") || PhoneNumber(from)?.e164 == from else {
             throw NudgeError(.configuration, "TWILIO_FROM must be a number in E.164 (+15551234567) or a Messaging Service SID (MG…)")
         }
-        var base = environment["TWILIO_BASE_URL"] ?? "https://api.twilio.com"
-        while base.hasSuffix("/") { base.removeLast() }
+        let base = try ProviderHTTP.baseURL(environment, "TWILIO_BASE_URL", default: "https://api.twilio.com")
         self.accountSID = sid
         self.authToken = token
         self.from = from

@@ -91,7 +91,8 @@ public struct RunMonitoring: Sendable {
         do {
             // Written beside the target and renamed, so the collector never reads half a file.
             // The end time is the wall clock: monitoring asks when the run really ended.
-            try Data(Self.metrics(summary, shard: shard, endedAt: Date()).utf8).write(to: temporary)
+            unlink(temporary.path)   // a crashed run's (a link is removed, never followed)
+            try Self.writeNew(temporary.path, Data(Self.metrics(summary, shard: shard, endedAt: Date()).utf8))
             guard rename(temporary.path, target.path) == 0 else {
                 throw NudgeError(.configuration, "cannot rename into \(target.path): \(String(cString: strerror(errno)))")
             }
@@ -99,6 +100,29 @@ public struct RunMonitoring: Sendable {
             try? FileManager.default.removeItem(at: temporary)
             logger.warning("could not write the run's metrics", metadata: ["nudge.reason": "\(describe(error))",
                                                                             "nudge.path": "\(target.path)"])
+        }
+    }
+
+    /// Writes `data` to a file that must not exist yet (`O_EXCL`) and is no link (`O_NOFOLLOW`):
+    /// in a folder others can write to, a link planted at the temporary name never redirects the
+    /// write. Mode 0644 whatever the umask: the collector runs as another user.
+    static func writeNew(_ path: String, _ data: Data) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw NudgeError(.configuration, "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        _ = fchmod(descriptor, 0o644)
+        try data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                guard written > 0 else {
+                    if written < 0 && errno == EINTR { continue }
+                    throw NudgeError(.configuration, "cannot write \(path): \(String(cString: strerror(errno)))")
+                }
+                offset += written
+            }
         }
     }
 

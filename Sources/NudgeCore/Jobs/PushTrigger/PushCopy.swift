@@ -17,6 +17,11 @@ public struct PushCopy: Sendable, Equatable {
         case titleTooLong(Int)
         case bodyTooLong(Int)
         case quotesUser
+        /// A link, an e-mail address or a phone number: copy that sends the user somewhere is
+        /// never the LLM's to write (a prompt injected through the user's own words could).
+        case contact(String)
+        /// Control characters, or the invisible marks that reorder text (bidi controls).
+        case controlCharacters
 
         public var description: String {
             switch self {
@@ -25,6 +30,8 @@ public struct PushCopy: Sendable, Equatable {
             case .titleTooLong(let count): "the LLM's title has \(count) characters, more than \(maximumTitleLength)"
             case .bodyTooLong(let count): "the LLM's body has \(count) characters, more than \(maximumBodyLength)"
             case .quotesUser: "the LLM's copy repeats \(verbatimRun) or more of the user's own words verbatim"
+            case .contact(let what): "the LLM's copy holds \(what)"
+            case .controlCharacters: "the LLM's copy holds control characters or bidirectional-text controls"
             }
         }
     }
@@ -48,11 +55,36 @@ public struct PushCopy: Sendable, Equatable {
         guard !body.isEmpty else { throw .missingText("body") }
         guard title.count <= maximumTitleLength else { throw .titleTooLong(title.count) }
         guard body.count <= maximumBodyLength else { throw .bodyTooLong(body.count) }
+        for field in [title, body] {
+            if field.unicodeScalars.contains(where: isControl) { throw .controlCharacters }
+            if let what = contact(in: field) { throw .contact(what) }
+        }
         let quoted = runs(of: userMessages.map { TemporalReferences.words(of: Substring($0)) })
         for field in [title, body] where !runs(of: [TemporalReferences.words(of: Substring(field))]).isDisjoint(with: quoted) {
             throw .quotesUser
         }
         return PushCopy(title: title, body: body)
+    }
+
+    /// C0 and C1 controls (a line break included: a push is one paragraph) and the bidi controls
+    /// that make text read otherwise than it is stored.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control
+            || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+            || [0x200E, 0x200F, 0x061C].contains(scalar.value)
+    }
+
+    /// A link, an e-mail address or a phone number in `text`: what it is, never the text itself.
+    static func contact(in text: String) -> String? {
+        let checks: [(String, String)] = [
+            (#"[\w.+-]+@[\w-]+(\.[\w-]+)+"#, "an e-mail address"),
+            (#"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\.|\b[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,24}\b(/|:\d)?"#, "a link"),
+            (#"\+?\(?\d(?:[\s().-]*\d){6,}"#, "a phone number"),
+        ]
+        for (pattern, what) in checks where text.range(of: pattern, options: .regularExpression) != nil {
+            return what
+        }
+        return nil
     }
 
     /// What `push_log.content` keeps: the title and the body.
