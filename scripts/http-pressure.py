@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Puts `nudge serve` under the pressure an internet-facing server meets, and reports as JSON.
 
-    http-pressure.py connections HOST PORT COUNT WAIT_SECONDS
-        COUNT connections held open, half of them idle and half sending a request head they never
-        finish; meanwhile real requests (GET /health, GET /unsubscribe with a bad token) are timed.
+    http-pressure.py connections HOST PORT COUNT WAIT_SECONDS [PATH...]
+        COUNT connections held open: a third idle, a third sending a request head they never
+        finish, a third a POST whose body never comes; meanwhile real requests (GET /health, GET
+        /unsubscribe with a bad token, and each PATH given) are timed.
         Reports the slowest real request, their statuses, how many held connections the server
         closed at once (to make room) and how long it took to close all of them.
     http-pressure.py body HOST PORT PATH chunked|length
@@ -13,6 +14,7 @@
 The tests of `nudge serve` run it; an operator can point it at a staging server.
 """
 import json
+import resource
 import select
 import socket
 import sys
@@ -34,27 +36,35 @@ def request(host, port, path):
 
 
 def is_closed(conn):
+    """Whether the server closed `conn`; what it sent first (a 408, a 413) is read and dropped."""
     poller = select.poll()
     poller.register(conn, select.POLLIN | select.POLLHUP | select.POLLERR)
     if not poller.poll(0):
         return False
     try:
-        return conn.recv(65536, socket.MSG_PEEK) == b""
-    except (ConnectionResetError, OSError):
+        while True:
+            if conn.recv(65536, socket.MSG_DONTWAIT) == b"":
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
         return True
 
 
-def connections(host, port, count, wait):
+def connections(host, port, count, wait, paths):
     held = []
     opened = time.monotonic()
     for n in range(count):
         conn = socket.create_connection((host, port), timeout=10)
-        if n % 2:
+        if n % 3 == 1:
             conn.sendall(f"GET /health HTTP/1.1\r\nHost: {host}\r\nX-Never-Finished: ".encode())
+        elif n % 3 == 2:
+            conn.sendall(f"POST /webhooks/twilio HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                         f"Content-Length: 60000\r\n\r\nMessageSid=".encode())
         held.append(conn)
     statuses, slowest = [], 0.0
     for round in range(10):
-        for path in ["/health", "/unsubscribe?token=not-a-token"]:
+        for path in ["/health", "/unsubscribe?token=not-a-token"] + paths:
             status, seconds = request(host, port, path)
             statuses.append(status)
             slowest = max(slowest, seconds)
@@ -117,8 +127,11 @@ def body(host, port, path, how):
 
 
 if __name__ == "__main__":
+    # One descriptor a held connection: as many as the hard limit allows.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if kind == "connections":
-        print(json.dumps(connections(host, port, int(sys.argv[4]), float(sys.argv[5]))))
+        print(json.dumps(connections(host, port, int(sys.argv[4]), float(sys.argv[5]), sys.argv[6:])))
     else:
         print(json.dumps(body(host, port, sys.argv[4], sys.argv[5])))

@@ -256,6 +256,7 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         ("Tap https://evil.example/login to keep your streak", "a link"), ("Visit www.example.com today", "a link"),
         ("Claim it at fitcircle-prizes.com now", "a link"), ("Write to coach@example.com for tips", "an e-mail address"),
         ("Call +1 (555) 010-9999 to talk", "a phone number"), ("Text 5550109999 now", "a phone number"),
+        ("See evil[.]com for more", "a link"), ("See evil\u{3002}com today", "a link"), ("Go to bit.ly/x9 now", "a link"),
     ])
     func copyWithAContactIsRejected(_ body: String, _ what: String) {
         #expect(throws: PushCopy.Rejection.contact(what)) {
@@ -264,7 +265,7 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
     }
 
     @Test func copyWithControlsOrBidiMarksIsRejectedAndNumbersPass() throws {
-        for hidden in ["\\u202e", "\\u2066", "\\u0007", "\\n", "\\u200f"] {
+        for hidden in ["\\u202e", "\\u2066", "\\u0007", "\\n", "\\u200f", "\\u200b", "\\u2028", "\\ufeff"] {
             #expect(throws: PushCopy.Rejection.controlCharacters) {
                 try PushCopy.parse(#"{"title": "Hi", "body": "Keep going\#(hidden) today"}"#, userMessages: user)
             }
@@ -272,6 +273,12 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         let copy = try PushCopy.parse(#"{"title": "10,000 steps 💪", "body": "You walked 8,432 steps by 18:30 on day 3. 2.5 km to go! Ready? 👨‍👩‍👧"}"#,
                                       userMessages: user)
         #expect(copy.title == "10,000 steps 💪")
+        for everyday in ["Rendez-vous le 22.03.2026 à 18h30", "Your call is on 2026-03-22, 18.30-19.30", "1 000 000 pas ce mois-ci !",
+                         "Say hi to St.Louis, great job.Keep going", "Fête des pères 👨‍👩‍👧 ❤️"] {
+            #expect(throws: Never.self, "\(everyday)") {
+                try PushCopy.parse(#"{"title": "Hi", "body": "\#(everyday)"}"#, userMessages: user)
+            }
+        }
     }
 
     @Test func copyThatQuotesTheUserIsRejected() {

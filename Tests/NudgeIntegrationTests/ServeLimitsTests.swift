@@ -9,15 +9,23 @@ private struct ServeProcess {
     let port: Int
     let stderr: URL
 
+    /// Holds one of the test process's slots for a `nudge` (`ProcessSlots`) until `stop`.
     static func start(_ database: TestDatabase, environment extra: [String: String] = [:]) async throws -> ServeProcess {
+        await ProcessSlots.shared.acquire()
         let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
         let environment = database.nudgeEnvironment([
             "NUDGE_HTTP_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
             "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
         ].merging(extra) { $1 })
         // Its standard error to a file of ours, to read the port it listens on.
-        let process = try RunningProcess("/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
+        let process: RunningProcess
+        do {
+            process = try RunningProcess("/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
                                          environment: environment)
+        } catch {
+            await ProcessSlots.shared.release()
+            throw error
+        }
         var port = 0
         #expect(try await eventuallyHere(seconds: 60) {
             let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
@@ -32,6 +40,7 @@ private struct ServeProcess {
     func stop() -> String {
         process.signal(SIGKILL)
         _ = process.wait()
+        Task { await ProcessSlots.shared.release() }
         defer { try? FileManager.default.removeItem(at: stderr) }
         return (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
     }
@@ -45,13 +54,21 @@ private struct ServeProcess {
 }
 
 @Suite(.serialized) struct ServeLimitsTests {
-    /// 1,500 connections held idle or half-sent, past the cap of 1,000: real requests are answered
-    /// within a second throughout, the longest-idle connections make room, and every held one is
-    /// closed within two minutes.
+    /// 1,500 connections held idle, half-sent or with a body that never comes, past the cap of
+    /// 1,000: real requests (one asking the database) are answered within a second throughout, the
+    /// longest-idle connections make room, and every held one is closed within two minutes.
     @Test func heldConnectionsNeverKeepARealRequestWaiting() async throws {
         let database = try await TestDatabase.fresh()
+        let user = UUID()
+        try database.psql("insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'held@example.test')")
         let serve = try await ServeProcess.start(database)
-        let report = try await serve.pressure(["connections", "1500", "120"])
+        let base = "http://127.0.0.1:\(serve.port)"
+        #expect(try await eventuallyHere(seconds: 30) {
+            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+        })
+        // A page that asks the database, besides /health and a refused token, which do not.
+        let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
+        let report = try await serve.pressure(["connections", "1500", "120", String(page.dropFirst(base.count))])
         let log = serve.stop()
         #expect((report["slowest"] as? Double ?? 99) < 1.0, "\(report)")
         #expect(report["statuses"] as? [Int] == [200, 400], "\(report)")
@@ -172,13 +189,17 @@ private struct ServeProcess {
             insert into users (id, timezone, locale, email) values ('\(user)', 'Europe/Paris', 'fr', 'someone@example.test');
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(user)', 'streak_at_risk', 'sms', 'sent', 'SM0123456789abcdef0123456789abcdef', now());
+            insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
+            values ('\(user)', 'weekly_digest', 'email', 'sent', 'e-role-test-0001', now());
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after)
             values ('role-test', 'test', '\(user)', '2026-03-22', 'streak_at_risk', now())
             """)
         let serveURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_serve@")
         #expect(serveURL != database.url)
         let token = "twilio-auth-token-for-the-role-test"
-        let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token])
+        let webhookSecret = "whsec_" + Data((0..<32).map { UInt8($0 * 5 % 251) }).base64EncodedString()
+        let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token,
+                                                                         "RESEND_WEBHOOK_SECRET": webhookSecret])
         let base = "http://127.0.0.1:\(serve.port)"
 
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
@@ -190,17 +211,43 @@ private struct ServeProcess {
                                                                          "-H", "X-Twilio-Signature: \(signature)",
                                                                          "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
                                                                          base + "/webhooks/twilio?outbox=1"])
+        let page = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", link])
+        // A reply of STOP from the user's number: SMS to it stops.
+        let stop = [("From", "+15551230000"), ("Body", "STOP"), ("SmsStatus", "received")]
+        let stopSignature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: stop, authToken: token)
+        let stopped = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                                                       "-H", "X-Twilio-Signature: \(stopSignature)",
+                                                                       "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
+                                                                       "-d", "SmsStatus=received", base + "/webhooks/twilio"])
+        // Resend's hard bounce: the email's log is set, its address suppressed.
+        let bounce = #"{"type": "email.bounced", "created_at": "2026-03-22T20:05:00.000000+00:00", "data": {"email_id": "e-role-test-0001", "to": ["someone@example.test"], "bounce": {"message": "no such mailbox", "subType": "General", "type": "Permanent"}}}"#
+        let timestamp = String(Int(Date().timeIntervalSince1970))
+        let svix = try ResendWebhook.signature(id: "msg_role_test", timestamp: timestamp, body: Array(bounce.utf8),
+                                               secret: ResendWebhookSecret(webhookSecret))
+        let bounced = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                                                       "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
+                                                                       "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
+                                                                       "--data-binary", bounce, base + ResendWebhook.path])
         let log = serve.stop()
+        #expect(bounced.stdout == "200", "\(log)")
+        #expect(try database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
+                == "failed|Permanent/General")
+        #expect(try database.psql("select reason from email_suppressions where address = 'someone@example.test'") == "hard_bounce")
+        #expect(page.stdout == "200", "\(log)")
+        #expect(stopped.stdout == "200", "\(log)")
+        #expect(try database.psql("select count(*) from sms_opt_outs where phone_number = '+15551230000'") == "1")
         #expect(unsubscribed.stdout == "200", "\(log)")
         #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(user)'") == "f")
         #expect(callback.stdout == "200", "\(log)")
-        #expect(try database.psql("select status, delivered from notification_logs where user_id = '\(user)'") == "delivered|t")
+        #expect(try database.psql("select status, delivered from notification_logs where user_id = '\(user)' and channel = 'sms'") == "delivered|t")
 
         func asServe(_ sql: String) throws -> ProcessResult {
             try runProcess("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", serveURL, "-c", sql])
         }
         for refused in ["select count(*) from notification_outbox", "update users set email = 'x@example.test'",
-                        "select display_name from users", "select count(*) from job_runs", "delete from email_preferences"] {
+                        "select display_name from users", "select count(*) from job_runs", "delete from email_preferences",
+                        "select body from notification_logs", "select title from notification_logs",
+                        "update job_due set due_at = 'infinity'", "select count(*) from email_logs"] {
             let result = try asServe(refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }

@@ -9,8 +9,8 @@
 --   changes no table (the owner runs `nudge migrate`, `nudge seed` and `nudge prune --vacuum`).
 -- nudge_serve: `nudge serve`, which faces the internet. It answers one-click unsubscribes, Twilio's
 --   callbacks and replies, and Resend's webhooks, and can do nothing else: it reads no outbox and
---   no copy of a notification but the logs receipts are written on, and of `users` only the id,
---   locale and email address; it writes only preferences, receipts and opt-outs.
+--   no notification's copy (of the logs, only what finds a receipt's row), of `users` only the
+--   id, locale and email address; it writes only preferences, receipts and opt-outs.
 do $$
 begin
     if not exists (select 1 from pg_roles where rolname = 'nudge_jobs') then
@@ -30,6 +30,10 @@ grant usage on schema public to nudge_jobs, nudge_serve;
 grant select, insert, update, delete on all tables in schema public to nudge_jobs;
 grant usage, select on all sequences in schema public to nudge_jobs;
 revoke insert, update, delete on nudge_migrations from nudge_jobs;
+grant execute on function nudge_apply_email_receipts(text[]) to nudge_jobs;
+-- Tables and sequences a later migration creates (as the role running this) are the jobs' too.
+alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
+alter default privileges in schema public grant usage, select on sequences to nudge_jobs;
 
 -- serve: what its routes read and write, nothing else.
 revoke all on all tables in schema public from nudge_serve;
@@ -37,13 +41,15 @@ revoke all on all sequences in schema public from nudge_serve;
 grant select (id, locale, email) on users to nudge_serve;
 -- One-click unsubscribe (and a complaint's optional emails off).
 grant select, insert, update on email_preferences, notification_preferences to nudge_serve;
--- A preferences row created by an unsubscribe makes its user due for reminders (a trigger).
-grant select, insert, update on job_due to nudge_serve;
--- Receipts: Twilio's statuses and Resend's events, on the log rows they are about.
-grant select on notification_logs to nudge_serve;
-grant update (status, delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at,
-              error_msg, provider_id) on notification_logs to nudge_serve;
-grant select, update (opened, clicked) on email_logs to nudge_serve;
+-- (A preferences row an unsubscribe creates makes its user due for reminders: a trigger, through
+-- nudge_due_now, which runs with the owner's rights.)
+-- Receipts: Twilio's statuses on the SMS's log row (found by its SID or its outbox row); Resend's
+-- events are kept here and applied to the email's log by nudge_apply_email_receipts, which runs
+-- with the owner's rights: no title, body or payload of any notification is serve's to read.
+grant select (id, user_id, channel, provider_id, outbox_id, status, error_msg, delivered, delivered_at)
+    on notification_logs to nudge_serve;
+grant update (status, delivered, delivered_at, error_msg, provider_id) on notification_logs to nudge_serve;
+grant execute on function nudge_apply_email_receipts(text[]) to nudge_serve;
 grant select, insert, update on email_events to nudge_serve;
 grant select, insert on email_suppressions to nudge_serve;
 grant select, insert, update, delete on sms_status_early to nudge_serve;

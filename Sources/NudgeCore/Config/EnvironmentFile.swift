@@ -16,15 +16,7 @@ public struct EnvironmentFile: Sendable, Equatable {
     public let values: [String: String]
 
     public init(path: String, insecureAllowed: Bool = false) throws(NudgeError) {
-        if !insecureAllowed {
-            try SecretFile.checkPermissions(path, what: "the env file \(path) (NUDGE_ENV_FILE)", override: "NUDGE_ENV_FILE_INSECURE=1")
-        }
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw NudgeError(.configuration, "cannot read the env file \(path) (NUDGE_ENV_FILE): \(Self.reason(error))")
-        }
+        let data = try SecretFile.load(path, what: "the env file \(path) (NUDGE_ENV_FILE)", insecureAllowed: insecureAllowed)
         guard let text = String(data: data, encoding: .utf8) else {
             throw NudgeError(.configuration, "the env file \(path) is not UTF-8 text")
         }
@@ -85,15 +77,6 @@ public struct EnvironmentFile: Sendable, Equatable {
         }
         throw fail("the value's quote is not closed")
     }
-
-    private static func reason(_ error: any Error) -> String {
-        let code = (error as NSError).code
-        switch code {
-        case NSFileReadNoSuchFileError, NSFileNoSuchFileError: return "no such file"
-        case NSFileReadNoPermissionError: return "permission denied"
-        default: return (error as NSError).localizedDescription
-        }
-    }
 }
 
 extension Environment {
@@ -107,36 +90,66 @@ extension Environment {
     }
 }
 
-/// A file that holds a secret (the env file, a provider's key): readable by its owner and group
-/// alone, writable by its owner alone.
+/// A file that holds a secret (the env file, a provider's key): owned by root or by Nudge's own
+/// user, readable by its owner and group alone, writable by its owner alone. The file is judged
+/// as it is read (the same open file: a link or a rename in between changes nothing), and a link
+/// is judged by the file it leads to.
 public enum SecretFile {
-    /// Refuses `path` (the file a symlink leads to) when the world may read it or its group or
-    /// the world may change it; `override` names the setting that lets it pass.
-    public static func checkPermissions(_ path: String, what: String, override: String) throws(NudgeError) {
+    /// The contents of `path`, refused when others may read or change it, unless
+    /// `insecureAllowed` (`NUDGE_ENV_FILE_INSECURE=1`). `what` names it in errors.
+    public static func load(_ path: String, what: String, insecureAllowed: Bool) throws(NudgeError) -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let why = switch errno {
+            case ENOENT: "no such file"
+            case EACCES: "permission denied"
+            default: String(cString: strerror(errno))
+            }
+            throw NudgeError(.configuration, "cannot read \(what): \(why)")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         var status = stat()
-        guard stat(path, &status) == 0 else { return }  // the read that follows says why
+        guard fstat(descriptor, &status) == 0 else {
+            throw NudgeError(.configuration, "cannot read \(what): \(String(cString: strerror(errno)))")
+        }
+        if !insecureAllowed { try judge(status, path: path, what: what) }
+        do {
+            return try handle.readToEnd() ?? Data()
+        } catch {
+            throw NudgeError(.configuration, "cannot read \(what): \(describe(error))")
+        }
+    }
+
+    private static func judge(_ status: stat, path: String, what: String) throws(NudgeError) {
         let mode = Int(status.st_mode) & 0o777
         let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         let named = target == path ? what : "\(what), a link to \(target),"
+        let fix = "(or set NUDGE_ENV_FILE_INSECURE=1)"
+        if status.st_uid != 0 && status.st_uid != getuid() {
+            throw NudgeError(.configuration, """
+                \(named) belongs to another user (uid \(status.st_uid)), who could change it: chown it to root or to the user \
+                Nudge runs as \(fix)
+                """)
+        }
         if mode & 0o022 != 0 {
             throw NudgeError(.configuration, """
-                \(named) can be changed by users other than its owner (mode \(String(mode, radix: 8))): chmod 640 it \
-                (or set \(override))
+                \(named) can be changed by users other than its owner (mode \(String(mode, radix: 8))): chmod 640 it \(fix)
                 """)
         }
         if mode & 0o004 != 0 {
             throw NudgeError(.configuration, """
-                \(named) can be read by every user of this machine (mode \(String(mode, radix: 8))): chmod 640 it \
-                (or set \(override))
+                \(named) can be read by every user of this machine (mode \(String(mode, radix: 8))): chmod 640 it \(fix)
                 """)
         }
     }
 
     /// The contents of a key file a setting names: systemd's copy when the unit hands it over as
     /// a credential (`LoadCredential=nudge:/etc/nudge/keys` makes `$CREDENTIALS_DIRECTORY/nudge_<its
-    /// file name>`; a credential of its own name is read too), else the file itself, checked as
-    /// `checkPermissions` checks (unless `NUDGE_ENV_FILE_INSECURE=1`).
-    public static func read(_ path: String, setting: String, environment: Environment) throws(NudgeError) -> Data {
+    /// file name>`; a credential of its own name is read too), else the file itself, judged as
+    /// `load` judges it. Only the process environment can let an insecure key file pass, never
+    /// the env file (`NUDGE_ENV_FILE_INSECURE=1` must be set where the process is started).
+    public static func read(_ path: String, setting: String, environment: Environment,
+                            process: [String: String] = ProcessInfo.processInfo.environment) throws(NudgeError) -> Data {
         if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
             let name = URL(fileURLWithPath: path).lastPathComponent
             for handed in ["nudge_" + name, name] {
@@ -144,12 +157,8 @@ public enum SecretFile {
                 if let data = FileManager.default.contents(atPath: file), !data.isEmpty { return data }
             }
         }
-        if environment["NUDGE_ENV_FILE_INSECURE"] != "1" {
-            try checkPermissions(path, what: "\(path) (\(setting))", override: "NUDGE_ENV_FILE_INSECURE=1")
-        }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw NudgeError(.configuration, "\(setting) names \(path), which cannot be read")
-        }
+        let data = try load(path, what: "\(path) (\(setting))", insecureAllowed: process["NUDGE_ENV_FILE_INSECURE"] == "1")
+        guard !data.isEmpty else { throw NudgeError(.configuration, "\(setting) names \(path), which is empty") }
         return data
     }
 }

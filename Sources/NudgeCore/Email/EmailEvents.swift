@@ -114,36 +114,12 @@ public enum EmailEvents {
         try await connection.query(try off.query(), logger: logger)
     }
 
-    /// The `set` of an update of `notification_logs l`: the row as its email's events leave it
-    /// (`nudge_email_receipts`, migration 0017).
-    private static let setFromReceipts: SQLFragment = """
-        set (delivered, delivered_at, opened, opened_at, clicked_at, bounced_at, bounce_type, complained_at, status, error_msg)
-          = (select r.delivered, r.delivered_at, r.opened, r.opened_at, r.clicked_at, r.bounced_at, r.bounce_type,
-                    r.complained_at, r.status, r.error_msg
-               from nudge_email_receipts(l) r)
-        """
-
     /// Sets the log rows of these emails (and seed 003's `email_logs`) from all their events
-    /// (`nudge_email_receipts`, migration 0017: the trigger that starts a log written later from
-    /// its events shares it); returns the ids of the emails with a log row. The same events give
-    /// the same rows, however often it runs.
+    /// (`nudge_apply_email_receipts`, migration 0019, which runs with its owner's rights: the
+    /// server's role reads no notification's copy); returns the ids of the emails with a log row.
+    /// The same events give the same rows, however often it runs.
     public static func apply(emailIDs: [String]) -> SQLFragment {
-        """
-        with logs as (
-            update notification_logs l
-               \(setFromReceipts)
-             where l.channel = 'email' and l.provider_id = any(\(emailIDs))
-            returning l.provider_id
-        ), seed_logs as (
-            update email_logs g
-               set opened = g.opened or e.opened, clicked = g.clicked or e.clicked
-              from (select email_id, bool_or(type in ('email.opened', 'email.clicked')) as opened,
-                           bool_or(type = 'email.clicked') as clicked
-                      from email_events where email_id = any(\(emailIDs)) group by email_id) e
-             where g.provider_id = e.email_id
-        )
-        select distinct provider_id from logs
-        """
+        "select nudge_apply_email_receipts(\(emailIDs))"
     }
 
     /// The emails' logs a dispatch run wrote in the last seconds whose events came while they
@@ -152,14 +128,13 @@ public enum EmailEvents {
     /// is set again to what it is. How many logs it set.
     public static func applyWhileWritten(run: Int64, on connection: PostgresConnection, logger: Logger) async throws -> Int {
         let query: SQLFragment = """
-            update notification_logs l
-               \(setFromReceipts)
-             where l.channel = 'email' and l.run_id = \(run) and l.created_at > now() - interval '10 seconds'
-               and exists (select 1 from email_events e where e.email_id = l.provider_id)
-            returning l.id
+            select nudge_apply_email_receipts(array(
+                select l.provider_id from notification_logs l
+                 where l.channel = 'email' and l.run_id = \(run) and l.created_at > now() - interval '10 seconds'
+                   and exists (select 1 from email_events e where e.email_id = l.provider_id)))
             """
         var applied = 0
-        for try await _ in try await connection.query(try query.query(), logger: logger).decode(UUID.self) { applied += 1 }
+        for try await _ in try await connection.query(try query.query(), logger: logger).decode(String.self) { applied += 1 }
         return applied
     }
 }

@@ -67,7 +67,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var received = 0
     /// The request is refused: the rest of what the client sends is dropped until the close.
     private var refusing = false
-    /// A response to the request has begun: a refusal can only close the connection.
+    /// Requests passed on whose response has not ended (more than one when a client pipelines).
+    private var owed = 0
+    /// The request being read was passed on (its head was).
+    private var currentPassedOn = false
+    /// A response has begun and not ended.
     private var responding = false
     private var bodyDeadline: Scheduled<Void>?
 
@@ -100,7 +104,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let head):
             connections.mark(context.channel, busy: true)
             received = 0
-            responding = false
+            currentPassedOn = false
             let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             bodyDeadline = context.eventLoop.scheduleTask(in: TimeAmount(limits.bodyTimeout)) {
                 loopBound.value.handler.refuse(loopBound.value.context, .requestTimeout)
@@ -109,6 +113,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 refuse(context, .contentTooLarge)
                 return
             }
+            owed += 1
+            currentPassedOn = true
         case .body(let buffer):
             received += buffer.readableBytes
             if received > limits.maxBody {
@@ -124,9 +130,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head: responding = true
-        case .body: break
-        case .end: connections.mark(context.channel, busy: false)
+        case .head:
+            responding = true
+        case .body:
+            break
+        case .end:
+            responding = false
+            owed = max(0, owed - 1)
+            if owed == 0 { connections.mark(context.channel, busy: false) }
         }
         context.write(data, promise: promise)
     }
@@ -136,7 +147,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         refusing = true
         bodyDeadline?.cancel()
         bodyDeadline = nil
-        if !responding {
+        // The refusal is the answer only when it is the next one the client reads: no earlier
+        // request's response is owed, and none to this one has begun. Otherwise, only the close.
+        if owed == (currentPassedOn ? 1 : 0) && !responding {
             let head = HTTPResponse(status: status, headerFields: [.connection: "close", .contentLength: "0",
                                                                     .contentType: "text/plain; charset=utf-8"])
             context.write(wrapOutboundOut(.head(head)), promise: nil)

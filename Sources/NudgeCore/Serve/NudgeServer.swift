@@ -25,7 +25,7 @@ import Synchronization
 ///
 /// Fit for the internet (`ServerLimits`): idle and slow connections are closed, a body too large
 /// is refused unread, past a cap the longest-idle connection makes room for a new one, past the
-/// requests in flight it may answer it says 503 at once; a failure is logged at warning with its
+/// requests waiting on the database it allows it says 503 at once; a failure is logged at warning with its
 /// route (never its query, which carries the unsubscribe token). Pages carry a CSP that allows
 /// nothing but their inline style and their form, no framing, no referrer.
 public enum NudgeServer {
@@ -41,11 +41,12 @@ public enum NudgeServer {
                               resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
                               health: HealthCheck? = nil, clock: any RunClock = SystemClock()) -> Router<ServeContext> {
         let router = Router(context: ServeContext.self)
-        router.add(middleware: ServeMiddleware(maxInFlight: limits.maxInFlight, logger: database.logger))
+        router.add(middleware: ServeMiddleware(logger: database.logger))
+        let slots = DatabaseSlots(limit: limits.maxInFlight)
         let health = health ?? HealthCheck()
         let formOrigin = PublicURL.origin(of: links.publicURL)
         router.post(RouterPath(stringLiteral: ResendWebhook.path)) { request, _ -> Response in
-            let body = Array(buffer: try await request.body.collect(upTo: ResendWebhook.largestBody))
+            let body = Array(buffer: try await collect(request, upTo: ResendWebhook.largestBody))
             let header = { (name: String) -> String? in request.headers[.init(name)!] }
             let received = clock.now()
             guard let secret = resendWebhookSecret else {
@@ -65,7 +66,7 @@ public enum NudgeServer {
                 database.logger.warning("Resend webhook: a signed body that is not an event Nudge can read; answered 200, not kept")
                 return page(.ok, text: "not an event\n")
             }
-            let outcome = try await ask(database) { connection in
+            let outcome = try await ask(database, slots) { connection in
                 try await EmailEvents.record(event, svixID: svixID, deliveredAt: deliveredAt, receivedAt: received, on: connection,
                                              logger: database.logger)
             }
@@ -85,7 +86,7 @@ public enum NudgeServer {
             return page(.ok, text: "ok\n")
         }
         router.post(RouterPath(stringLiteral: TwilioWebhook.path)) { request, _ -> Response in
-            let body = try await request.body.collect(upTo: largestForm)
+            let body = try await collect(request, upTo: largestForm)
             // Twilio signs the URL it was given: NUDGE_PUBLIC_URL's, whatever proxy is in between.
             let url = links.publicURL + TwilioWebhook.path + (request.uri.query.map { "?" + $0 } ?? "")
             guard let token = twilioAuthToken, let fields = FormEncoding.decode(String(buffer: body)),
@@ -95,7 +96,7 @@ public enum NudgeServer {
                 return page(.forbidden, text: "forbidden\n")
             }
             let outbox = request.uri.queryParameters.get("outbox").flatMap { Int64($0) }
-            let outcome = try await ask(database) { connection in
+            let outcome = try await ask(database, slots) { connection in
                 try await SMSStatus.record(fields: fields, outboxID: outbox, on: connection, logger: database.logger)
             }
             database.logger.info("Twilio callback", metadata: ["nudge.outcome": "\(outcome)", "nudge.outbox_id": "\(outbox ?? 0)"])
@@ -103,7 +104,9 @@ public enum NudgeServer {
         }
         router.get("/health") { request, context -> Response in
             if request.uri.queryParameters.get("db") == "1" {
-                guard context.isFromThisMachine else { return page(.forbidden, text: "only from this machine\n") }
+                // From this machine, and not through a proxy on it (which forwards the internet's requests).
+                let forwarded = ["Forwarded", "X-Forwarded-For", "X-Real-IP"].contains { request.headers[.init($0)!] != nil }
+                guard context.isFromThisMachine && !forwarded else { return page(.forbidden, text: "only from this machine\n") }
                 return await health.check(database) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
             }
             return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
@@ -112,7 +115,7 @@ public enum NudgeServer {
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
                 return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             }
-            let state = try await ask(database) { connection in
+            let state = try await ask(database, slots) { connection in
                 try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
             }
             guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin) }
@@ -125,7 +128,7 @@ public enum NudgeServer {
                 database.logger.notice("unsubscribe refused: the token is not genuine")
                 return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             }
-            let outcome = try await ask(database) { connection in
+            let outcome = try await ask(database, slots) { connection in
                 try await Unsubscribe.apply(user: user, type: type, on: connection, logger: database.logger)
             }
             switch outcome {
@@ -141,10 +144,27 @@ public enum NudgeServer {
         return router
     }
 
-    /// One question to the database, answered within `databaseTimeout` once a connection is leased.
-    private static func ask<T: Sendable>(_ database: Database,
+    /// The request's body, at most `limit` bytes (413 past it). A body that stops coming ends
+    /// with its connection (`ConnectionGuard`'s time-out): that is the client's doing, said as
+    /// a 408 rather than as a failure of the server.
+    private static func collect(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch let error as HTTPError {
+            throw error
+        } catch {
+            throw HTTPError(.requestTimeout, message: "the request's body did not come")
+        }
+    }
+
+    /// One question to the database, answered within `databaseTimeout` once a connection is
+    /// leased; `Overloaded` at once when `slots` are all taken. Only the database work holds a
+    /// slot: a client slow to send its body holds none (it has `ServerLimits.bodyTimeout`).
+    private static func ask<T: Sendable>(_ database: Database, _ slots: DatabaseSlots,
                                          _ question: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await database.withConnection { connection in
+        guard slots.take() else { throw Overloaded() }
+        defer { slots.give() }
+        return try await database.withConnection { connection in
             try await Database.answer(within: databaseTimeout, on: connection) { try await question(connection) }
         }
     }
@@ -216,43 +236,72 @@ public struct ServeContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// Every route's frame: at most `maxInFlight` requests answered at once (503 and `Retry-After` at
-/// once past it, never a queue that grows), and a failure logged at warning with its method and
-/// path (never its query: the unsubscribe token) and answered 503, the client's cue to retry.
-struct ServeMiddleware: RouterMiddleware {
-    typealias Context = ServeContext
-    /// The requests being answered, shared by every copy of the middleware.
-    private final class Counter: Sendable {
-        let value = Mutex(0)
+/// Requests waiting on the database at once, at most `limit`: past it a request is answered 503
+/// at once rather than queued behind a database that is slow.
+final class DatabaseSlots: Sendable {
+    private let taken = Mutex(0)
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
     }
 
-    let maxInFlight: Int
-    let logger: Logger
-    private let inFlight = Counter()
+    func take() -> Bool {
+        taken.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
 
-    init(maxInFlight: Int, logger: Logger) {
-        self.maxInFlight = maxInFlight
+    func give() {
+        taken.withLock { $0 -= 1 }
+    }
+}
+
+/// More requests wait on the database than `NUDGE_HTTP_MAX_IN_FLIGHT` allows.
+struct Overloaded: Error {}
+
+/// Every route's frame: a failure is logged at warning with its method and path (never its
+/// query: the unsubscribe token) and answered 503, the client's cue to retry: at once
+/// (`Retry-After: 1`) when the server is overloaded, after 5 seconds when the database failed.
+/// Overload is logged at most once every 10 seconds, with how many were refused.
+struct ServeMiddleware: RouterMiddleware {
+    typealias Context = ServeContext
+
+    /// Refusals for overload since the last line that said so, and when that was.
+    private final class OverloadLog: Sendable {
+        let state = Mutex<(refused: Int, lastLogged: ContinuousClock.Instant?)>((0, nil))
+    }
+
+    let logger: Logger
+    private let overloads = OverloadLog()
+
+    init(logger: Logger) {
         self.logger = logger
     }
 
     func handle(_ request: Request, context: ServeContext,
                 next: (Request, ServeContext) async throws -> Response) async throws -> Response {
-        let admitted = inFlight.value.withLock { count in
-            guard count < maxInFlight else { return false }
-            count += 1
-            return true
-        }
         let route = ["nudge.route": Logger.MetadataValue.string("\(request.method) \(request.uri.path)")]
-        guard admitted else {
-            logger.warning("overloaded: more requests in flight than NUDGE_HTTP_MAX_IN_FLIGHT; answered 503", metadata: route)
-            return busy(retryAfter: 1, text: "busy: try again in a second\n")
-        }
-        defer { inFlight.value.withLock { $0 -= 1 } }
         do {
             return try await next(request, context)
         } catch let error as HTTPError {
             logger.notice("request refused", metadata: route.merging(["nudge.status": "\(error.status.code)"]) { $1 })
             throw error
+        } catch is Overloaded {
+            let now = ContinuousClock.now
+            let refused: Int? = overloads.state.withLock { state in
+                state.refused += 1
+                guard state.lastLogged.map({ now - $0 >= .seconds(10) }) ?? true else { return nil }
+                defer { state = (0, now) }
+                return state.refused
+            }
+            if let refused {
+                logger.warning("overloaded: more requests waiting on the database than NUDGE_HTTP_MAX_IN_FLIGHT; answered 503",
+                               metadata: route.merging(["nudge.refused": "\(refused)"]) { $1 })
+            }
+            return busy(retryAfter: 1, text: "busy: try again in a second\n")
         } catch {
             logger.warning("request failed; answered 503", metadata: route.merging([LogKey.reason: "\(describe(error))"]) { $1 })
             return busy(retryAfter: 5, text: "unavailable: try again shortly\n")

@@ -8,13 +8,14 @@ public struct ServerLimits: Sendable, Equatable {
     /// A connection with no request in progress (kept alive, or still sending its head) is
     /// closed after this long.
     public var idleTimeout: Duration = .seconds(30)
-    /// A request's head and body must have come this long after its head began to arrive (the
-    /// body: after the head): otherwise 408 and the connection closed.
+    /// A request's body must have come this long after its head: otherwise 408 and the
+    /// connection closed. (The head itself must come within `idleTimeout`.)
     public var bodyTimeout: Duration = .seconds(10)
     /// Open connections kept at most; past it, the connections idle the longest are closed to make
     /// room, never the new one.
     public var maxConnections = 1_000
-    /// Requests answered at once; past it, 503 with `Retry-After` at once.
+    /// Requests waiting on the database at once; past it, 503 with `Retry-After` at once. A
+    /// request still sending its body waits on nothing and takes no slot.
     public var maxInFlight = 64
     /// The largest request body of any route: a larger one is refused (413) without being read,
     /// and its connection closed.

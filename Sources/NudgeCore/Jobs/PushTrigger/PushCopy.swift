@@ -66,25 +66,60 @@ public struct PushCopy: Sendable, Equatable {
         return PushCopy(title: title, body: body)
     }
 
-    /// C0 and C1 controls (a line break included: a push is one paragraph) and the bidi controls
-    /// that make text read otherwise than it is stored.
+    /// C0 and C1 controls (a line break included: a push is one paragraph), line and paragraph
+    /// separators, and the invisible format characters (bidi controls, zero-width spaces) that
+    /// make text read otherwise than it is stored; the zero-width joiner of emoji sequences and
+    /// variation selectors pass.
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.generalCategory == .control
-            || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
-            || [0x200E, 0x200F, 0x061C].contains(scalar.value)
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: true
+        case .format: scalar.value != 0x200D
+        default: false
+        }
     }
+
+    /// The top-level domains a link in push copy would most likely use: a bare `name.tld` is a
+    /// link only with one of these (or a path after it), so that "St.Louis" or "job.Keep" is not.
+    static let linkDomains = ["com", "net", "org", "io", "co", "app", "me", "ly", "gg", "xyz", "info", "biz", "link", "click",
+                              "site", "online", "top", "shop", "store", "live", "tv", "ai", "ru", "cn", "de", "fr", "uk", "us",
+                              "eu", "ca", "au", "in", "br", "es", "it", "nl", "to", "sh", "gl", "cc", "ws", "page", "dev"]
 
     /// A link, an e-mail address or a phone number in `text`: what it is, never the text itself.
     static func contact(in text: String) -> String? {
+        // Dots as a link may disguise them: "evil[.]com", "evil(dot)com", the ideographic and
+        // full-width stops.
+        var plain = text
+        for dot in ["[.]", "(.)", "[dot]", "(dot)", " dot ", "\u{3002}", "\u{FF0E}", "\u{FF61}"] {
+            plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
+        }
+        let domains = linkDomains.joined(separator: "|")
         let checks: [(String, String)] = [
             (#"[\w.+-]+@[\w-]+(\.[\w-]+)+"#, "an e-mail address"),
-            (#"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\.|\b[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,24}\b(/|:\d)?"#, "a link"),
-            (#"\+?\(?\d(?:[\s().-]*\d){6,}"#, "a phone number"),
+            (#"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\.|\b[a-z0-9-]+(\.[a-z0-9-]+)*\.(\#(domains))\b|\b[a-z0-9-]+\.[a-z]{2,24}/\S"#, "a link"),
         ]
-        for (pattern, what) in checks where text.range(of: pattern, options: .regularExpression) != nil {
+        for (pattern, what) in checks where plain.range(of: pattern, options: .regularExpression) != nil {
             return what
         }
-        return nil
+        return hasPhoneNumber(plain) ? "a phone number" : nil
+    }
+
+    /// Seven digits or more in a row, with the separators numbers are written with, that are not
+    /// a date, a time or a range of them, nor a number grouped in thousands ("1 000 000 pas").
+    static func hasPhoneNumber(_ text: String) -> Bool {
+        let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[ ().-]{0,2}\d){6,}"#)
+        let notPhones = [
+            #"^\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$"#,                      // 2026-03-22, 22.03.2026
+            #"^\d{1,2}[.:h]\d{2} ?- ?\d{1,2}[.:h]\d{2}$"#,             // 18.30-19.30
+            #"^\d{1,3}( \d{3})+$"#,                                      // 1 000 000
+        ]
+        let range = NSRange(text.startIndex..., in: text)
+        for match in candidate.matches(in: text, range: range) {
+            guard let found = Range(match.range, in: text) else { continue }
+            let number = String(text[found]).trimmingCharacters(in: .whitespaces)
+            if notPhones.contains(where: { number.range(of: $0, options: .regularExpression) != nil }) { continue }
+            if number.filter(\.isNumber).count >= 7 { return true }
+        }
+        return false
     }
 
     /// What `push_log.content` keeps: the title and the body.
