@@ -257,6 +257,10 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         ("Claim it at fitcircle-prizes.com now", "a link"), ("Write to coach@example.com for tips", "an e-mail address"),
         ("Call +1 (555) 010-9999 to talk", "a phone number"), ("Text 5550109999 now", "a phone number"),
         ("See evil[.]com for more", "a link"), ("See evil\u{3002}com today", "a link"), ("Go to bit.ly/x9 now", "a link"),
+        ("See evil\u{200D}.com today", "a link"), ("See \u{FF45}\u{FF56}\u{FF49}\u{FF4C}\u{FF0E}\u{FF43}\u{FF4F}\u{FF4D} today", "a link"),
+        ("Appelle le 612 345 678", "a phone number"), ("Call 555 - 010 - 9999", "a phone number"),
+        ("Call 2125-55-0199", "a phone number"), ("Appelle le 06.12.34.56.78", "a phone number"),
+        ("Call 555\u{200D}010\u{200D}9999", "a phone number"),
     ])
     func copyWithAContactIsRejected(_ body: String, _ what: String) {
         #expect(throws: PushCopy.Rejection.contact(what)) {
@@ -274,7 +278,9 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
                                       userMessages: user)
         #expect(copy.title == "10,000 steps 💪")
         for everyday in ["Rendez-vous le 22.03.2026 à 18h30", "Your call is on 2026-03-22, 18.30-19.30", "1 000 000 pas ce mois-ci !",
-                         "Say hi to St.Louis, great job.Keep going", "Fête des pères 👨‍👩‍👧 ❤️"] {
+                         "Say hi to St.Louis, great job.Keep going", "Fête des pères 👨‍👩‍👧 ❤️",
+                         "Your call: 2026-03-22 18:30", "Rendez-vous 22.03.2026 18h30", "12 000 000 steps together",
+                         "See you at 7.30 pm, 2.5 km to go"] {
             #expect(throws: Never.self, "\(everyday)") {
                 try PushCopy.parse(#"{"title": "Hi", "body": "\#(everyday)"}"#, userMessages: user)
             }

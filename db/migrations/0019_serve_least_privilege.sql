@@ -31,3 +31,15 @@ revoke execute on function nudge_apply_email_receipts(text[]) from public;
 -- A preferences row an unsubscribe creates makes its user due for reminders (a trigger): the
 -- due index is moved with the owner's rights, one user at a time, never by the caller's.
 alter function nudge_due_now(text, uuid) security definer set search_path = public, pg_temp;
+-- Only the triggers call it: they run with their owner's rights too, and nobody else may (a
+-- caller could otherwise make every user due on every run).
+revoke execute on function nudge_due_now(text, uuid) from public;
+alter function nudge_reminders_due() security definer set search_path = public, pg_temp;
+alter function nudge_jobs_due() security definer set search_path = public, pg_temp;
+alter function nudge_streaks_due() security definer set search_path = public, pg_temp;
+alter function nudge_goals_tracking_due() security definer set search_path = public, pg_temp;
+alter function nudge_goals_day_due(uuid, date) security definer set search_path = public, pg_temp;
+revoke execute on function nudge_goals_day_due(uuid, date) from public;
+
+-- The apps' push receipts: only the roles the operator grants it to (its comment in 0018 says so).
+revoke execute on function nudge_push_receipt(bigint, text, timestamptz, text) from public;

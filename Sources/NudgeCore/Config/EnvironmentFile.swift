@@ -98,7 +98,8 @@ public enum SecretFile {
     /// The contents of `path`, refused when others may read or change it, unless
     /// `insecureAllowed` (`NUDGE_ENV_FILE_INSECURE=1`). `what` names it in errors.
     public static func load(_ path: String, what: String, insecureAllowed: Bool) throws(NudgeError) -> Data {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // Non-blocking: a FIFO planted at the path must not hang the process (it is refused below).
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             let why = switch errno {
             case ENOENT: "no such file"
@@ -111,6 +112,9 @@ public enum SecretFile {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
             throw NudgeError(.configuration, "cannot read \(what): \(String(cString: strerror(errno)))")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw NudgeError(.configuration, "cannot read \(what): it is not a regular file")
         }
         if !insecureAllowed { try judge(status, path: path, what: what) }
         do {

@@ -125,7 +125,7 @@ public enum EmailEvents {
     /// The emails' logs a dispatch run wrote in the last seconds whose events came while they
     /// were being written: the webhook could not see those logs yet, nor their trigger the events.
     /// Dispatch runs it after each batch; the same events give the same rows, so a log set already
-    /// is set again to what it is. How many logs it set.
+    /// is set again to what it is. How many emails' logs it set.
     public static func applyWhileWritten(run: Int64, on connection: PostgresConnection, logger: Logger) async throws -> Int {
         let query: SQLFragment = """
             select nudge_apply_email_receipts(array(

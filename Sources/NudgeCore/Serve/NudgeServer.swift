@@ -150,8 +150,8 @@ public enum NudgeServer {
     private static func collect(_ request: Request, upTo limit: Int) async throws -> ByteBuffer {
         do {
             return try await request.body.collect(upTo: limit)
-        } catch let error as HTTPError {
-            throw error
+        } catch let error as any HTTPResponseError {
+            throw error   // a body past `limit` among them: 413
         } catch {
             throw HTTPError(.requestTimeout, message: "the request's body did not come")
         }
@@ -286,7 +286,7 @@ struct ServeMiddleware: RouterMiddleware {
         let route = ["nudge.route": Logger.MetadataValue.string("\(request.method) \(request.uri.path)")]
         do {
             return try await next(request, context)
-        } catch let error as HTTPError {
+        } catch let error as any HTTPResponseError {
             logger.notice("request refused", metadata: route.merging(["nudge.status": "\(error.status.code)"]) { $1 })
             throw error
         } catch is Overloaded {

@@ -85,11 +85,14 @@ public struct PushCopy: Sendable, Equatable {
                               "eu", "ca", "au", "in", "br", "es", "it", "nl", "to", "sh", "gl", "cc", "ws", "page", "dev"]
 
     /// A link, an e-mail address or a phone number in `text`: what it is, never the text itself.
+    /// Judged on the text as a reader sees it: compatibility forms folded (full-width letters
+    /// and digits), invisible marks dropped (a zero-width joiner inside a link), disguised dots
+    /// ("evil[.]com", the ideographic stop) made dots.
     static func contact(in text: String) -> String? {
-        // Dots as a link may disguise them: "evil[.]com", "evil(dot)com", the ideographic and
-        // full-width stops.
-        var plain = text
-        for dot in ["[.]", "(.)", "[dot]", "(dot)", " dot ", "\u{3002}", "\u{FF0E}", "\u{FF61}"] {
+        var plain = String(String.UnicodeScalarView(text.precomposedStringWithCompatibilityMapping.unicodeScalars.filter { scalar in
+            ![.format, .nonspacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
+        }))
+        for dot in ["[.]", "(.)", "[dot]", "(dot)", " dot ", "\u{3002}", "\u{FF61}"] {
             plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
         }
         let domains = linkDomains.joined(separator: "|")
@@ -103,20 +106,25 @@ public struct PushCopy: Sendable, Equatable {
         return hasPhoneNumber(plain) ? "a phone number" : nil
     }
 
+    /// Dates and times as copy writes them, set apart before numbers are read: 2026-03-22,
+    /// 22.03.2026, 18:30, 18h30, 18.30 (each with valid values, and not part of a longer run of
+    /// digits and dots, as a phone number written 06.12.34.56.78 is).
+    private static let datesAndTimes = try! NSRegularExpression(pattern: #"(?<![\d.:-])(?:"#
+        + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#                    // 2026-03-22
+        + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#           // 22.03.2026
+        + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#                                    // 18:30, 18h30, 18.30
+        + #")(?![\d.:]\d)"#)
+
     /// Seven digits or more in a row, with the separators numbers are written with, that are not
-    /// a date, a time or a range of them, nor a number grouped in thousands ("1 000 000 pas").
+    /// a number grouped in thousands ("1 000 000 pas", "12 000 000"), once dates and times are
+    /// set apart.
     static func hasPhoneNumber(_ text: String) -> Bool {
-        let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[ ().-]{0,2}\d){6,}"#)
-        let notPhones = [
-            #"^\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$"#,                      // 2026-03-22, 22.03.2026
-            #"^\d{1,2}[.:h]\d{2} ?- ?\d{1,2}[.:h]\d{2}$"#,             // 18.30-19.30
-            #"^\d{1,3}( \d{3})+$"#,                                      // 1 000 000
-        ]
-        let range = NSRange(text.startIndex..., in: text)
-        for match in candidate.matches(in: text, range: range) {
-            guard let found = Range(match.range, in: text) else { continue }
-            let number = String(text[found]).trimmingCharacters(in: .whitespaces)
-            if notPhones.contains(where: { number.range(of: $0, options: .regularExpression) != nil }) { continue }
+        let apart = datesAndTimes.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: " ¦ ")
+        let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[\s().\-–/]{0,3}\d){6,}"#)
+        for match in candidate.matches(in: apart, range: NSRange(apart.startIndex..., in: apart)) {
+            guard let found = Range(match.range, in: apart) else { continue }
+            let number = apart[found].trimmingCharacters(in: .whitespaces)
+            if number.range(of: #"^\d{1,2}([ \u00A0\u202F]\d{3}){2,}$"#, options: .regularExpression) != nil { continue }
             if number.filter(\.isNumber).count >= 7 { return true }
         }
         return false
