@@ -280,7 +280,7 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
         for everyday in ["Rendez-vous le 22.03.2026 à 18h30", "Your call is on 2026-03-22, 18.30-19.30", "1 000 000 pas ce mois-ci !",
                          "Say hi to St.Louis, great job.Keep going", "Fête des pères 👨‍👩‍👧 ❤️",
                          "Your call: 2026-03-22 18:30", "Rendez-vous 22.03.2026 18h30", "12 000 000 steps together",
-                         "See you at 7.30 pm, 2.5 km to go"] {
+                         "See you at 7.30 pm, 2.5 km to go", "Come on England 🏴\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}"] {
             #expect(throws: Never.self, "\(everyday)") {
                 try PushCopy.parse(#"{"title": "Hi", "body": "\#(everyday)"}"#, userMessages: user)
             }

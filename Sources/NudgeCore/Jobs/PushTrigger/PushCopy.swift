@@ -68,12 +68,12 @@ public struct PushCopy: Sendable, Equatable {
 
     /// C0 and C1 controls (a line break included: a push is one paragraph), line and paragraph
     /// separators, and the invisible format characters (bidi controls, zero-width spaces) that
-    /// make text read otherwise than it is stored; the zero-width joiner of emoji sequences and
-    /// variation selectors pass.
+    /// make text read otherwise than it is stored; the joiners of emoji sequences and of some
+    /// scripts (U+200C, U+200D), the tags of subdivision flags and variation selectors pass.
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .lineSeparator, .paragraphSeparator: true
-        case .format: scalar.value != 0x200D
+        case .format: !(0x200C...0x200D).contains(scalar.value) && !(0xE0020...0xE007F).contains(scalar.value)
         default: false
         }
     }
