@@ -6,7 +6,7 @@ import Testing
 
 /// The test server also listens on 127.0.0.1 with TLS and a self-signed certificate, as a stock
 /// Debian server does (`scripts/pg start … --tls`): sslmode means what it means to libpq.
-private struct TLSServer {
+struct TLSServer {
     let port: Int
     /// The server's self-signed certificate, its own root.
     let certificate: String

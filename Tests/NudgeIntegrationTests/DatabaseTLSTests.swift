@@ -73,9 +73,7 @@ private struct FakePostgres {
 
     /// `mode`: `decline` (answers the TLS request with N) or `tls` (a self-signed certificate).
     static func start(_ mode: String) async throws -> FakePostgres {
-        let addresses = try runProcess("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
-        let host = try #require(addresses.first { $0.contains(".") && !$0.hasPrefix("127.") },
-                                "this machine needs an IPv4 address other than loopback (hostname -I)")
+        let host = try outsideAddress()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-fake-pg-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let cert = folder.appendingPathComponent("server.crt").path, key = folder.appendingPathComponent("server.key").path
@@ -127,7 +125,7 @@ private struct FakePostgres {
     @Test func aVerifyingConnectionFailsItsHandshakeAndTheRiskCanBeAccepted() async throws {
         let tlsFake = try await FakePostgres.start("tls")
         defer { tlsFake.stop() }
-        let otherRoot = try TLSServerRoot.path()
+        let otherRoot = try TLSServer().certificate
         let database = try await TestDatabase.fresh(migrated: false)
         let verified = try await database.nudge(["runs"], environment: [
             "DATABASE_URL": "postgres://nudge:\(Self.password)@\(tlsFake.host):\(tlsFake.port)/nudge?sslmode=verify-full&sslrootcert=\(otherRoot)"])
@@ -143,14 +141,5 @@ private struct FakePostgres {
         #expect(accepted.status == 1)
         #expect(fake.told.contains("password \(Self.password)"), "\(fake.told)")
         #expect(!accepted.stderr.contains(Self.password))
-    }
-}
-
-/// The test server's own self-signed certificate: a root the fake's certificate is not signed by.
-private enum TLSServerRoot {
-    static func path() throws -> String {
-        let url = try TestServer.serverURL()
-        let socket = try #require(URLComponents(string: url)?.queryItems?.first { $0.name == "host" }?.value)
-        return URL(fileURLWithPath: socket).deletingLastPathComponent().appendingPathComponent("tls/server.crt").path
     }
 }

@@ -352,3 +352,13 @@ func ending<T: Sendable>(within seconds: Double, _ body: @escaping @Sendable () 
     }
     return try outcome.withLock { $0 }?.get()
 }
+
+/// An IPv4 address of this machine's that is not loopback: where a test listens or connects as
+/// another machine would.
+func outsideAddress() throws -> String {
+    let addresses = try runProcess("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
+    guard let address = addresses.first(where: { $0.contains(".") && !$0.hasPrefix("127.") }) else {
+        throw TestFailure("this machine needs an IPv4 address other than loopback (hostname -I)")
+    }
+    return address
+}

@@ -112,8 +112,7 @@ private struct ServeProcess {
         let live = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
         #expect(live.stdout == "200")
         // From another machine (here: this one's address that is not loopback), only from memory.
-        let addresses = try runProcess("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
-        let outside = try #require(addresses.first { $0.contains(".") && !$0.hasPrefix("127.") })
+        let outside = try outsideAddress()
         let remote = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null",
                                                                       "http://\(outside):\(serve.port)/health?db=1"])
         #expect(remote.stdout == "403")

@@ -19,17 +19,16 @@ public struct InstallLayout: Sendable, Equatable {
 
     /// `nudge serve`'s own env file, beside the jobs' (`/etc/nudge/serve.env`): the narrow
     /// database role and the webhooks' secrets, no provider key.
-    public var serveEnvFile: String {
-        let folder = envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return (folder.isEmpty ? "" : folder) + "/serve.env"
-    }
+    public var serveEnvFile: String { configurationFolder + "/serve.env" }
 
     /// The folder of the providers' key files (`/etc/nudge/keys`, root's alone), which systemd
     /// hands to the jobs as credentials (`LoadCredential=nudge:<folder>`: each file becomes
     /// `$CREDENTIALS_DIRECTORY/nudge_<its name>`, which Nudge reads in place of the file its setting names).
-    public var keysDirectory: String {
-        let folder = envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return folder + "/keys"
+    public var keysDirectory: String { configurationFolder + "/keys" }
+
+    /// The env file's folder (`/etc/nudge`), without a trailing slash.
+    private var configurationFolder: String {
+        envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
     }
 
     /// The sandbox of every unit: a service that can read what it needs and write nothing but
