@@ -72,8 +72,8 @@ struct TestDatabase: Sendable {
         // two threads would leave every other test (and its time-outs) waiting for all of them,
         // and all at once they would load the machine as much.
         let template = migrated ? try await TestServer.template.ensure() : nil
-        await ProcessSlots.shared.acquire()
-        defer { Task { await ProcessSlots.shared.release() } }
+        let slot = await ProcessSlots.shared.acquire("create database \(name)")
+        defer { Task { await ProcessSlots.shared.release(slot) } }
         try await admin.psqlOffThePool("create database \(name)" + (template.map { " template \($0)" } ?? ""))
         return try TestDatabase(named: name)
     }
@@ -81,8 +81,8 @@ struct TestDatabase: Sendable {
     /// `clone`, off the cooperative threads and a few at a time.
     func cloneOffThePool() async throws -> TestDatabase {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        await ProcessSlots.shared.acquire()
-        defer { Task { await ProcessSlots.shared.release() } }
+        let slot = await ProcessSlots.shared.acquire("create database \(name) template \(self.name)")
+        defer { Task { await ProcessSlots.shared.release(slot) } }
         try await TestDatabase(named: "postgres").psqlOffThePool("create database \(name) template \(self.name)")
         return try TestDatabase(named: name)
     }
@@ -163,8 +163,8 @@ struct TestDatabase: Sendable {
     /// binary's requests (the LLM stand-in), and a blocked pool would leave them unanswered.
     func nudge(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
         let environment = nudgeEnvironment(environment)
-        await ProcessSlots.shared.acquire()
-        defer { Task { await ProcessSlots.shared.release() } }
+        let slot = await ProcessSlots.shared.acquire("nudge " + arguments.joined(separator: " "))
+        defer { Task { await ProcessSlots.shared.release(slot) } }
         return try await runProcessOffThePool(NudgeBinary.path, arguments, environment: environment)
     }
 
@@ -195,30 +195,73 @@ struct TestDatabase: Sendable {
 
 /// At most one `nudge` per core at a time: the tests run in parallel, and a machine drowned in
 /// processes is slow to answer even its own database.
+///
+/// Each slot is held by what it names until released. A wait of minutes for one is a slot never
+/// given back or a test holding one while it waits for another: the waiter then prints what holds
+/// them, so that a run ended for taking too long (`scripts/test` bounds it) says why.
 actor ProcessSlots {
     static let shared = ProcessSlots(count: max(2, ProcessInfo.processInfo.activeProcessorCount))
 
-    private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-
-    init(count: Int) {
-        free = count
+    struct Slot: Sendable, Hashable {
+        fileprivate let id = UUID()
     }
 
-    func acquire() async {
+    private var free: Int
+    private var waiting: [(slot: Slot, what: String, continuation: CheckedContinuation<Void, Never>)] = []
+    private var holders: [Slot: (what: String, since: Date)] = [:]
+    private let reportAfter: Duration
+    private let report: @Sendable (String) -> Void
+
+    init(count: Int, reportAfter: Duration = .seconds(300),
+         report: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }) {
+        free = count
+        self.reportAfter = reportAfter
+        self.report = report
+    }
+
+    /// How many wait for a slot.
+    var waiters: Int { waiting.count }
+
+    /// A slot for `what` (a command line, say), once one is free.
+    func acquire(_ what: String) async -> Slot {
+        let slot = Slot()
         if free > 0 {
             free -= 1
-            return
+            holders[slot] = (what, Date())
+            return slot
         }
-        await withCheckedContinuation { waiting.append($0) }
+        Task { [reportAfter] in
+            try? await Task.sleep(for: reportAfter)
+            self.reportIfWaiting(slot)
+        }
+        await withCheckedContinuation { waiting.append((slot, what, $0)) }
+        return slot
     }
 
-    func release() {
+    func release(_ slot: Slot) {
+        guard holders.removeValue(forKey: slot) != nil else {
+            report("ProcessSlots: a slot released twice, or never acquired\n")
+            return
+        }
         if waiting.isEmpty {
             free += 1
         } else {
-            waiting.removeFirst().resume()
+            let next = waiting.removeFirst()
+            holders[next.slot] = (next.what, Date())
+            next.continuation.resume()
         }
+    }
+
+    /// What holds the slots, printed when `slot` is still waiting for one.
+    private func reportIfWaiting(_ slot: Slot) {
+        guard let waiter = waiting.first(where: { $0.slot == slot }) else { return }
+        let held = holders.values.sorted { $0.since < $1.since }
+            .map { "  \($0.what) (for \(Int(-$0.since.timeIntervalSinceNow)) s)" }.joined(separator: "\n")
+        report("""
+            ProcessSlots: '\(waiter.what)' has waited \(reportAfter) for a process slot; \(waiting.count) waiting, held by:
+            \(held)
+
+            """)
     }
 }
 

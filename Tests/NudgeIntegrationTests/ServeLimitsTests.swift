@@ -1,17 +1,29 @@
 import Foundation
 import NudgeStandIns
+import Synchronization
 import Testing
 @testable import NudgeCore
 
 /// `nudge serve` as it runs on a server: the binary, on a port of its own.
-private struct ServeProcess {
+///
+/// Holds one of the test process's slots for a `nudge` (`ProcessSlots`) until `stop`, which each
+/// test defers: a test that throws half-way leaves neither the process nor its slot behind.
+private final class ServeProcess: Sendable {
     let process: RunningProcess
     let port: Int
-    let stderr: URL
+    private let stderr: URL
+    private let slot: ProcessSlots.Slot
+    private let stopped = Mutex(false)
 
-    /// Holds one of the test process's slots for a `nudge` (`ProcessSlots`) until `stop`.
+    private init(process: RunningProcess, port: Int, stderr: URL, slot: ProcessSlots.Slot) {
+        self.process = process
+        self.port = port
+        self.stderr = stderr
+        self.slot = slot
+    }
+
     static func start(_ database: TestDatabase, environment extra: [String: String] = [:]) async throws -> ServeProcess {
-        await ProcessSlots.shared.acquire()
+        let slot = await ProcessSlots.shared.acquire("nudge serve")
         let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
         let environment = database.nudgeEnvironment([
             "NUDGE_HTTP_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
@@ -23,24 +35,34 @@ private struct ServeProcess {
             process = try RunningProcess("/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
                                          environment: environment)
         } catch {
-            await ProcessSlots.shared.release()
+            await ProcessSlots.shared.release(slot)
             throw error
         }
         var port = 0
-        #expect(try await eventuallyHere(seconds: 60) {
-            let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
-            guard let range = text.range(of: "listening on http://") else { return false }
-            let address = text[range.upperBound...].prefix { !$0.isWhitespace }
-            port = address.split(separator: ":").last.flatMap { Int($0) } ?? 0
-            return port > 0
-        })
-        return ServeProcess(process: process, port: port, stderr: stderr)
+        let listening: Bool
+        do {
+            listening = try await eventuallyHere(seconds: 60) {
+                let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
+                guard let range = text.range(of: "listening on http://") else { return false }
+                let address = text[range.upperBound...].prefix { !$0.isWhitespace }
+                port = address.split(separator: ":").last.flatMap { Int($0) } ?? 0
+                return port > 0
+            }
+        } catch {
+            _ = ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
+            throw error
+        }
+        #expect(listening)
+        return ServeProcess(process: process, port: port, stderr: stderr, slot: slot)
     }
 
+    /// Kills the server and gives its slot back; what it logged. Once: a second call returns "".
+    @discardableResult
     func stop() -> String {
+        guard !stopped.withLock({ stopped in defer { stopped = true }; return stopped }) else { return "" }
         process.signal(SIGKILL)
         _ = process.wait()
-        Task { await ProcessSlots.shared.release() }
+        Task { [slot] in await ProcessSlots.shared.release(slot) }
         defer { try? FileManager.default.removeItem(at: stderr) }
         return (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
     }
@@ -62,6 +84,7 @@ private struct ServeProcess {
         let user = UUID()
         try database.psql("insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'held@example.test')")
         let serve = try await ServeProcess.start(database)
+        defer { serve.stop() }
         let base = "http://127.0.0.1:\(serve.port)"
         #expect(try await eventuallyHere(seconds: 30) {
             (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
@@ -85,8 +108,9 @@ private struct ServeProcess {
     func aHugeBodyIsRefusedUnread(_ path: String, _ how: String) async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database)
+        defer { serve.stop() }
         let report = try await serve.pressure(["body", path, how])
-        _ = serve.stop()
+        serve.stop()
         let sent = try #require(report["sent"] as? Int), size = try #require(report["size"] as? Int)
         #expect(sent < size / 2, "\(report)")
         // The answer, unless the close overtook it (the client then sees the connection reset).
@@ -98,7 +122,7 @@ private struct ServeProcess {
     @Test func pagesCarrySecurityHeadersAndHealthAnswersFromMemory() async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database, environment: ["NUDGE_HTTP_HOST": "0.0.0.0"])
-        defer { _ = serve.stop() }
+        defer { serve.stop() }
         let base = "http://127.0.0.1:\(serve.port)"
         let page = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
         let headers = page.stdout.lowercased()
@@ -128,6 +152,7 @@ private struct ServeProcess {
     @Test func aFailureIsAnswered503AndLoggedWithItsRouteNotItsToken() async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database)
+        defer { serve.stop() }
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(serve.port)")
             .url(user: UUID(), type: .weeklyDigest)
         try database.psql("alter table users rename to users_away")
@@ -162,7 +187,7 @@ private struct ServeProcess {
         let newSecret = "a-new-unsubscribe-secret-0123456789abcdef"
         func post(_ environment: [String: String]) async throws -> String {
             let serve = try await ServeProcess.start(database, environment: environment)
-            defer { _ = serve.stop() }
+            defer { serve.stop() }
             let result = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
                                                                           "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
             return result.stdout
@@ -199,6 +224,7 @@ private struct ServeProcess {
         let webhookSecret = "whsec_" + Data((0..<32).map { UInt8($0 * 5 % 251) }).base64EncodedString()
         let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token,
                                                                          "RESEND_WEBHOOK_SECRET": webhookSecret])
+        defer { serve.stop() }
         let base = "http://127.0.0.1:\(serve.port)"
 
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
