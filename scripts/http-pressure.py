@@ -2,11 +2,13 @@
 """Puts `nudge serve` under the pressure an internet-facing server meets, and reports as JSON.
 
     http-pressure.py connections HOST PORT COUNT WAIT_SECONDS [PATH...]
-        COUNT connections held open: a third idle, a third sending a request head they never
-        finish, a third a POST whose body never comes; meanwhile real requests (GET /health, GET
-        /unsubscribe with a bad token, and each PATH given) are timed.
-        Reports the slowest real request, their statuses, how many held connections the server
-        closed at once (to make room) and how long it took to close all of them.
+        First the floor: ten rounds of real requests (GET /health, GET /unsubscribe with a bad
+        token, and each PATH given) timed with nothing else open. Then COUNT connections held
+        open: a third idle, a third sending a request head they never finish, a third a POST
+        whose body never comes; meanwhile the same rounds of real requests are timed again.
+        Reports, for both, the median and the slowest real request (and its path), their
+        statuses, how many held connections the server closed at once (to make room) and how
+        long it took to close all of them.
     http-pressure.py body HOST PORT PATH chunked|length
         A 10 MB body, announced by its Content-Length or sent chunked: reports the status the
         server answered and how many bytes it took before it closed the connection.
@@ -51,7 +53,25 @@ def is_closed(conn):
         return True
 
 
+def rounds(host, port, paths):
+    """Ten rounds of the real requests: their statuses and (seconds, path) of each."""
+    statuses, times = [], []
+    for _ in range(10):
+        for path in ["/health", "/unsubscribe?token=not-a-token"] + paths:
+            status, seconds = request(host, port, path)
+            statuses.append(status)
+            times.append((seconds, path.split("?")[0]))
+        time.sleep(0.2)
+    return statuses, times
+
+
+def figures(times):
+    ordered = sorted(times)
+    return {"median": ordered[len(ordered) // 2][0], "slowest": ordered[-1][0], "slowest_path": ordered[-1][1]}
+
+
 def connections(host, port, count, wait, paths):
+    floor_statuses, floor_times = rounds(host, port, paths)
     held = []
     opened = time.monotonic()
     for n in range(count):
@@ -62,13 +82,7 @@ def connections(host, port, count, wait, paths):
             conn.sendall(f"POST /webhooks/twilio HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                          f"Content-Length: 60000\r\n\r\nMessageSid=".encode())
         held.append(conn)
-    statuses, slowest = [], 0.0
-    for round in range(10):
-        for path in ["/health", "/unsubscribe?token=not-a-token"] + paths:
-            status, seconds = request(host, port, path)
-            statuses.append(status)
-            slowest = max(slowest, seconds)
-        time.sleep(0.2)
+    statuses, times = rounds(host, port, paths)
     closed_at_once = sum(1 for conn in held if is_closed(conn))
     all_closed_after = None
     while time.monotonic() - opened < wait:
@@ -79,7 +93,8 @@ def connections(host, port, count, wait, paths):
     still_open = sum(1 for conn in held if not is_closed(conn))
     for conn in held:
         conn.close()
-    return {"slowest": slowest, "statuses": sorted(set(statuses)), "closed_at_once": closed_at_once,
+    return {**figures(times), "statuses": sorted(set(statuses)), "floor": figures(floor_times),
+            "floor_statuses": sorted(set(floor_statuses)), "closed_at_once": closed_at_once,
             "all_closed_after": all_closed_after, "still_open": still_open}
 
 

@@ -77,8 +77,14 @@ private final class ServeProcess: Sendable {
 
 @Suite(.serialized) struct ServeLimitsTests {
     /// 1,500 connections held idle, half-sent or with a body that never comes, past the cap of
-    /// 1,000: real requests (one asking the database) are answered within a second throughout, the
-    /// longest-idle connections make room, and every held one is closed within two minutes.
+    /// 1,000: real requests (one asking the database) are answered throughout, none waiting on a
+    /// held connection, the longest-idle connections make room, and every held one is closed
+    /// within two minutes.
+    ///
+    /// A request kept waiting by a held connection would wait at least for its time-out (10 s for a
+    /// body, 30 s idle) or be refused; so here the slowest must stay under 5 s and the typical one
+    /// under a second, which tells that apart from the other tests loading the machine. The
+    /// second for every request is the benchmark's (`scripts/bench-serve`), on a quiet machine.
     @Test func heldConnectionsNeverKeepARealRequestWaiting() async throws {
         let database = try await TestDatabase.fresh()
         let user = UUID()
@@ -93,8 +99,10 @@ private final class ServeProcess: Sendable {
         let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
         let report = try await serve.pressure(["connections", "1500", "120", String(page.dropFirst(base.count))])
         let log = serve.stop()
-        #expect((report["slowest"] as? Double ?? 99) < 1.0, "\(report)")
+        #expect((report["median"] as? Double ?? 99) < 1.0, "\(report)")
+        #expect((report["slowest"] as? Double ?? 99) < 5.0, "\(report)")
         #expect(report["statuses"] as? [Int] == [200, 400], "\(report)")
+        #expect(report["floor_statuses"] as? [Int] == [200, 400], "\(report)")
         #expect((report["closed_at_once"] as? Int ?? 0) >= 500, "\(report)")
         #expect((report["all_closed_after"] as? Double ?? 999) < 120, "\(report)")
         #expect(report["still_open"] as? Int == 0, "\(report)")
