@@ -6,7 +6,7 @@
         token, and each PATH given) timed with nothing else open. Then COUNT connections held
         open: a third idle, a third sending a request head they never finish, a third a POST
         whose body never comes; meanwhile the same rounds of real requests are timed again.
-        Reports, for both, the median and the slowest real request (and its path), their
+        Reports, for both, the median and the slowest real request (its path and round), their
         statuses, how many held connections the server closed at once (to make room) and how
         long it took to close all of them.
     http-pressure.py body HOST PORT PATH chunked|length
@@ -56,11 +56,13 @@ def is_closed(conn):
 def rounds(host, port, paths):
     """Ten rounds of the real requests: their statuses and (seconds, path) of each."""
     statuses, times = [], []
-    for _ in range(10):
+    for number in range(1, 11):
         for path in ["/health", "/unsubscribe?token=not-a-token"] + paths:
             status, seconds = request(host, port, path)
             statuses.append(status)
-            times.append((seconds, path.split("?")[0]))
+            # The path as asked, a token's value left out: /health?db=1 is not /health.
+            shown = path.split("token=")[0] + "token=…" if "token=" in path else path
+            times.append((seconds, f"{shown} (round {number})"))
         time.sleep(0.2)
     return statuses, times
 
@@ -91,6 +93,8 @@ def connections(host, port, count, wait, paths):
             break
         time.sleep(1)
     still_open = sum(1 for conn in held if not is_closed(conn))
+    if still_open == 0 and all_closed_after is None:   # the last closed in the final second
+        all_closed_after = time.monotonic() - opened
     for conn in held:
         conn.close()
     return {**figures(times), "statuses": sorted(set(statuses)), "floor": figures(floor_times),

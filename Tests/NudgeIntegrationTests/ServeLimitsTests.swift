@@ -52,8 +52,11 @@ private final class ServeProcess: Sendable {
             _ = ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
             throw error
         }
-        #expect(listening)
-        return ServeProcess(process: process, port: port, stderr: stderr, slot: slot)
+        let serve = ServeProcess(process: process, port: port, stderr: stderr, slot: slot)
+        guard listening else {
+            throw TestFailure("nudge serve did not start listening within 60 s: \(serve.stop())")
+        }
+        return serve
     }
 
     /// Kills the server and gives its slot back; what it logged. Once: a second call returns "".
@@ -75,6 +78,12 @@ private final class ServeProcess: Sendable {
     }
 }
 
+/// curl, off Swift's threads, and never longer than 10 s: a server that accepts and never answers
+/// fails the test instead of holding it.
+private func curl(_ arguments: [String]) async throws -> ProcessResult {
+    try await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10"] + arguments)
+}
+
 @Suite(.serialized) struct ServeLimitsTests {
     /// 1,500 connections held idle, half-sent or with a body that never comes, past the cap of
     /// 1,000: real requests (one asking the database) are answered throughout, none waiting on a
@@ -93,7 +102,7 @@ private final class ServeProcess: Sendable {
         defer { serve.stop() }
         let base = "http://127.0.0.1:\(serve.port)"
         #expect(try await eventuallyHere(seconds: 30) {
-            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            (try? runProcess("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
         })
         // A page that asks the database, besides /health and a refused token, which do not.
         let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
@@ -132,24 +141,24 @@ private final class ServeProcess: Sendable {
         let serve = try await ServeProcess.start(database, environment: ["NUDGE_HTTP_HOST": "0.0.0.0"])
         defer { serve.stop() }
         let base = "http://127.0.0.1:\(serve.port)"
-        let page = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
+        let page = try await curl(["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
         let headers = page.stdout.lowercased()
         #expect(headers.contains("content-security-policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http://127.0.0.1:1; frame-ancestors 'none'"), "\(headers)")
         #expect(headers.contains("x-content-type-options: nosniff"))
         #expect(headers.contains("referrer-policy: no-referrer"))
         #expect(headers.contains("x-frame-options: deny"))
         #expect(try await eventuallyHere(seconds: 30) {
-            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            (try? runProcess("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
         })
-        let live = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
+        let live = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
         #expect(live.stdout == "200")
         // From another machine (here: this one's address that is not loopback), only from memory.
         let outside = try outsideAddress()
-        let remote = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null",
-                                                                      "http://\(outside):\(serve.port)/health?db=1"])
+        let remote = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
+                                     "http://\(outside):\(serve.port)/health?db=1"])
         #expect(remote.stdout == "403")
-        let remoteMemory = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-w", "%{http_code}", "-o", "/dev/null",
-                                                                            "http://\(outside):\(serve.port)/health"])
+        let remoteMemory = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
+                                           "http://\(outside):\(serve.port)/health"])
         #expect(remoteMemory.stdout == "200")
     }
 }
@@ -164,8 +173,8 @@ private final class ServeProcess: Sendable {
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(serve.port)")
             .url(user: UUID(), type: .weeklyDigest)
         try database.psql("alter table users rename to users_away")
-        let answer = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
-                                                                      "-d", "List-Unsubscribe=One-Click", link])
+        let answer = try await curl(["-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
+                                     "-d", "List-Unsubscribe=One-Click", link])
         let log = serve.stop()
         #expect(answer.stdout.hasPrefix("HTTP/1.1 503"), "\(answer.stdout)")
         #expect(answer.stdout.lowercased().contains("retry-after: 5"))
@@ -196,8 +205,8 @@ private final class ServeProcess: Sendable {
         func post(_ environment: [String: String]) async throws -> String {
             let serve = try await ServeProcess.start(database, environment: environment)
             defer { serve.stop() }
-            let result = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                                                          "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
+            let result = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                         "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
             return result.stdout
         }
         #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret]) == "400")
@@ -236,31 +245,31 @@ private final class ServeProcess: Sendable {
         let base = "http://127.0.0.1:\(serve.port)"
 
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
-        let unsubscribed = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                                                            "-d", "List-Unsubscribe=One-Click", link])
+        let unsubscribed = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                           "-d", "List-Unsubscribe=One-Click", link])
         let fields = [("MessageSid", "SM0123456789abcdef0123456789abcdef"), ("MessageStatus", "delivered")]
         let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio?outbox=1", fields: fields, authToken: token)
-        let callback = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                                                         "-H", "X-Twilio-Signature: \(signature)",
-                                                                         "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
-                                                                         base + "/webhooks/twilio?outbox=1"])
-        let page = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", link])
+        let callback = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                       "-H", "X-Twilio-Signature: \(signature)",
+                                       "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
+                                       base + "/webhooks/twilio?outbox=1"])
+        let page = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", link])
         // A reply of STOP from the user's number: SMS to it stops.
         let stop = [("From", "+15551230000"), ("Body", "STOP"), ("SmsStatus", "received")]
         let stopSignature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: stop, authToken: token)
-        let stopped = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                                                       "-H", "X-Twilio-Signature: \(stopSignature)",
-                                                                       "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
-                                                                       "-d", "SmsStatus=received", base + "/webhooks/twilio"])
+        let stopped = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                      "-H", "X-Twilio-Signature: \(stopSignature)",
+                                      "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
+                                      "-d", "SmsStatus=received", base + "/webhooks/twilio"])
         // Resend's hard bounce: the email's log is set, its address suppressed.
         let bounce = #"{"type": "email.bounced", "created_at": "2026-03-22T20:05:00.000000+00:00", "data": {"email_id": "e-role-test-0001", "to": ["someone@example.test"], "bounce": {"message": "no such mailbox", "subType": "General", "type": "Permanent"}}}"#
         let timestamp = String(Int(Date().timeIntervalSince1970))
         let svix = try ResendWebhook.signature(id: "msg_role_test", timestamp: timestamp, body: Array(bounce.utf8),
                                                secret: ResendWebhookSecret(webhookSecret))
-        let bounced = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                                                       "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
-                                                                       "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
-                                                                       "--data-binary", bounce, base + ResendWebhook.path])
+        let bounced = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                      "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
+                                      "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
+                                      "--data-binary", bounce, base + ResendWebhook.path])
         let log = serve.stop()
         #expect(bounced.stdout == "200", "\(log)")
         #expect(try database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
