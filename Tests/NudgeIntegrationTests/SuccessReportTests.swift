@@ -89,15 +89,19 @@ private func makeSeededMonth() async throws -> TestDatabase {
     }
 
     /// Every metric of `nudge report --json`, for the period, each day and each type and channel,
-    /// equals the same figure computed here from the rows themselves.
-    @Test func everyMetricEqualsItsFigureFromTheRows() async throws {
+    /// equals the same figure computed here from the rows themselves; with days in UTC, in a zone
+    /// whose clocks change inside the period (New York, on 8 March), and in one half an hour off
+    /// the hour whose midnight falls among the emails' sending times (Kolkata, 18:30 UTC).
+    @Test(arguments: ["UTC", "America/New_York", "Asia/Kolkata"])
+    func everyMetricEqualsItsFigureFromTheRows(_ zone: String) async throws {
         let database = try await seededMonth()
-        let report = try await database.nudge(["report", "--json"] + Self.period)
+        let report = try await database.nudge(["report", "--json", "--timezone", zone] + Self.period)
         #expect(report.status == 0, "\(report.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])
         let metrics = try #require(json["metrics"] as? [[String: Any]])
         #expect(metrics.map { $0["id"] as? String } == SuccessMetrics.all.map(\.id))
-        let expected = try await Expected(database)
+        #expect(json["zone"] as? String == zone)
+        let expected = try await Expected(database, zone: zone)
         for metric in metrics {
             let id = metric["id"] as! String
             let figures = try #require(expected.figures[id], "\(id)")
@@ -118,6 +122,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
         let streak = try #require((openRate["segments"] as! [[String: Any]]).first { $0["type"] as? String == "streak_at_risk" })
         #expect(streak["target"] as? String == "≥ 40 %")
         #expect(streak["holds"] as? Bool == ((streak["value"] as! Double) >= 0.40))
+        guard zone == "UTC" else { return }
 
         let table = try await database.nudge(["report"] + Self.period)
         #expect(table.status == 0 && table.stdout.contains("Push delivery rate") && table.stdout.contains("≥ 95 %"), "\(table.stdout)")
@@ -238,13 +243,13 @@ private struct Pair: Equatable, CustomStringConvertible {
     var description: String { "\(numerator)/\(denominator)" }
 }
 
-/// Each metric's figures from the rows, counted here one by one (days in UTC, the period
-/// 2026-03-04 through 2026-03-17).
+/// Each metric's figures from the rows, counted here one by one (days in `zone`, PostgreSQL's
+/// own conversion of each instant, the period 2026-03-04 through 2026-03-17).
 private struct Expected {
     struct Figures { var period = Pair(0, 0); var days: [String: Pair] = [:]; var segments: [String: Pair] = [:] }
     var figures: [String: Figures] = [:]
 
-    init(_ database: TestDatabase) async throws {
+    init(_ database: TestDatabase, zone: String) async throws {
         func rows(_ sql: String) async throws -> [[String]] {
             try await database.psqlOffThePool(sql).split(separator: "\n")
                 .map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
@@ -276,15 +281,15 @@ private struct Expected {
             self.figures[id] = figures
         }
         // Calls: day, status, preview sent.
-        let calls = try await rows("select to_char(scheduled_at at time zone 'UTC', 'YYYY-MM-DD'), status, preview_sent from scheduled_calls")
+        let calls = try await rows("select to_char(scheduled_at at time zone '\(zone)', 'YYYY-MM-DD'), status, preview_sent from scheduled_calls")
             .filter { inPeriod($0[0]) && ["completed", "missed"].contains($0[1]) }
         tally("call_answer_rate", calls.filter { $0[2] == "t" }.map { ($0[0], nil, $0[1] == "completed") })
         tally("call_answer_rate_without_preview", calls.filter { $0[2] == "f" }.map { ($0[0], nil, $0[1] == "completed") })
         // Attempts sent: day, type, channel, user, delivered, opened, seconds to open, bounced.
         let logs = try await rows("""
-            select to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD'), coalesce(notification_type, type), channel, user_id, delivered, opened,
+            select to_char(sent_at at time zone '\(zone)', 'YYYY-MM-DD'), coalesce(notification_type, type), channel, user_id, delivered, opened,
                    coalesce(extract(epoch from opened_at - sent_at)::text, ''), bounced_at is not null, coalesce(call_id::text, ''),
-                   to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')
+                   to_char(sent_at at time zone '\(zone)', 'YYYY-MM-DD"T"HH24:MI:SS.US')
               from notification_logs where sent_at is not null
             """)
         let sent = logs.filter { inPeriod($0[0]) }
@@ -306,7 +311,7 @@ private struct Expected {
         tally("sms_fallback_rate", firstSend.filter { inPeriod($0.value.day) }.map { ($0.value.day, nil, fellBack.contains($0.key)) })
         // Sign-ups: day, push on with a device, everything off within 30 days.
         let users = try await rows("""
-            select to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD'),
+            select to_char(u.created_at at time zone '\(zone)', 'YYYY-MM-DD'),
                    coalesce(np.push_enabled, true) and exists (select 1 from push_tokens t where t.user_id = u.id),
                    coalesce(np.all_off_since < u.created_at + interval '30 days', false)
               from users u left join notification_preferences np on np.user_id = u.id
