@@ -192,12 +192,16 @@ private func makeSeededMonth() async throws -> TestDatabase {
     }
 
     /// deploy/grafana/nudge.json is what `nudge grafana` writes, and each of its PostgreSQL
-    /// panels, with Grafana's macros given the report's period, returns the report's numbers.
-    @Test func eachGrafanaPanelReturnsTheReportsNumbers() async throws {
+    /// panels, with Grafana's macros given the report's period and zone, returns the report's
+    /// numbers: in UTC, and in New York across its clock change.
+    @Test(arguments: [("UTC", "2026-03-04T00:00:00Z", "2026-03-18T00:00:00Z"),
+                      // The same local days in New York: 05:00 UTC before its clocks change on 8 March, 04:00 after.
+                      ("America/New_York", "2026-03-04T05:00:00Z", "2026-03-18T04:00:00Z")])
+    func eachGrafanaPanelReturnsTheReportsNumbers(_ zone: String, _ from: String, _ to: String) async throws {
         let committed = try String(contentsOfFile: packageRoot.appendingPathComponent("deploy/grafana/nudge.json").path, encoding: .utf8)
         #expect(committed == (try GrafanaDashboard.json()), "run `nudge grafana --output deploy/grafana`")
         let database = try await seededMonth()
-        let report = try await database.nudge(["report", "--json"] + Self.period)
+        let report = try await database.nudge(["report", "--json", "--timezone", zone] + Self.period)
         let metrics = try #require((try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])?["metrics"]
                                    as? [[String: Any]])
         let byID = Dictionary(uniqueKeysWithValues: metrics.map { ($0["id"] as! String, $0) })
@@ -210,8 +214,8 @@ private func makeSeededMonth() async throws -> TestDatabase {
         for panel in dashboard["panels"] as! [[String: Any]] {
             for target in panel["targets"] as? [[String: Any]] ?? [] {
                 guard let sql = target["rawSql"] as? String else { continue }
-                let query = sql.replacingOccurrences(of: "$__timeFrom()", with: "'2026-03-04T00:00:00Z'")
-                    .replacingOccurrences(of: "$__timeTo()", with: "'2026-03-18T00:00:00Z'").replacingOccurrences(of: "$zone", with: "UTC")
+                let query = sql.replacingOccurrences(of: "$__timeFrom()", with: "'\(from)'")
+                    .replacingOccurrences(of: "$__timeTo()", with: "'\(to)'").replacingOccurrences(of: "$zone", with: zone)
                 let rows = try await database.psqlOffThePool(query).split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
                 guard let id = sql.matches(of: /as "([a-z_]+)"/).map({ String($0.1) }).first(where: { byID[$0] != nil }),
                       let metric = byID[id] else {
