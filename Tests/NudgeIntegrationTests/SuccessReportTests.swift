@@ -293,7 +293,7 @@ private struct Expected {
         let logs = try await rows("""
             select to_char(sent_at at time zone '\(zone)', 'YYYY-MM-DD'), coalesce(notification_type, type), channel, user_id, delivered, opened,
                    coalesce(extract(epoch from opened_at - sent_at)::text, ''), bounced_at is not null, coalesce(call_id::text, ''),
-                   to_char(sent_at at time zone '\(zone)', 'YYYY-MM-DD"T"HH24:MI:SS.US')
+                   to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')
               from notification_logs where sent_at is not null
             """)
         let sent = logs.filter { inPeriod($0[0]) }
