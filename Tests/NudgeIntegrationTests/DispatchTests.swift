@@ -121,8 +121,10 @@ extension DispatchDeliveryTests {
         for n in Array(7...11) + Array(17...21) { try Outbox.user(database, n, ios: 0, android: 1) }
         for n in 1...21 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
 
-        // The time-out ends the wait for the one device that never answers.
-        let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "5"]) { _, new in new }
+        // The time-out ends the wait for the one device that never answers. 20 s, not less: the
+        // stand-ins answer from this test process, which forty suites load, and at 5 s a whole
+        // run of CI once saw answers that had not come yet within 5 s taken for time-outs.
+        let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
         let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
         #expect(try database.psql("select device_token from user_push_tokens where not active order by 1")
