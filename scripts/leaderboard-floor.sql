@@ -116,11 +116,14 @@ weighed_runs as (
     select weighed.*, max(n) filter (where weight <> latest)
                           over (partition by fitcircle_id, period, key_start, role, user_id) as last_other
       from weighed),
+-- A member holds a place on a weight board only with a weigh-in within its days (weighed_in):
+-- a weight carried forward from before them is no value of the period.
 weights as (
     select fitcircle_id, period, key_start, role, user_id, min(latest) as last_weight,
            min(submitted_at) filter (where n > coalesce(last_other, 0)) as last_weight_at,
            (array_agg(weight order by submission_date desc, submitted_at desc)
-              filter (where submission_date < first_day))[1] as weight_before
+              filter (where submission_date < first_day))[1] as weight_before,
+           bool_or(submission_date >= first_day) as weighed_in
       from weighed_runs
      group by 1, 2, 3, 4, 5),
 valued as (
@@ -133,6 +136,7 @@ valued as (
            case
                when r.challenge_type = 'steps' then case when st.steps_sum > 0 then st.steps_sum::numeric end
                when r.period in ('daily', 'weekly') and not r.target_weight < r.starting_weight then null
+               when not w.weighed_in then null
                when r.period = 'daily' then
                    round(100 * (r.starting_weight - w.last_weight) / (r.starting_weight - r.target_weight), 2)
                -- The week's goal: (starting − target) ÷ the weeks remaining from its Monday (seed 003 Feature 2).
@@ -144,7 +148,7 @@ valued as (
                else r.starting_weight - w.last_weight
            end as metric_value,
            case when r.challenge_type = 'steps' then case when st.steps_sum > 0 then st.steps_at end
-                else w.last_weight_at end as achieved_at
+                when w.weighed_in then w.last_weight_at end as achieved_at
       from roster r
       left join steps st using (fitcircle_id, period, key_start, role, user_id)
       left join weights w using (fitcircle_id, period, key_start, role, user_id)),

@@ -92,20 +92,31 @@ private func weighIn(_ date: String, _ weight: Decimal, at time: String) -> Weig
         #expect(gaps.map(\.1) == [.targetNotBelowStart, .targetNotBelowStart, .noGoal])
     }
 
-    @Test func weeklyWeighInsCarryForwardOnDailyBoards() {
-        // Weigh-ins on Mondays only: Wednesday's daily board still ranks by Monday's weight.
-        let members = [member(1, start: 90, target: 80), member(2, start: 100, target: 90)]
+    @Test func aDailyWeightBoardPlacesOnlyWhoWeighedInThatDay() {
+        // Weigh-ins on Mondays, and member 3 on Wednesday too: Monday's board ranks 1 and 2 by the
+        // percentage of their goal; on Wednesday's, Monday's weights carried forward are no place,
+        // and only 3 holds one.
+        let members = [member(1, start: 90, target: 80), member(2, start: 100, target: 90), member(3, start: 95, target: 85)]
         let totals: [UUID: SubmittedTotals] = [
             id(1): .init(weighIns: [weighIn("2026-03-02", 89, at: "2026-03-02T07:00:00Z"),
                                     weighIn("2026-03-09", 88, at: "2026-03-09T07:00:00Z")]),
             id(2): .init(weighIns: [weighIn("2026-03-09", 97, at: "2026-03-09T06:00:00Z")]),
+            id(3): .init(weighIns: [weighIn("2026-03-09", 95, at: "2026-03-09T06:30:00Z"),
+                                    weighIn("2026-03-11", 94.5, at: "2026-03-11T06:30:00Z")]),
         ]
-        let wednesday = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
-                                                  board: .of(.daily, containing: day("2026-03-11"), circle: weightLoss),
-                                                  previousRanks: nil).standings
-        #expect(wednesday.map(\.userID) == [id(2), id(1)])
-        #expect(wednesday.map(\.value) == [30, 20])
-        #expect(wednesday.map(\.rank) == [1, 2])
+        func board(_ date: String) -> [Standing] {
+            LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                      board: .of(.daily, containing: day(date), circle: weightLoss), previousRanks: nil).standings
+        }
+        let monday = board("2026-03-09")
+        #expect(monday.map(\.userID) == [id(2), id(1), id(3)])
+        #expect(monday.map(\.value) == [30, 20, 0])
+        #expect(monday.map(\.rank) == [1, 2, 3])
+        let wednesday = board("2026-03-11")
+        #expect(wednesday.map(\.userID) == [id(3), id(1), id(2)])
+        #expect(wednesday.map(\.value) == [5, nil, nil])
+        #expect(wednesday.map(\.rank) == [1, nil, nil])
+        #expect(wednesday.map(\.achievedAt) == [instant("2026-03-11T06:30:00Z"), nil, nil])
     }
 
     @Test func theWeeklyBoardIsThePercentageOfTheWeeksGoal() {
@@ -118,8 +129,9 @@ private func weighIn(_ date: String, _ weight: Decimal, at time: String) -> Weig
                                     weighIn("2026-03-10", 88, at: "2026-03-10T07:00:00Z")]),
             // No weight before the week: from the starting 90 to 89.5, 0.5 kg of 7/7 = 50 %.
             id(2): .init(weighIns: [weighIn("2026-03-11", 89.5, at: "2026-03-11T07:00:00Z")]),
-            // Weighed last week only: still stands at it, nothing lost this week.
-            id(3): .init(weighIns: [weighIn("2026-03-03", 87, at: "2026-03-03T07:00:00Z")]),
+            // Weighed last week, and again this week at the same weight: nothing lost, a place.
+            id(3): .init(weighIns: [weighIn("2026-03-03", 87, at: "2026-03-03T07:00:00Z"),
+                                    weighIn("2026-03-12", 87, at: "2026-03-12T07:00:00Z")]),
         ]
         let week = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
                                              board: .of(.weekly, containing: day("2026-03-12"), circle: weightLoss),
@@ -129,15 +141,42 @@ private func weighIn(_ date: String, _ weight: Decimal, at time: String) -> Weig
         #expect(week.map(\.rank) == [1, 2, 3])
     }
 
+    @Test func aWeeklyWeightBoardPlacesOnlyWhoWeighedInThatWeekAndTellsNoDropFromNoPlace() {
+        // Members 1–3 weighed in last week only, 1 first; 4–6 weigh in this week. Last week's weights
+        // carried forward would have held places 1–3 at 0 % (by how long ago they were weighed) and
+        // "dropped" to 4–6 when the others weighed in.
+        let members = (1...6).map { member($0, start: 90, target: 80) }
+        var totals: [UUID: SubmittedTotals] = [:]
+        for n in 1...6 {
+            totals[id(n)] = .init(weighIns: [weighIn("2026-03-03", 89, at: "2026-03-03T07:0\(n):00Z")])
+        }
+        let week = Board.of(.weekly, containing: day("2026-03-11"), circle: weightLoss)
+        let before = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss, board: week,
+                                               previousRanks: nil).standings
+        #expect(before.allSatisfy { $0.rank == nil && $0.value == nil && $0.achievedAt == nil })
+        for n in 4...6 {
+            totals[id(n)]!.weighIns.append(weighIn("2026-03-11", Decimal(n - 4) / 2 + 87.5, at: "2026-03-11T07:0\(n):00Z"))
+        }
+        let after = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss, board: week,
+                                              previousRanks: [id(1): 1, id(2): 2, id(3): 3, id(4): 4, id(5): 5, id(6): 6]).standings
+        #expect(after.map(\.userID) == [id(4), id(5), id(6), id(1), id(2), id(3)])
+        #expect(after.map(\.rank) == [1, 2, 3, nil, nil, nil])
+        // Changes only between places held: 4–6 each climbed three from last week's board.
+        #expect(after.map(\.rankChange) == [3, 3, 3, nil, nil, nil])
+        // Ranks an earlier version stored for 1–3 with last week's weight: no drop is told from them.
+        #expect(LeaderboardMoves.moves(on: .weekly, before: [id(1): 1, id(2): 2, id(3): 3], after: after).isEmpty)
+    }
+
     @Test func aReweighAtTheSameValueKeepsTheEarlierTime() {
         let members = [member(1, start: 90, target: 80), member(2, start: 90, target: 80)]
         let totals: [UUID: SubmittedTotals] = [
             // Reached 85 on Monday, weighed 85 again on Wednesday.
             id(1): .init(weighIns: [weighIn("2026-03-09", 85, at: "2026-03-09T07:00:00Z"),
                                     weighIn("2026-03-11", 85, at: "2026-03-11T07:00:00Z")]),
-            // Reached 85 on Tuesday.
+            // Reached 85 on Tuesday, weighed 85 again on Wednesday, before 1 did.
             id(2): .init(weighIns: [weighIn("2026-03-08", 86, at: "2026-03-08T07:00:00Z"),
-                                    weighIn("2026-03-10", 85, at: "2026-03-10T07:00:00Z")]),
+                                    weighIn("2026-03-10", 85, at: "2026-03-10T07:00:00Z"),
+                                    weighIn("2026-03-11", 85, at: "2026-03-11T06:00:00Z")]),
         ]
         let daily = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
                                               board: .of(.daily, containing: day("2026-03-11"), circle: weightLoss),
@@ -164,6 +203,36 @@ private func weighIn(_ date: String, _ weight: Decimal, at time: String) -> Weig
                                                 previousRanks: nil).standings
         #expect(allTime.map(\.userID) == [id(1), id(2)])
         #expect(allTime.map(\.value) == [3.5, 2])
+    }
+
+    @Test func monthlyAndAllTimeWeightBoardsPlaceOnlyWhoWeighedInWithinThem() {
+        // Member 1 weighed in in March only; 2 in March and April.
+        let members = [member(1, start: 90, target: 80), member(2, start: 90, target: 80)]
+        let totals: [UUID: SubmittedTotals] = [
+            id(1): .init(weighIns: [weighIn("2026-03-20", 85, at: "2026-03-20T07:00:00Z")]),
+            id(2): .init(weighIns: [weighIn("2026-03-20", 89, at: "2026-03-20T07:00:00Z"),
+                                    weighIn("2026-04-02", 88.5, at: "2026-04-02T07:00:00Z")]),
+        ]
+        // April's board: March's 85 carried forward is no value of April's; 2 lost 0.5 in it.
+        let april = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                              board: .of(.monthly, containing: day("2026-04-12"), circle: weightLoss),
+                                              previousRanks: nil).standings
+        #expect(april.map(\.userID) == [id(2), id(1)])
+        #expect(april.map(\.value) == [0.5, nil])
+        #expect(april.map(\.rank) == [1, nil])
+        // The all-time board's period is the challenge: both weighed in within it.
+        let allTime = LeaderboardStandings.rank(members: members, totals: totals, circle: weightLoss,
+                                                board: .of(.allTime, containing: day("2026-04-12"), circle: weightLoss),
+                                                previousRanks: nil).standings
+        #expect(allTime.map(\.userID) == [id(1), id(2)])
+        #expect(allTime.map(\.value) == [5, 1.5])
+        #expect(allTime.map(\.rank) == [1, 2])
+        // A weigh-in before the challenge's first day is none of its days: no place.
+        let early = SubmittedTotals(weighIns: [weighIn("2026-03-01", 85, at: "2026-03-01T07:00:00Z")])
+        let none = LeaderboardStandings.rank(members: [member(1, start: 90, target: 80)], totals: [id(1): early], circle: weightLoss,
+                                             board: .of(.allTime, containing: day("2026-03-10"), circle: weightLoss),
+                                             previousRanks: nil).standings
+        #expect(none.map(\.rank) == [nil])
     }
 
     @Test func percentagesRoundHalfAwayFromZeroLikePostgreSQL() {

@@ -21,6 +21,34 @@ extension TestDatabase {
         try psql(script.replacingOccurrences(of: ":now", with: "'\(now)'"))
     }
 
+    /// The entries of `circle` whose place disagrees with the rule, read independently of Nudge's
+    /// SQL: a member holds a place exactly when they have a value from the board's own days (its
+    /// period within the challenge's): steps above 0 in a steps circle, a weigh-in in a weight-loss
+    /// one. (For circles whose members all have a usable weight goal.)
+    func placesWithoutAValueOfThePeriod(_ circle: String) throws -> String {
+        try psql("""
+            select e.period || ' ' || e.period_start || ' member ' || u.n || coalesce(' #' || e.rank, ' without a place')
+                   || ' (steps ' || v.steps || ', weigh-ins ' || v.weigh_ins || ')'
+              from fitcircle_leaderboard_entries e
+              join fitcircles c on c.id = e.fitcircle_id
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 99) n) u on u.id = e.user_id
+             cross join lateral (
+                 select greatest(e.period_start, c.starts_on) as first_day,
+                        least(case e.period when 'daily' then e.period_start
+                                            when 'weekly' then e.period_start + 6
+                                            when 'monthly' then (e.period_start + interval '1 month')::date - 1
+                                            else c.ends_on end, c.ends_on) as last_day) d
+             cross join lateral (
+                 select coalesce(sum(s.steps), 0) as steps, count(s.weight) as weigh_ins
+                   from fitcircle_data_submissions s
+                  where s.fitcircle_id = e.fitcircle_id and s.user_id = e.user_id
+                    and s.submission_date between d.first_day and d.last_day) v
+             where e.fitcircle_id = '\(circle)'
+               and (e.rank is not null) <> case c.challenge_type when 'steps' then v.steps > 0 else v.weigh_ins > 0 end
+             order by 1
+            """)
+    }
+
     /// The entries the job and the floor disagree on, on the floor's boards (`periods` of them).
     func leaderboardDifferences(periods: [String] = ["daily", "weekly", "monthly", "all_time"]) throws -> String {
         let list = periods.map { "'\($0)'" }.joined(separator: ",")
@@ -117,7 +145,7 @@ extension TestDatabase {
             select u.n || ' #' || coalesce(e.rank::text, '-') || ' ' || coalesce(trim_scale(e.metric_value)::text, '-') || ' '
                    || coalesce(e.rank_change::text, '-')
               from fitcircle_leaderboard_entries e
-              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 24) n) u on u.id = e.user_id
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 99) n) u on u.id = e.user_id
              where e.fitcircle_id = '\(circle)' and e.period = '\(period)' and e.period_start = '\(start)'
              order by e.rank nulls last, u.n
             """).replacingOccurrences(of: "\n", with: ", ")
@@ -144,7 +172,7 @@ extension TestDatabase {
     func told(_ database: TestDatabase) throws -> String {
         try database.psql("""
             select u.n || ': ' || o.body from notification_outbox o
-              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 24) n) u on u.id = o.user_id
+              join (select n, md5('user-' || n)::uuid as id from generate_series(1, 99) n) u on u.id = o.user_id
              where o.notification_type = 'leaderboard_change' order by o.deliver_after, u.n
             """)
     }
@@ -369,7 +397,7 @@ extension TestDatabase {
         #expect(try told(database) == "")
     }
 
-    @Test func aBoardNobodySubmittedToHasNoRanksAndWeighInsCarryForward() async throws {
+    @Test func aBoardNobodySubmittedToHasNoRanksAndWeighInsCarryForwardAsTheWeeksStart() async throws {
         let database = try await TestDatabase.fresh()
         try Self.zones(database)
         let quiet = "00000000-0000-0000-0000-00000000c002", scales = "00000000-0000-0000-0000-00000000c003"
@@ -383,13 +411,16 @@ extension TestDatabase {
              where fitcircle_id = '\(quiet)' and (rank is not null or rank_change is not null or metric_value is not null)
             """) == 0)
         #expect(try told(database) == "")
-        // Thursday's daily board carries Monday's weigh-ins: 21 from 111 to 109 and 22 from 112 to
-        // 110, 20 % each of a 10 kg goal; 22 reached it first, on Monday morning.
-        try expectBoard(database, scales, "daily", "2026-03-12", "22 #1 20 0, 21 #2 20 0, 23 #- - -, 24 #- - -")
+        // Monday's daily board: 21 from 111 to 109 and 22 from 112 to 110, 20 % each of a 10 kg
+        // goal; 22 reached it first, on Monday morning. Thursday's: nobody weighed in that day, and
+        // Monday's weights carried forward are no place on it.
+        try expectBoard(database, scales, "daily", "2026-03-09", "22 #1 20 -, 21 #2 20 -, 23 #- - -, 24 #- - -")
+        try expectBoard(database, scales, "daily", "2026-03-12", "21 #- - -, 22 #- - -, 23 #- - -, 24 #- - -")
         // The week's board: from the weight before the week (110, or 22's starting 112) to Monday's,
         // of the week's goal (10 kg over the 3 weeks left from the 9th): 30 % and 60 %. Last week
         // 21 was first (1 kg of 10/4) and 22 had not weighed in.
         try expectBoard(database, scales, "weekly", "2026-03-09", "22 #1 60 -, 21 #2 30 -1, 23 #- - -, 24 #- - -")
+        #expect(try database.placesWithoutAValueOfThePeriod(scales) == "")
         try database.leaderboardFloor("2026-03-12T12:00:00Z")
         #expect(try database.leaderboardDifferences() == "")
     }
@@ -499,6 +530,92 @@ extension TestDatabase {
             select count(*) from (select user_id from notification_outbox where notification_type = 'leaderboard_change'
                                    group by user_id, local_day, dedupe_key having count(*) > 1) twice
             """) == 0)
+    }
+
+    /// 'Scales', weight loss in Paris from 2 March: members 31–36 start at 90 kg for 80, and all
+    /// weighed 89 on Tuesday 3 March, 31 first and 36 last.
+    static let scales = "00000000-0000-0000-0000-00000000d001"
+
+    static func scales(_ database: TestDatabase) throws {
+        try database.psql("""
+            begin;
+            insert into users (id, timezone, locale, display_name, created_at)
+            select md5('user-' || n)::uuid, 'Europe/Paris', 'en', 'Member ' || n, '2026-02-01T00:00:00Z'
+              from generate_series(31, 36) n;
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
+            values ('\(scales)', 'Scales', 'weight_loss', 'Europe/Paris', '2026-03-02', '2026-04-26');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
+            select '\(scales)', md5('user-' || n)::uuid, '2026-03-01T00:00:00Z', 90, 80 from generate_series(31, 36) n;
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at)
+            select '\(scales)', md5('user-' || n)::uuid, '2026-03-03', 89, timestamptz '2026-03-03T06:00:00Z' + (n - 30) * interval '1 minute'
+              from generate_series(31, 36) n;
+            commit;
+            """)
+    }
+
+    func weighIn(_ database: TestDatabase, member: Int, day: String, weight: Decimal, at: String) throws {
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at)
+            values ('\(Self.scales)', md5('user-\(member)')::uuid, '\(day)', \(weight), '\(at)')
+            """)
+    }
+
+    /// A weight board places only the members who weighed in within its days: last week's weights
+    /// carried forward hold no place this week (nor today, nor this month), so nobody is "dropped"
+    /// from such a place when others weigh in; a member who held a place by weighing in and is
+    /// passed is told.
+    @Test func weightBoardsPlaceOnlyWhoWeighedInWithinThePeriodAndTellNoDropFromNoPlace() async throws {
+        let database = try await TestDatabase.fresh()
+        try Self.scales(database)
+        // 10:00 on Wednesday the 11th in Paris: nobody has weighed in this week or today.
+        try await database.refreshLeaderboards("2026-03-11T09:00:00Z")
+        try expectBoard(database, Self.scales, "weekly", "2026-03-09", "31 #- - -, 32 #- - -, 33 #- - -, 34 #- - -, 35 #- - -, 36 #- - -")
+        try expectBoard(database, Self.scales, "daily", "2026-03-11", "31 #- - -, 32 #- - -, 33 #- - -, 34 #- - -, 35 #- - -, 36 #- - -")
+        // March's board: everyone weighed in in March, from their starting 90.
+        try expectBoard(database, Self.scales, "monthly", "2026-03-01", "31 #1 1 -, 32 #2 1 -, 33 #3 1 -, 34 #4 1 -, 35 #5 1 -, 36 #6 1 -")
+        #expect(try database.placesWithoutAValueOfThePeriod(Self.scales) == "")
+
+        // 34, 35 and 36 weigh in: they take places 1–3 of the week (1.5, 1 and 0.5 kg of the week's
+        // 10/7 kg) and of the day; 31–33 hold none, so nobody moved from one, and nobody is told.
+        for (member, weight) in [(34, Decimal(string: "87.5")!), (35, 88), (36, Decimal(string: "88.5")!)] {
+            try weighIn(database, member: member, day: "2026-03-11", weight: weight, at: "2026-03-11T09:30:00Z")
+        }
+        try await database.refreshLeaderboards("2026-03-11T10:00:00Z")
+        try expectBoard(database, Self.scales, "weekly", "2026-03-09", "34 #1 105 3, 35 #2 70 3, 36 #3 35 3, 31 #- - -, 32 #- - -, 33 #- - -")
+        try expectBoard(database, Self.scales, "daily", "2026-03-11", "34 #1 25 -, 35 #2 20 -, 36 #3 15 -, 31 #- - -, 32 #- - -, 33 #- - -")
+        #expect(try database.placesWithoutAValueOfThePeriod(Self.scales) == "")
+        #expect(try told(database) == "")
+        // (The month's board takes the day's weigh-ins at its next daily refresh.)
+        try database.leaderboardFloor("2026-03-11T10:00:00Z")
+        #expect(try database.leaderboardDifferences(periods: ["daily", "weekly"]) == "")
+
+        // Thursday: 31, 32 and 33 weigh in and pass them on the week's board: 34–36 held their
+        // places with this week's weigh-ins, and are told of the drop. Thursday's board has 31–33
+        // alone: Wednesday's weights are no place on it.
+        for (member, weight) in [(31, Decimal(86)), (32, Decimal(string: "86.5")!), (33, 87)] {
+            try weighIn(database, member: member, day: "2026-03-12", weight: weight, at: "2026-03-12T08:00:00Z")
+        }
+        try await database.refreshLeaderboards("2026-03-12T09:00:00Z")
+        try expectBoard(database, Self.scales, "weekly", "2026-03-09",
+                        "31 #1 210 0, 32 #2 175 0, 33 #3 140 0, 34 #4 105 0, 35 #5 70 0, 36 #6 35 0")
+        try expectBoard(database, Self.scales, "daily", "2026-03-12", "31 #1 40 -, 32 #2 35 -, 33 #3 30 -, 34 #- - -, 35 #- - -, 36 #- - -")
+        #expect(try database.placesWithoutAValueOfThePeriod(Self.scales) == "")
+        #expect(try told(database) == """
+            34: 📉 You dropped to #4 on this week's board in 'Scales'. Time to win back #1!
+            35: 📉 You dropped to #5 on this week's board in 'Scales'. Time to win back #2!
+            36: 📉 You dropped to #6 on this week's board in 'Scales'. Time to win back #3!
+            """)
+        // Each was told from the place they held at Wednesday's refresh with a weigh-in of the week.
+        #expect(try database.count("""
+            select count(*) from notification_outbox o
+             where o.notification_type = 'leaderboard_change'
+               and not exists (select 1 from fitcircle_data_submissions s
+                                where s.fitcircle_id = '\(Self.scales)' and s.user_id = o.user_id and s.weight is not null
+                                  and s.submission_date between '2026-03-09' and '2026-03-15'
+                                  and s.submitted_at <= '2026-03-11T10:00:00Z')
+            """) == 0)
+        try database.leaderboardFloor("2026-03-12T09:00:00Z")
+        #expect(try database.leaderboardDifferences() == "")
     }
 
     @Test func aDryRunChangesNothingAndABadCircleFailsAlone() async throws {

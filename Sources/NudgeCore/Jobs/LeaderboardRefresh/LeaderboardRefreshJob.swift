@@ -179,8 +179,8 @@ public struct LeaderboardRefreshJob: Job {
                               end as submissions) p
                 """, logger: logger)
             for try await (index, change, part, digest) in rows.decode((Int, Int64, String, String).self) {
-                // v3: members without a value hold no place, weights carry forward (a change of rules recomputes every board).
-                inputs[described[index].0, default: [:]][described[index].1] = "v3:" + digest
+                // The rules' version: a change of rules recomputes every board.
+                inputs[described[index].0, default: [:]][described[index].1] = Self.rulesVersion + digest
                 submissions[described[index].0, default: [:]][described[index].1] = SubmissionsDigest(digest: part, change: change)
             }
         }
@@ -382,9 +382,10 @@ public struct LeaderboardRefreshJob: Job {
 
             // Members who moved 3 places or more since the previous refresh of a board whose period
             // runs in circle time (a day that ended for the circle but not yet for a member west
-            // of it is no news to the others); ranks Nudge did not compute itself (a board it
-            // meets for the first time) are no previous refresh.
-            guard due.reason == .cadence, facts.states[board] != nil,
+            // of it is no news to the others); ranks Nudge did not compute itself by these rules
+            // (a board it meets for the first time, or one computed before an upgrade, where a
+            // weight from before the period held a place) are no previous refresh.
+            guard due.reason == .cadence, let state = facts.states[board], state.inputs.hasPrefix(Self.rulesVersion),
                   run.now < circle.calendar.end(of: board.countedDays(in: row)!.upperBound) else { continue }
             // Only places held with a value: rows stored before members without one went unranked
             // (a 0 of steps) were the order of the ids.
@@ -491,4 +492,9 @@ public struct LeaderboardRefreshJob: Job {
 
     /// An absent rank change in the write's integer arrays.
     private static let none = Int(Int32.min)
+
+    /// The version of the ranking rules, at the head of every board's input digest: v3, members
+    /// without a value hold no place and weights carry forward; v4, a weight board's place needs
+    /// a weigh-in within the board's own days.
+    static let rulesVersion = "v4:"
 }

@@ -78,13 +78,19 @@ public struct SubmittedTotals: Sendable, Equatable {
     public func weight(before day: LocalDate) -> Decimal? {
         weighIns.last { $0.day < day }?.weight
     }
+
+    /// Whether the member weighed in on one of `days`: what gives them a place on a weight board
+    /// of those days (a weight carried forward from before them is no value of theirs).
+    public func weighedIn(within days: ClosedRange<LocalDate>) -> Bool {
+        weighIns.contains { days.contains($0.day) }
+    }
 }
 
 /// A member's place on a board.
 public struct Standing: Sendable, Equatable {
     public let userID: UUID
     public let metricType: String
-    /// Nil when the member has nothing to rank by (no steps, never weighed in, no usable goal).
+    /// Nil when the member has nothing to rank by (no steps, no weigh-in in the board's days, no usable goal).
     public let value: Decimal?
     /// When the member reached the value: the tie-breaker.
     public let achievedAt: Date?
@@ -104,6 +110,8 @@ public struct Standing: Sendable, Equatable {
 /// since the last weight before the month and all-time boards since the starting weight. Ties
 /// go to whoever reached the value first; then, as a last resort, by user id. Members with a
 /// value are ranked 1, 2, 3 …, each with their own place; a member without one has no place.
+/// A value comes from the board's own days: steps above 0 in them, or a weigh-in in them
+/// (docs/jobs/leaderboard-refresh.md, "What counts").
 public enum LeaderboardStandings {
     /// Why a member has no value on a board, when it is not just "nothing submitted".
     public enum Gap: Sendable, Equatable, CustomStringConvertible {
@@ -137,7 +145,10 @@ public enum LeaderboardStandings {
         case (.weightLoss, .daily), (.weightLoss, .weekly):
             guard let start = member.startingWeight, let target = member.targetWeight else { return (nil, nil, .noGoal) }
             guard target < start else { return (nil, nil, .targetNotBelowStart) }
-            guard let (weight, since) = totals.weight(through: days.upperBound) else { return (nil, nil, nil) }
+            // No weigh-in in the board's days: a weight carried forward from before them is no
+            // place of theirs (it would rank them by how long ago they last weighed in).
+            guard totals.weighedIn(within: days), let (weight, since) = totals.weight(through: days.upperBound)
+            else { return (nil, nil, nil) }
             if board.period == .daily {
                 return (rounded(100 * (start - weight) / (start - target), scale: 2), since, nil)
             }
@@ -148,7 +159,9 @@ public enum LeaderboardStandings {
         case (.weightLoss, .monthly), (.weightLoss, .allTime):
             let from = board.period == .monthly ? (totals.weight(before: days.lowerBound) ?? member.startingWeight)
                                                 : member.startingWeight
-            guard let from, let (weight, since) = totals.weight(through: days.upperBound) else { return (nil, nil, nil) }
+            // The same on the month's board; on the all-time board, a weigh-in since the challenge began.
+            guard let from, totals.weighedIn(within: days), let (weight, since) = totals.weight(through: days.upperBound)
+            else { return (nil, nil, nil) }
             return (from - weight, since, nil)
         }
     }
