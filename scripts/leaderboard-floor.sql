@@ -52,13 +52,15 @@ b3 as (
     select b2.*, ((last_day + 1)::timestamp at time zone tz) as ends
       from b2
      where first_day <= last_day and first_day <= today),
--- When the last member's day ends: the latest of the circle's and every member's midnight.
+-- When the last member's day ends: the latest of the circle's and every member's midnight (a
+-- member without a zone lives in UTC).
 boards as (
-    select b3.*, greatest(b3.ends, (select max((b3.last_day + 1)::timestamp at time zone u.timezone)
+    select b3.*, greatest(b3.ends, (select max((b3.last_day + 1)::timestamp at time zone z.tz)
                                       from fitcircle_members m join users u on u.id = m.user_id
+                                     cross join lateral (select coalesce(nullif(u.timezone, ''), 'UTC') as tz) z
                                      where m.fitcircle_id = b3.id
                                        -- (a zone PostgreSQL does not know is no later midnight: the job skips it too)
-                                       and u.timezone in (select name from pg_timezone_names))) as subs_end
+                                       and z.tz in (select name from pg_timezone_names))) as subs_end
       from b3),
 -- The boards computed, and, for rank_change, the board before each (all-time has none).
 views as (

@@ -618,6 +618,73 @@ extension TestDatabase {
         #expect(try database.leaderboardDifferences() == "")
     }
 
+    /// A member without a time zone lives in UTC: in a Tokyo circle, the day's and the week's boards
+    /// wait for their midnight, so their Sunday evening (in UTC) counts on Sunday's boards.
+    @Test func aMemberWithoutATimeZoneCountsUntilTheirUTCMidnight() async throws {
+        let database = try await TestDatabase.fresh()
+        let tokyo = "00000000-0000-0000-0000-00000000d002"
+        try database.psql("""
+            begin;
+            insert into users (id, timezone, locale, display_name, created_at) values
+              (md5('user-41')::uuid, 'Asia/Tokyo', 'en', 'Member 41', '2026-02-01T00:00:00Z'),
+              (md5('user-42')::uuid, null, 'en', 'Member 42', '2026-02-01T00:00:00Z'),
+              (md5('user-43')::uuid, 'Asia/Tokyo', 'en', 'Member 43', '2026-02-01T00:00:00Z');
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
+            values ('\(tokyo)', 'Tokyo Trekkers', 'steps', 'Asia/Tokyo', '2026-03-02', '2026-03-29');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at)
+            select '\(tokyo)', md5('user-' || n)::uuid, '2026-03-01T00:00:00Z' from generate_series(41, 43) n;
+            -- Sunday the 15th in Tokyo (UTC+9): 41 and 43 by day.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at) values
+              ('\(tokyo)', md5('user-41')::uuid, '2026-03-15', 8000, '2026-03-15T11:00:00Z'),
+              ('\(tokyo)', md5('user-43')::uuid, '2026-03-15', 5000, '2026-03-15T10:00:00Z');
+            commit;
+            """)
+        try await database.refreshLeaderboards("2026-03-15T14:00:00Z")
+        try expectBoard(database, tokyo, "daily", "2026-03-15", "41 #1 8000 -, 43 #2 5000 -, 42 #- - -")
+        // 00:35 Monday in Tokyo, 15:35 Sunday for 42: the boards of Sunday and of the week are not final.
+        try await database.refreshLeaderboards("2026-03-15T15:35:00Z")
+        #expect(try isFinal(database, tokyo, "daily", "2026-03-15") == "f")
+        #expect(try isFinal(database, tokyo, "weekly", "2026-03-09") == "f")
+        // 20:00 Sunday in UTC: 42 submits the day's 12,000 steps, counted on Sunday's boards.
+        try database.psql("""
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
+            values ('\(tokyo)', md5('user-42')::uuid, '2026-03-15', 12000, '2026-03-15T20:00:00Z')
+            """)
+        try await database.refreshLeaderboards("2026-03-15T20:05:00Z")
+        try expectBoard(database, tokyo, "daily", "2026-03-15", "42 #1 12000 -, 41 #2 8000 -, 43 #3 5000 -")
+        try database.leaderboardFloor("2026-03-15T20:05:00Z")
+        #expect(try database.leaderboardDifferences(periods: ["daily", "weekly"]) == "")
+        // Their midnight, then the grace: final, with their steps.
+        try await database.refreshLeaderboards("2026-03-16T00:10:00Z")
+        #expect(try isFinal(database, tokyo, "daily", "2026-03-15") == "f")
+        try await database.refreshLeaderboards("2026-03-16T00:30:00Z")
+        #expect(try isFinal(database, tokyo, "daily", "2026-03-15") == "t")
+        #expect(try isFinal(database, tokyo, "weekly", "2026-03-09") == "t")
+        // The final boards against the submissions, summed and ranked here.
+        for (period, start, days) in [("daily", "2026-03-15", "'2026-03-15' and '2026-03-15'"),
+                                      ("weekly", "2026-03-09", "'2026-03-09' and '2026-03-15'")] {
+            let expected = try database.psql("""
+                select u.n || ' #' || row_number() over (order by sum(s.steps) desc, max(s.submitted_at), s.user_id) || ' ' || sum(s.steps)
+                  from fitcircle_data_submissions s
+                  join (select n, md5('user-' || n)::uuid as id from generate_series(41, 43) n) u on u.id = s.user_id
+                 where s.fitcircle_id = '\(tokyo)' and s.submission_date between \(days) and s.steps > 0
+                 group by u.n, s.user_id order by 1
+                """).replacingOccurrences(of: "\n", with: ", ")
+            let stored = try database.psql("""
+                select u.n || ' #' || e.rank || ' ' || trim_scale(e.metric_value)
+                  from fitcircle_leaderboard_entries e
+                  join (select n, md5('user-' || n)::uuid as id from generate_series(41, 43) n) u on u.id = e.user_id
+                 where e.fitcircle_id = '\(tokyo)' and e.period = '\(period)' and e.period_start = '\(start)' and e.rank is not null
+                 order by 1
+                """).replacingOccurrences(of: "\n", with: ", ")
+            #expect(stored == expected, "\(period) \(start)")
+            #expect(expected.hasPrefix("41 #2 8000, 42 #1 12000"), "\(expected)")
+        }
+        #expect(try database.placesWithoutAValueOfThePeriod(tokyo) == "")
+        try database.leaderboardFloor("2026-03-16T00:30:00Z")
+        #expect(try database.leaderboardDifferences() == "")
+    }
+
     @Test func aDryRunChangesNothingAndABadCircleFailsAlone() async throws {
         let database = try await TestDatabase.fresh()
         try Self.circles(database)

@@ -117,14 +117,15 @@ public struct LeaderboardRefreshJob: Job {
         }
 
         // The members' zones: a board is final only once its last day has ended in every one of them.
+        // A member without one lives in UTC, as in every job (docs/jobs/leaderboard-refresh.md, "Cadence").
         var zones: [UUID: [LocalCalendar]] = [:]
         if !candidates.isEmpty {
             let rows = try await connection.query("""
                 select distinct m.fitcircle_id, u.timezone
                   from fitcircle_members m join users u on u.id = m.user_id
-                 where m.fitcircle_id = any(\(Array(Set(candidates.map(\.0))))) and u.timezone is not null
+                 where m.fitcircle_id = any(\(Array(Set(candidates.map(\.0)))))
                 """, logger: logger)
-            for try await (circleID, timezone) in rows.decode((UUID, String).self) {
+            for try await (circleID, timezone) in rows.decode((UUID, String?).self) {
                 // A member's unknown zone is no later midnight than the circle's own (it fails their own jobs).
                 guard let calendar = try? calendars.calendar(for: timezone) else { continue }
                 zones[circleID, default: []].append(calendar)
