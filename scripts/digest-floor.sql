@@ -103,7 +103,13 @@ select o.*, w.steps, w.checkins, w.a0,
        s.settled_through,
        (select string_agg(c.name || ' #' || e.rank, ', ' order by e.rank, c.name)
           from fitcircle_leaderboard_entries e join fitcircles c on c.id = e.fitcircle_id
-         where e.user_id = o.user_id and e.period = 'weekly' and e.rank is not null and e.period_start = o.monday) as ranks,
+         where e.user_id = o.user_id and e.period = 'weekly' and e.rank is not null and e.period_start = o.monday
+           -- Only a place held with a value of the week itself: steps above 0, or a weigh-in within it.
+           and case when c.challenge_type = 'steps' then e.metric_value > 0
+                    else exists (select 1 from fitcircle_data_submissions s
+                                  where s.fitcircle_id = e.fitcircle_id and s.user_id = e.user_id and s.weight is not null
+                                    and s.submission_date between greatest(e.period_start, c.starts_on)
+                                                              and least(e.period_start + 6, c.ends_on)) end) as ranks,
        (select round(g.target_value)::int from weekly_goals g
          where g.user_id = o.user_id and g.goal_type = 'steps' and g.target_value is not null and g.week_start = o.sunday + 1) as next_set,
        (select c.id from fitcircle_members m join fitcircles c on c.id = m.fitcircle_id

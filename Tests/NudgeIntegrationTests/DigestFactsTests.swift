@@ -107,4 +107,71 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let told = try database.psql("select body from notification_outbox")
         #expect(!told.contains("#1") && !told.contains("Work Warriors"), "\(told)")
     }
+
+    /// A weight-loss circle where user 1 last weighed in the week before and user 2, this week, put
+    /// on weight: user 1 holds no place on the week's board, and the digest names none ("#1" for
+    /// a week with no weigh-in was the weight carried forward, ranked above user 2's gain).
+    @Test func aWeighInFromBeforeTheWeekGivesTheDigestNoRank() async throws {
+        let database = try await TestDatabase.fresh()
+        for n in 1...2 {
+            try DigestFixture.user(database, n, zone: "Europe/London")
+            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+        }
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
+            values ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
+            select '00000000-0000-0000-0000-0000000000c2', id, '2026-03-01T00:00:00Z', 180, 170 from users;
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at) values
+              ('00000000-0000-0000-0000-0000000000c2', '\(Fixture.userID(1))', '2026-03-12', 178, '2026-03-12T08:00:00Z'),
+              ('00000000-0000-0000-0000-0000000000c2', '\(Fixture.userID(2))', '2026-03-12', 178, '2026-03-12T09:00:00Z'),
+              ('00000000-0000-0000-0000-0000000000c2', '\(Fixture.userID(2))', '2026-03-18', 178.5, '2026-03-18T08:00:00Z');
+            """)
+        let refresh = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-22T19:55:00Z"])
+        #expect(refresh.status == 0, "\(refresh.stderr)")
+        #expect(try database.value("""
+            select string_agg(coalesce(rank::text, '-'), ' ' order by user_id = '\(Fixture.userID(1))' desc)
+              from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16'
+            """) == "- 1")
+        let summary = try await weeklyDigest(database, at: at(Self.sunday))
+        #expect(summary.counts.succeeded == 2)
+        let toOne = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(!toOne.isEmpty && !toOne.contains("#1") && !toOne.contains("#2") && !toOne.contains("Lean Team"), "\(toOne)")
+        let toTwo = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
+        #expect(toTwo.contains("#1"), "\(toTwo)")
+    }
+
+    /// Weekly boards an earlier version stored (final, so never computed again) ranked users 1 and
+    /// 2 first with a weight from before the week, and with 0 steps: the digest names none of
+    /// those places but user 2's, who weighed in within the week.
+    @Test func aPlaceStoredWithoutAValueOfTheWeekIsNotToldByTheDigest() async throws {
+        let database = try await TestDatabase.fresh()
+        for n in 1...2 {
+            try DigestFixture.user(database, n, zone: "Europe/London")
+            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+        }
+        try database.psql("""
+            insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on) values
+              ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26'),
+              ('00000000-0000-0000-0000-0000000000c3', 'Idle Walkers', 'steps', 'Europe/London', '2026-03-02', '2026-04-26');
+            insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
+            select c, u.id, '2026-03-01T00:00:00Z', 180, 170
+              from unnest(array['00000000-0000-0000-0000-0000000000c2', '00000000-0000-0000-0000-0000000000c3']::uuid[]) c, users u;
+            -- Both weighed in the week before; only user 2 within the week.
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at)
+            select '00000000-0000-0000-0000-0000000000c2', id, '2026-03-12', 178, '2026-03-12T08:00:00Z' from users;
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at)
+            values ('00000000-0000-0000-0000-0000000000c2', '\(Fixture.userID(2))', '2026-03-19', 178, '2026-03-19T08:00:00Z');
+            insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
+            select '00000000-0000-0000-0000-0000000000c2'::uuid, id, 'weekly', '2026-03-16'::date, 'weight_loss_pct', 0, 1 from users
+            union all
+            select '00000000-0000-0000-0000-0000000000c3'::uuid, id, 'weekly', '2026-03-16'::date, 'steps', 0, 1 from users;
+            """)
+        let summary = try await weeklyDigest(database, at: at(Self.sunday))
+        #expect(summary.counts.succeeded == 2)
+        let toOne = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(!toOne.isEmpty && !toOne.contains("#1") && !toOne.contains("Lean Team") && !toOne.contains("Idle Walkers"), "\(toOne)")
+        let toTwo = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
+        #expect(toTwo.contains("#1 in Lean Team") && !toTwo.contains("Idle Walkers"), "\(toTwo)")
+    }
 }

@@ -183,7 +183,16 @@ public struct WeeklyDigestJob: Job {
                          array_agg(e.rank order by e.rank, c.name) as ranks
                     from fitcircle_leaderboard_entries e join fitcircles c on c.id = e.fitcircle_id
                    where e.user_id = u.id and e.period = 'weekly' and e.rank is not null
-                     and e.period_start between r.first_sunday - 6 and r.last_sunday - 6) lb on true
+                     and e.period_start between r.first_sunday - 6 and r.last_sunday - 6
+                     -- Only a place held with a value of the week itself (docs/jobs/weekly-digest.md): a
+                     -- board an earlier version stored, final and never computed again, may rank 0
+                     -- steps, or a weight from before the week.
+                     and case when c.challenge_type = 'steps' then e.metric_value > 0
+                              else exists (select 1 from fitcircle_data_submissions s
+                                            where s.fitcircle_id = e.fitcircle_id and s.user_id = e.user_id
+                                              and s.weight is not null
+                                              and s.submission_date between greatest(e.period_start, c.starts_on)
+                                                                        and least(e.period_start + 6, c.ends_on)) end) lb on true
             """, logger: run.logger)
         struct Row {
             let name: String?, email: String?, preferences: DigestPreferences, hasDevice: Bool
