@@ -58,7 +58,7 @@ with due as (
     returning 1
 ), outbox as (
     insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload)
-    select 'validate-streaks:' || user_id || ':' || day || ':' || kind, 'validate-streaks', user_id, day, kind,
+    select 'validate-streaks:' || user_id || ':' || (day + 1) || ':' || kind, 'validate-streaks', user_id, day + 1, kind,
            ((day + 1)::timestamp + interval '9 hours') at time zone tz,
            case when outcome = 'freeze_used' then (case when locale = 'fr' then '💎 Gel de série utilisé' else '💎 Streak freeze used' end)
                 when locale = 'fr' then '🔥 Ta série de ' || new_current || ' jours est en danger'

@@ -118,12 +118,20 @@ struct Runs: AsyncParsableCommand {
             let bootstrap = try Bootstrap.make()
             if let job { _ = try bootstrap.definition(job) }
             let (job, limit, failures) = (self.job, max(1, self.limit), self.failures)
+            // The jobs that read through the due index (each has its weekly sweep).
+            let indexed = bootstrap.catalog.definitions.filter { $0.sweepSchedule != nil && (job == nil || $0.name == job) }.map(\.name)
             let output = try await bootstrap.withDatabase("runs", limits: try .forJobs(bootstrap.environment)) { database in
                 try await database.client.withConnection { connection in
                     if let failures {
                         return try await Self.failures(of: failures, on: connection, logger: database.logger)
                     }
-                    return try await Self.recentRuns(job: job, limit: limit, on: connection, logger: database.logger)
+                    var text = try await Self.recentRuns(job: job, limit: limit, on: connection, logger: database.logger)
+                    for (name, count) in try await DueSource.unindexedUsers(jobs: indexed, on: connection, logger: database.logger)
+                    where count > 0 {
+                        text += "\nNOT INDEXED: \(count) users have no row in \(name)'s due index, so no run reads them;"
+                            + " `nudge run \(name) --sweep` reads them and gives them one"
+                    }
+                    return text
                 }
             }
             print(output)

@@ -18,9 +18,9 @@ private func row(_ id: Int64, _ type: String, due: String, title: String = "t", 
 
 private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences = .standard, devices: [Device] = [iphone, pixel],
                   past: [PastDelivery] = [], providers: [DeliveryProvider: ProviderState] = ready, locale: String = "en",
-                  now: String = "2026-03-10T12:00:00Z") -> DispatchRules.Plan {
-    DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: devices, past: past), providers: providers,
-                       locale: locale, calendar: utc, now: at(now))
+                  now: String = "2026-03-10T12:00:00Z", actions: UserActions = .none) -> DispatchRules.Plan {
+    DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: devices, past: past, actions: actions),
+                       providers: providers, locale: locale, calendar: utc, now: at(now))
 }
 
 @Suite struct DispatchRulesTests {
@@ -75,7 +75,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         let result = plan([row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z"), row(2, "daily_checkin", due: "2026-03-10T12:00:00Z")],
                           past: past)
         #expect(result.outcomes[1] == .suppressed(step: "caps",
-                                                  reason: "daily cap: 3 notifications already sent on 2026-03-10 (at most 3 a day)"))
+                                                  reason: "daily cap: 3 notifications already sent for 2026-03-10 (at most 3 a day)"))
         #expect(result.outcomes[2] == .deliver(0))
     }
 
@@ -89,7 +89,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
                           past: past, now: "2026-03-15T20:01:00Z")
         #expect(result.outcomes[1] == .deliver(0))
         #expect(result.outcomes[2] == .suppressed(step: "caps",
-                                                  reason: "daily cap: 5 notifications already sent on 2026-03-15 (at most 3 a day)"))
+                                                  reason: "daily cap: 5 notifications already sent for 2026-03-15 (at most 3 a day)"))
     }
 
     /// The weekly cap counts the week a digest tells: last week's, delivered late on Monday,
@@ -294,5 +294,78 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(android["collapse_key"] as? String == "nudge-1")
         #expect(android["ttl"] as? String == "3600s")
         #expect((android["notification"] as? [String: String])?["tag"] == "streak")
+    }
+}
+
+/// A notification whose reason is gone when its turn comes is not sent (docs/jobs/dispatch.md).
+@Suite struct ReasonGoneTests {
+    let day = LocalDate(iso8601: "2026-03-10")!
+
+    /// A reminder decided at 20:00 and held (an outage, a retry): the check-in at 20:05 ends it.
+    @Test func aCheckInBeforeTheSendEndsEveryNotificationThatAsksForIt() {
+        let done = UserActions(checkIns: [day: at("2026-03-10T07:30:00Z")])
+        let rows = [row(1, "daily_checkin", due: "2026-03-10T09:00:00Z"), row(2, "streak_at_risk", due: "2026-03-10T09:00:00Z"),
+                    row(3, "streak_freeze_used", due: "2026-03-10T09:00:00Z"), row(4, "weekly_goal_progress", due: "2026-03-10T09:00:00Z")]
+        let result = plan(rows, actions: done)
+        for id: Int64 in [1, 2, 3] {
+            #expect(result.outcomes[id] == .suppressed(step: "answered",
+                                                       reason: "the user checked in for 2026-03-10 at 2026-03-10T07:30:00Z, which it asks for"))
+        }
+        #expect(result.outcomes[4] == .deliver(0))
+        // A check-in recorded without its instant counts too; yesterday's does not.
+        #expect(plan([rows[0]], actions: UserActions(checkIns: [day: nil])).outcomes[1]
+                == .suppressed(step: "answered", reason: "the user checked in for 2026-03-10, which it asks for"))
+        #expect(plan([rows[0]], actions: UserActions(checkIns: [day.adding(days: -1): nil])).outcomes[1] == .deliver(0))
+    }
+
+    @Test func aSubmissionEndsTheSubmissionReminderOfItsDay() {
+        let submitted = UserActions(submissions: [day: at("2026-03-10T11:58:00Z")])
+        let result = plan([row(1, "data_submission", due: "2026-03-10T12:00:00Z"), row(2, "daily_checkin", due: "2026-03-10T12:00:00Z")],
+                          actions: submitted)
+        #expect(result.outcomes[1] == .suppressed(step: "answered", reason:
+            "the user submitted their data for 2026-03-10 at 2026-03-10T11:58:00Z, which it asks for"))
+        #expect(result.outcomes[2] == .deliver(0))
+    }
+
+    /// The streak-at-risk email too: the rule holds whatever the channel.
+    @Test func theRuleHoldsForEmailsToo() {
+        let email = QueuedNotification(id: 7, type: "streak_at_risk", channel: "email", localDay: day, deliverAfter: at("2026-03-10T09:00:00Z"),
+                                       title: "⚠️", body: "b", payload: #"{"email_type":"streak_at_risk","html":"<p>b</p>"}"#)
+        let result = DispatchRules.plan(rows: [email], facts: .init(devices: [], address: "a@example.com",
+                                                                     actions: UserActions(checkIns: [day: at("2026-03-10T08:00:00Z")])),
+                                        providers: [.resend: .ready], locale: "en", calendar: utc, now: at("2026-03-10T09:00:00Z"))
+        #expect(result.outcomes[7] == .suppressed(step: "answered",
+                                                  reason: "the user checked in for 2026-03-10 at 2026-03-10T08:00:00Z, which it asks for"))
+    }
+
+    /// A retry of a delivery a device already has goes on to the other devices as it began.
+    @Test func aDeliveryThatReachedADeviceIsNotTakenBack() {
+        let retry = row(1, "daily_checkin", due: "2026-03-10T12:00:00Z", deliveredTo: [iphone.key], deliveryID: 1,
+                        sentAt: at("2026-03-10T11:59:00Z"))
+        #expect(plan([retry], actions: UserActions(checkIns: [day: at("2026-03-10T11:59:30Z")])).outcomes[1] == .deliver(0))
+    }
+
+    /// The check-in reminder at a time Nudge learned is held by quiet hours (not by the weekend
+    /// pause); at a time the user chose, or the default, it passes them.
+    @Test func quietHoursHoldALearnedReminderTimeOnly() {
+        var preferences = DeliveryPreferences()
+        preferences.quietHours = QuietHours(start: LocalTime("22:00")!, end: LocalTime("08:00")!, pauseWeekends: true)
+        let learned = row(1, "daily_checkin", due: "2026-03-10T06:25:00Z", payload: #"{"reminder_time":"learned"}"#)
+        let chosen = row(2, "daily_checkin", due: "2026-03-10T06:25:00Z", payload: #"{"reminder_time":"chosen"}"#)
+        let early = plan([learned, chosen], preferences: preferences, now: "2026-03-10T06:25:00Z")
+        #expect(early.outcomes[1] == .deferred(until: at("2026-03-10T08:00:00Z"), reason: "quiet hours 22:00–08:00"))
+        #expect(early.outcomes[2] == .deliver(0))
+        // A Saturday at 09:00 under the weekend pause: the learned one goes (it is still required).
+        let saturday = row(3, "daily_checkin", due: "2026-03-14T09:00:00Z", payload: #"{"reminder_time":"learned"}"#)
+        #expect(plan([saturday], preferences: preferences, now: "2026-03-14T09:00:00Z").outcomes[3] == .deliver(0))
+        // Held past the end of its day (a learned 21:30 that an outage kept until 22:10): not sent.
+        let late = row(4, "daily_checkin", due: "2026-03-10T21:30:00Z", payload: #"{"reminder_time":"learned"}"#)
+        let held = DispatchRules.plan(rows: [late], facts: .init(preferences: preferences, devices: [iphone]), providers: ready,
+                                      locale: "en", calendar: utc, now: at("2026-03-10T22:10:00Z"),
+                                      shelfLife: ShelfLife(rules: ["daily_checkin": .endOfLocalDay]))
+        guard case .suppressed(step: "expired", _)? = held.outcomes[4] else {
+            Issue.record("a learned reminder held past its day was not ended")
+            return
+        }
     }
 }

@@ -83,7 +83,26 @@ private func calendar(_ zone: String) -> LocalCalendar { try! LocalCalendar(iden
         #expect(FrequencyCaps.refusal(for: kind, challenge: nil, at: now, calendar: paris, past: today + [yesterdayLate]) == nil)
         let third = PastDelivery(type: "proactive_push", sentAt: at("2026-03-10T09:00:00Z"))
         let refusal = FrequencyCaps.refusal(for: kind, challenge: nil, at: now, calendar: paris, past: today + [third])
-        #expect(refusal?.hasPrefix("daily cap: 3 notifications already sent on 2026-03-10") == true)
+        #expect(refusal?.hasPrefix("daily cap: 3 notifications already sent for 2026-03-10") == true)
+    }
+
+    /// A user who flew east since yesterday's 20:00 reminder (sent 19:00 UTC, 04:00 today in
+    /// Tokyo): it counts on the day it was for, so today's required reminder is not "1 already
+    /// sent", and three deliveries for yesterday hold nothing today.
+    @Test func aMoveEastDoesNotCountYesterdaysSendsOnToday() {
+        let tokyo = calendar("Asia/Tokyo")
+        let yesterday = LocalDate(iso8601: "2026-03-09")!, today = LocalDate(iso8601: "2026-03-10")!
+        let reminder = PastDelivery(type: "daily_checkin", sentAt: at("2026-03-09T19:00:00Z"), localDay: yesterday)
+        let now = at("2026-03-10T11:00:00Z")   // 20:00 in Tokyo on the 10th
+        #expect(FrequencyCaps.refusal(for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                                      past: [reminder]) == nil)
+        let evening = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-09T2\($0):00:00Z"), localDay: yesterday) }
+        #expect(FrequencyCaps.refusal(for: .of("data_submission"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                                      past: evening) == nil)
+        // The same deliveries for today do hold it.
+        let sameDay = [PastDelivery(type: "daily_checkin", sentAt: at("2026-03-10T01:00:00Z"), localDay: today)]
+        #expect(FrequencyCaps.refusal(for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                                      past: sameDay) == "daily_checkin cap: 1 already sent (at most 1 a day)")
     }
 
     @Test func criticalTypesAreNeverHeldByTheDailyTotal() {

@@ -6,30 +6,93 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 private func time(_ text: String) -> LocalTime { LocalTime(text)! }
 private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
 
+private func days(_ times: [LocalTime]) -> [ReminderRules.LearningDay] { times.map { ReminderRules.LearningDay(time: $0) } }
+private func days(_ text: String, count: Int) -> [ReminderRules.LearningDay] { days(Array(repeating: time(text), count: count)) }
+
+/// No quiet hours, to see the learned time alone.
+private let awake = QuietHours(start: LocalTime(hour: 0, minute: 0)!, end: LocalTime(hour: 0, minute: 0)!, pauseWeekends: false)
+
 struct ReminderTimeTests {
     @Test func theUsersOwnTimeWinsOverWhatTheirCheckInsSay() {
-        let learned = ReminderRules.reminderTime(chosen: time("19:30"), checkInTimes: Array(repeating: time("07:10"), count: 20))
-        #expect(learned.time == time("19:30"))
+        let learned = ReminderRules.reminderTime(chosen: time("19:30"), checkIns: days("07:10", count: 20))
+        #expect(learned.time == time("19:30") && learned.source == .chosen)
         #expect(learned.why == "19:30: the user's own reminder time")
+        // A time the user chose inside their quiet hours is theirs: it stands.
+        #expect(ReminderRules.reminderTime(chosen: time("06:30"), checkIns: []).time == time("06:30"))
     }
 
     @Test func fourteenCheckInDaysAreNeededToLearnATime() {
-        let few = ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("07:10"), count: 13))
-        #expect(few.time == time("20:00"))
+        let few = ReminderRules.reminderTime(chosen: nil, checkIns: days("09:10", count: 13))
+        #expect(few.time == time("20:00") && few.source == .standard)
         #expect(few.why == "20:00: the default (13 of the 14 check-in days needed to learn the user's time)")
-        let enough = ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("07:10"), count: 14))
-        #expect(enough.time == time("06:25"))
+        let enough = ReminderRules.reminderTime(chosen: nil, checkIns: days("09:10", count: 14))
+        #expect(enough.time == time("08:25") && enough.source == .learned)
+        #expect(enough.why == "08:25: 45 min before the user's median check-in 09:10 over 14 days")
     }
 
     @Test func theMedianCheckInLessFortyFiveMinutesWithinSixToTwentyTwo() {
         // An odd day out does not move the median.
         let mornings = (0..<15).map { LocalTime(hour: 7, minute: 5 + $0 % 10)! } + [time("23:50")]
-        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: mornings).time == time("06:23"))
-        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("06:20"), count: 14)).time == time("06:00"))
-        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: Array(repeating: time("23:30"), count: 14)).time == time("22:00"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days(mornings), quietHours: awake).time == time("06:23"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("06:20", count: 14), quietHours: awake).time == time("06:00"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("23:30", count: 14), quietHours: awake).time == time("22:00"))
         // An even count: the middle two's mean, to the minute below.
-        let even = Array(repeating: time("07:00"), count: 7) + Array(repeating: time("07:11"), count: 7)
-        #expect(ReminderRules.reminderTime(chosen: nil, checkInTimes: even).time == time("06:20"))
+        let even = days("07:00", count: 7) + days("07:11", count: 7)
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: even, quietHours: awake).time == time("06:20"))
+    }
+
+    /// An early riser checking in at 07:10 with the default quiet hours (22:00–08:00): 45 minutes
+    /// before is 06:25, inside them, so the reminder is at their end, 08:00.
+    @Test func aLearnedTimeInsideQuietHoursMovesToTheirEnd() {
+        let riser = ReminderRules.reminderTime(chosen: nil, checkIns: days("07:10", count: 20))
+        #expect(riser.time == time("08:00") && riser.source == .learned)
+        #expect(riser.why == "08:00: the end of the user's quiet hours (22:00–08:00); 45 min before the user's median check-in 07:10 "
+                + "over 20 days is 06:25, inside them")
+        // A user's own quiet hours: 13:00–15:00 holds a learned 14:00 until 15:00.
+        let nap = QuietHours(start: time("13:00"), end: time("15:00"), pauseWeekends: false)
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("14:45", count: 14), quietHours: nap).time == time("15:00"))
+        // The end itself is outside them.
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("08:45", count: 14)).time == time("08:00"))
+    }
+
+    /// A learned time in the evening part of the quiet hours (which end the next morning): no
+    /// time after them is left in the day, so the default.
+    @Test func aLearnedTimeWhoseQuietHoursOutlastTheDayIsTheDefault() {
+        let owl = ReminderRules.reminderTime(chosen: nil, checkIns: days("22:50", count: 14))
+        #expect(owl.time == time("20:00") && owl.source == .standard)
+        #expect(owl.why == "20:00: the default; 45 min before the user's median check-in 22:50 over 14 days is 22:00, inside the "
+                + "user's quiet hours (22:00–08:00), which last until the day is over")
+        let early = QuietHours(start: time("21:00"), end: time("07:00"), pauseWeekends: false)
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("22:00", count: 14), quietHours: early).time == time("20:00"))
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("21:40", count: 14), quietHours: early).time == time("20:55"))
+    }
+
+    /// Check-ins either side of midnight have their median at midnight, not at noon.
+    @Test func theMedianOfCheckInsAroundMidnightWrapsTheClock() {
+        let midnight = days("23:50", count: 7) + days("00:10", count: 7) + days("23:58", count: 1)
+        #expect(ReminderRules.circularMedian(midnight.map(\.time.minutes)) == 23 * 60 + 58)
+        #expect(ReminderRules.circularMedian([23 * 60 + 50, 10]) == 0)
+        #expect(ReminderRules.circularMedian([23 * 60 + 40, 20, 40]) == 20)
+        // A day's spread keeps its plain median.
+        #expect(ReminderRules.circularMedian([7 * 60, 8 * 60, 9 * 60]) == 8 * 60)
+        // 45 minutes before midnight is 23:15, kept within the day at 22:00 (the nearer bound).
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: midnight, quietHours: awake).time == time("22:00"))
+        // A median of 04:45: 04:00 is nearer 06:00.
+        #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("04:45", count: 14), quietHours: awake).time == time("06:00"))
+    }
+
+    /// A day the reminder prompted counts at the time the reminder aimed at plus the lead: a user
+    /// who answers within minutes keeps their time where it was.
+    @Test func promptedDaysHoldTheLearnedTime() {
+        let natural = days("21:00", count: 14)
+        let learned = ReminderRules.reminderTime(chosen: nil, checkIns: natural, quietHours: awake)
+        #expect(learned.time == time("20:15"))
+        let prompted = (0..<14).map { _ in
+            ReminderRules.LearningDay(time: LocalTime(minutes: learned.time.minutes + ReminderRules.learnedLead), prompted: true)
+        }
+        let after = ReminderRules.reminderTime(chosen: nil, checkIns: prompted, quietHours: awake)
+        #expect(after.time == learned.time)
+        #expect(after.why.hasSuffix("(14 prompted by the reminder, counted at the time it aimed at)"))
     }
 }
 
@@ -121,12 +184,55 @@ struct ReminderCopyTests {
         #expect(ReminderCopy(locale: "en").dataSubmission(steps: 8_234).body == "Submit today's 8,234 steps to your FitCircles before midnight!")
         #expect(ReminderCopy(locale: "fr").dataSubmission(steps: 8_234).body == "Envoie tes 8\u{202F}234 pas du jour à tes FitCircles avant minuit !")
         #expect(ReminderCopy(locale: "en").dataSubmission(steps: nil).body == "Submit today's steps to your FitCircles before midnight!")
-        #expect(ReminderCopy(locale: "en").weeklyGoal(percent: 35).body
-                == "You're halfway through the week but only at 35% of your step goal. You've got this!")
+        #expect(ReminderCopy(locale: "en").weeklyGoal(percent: 35, weekGone: 39).body
+                == "The week is 39% gone and you're at 35% of your step goal. You've got this!")
+        #expect(ReminderCopy(locale: "fr").weeklyGoal(percent: 35, weekGone: 39).body
+                == "39\u{00A0}% de la semaine est passée et tu en es à 35\u{00A0}% de ton objectif de pas. Tu peux le faire !")
         #expect(ReminderCopy(locale: "en").milestone(50, challenge: .weightLoss, circle: "Work Warriors").body
                 == "You're 50% to your weight loss goal in “Work Warriors”.")
         #expect(ReminderCopy(locale: "en").streakMilestone(.weekWarrior).body
                 == "You did it! 7-day streak complete. Your daily goals are now personalized based on your baseline.")
+    }
+
+    /// French takes the singular for 0 and 1 ("1 jour"), everywhere a count meets a noun.
+    @Test func aCountAndItsNounAgreeInFrench() {
+        let fr = ReminderCopy(locale: "fr")
+        #expect(fr.streakRiskEmail(streak: 1).subject == "⚠️ Ta série de 1 jour est en danger !")
+        #expect(fr.streakRiskEmail(streak: 1).paragraphs[0] == "Tu as manqué le check-in d'hier. Ta série de 1 jour est en danger !")
+        #expect(fr.streakRiskEmail(streak: 12).subject == "⚠️ Ta série de 12 jours est en danger !")
+        #expect(StreakMessages.title(.atRisk, streak: 1, locale: "fr") == "🔥 Ta série de 1 jour est en danger")
+        #expect(StreakMessages.body(.freezeUsed, streak: 1, locale: "fr").contains("ta série de 1 jour."))
+        #expect(StreakMessages.title(.atRisk, streak: 3, locale: "fr") == "🔥 Ta série de 3 jours est en danger")
+        let quiet = ReminderRules.Month(first: day("2026-10-01"))
+        #expect(fr.monthlyReport(quiet, streak: 1).stats.last?.value == "1 jour")
+        #expect(fr.monthlyReport(quiet, streak: 0).stats.last?.value == "0 jour")
+        for streak in [0, 1] {
+            let texts = [fr.streakRiskEmail(streak: streak).subject, StreakMessages.title(.atRisk, streak: streak, locale: "fr"),
+                         StreakMessages.body(.freezeUsed, streak: streak, locale: "fr")]
+            for text in texts { #expect(!text.contains("\(streak) jours"), "\(text)") }
+        }
+    }
+
+    /// A month with check-ins and no steps is not "0 steps": the subject names what the user did.
+    @Test func theMonthlyReportsSubjectNamesWhatTheUserDid() {
+        var checkIns = ReminderRules.Month(first: day("2026-10-01"))
+        checkIns.checkInDays = 12
+        checkIns.activeDays = 12
+        #expect(ReminderCopy(locale: "en").monthlyReport(checkIns, streak: 3).subject == "📅 Your October 2026 report: 12 check-ins")
+        #expect(ReminderCopy(locale: "fr").monthlyReport(checkIns, streak: 3).subject == "📅 Ton bilan de octobre 2026 : 12 check-ins")
+        checkIns.checkInDays = 1
+        #expect(ReminderCopy(locale: "en").monthlyReport(checkIns, streak: 3).subject == "📅 Your October 2026 report: 1 check-in")
+        var weighIns = ReminderRules.Month(first: day("2026-10-01"))
+        weighIns.activeDays = 1
+        #expect(ReminderCopy(locale: "en").monthlyReport(weighIns, streak: 0).subject == "📅 Your October 2026 report: 1 active day")
+        #expect(ReminderCopy(locale: "fr").monthlyReport(weighIns, streak: 0).subject == "📅 Ton bilan de octobre 2026 : 1 jour actif")
+        var steps = ReminderRules.Month(first: day("2026-10-01"))
+        steps.steps = 182_340
+        steps.checkInDays = 20
+        #expect(ReminderCopy(locale: "en").monthlyReport(steps, streak: 0).subject == "📅 Your October 2026 report: 182,340 steps")
+        for month in [checkIns, weighIns] {
+            #expect(!ReminderCopy(locale: "en").monthlyReport(month, streak: 0).subject.contains("0 steps"))
+        }
     }
 
     @Test func theMonthlyReportCountsTheMonthBefore() {

@@ -98,15 +98,18 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         #expect(try sent(stale) == "suppressed")                  // past its shelf life by then
         #expect(try database.value("select last_error from notification_outbox where id = \(stale)")
                 .hasPrefix("expired: streak_at_risk due \(t["sat 23:00"]!) was worth sending until"))
-        #expect(try sent(cheer) == t["sun 10:00"]!)               // the day's third
-        #expect(try sent(goal) == "suppressed")                   // a fourth is over the cap
-        #expect(try sent(submit) == "suppressed")
+        // The daily total counts each push on the day it was for: the digest deferred from Saturday
+        // night to 08:00 is Saturday's, so Sunday's are the milestone, the cheer and the goal.
+        #expect(try sent(cheer) == t["sun 10:00"]!)
+        #expect(try sent(goal) == t["sun 11:00"]!)                // the day's third
+        #expect(try sent(submit) == "suppressed")                 // a fourth is over the cap
         #expect(try sent(evening) == t["sun 20:00"]!)             // critical: never held by the cap
         #expect(try sent(weekend) == t["mon 07:00"]!)             // the weekend, then the night
         #expect(try sent(cheered) == "suppressed")                // stale by Monday morning
         #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
-        #expect(try database.value("select last_error from notification_outbox where id = \(goal)")
-                .hasPrefix("caps: daily cap: 3 notifications already sent on"))
+        let sunday = try database.value("select (timestamptz '\(t["sun 12:00"]!)' at time zone '\(zone.name)')::date")
+        #expect(try database.value("select last_error from notification_outbox where id = \(submit)")
+                .hasPrefix("caps: daily cap: 3 notifications already sent for \(sunday)"))
         // Deferred to the instant the window ends, not to the next run after it.
         #expect(try database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
                 .hasPrefix("deferred|quiet hours 22:00–08:00: until \(t["sun 08:00"]!)"))
@@ -114,9 +117,9 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
                 .hasSuffix("until \(t["mon 07:00"]!)"))
         #expect(try database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasPrefix("weekend pause and quiet hours 23:00–07:00"))
-        #expect(try database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 2)
-        // What the device saw: seven pushes, one each.
-        #expect(push.apns.requests.count == 7)
-        #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 7)
+        #expect(try database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 1)
+        // What the device saw: eight pushes, one each.
+        #expect(push.apns.requests.count == 8)
+        #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 8)
     }
 }

@@ -82,9 +82,12 @@ enum Outbox {
         let id = Fixture.userID(n)
         let localDay = day ?? String(deliverAfter.prefix(10))
         let dedupe = key ?? "test:\(id):\(localDay):\(type):\(UUID().uuidString)"
+        // Without a day, the one the instant falls on in the user's zone, as a job sets it.
+        let dayValue = day.map { "'\($0)'" }
+            ?? "(timestamptz '\(deliverAfter)' at time zone coalesce((select timezone from users where id = '\(id)'), 'UTC'))::date"
         let text = try database.value("""
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload)
-            values ('\(dedupe)', 'test', '\(id)', '\(localDay)', '\(type)', '\(deliverAfter)', $$\(title)$$, $$\(body)$$, '\(payload)'::jsonb)
+            values ('\(dedupe)', 'test', '\(id)', \(dayValue), '\(type)', '\(deliverAfter)', $$\(title)$$, $$\(body)$$, '\(payload)'::jsonb)
             returning id
             """)
         guard let outboxID = Int64(text) else { throw TestFailure("no outbox id: \(text)") }

@@ -320,7 +320,7 @@ enum ReminderFixture {
             if n == 1 {
                 #expect(try body(n, "daily_checkin") == "Complete your check-in to keep your \(kept)-day streak alive!")
                 #expect(try body(n, "data_submission") == "Submit today's \(steps) steps to your FitCircles before midnight!")
-                #expect(try body(n, "weekly_goal_progress") == "You're halfway through the week but only at \(percent)% of your step goal. You've got this!")
+                #expect(try body(n, "weekly_goal_progress") == "The week is 39% gone and you're at \(percent)% of your step goal. You've got this!")
             } else {
                 let french = steps.replacingOccurrences(of: ",", with: "\u{202F}")
                 #expect(try body(n, "daily_checkin") == "Fais ton check-in pour garder ta série de \(kept) jours !")
@@ -415,42 +415,59 @@ enum ReminderFixture {
                 == "no_channel,no_channel")
     }
 
-    /// A user who checks in at about 07:10 every day, without a reminder time of their own, is
-    /// reminded at 06:25; the ledger says which time and why.
-    @Test func theLearnedReminderTimeIsFortyFiveMinutesBeforeTheUsualCheckIn() async throws {
+    /// A user who checks in at about 07:10 every day, without a reminder time of their own: 45
+    /// minutes before is 06:25, inside the default quiet hours (22:00–08:00), so the reminder
+    /// goes at 08:00, their end, and not at all to a second such user who checked in at 07:30;
+    /// the ledger says which time and why. Writing 20:00 is a choice like any other time.
+    @Test func aLearnedReminderTimeInsideQuietHoursGoesAtTheirEnd() async throws {
         let database = try await TestDatabase.fresh()
-        try ReminderFixture.user(database, 1, zone: "America/New_York")
+        for n in [1, 2] {
+            try ReminderFixture.user(database, n, zone: "America/New_York")
+            try database.psql("""
+                insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
+                select '\(Fixture.userID(n))', d::date, 4, 4,
+                       (d::date + time '07:05' + (extract(day from d)::int % 13) * interval '1 minute') at time zone 'America/New_York'
+                  from generate_series('2026-10-21'::date, '2026-11-10'::date, '1 day') d
+                """)
+        }
         let id = Fixture.userID(1)
+        // A row inserted without a reminder time: the default, not a choice.
+        try database.psql("insert into notification_preferences (user_id) values ('\(id)')")
+        #expect(try database.value("select daily_reminder_time from notification_preferences") == "20:00:00")
+        #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 1)
+        try await reminders(database, at: at("2026-11-11T11:00:00Z"))   // 06:00 in New York
+        try await reminders(database, at: at("2026-11-11T11:30:00Z"))   // 06:30: past the learned 06:25
+        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        // User 2 checks in at 07:30, before the end of the quiet hours.
         try database.psql("""
             insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
-            select '\(id)', d::date, 4, 4, (d::date + time '07:05' + (extract(day from d)::int % 13) * interval '1 minute') at time zone 'America/New_York'
-              from generate_series('2026-10-21'::date, '2026-11-10'::date, '1 day') d
+            values ('\(Fixture.userID(2))', '2026-11-11', 3, 3, '2026-11-11T12:30:00Z')
             """)
-        // A chosen time of 20:00 is not a choice until it is made: the row's default is not.
-        try database.psql("insert into notification_preferences (user_id) values ('\(id)')")
-        try await reminders(database, at: at("2026-11-11T11:00:00Z"))   // 06:00 in New York
-        #expect(try database.count("select count(*) from notification_outbox") == 0)
-        try await reminders(database, at: at("2026-11-11T11:25:00Z"))   // 06:25
+        try await reminders(database, at: at("2026-11-11T13:00:00Z"))   // 08:00
         #expect(try database.value("""
-            select deliver_after at time zone 'America/New_York' from notification_outbox where notification_type = 'daily_checkin'
-            """) == "2026-11-11 06:25:00")
+            select user_id || ' ' || (deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time')
+              from notification_outbox where notification_type = 'daily_checkin'
+            """) == "\(id) 2026-11-11 08:00:00 learned")
         let median = try database.value("""
             select to_char(percentile_disc(0.5) within group (order by (checked_in_at at time zone 'America/New_York')::time), 'HH24:MI')
               from daily_tracking where user_id = '\(id)' and date between '2026-10-14' and '2026-11-10'
             """)
         #expect(median == "07:10")
-        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin'")
-                == "06:25: 45 min before the user's median check-in 07:10 over 21 days")
-        // Their own time wins once they choose it (a trigger records the choice, and makes them due).
+        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(id)'")
+                == "08:00: the end of the user's quiet hours (22:00–08:00); 45 min before the user's median check-in 07:10 over 21 days "
+                   + "is 06:25, inside them")
+        #expect(try database.value("select outcome || ': ' || detail from job_work where user_id = '\(Fixture.userID(2))'")
+                .hasPrefix("not_needed: checked in at 07:30 before the reminder (08:00: the end of the user's quiet hours"))
+        // Their own time wins once they choose it, 20:00 too: a trigger records the choice, and makes them due.
         try database.psql("update notification_preferences set daily_reminder_time = '20:00' where user_id = '\(id)'")
-        #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 1)
-        try database.psql("update notification_preferences set daily_reminder_time = '19:30' where user_id = '\(id)'")
+        #expect(try database.count("select count(*) from notification_preferences where reminder_time_set_at is null") == 0)
         #expect(try database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 1)
-        try await reminders(database, at: at("2026-11-12T00:30:00Z"))   // 19:30 on the 11th: decided already that day
-        try await reminders(database, at: at("2026-11-13T00:30:00Z"))   // 19:30 on the 12th
+        try await reminders(database, at: at("2026-11-11T14:00:00Z"))
+        try await reminders(database, at: at("2026-11-13T01:00:00Z"))   // 20:00 on the 12th
         #expect(try database.value("""
-            select string_agg((deliver_after at time zone 'America/New_York')::text, ',' order by deliver_after) from notification_outbox
-            """) == "2026-11-11 06:25:00,2026-11-12 19:30:00")
+            select string_agg((deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time'), ',' order by deliver_after)
+              from notification_outbox where user_id = '\(id)'
+            """) == "2026-11-11 08:00:00 learned,2026-11-12 20:00:00 chosen")
     }
 
     /// The welcome email once, within 15 minutes of sign-up; a badge's celebration the morning

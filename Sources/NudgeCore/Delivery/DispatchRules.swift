@@ -40,10 +40,13 @@ public enum DispatchRules {
         public let calls: [UUID: CallState]
         /// The pushes the user's fallback SMS depend on, by the push row's deduplication key.
         public let pushes: [String: PushState]
+        /// What the user has done that their rows ask for (read only for a user with such a row).
+        public let actions: UserActions
 
         public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
                     emailSuppression: String? = nil, phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
-                    pushes: [String: PushState] = [:]) {
+                    pushes: [String: PushState] = [:], actions: UserActions = .none) {
+            self.actions = actions
             self.emailSuppression = emailSuppression
             self.preferences = preferences
             self.smsOptedOut = smsOptedOut
@@ -178,6 +181,11 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
                 continue
             }
+            // What it asks the user to do is done: it is not sent, whatever channel it is on.
+            if row.dueAt.timeIntervalSince(now) <= 0.001, let done = answered(row, actions: facts.actions) {
+                plan.outcomes[row.id] = .suppressed(step: answeredStep, reason: done)
+                continue
+            }
             if row.channel == "email" || row.channel == "sms" {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
@@ -209,7 +217,7 @@ public enum DispatchRules {
                 continue
             }
             // 2. Quiet hours and the weekend pause: held until they end, never dropped.
-            if !kind.passesQuietHours, let quiet = facts.preferences.quietHours.release(at: now, calendar: calendar) {
+            if let quiet = quietHours(holding: row, preferences: facts.preferences)?.release(at: now, calendar: calendar) {
                 // Held past its shelf life, it would go out stale: it ends now instead.
                 plan.outcomes[row.id] = quiet.until >= expiry
                     ? .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife) + "; \(quiet.reason) until \(quiet.until.formatted(.iso8601))")
@@ -232,7 +240,9 @@ public enum DispatchRules {
         }
         groups += retries.keys.sorted().map { retries[$0]! }
         var open = deliverable.filter { $0.deliveryID == nil }
-        var waitingEarly = early.filter { $0.deliveryID == nil && facts.preferences.pushRefusal(for: $0.kind) == nil }
+        var waitingEarly = early.filter {
+            $0.deliveryID == nil && facts.preferences.pushRefusal(for: $0.kind) == nil && answered($0, actions: facts.actions) == nil
+        }
         while let first = open.first {
             // (Two calls' previews never go as one: each says its own call.)
             let joins: (QueuedNotification) -> Bool = {

@@ -24,9 +24,21 @@ public struct NotificationKind: Sendable, Equatable {
     public let group: String
     /// Where the notification opens the app when its payload names no `deep_link`.
     public let deepLink: String
+    /// What it asks the user to do on its `local_day`, when doing it makes the notification
+    /// pointless: once done, it is not sent (`DispatchRules.answered`).
+    public let asks: Ask?
+
+    /// Something a notification asks the user to do on the day it is for.
+    public enum Ask: Sendable, Equatable {
+        /// Check in (mood and energy logged in `daily_tracking`).
+        case checkIn
+        /// Submit the day's data to a FitCircle (`fitcircle_data_submissions`).
+        case submission
+    }
 
     init(_ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
-         yieldsToDailyTotal: Bool = true, group: String? = nil, deepLink: String) {
+         yieldsToDailyTotal: Bool = true, group: String? = nil, deepLink: String, asks: Ask? = nil) {
+        self.asks = asks
         self.type = type
         self.yieldsToDailyTotal = yieldsToDailyTotal
         self.isCritical = critical
@@ -47,18 +59,20 @@ public struct NotificationKind: Sendable, Equatable {
     public static let dailyTotal = 3
 
     public static let catalog: [String: NotificationKind] = Dictionary(uniqueKeysWithValues: [
-        NotificationKind("daily_checkin", critical: true, pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://checkin"),
+        NotificationKind("daily_checkin", critical: true, pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://checkin",
+                         asks: .checkIn),
+        // Both are for the day after the missed one, and ask for its check-in.
         NotificationKind("streak_at_risk", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
-                         deepLink: "fitcircle://checkin"),
+                         deepLink: "fitcircle://checkin", asks: .checkIn),
         NotificationKind("streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
-                         deepLink: "fitcircle://checkin"),
+                         deepLink: "fitcircle://checkin", asks: .checkIn),
         // The morning after a 7/30/100-day streak (seed 003 Flow 1, day 7): one a day at most.
         NotificationKind("streak_milestone", pushSwitch: nil, caps: [.perLocalDay(1)], group: "streak",
                          deepLink: "fitcircle://streak"),
         NotificationKind("weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
                          deepLink: "fitcircle://goals"),
         NotificationKind("data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],
-                         deepLink: "fitcircle://submit"),
+                         deepLink: "fitcircle://submit", asks: .submission),
         NotificationKind("leaderboard_change", pushSwitch: "push_leaderboard_change", caps: [.perLocalDay(3), .perHour(1)],
                          deepLink: "fitcircle://leaderboard"),
         NotificationKind("social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 
 /// A user as a job that reads through the due index meets them: placed in their time zone (UTC
@@ -104,6 +105,8 @@ public struct DueSource: WorkSource {
         item.indexed && (item.dueAt <= instant || item.plannedAt.map { $0 <= instant } ?? false)
     }
 
+    public func lacksIndexRow(_ item: DueUser) -> Bool { !item.indexed }
+
     public func page(_ request: PageRequest, calendars: CalendarCache,
                      on connection: PostgresConnection) async throws -> [Paged<DueUser>] {
         let query: SQLFragment = readsByID(request) ? """
@@ -187,6 +190,20 @@ public struct DueSource: WorkSource {
             on conflict (job, user_id) do nothing
             """)
         return writes
+    }
+
+    /// For each of `jobs` (those that read through the due index), how many users have no row in
+    /// it: a load that bypassed the triggers (`pg_restore --disable-triggers`, logical replication)
+    /// leaves them out, and no run but the job's weekly sweep reads them. Two counts per job, no
+    /// scan of one against the other (a row goes with its user).
+    public static func unindexedUsers(jobs: [String], on connection: PostgresConnection, logger: Logger) async throws -> [(String, Int)] {
+        var counts: [(String, Int)] = []
+        let rows = try await connection.query("""
+            select j.job, (select count(*) from users) - (select count(*) from job_due d where d.job = j.job)
+              from unnest(\(jobs)) with ordinality as j(job, place) order by j.place
+            """, logger: logger)
+        for try await (job, count) in rows.decode((String, Int).self) { counts.append((job, count)) }
+        return counts
     }
 
     /// `instant` to the second below: every instant written is whole seconds, so that one read

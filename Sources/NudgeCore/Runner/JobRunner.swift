@@ -164,9 +164,12 @@ public struct JobRunner<J: Job>: Sendable {
         if options.sweep {
             // The sweep's verdict on the due index, in one line an alert can match.
             let missed = state.tally[Self.indexMissed, default: 0]
-            logger.log(level: missed == 0 ? .notice : .error,
-                       "sweep finished: \(missed == 0 ? "the due index missed nothing" : "the due index missed \(missed) users")",
-                       metadata: ["nudge.read": "\(state.counts.processed)", "nudge.index_missed": "\(missed)"])
+            let added = state.tally[Self.indexRowAdded, default: 0]
+            let rows = added == 0 ? "" : "; \(added) users had no row in it and have one now"
+            logger.log(level: missed == 0 && added == 0 ? .notice : .error,
+                       "sweep finished: \(missed == 0 ? "the due index missed nothing" : "the due index missed \(missed) users")\(rows)",
+                       metadata: ["nudge.read": "\(state.counts.processed)", "nudge.index_missed": "\(missed)",
+                                  "nudge.index_row_added": "\(added)"])
         }
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
@@ -468,6 +471,8 @@ public struct JobRunner<J: Job>: Sendable {
         // A sweep: the items the due index did not have due (those whose decision nonetheless did
         // something, more than move their next instant, are what the index missed).
         let notDueByIndex = options.sweep ? Set(placed.filter { !source.wasDue($0.item, at: context.now) }.map(\.id)) : []
+        // ...and those it had no row for at all, which the batch's write gives one.
+        let unindexed = options.sweep ? Set(placed.filter { source.lacksIndexRow($0.item) }.map(\.id)) : []
 
         var undone: Set<UUID> = []
         if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit {
@@ -583,6 +588,7 @@ public struct JobRunner<J: Job>: Sendable {
         totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
+            if unindexed.contains(change.itemID) { state.tally[Self.indexRowAdded, default: 0] += 1 }
             if notDueByIndex.contains(change.itemID) {
                 var userLogger = logger
                 userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
@@ -865,6 +871,8 @@ public struct JobRunner<J: Job>: Sendable {
 
     /// The tally of the users a sweep found work for that the due index did not have due.
     static var indexMissed: String { "index_missed" }
+    /// The tally of the users a sweep found without a row in the due index, and gave one.
+    static var indexRowAdded: String { "index_row_added" }
 
     // MARK: Paging, locks, kill switch
 

@@ -59,6 +59,11 @@ public protocol WorkSource: Sendable {
     /// without an index of due instants.
     func wasDue(_ item: Item, at instant: Date) -> Bool
 
+    /// Whether `item` has no row at all in the source's index of due instants (a user a load that
+    /// bypassed the triggers left out): a sweep reads it and the job's write gives it one. Always
+    /// false for a source without such an index.
+    func lacksIndexRow(_ item: Item) -> Bool
+
     /// For a keyset source ordered by a time before its id (calls by their preview's due time):
     /// that time of `item` as its page read it, so that the next page starts after it even if the
     /// row has moved since (`PageRequest.afterTime`). Nil for a source ordered by id alone.
@@ -82,6 +87,8 @@ extension WorkSource {
     public func pagedAt(_ item: Paged<Item>) -> Date? { nil }
 
     public func wasDue(_ item: Item, at instant: Date) -> Bool { true }
+
+    public func lacksIndexRow(_ item: Item) -> Bool { false }
 
     public func scopeProblem(_ options: RunOptions) -> String? {
         options.sweep ? "--sweep is for the jobs that read through the due index" : nil

@@ -132,7 +132,17 @@ public struct LocalTime: Hashable, Comparable, Sendable, TextCodable {
         self.init(hour: hour, minute: minute)
     }
 
+    /// The time `minutes` after midnight, on the clock's circle (1,440 is midnight again, -15 is 23:45).
+    public init(minutes: Int) {
+        let wrapped = (minutes % 1440 + 1440) % 1440
+        hour = wrapped / 60
+        minute = wrapped % 60
+    }
+
     public var secondsSinceMidnight: Int { hour * 3600 + minute * 60 }
+
+    /// Minutes since midnight.
+    public var minutes: Int { hour * 60 + minute }
 
     public var description: String {
         (hour < 10 ? "0" : "") + String(hour) + (minute < 10 ? ":0" : ":") + String(minute)

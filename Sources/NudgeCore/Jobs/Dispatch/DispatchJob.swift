@@ -99,13 +99,18 @@ public struct DispatchJob: Job {
         // The previews' facts first: a query sent while another's rows are still unread waits for
         // them, and they wait to be read (the run stood still until its time bound).
         let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
+        // What the rows that ask the user for something need to know (`DispatchRules.answered`):
+        // their users' check-ins and submissions from the earliest day such a row is for.
+        let asking = items.filter { $0.rows.contains { $0.kind.asks != nil } }
+        let firstAsked = asking.flatMap { $0.rows.filter { $0.kind.asks != nil }.map(\.localDay) }.min()
         let rows = try await connection.execute(
-            FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack)),
+            FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack),
+                           asking: asking.map(\.user.user.id), firstDay: firstAsked ?? LocalDate(daysSinceEpoch: 0), now: run.now),
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
                        platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut,
-                       emailSuppression) in rows {
+                       emailSuppression, checkInDays, checkInTimes, submissionDays, submissionTimes) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -118,8 +123,15 @@ public struct DispatchJob: Job {
                 preferences.quietHours = QuietHours(start: start, end: end, pauseWeekends: pauseWeekends)
             }
             guard tokenIDs.count == tokens.count, tokens.count == platforms.count,
-                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count
+                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count,
+                  checkInDays.count == checkInTimes.count, submissionDays.count == submissionTimes.count
             else { throw MalformedData("the user's devices or deliveries changed while they were read") }
+            var actions = UserActions()
+            for (day, at) in zip(checkInDays, checkInTimes) {
+                // ('epoch' stands for a check-in the app recorded without its instant.)
+                actions.checkIns[day] = at > Date(timeIntervalSince1970: 0) ? at : Optional<Date>.none
+            }
+            for (day, at) in zip(submissionDays, submissionTimes) { actions.submissions[day] = at }
             var devices = tokenIDs.indices.map { Device(tokenID: tokenIDs[$0], token: tokens[$0], platform: platforms[$0]) }
             if let legacy { devices.append(Device(tokenID: nil, token: legacy, platform: "android")) }
             let sent = pastTypes.indices.map {
@@ -128,7 +140,7 @@ public struct DispatchJob: Job {
             }
             facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address,
                               emailSuppression: emailSuppression, phone: phone, smsOptedOut: smsOptedOut, calls: calls[id] ?? [:],
-                              pushes: pushes[id] ?? [:])
+                              pushes: pushes[id] ?? [:], actions: actions)
         }
         return facts
     }
@@ -1034,16 +1046,21 @@ private struct LogRows {
 }
 
 /// What dispatch reads about a batch's users, prepared once per connection (its text never
-/// changes, and planning it each batch cost as much as running it): preferences, active devices
-/// and the deliveries the caps count.
+/// changes, and planning it each batch cost as much as running it): preferences, active devices,
+/// the deliveries the caps count and, for the users with a row that asks them for something, the
+/// check-ins and submissions made by now from the earliest day such a row is for.
 private struct FactsStatement: PostgresPreparedStatement {
     typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool, String?)
+                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool, String?,
+                     [LocalDate], [Date], [LocalDate], [Date])
 
     let users: [UUID]
     let since: Date
+    let asking: [UUID]
+    let firstDay: LocalDate
+    let now: Date
 
-    static let name = "nudge_dispatch_facts_v7"
+    static let name = "nudge_dispatch_facts_v8"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -1082,7 +1099,8 @@ private struct FactsStatement: PostgresPreparedStatement {
                                          else 'the recipient marked an email as spam on ' end
                            || to_char(s.suppressed_at at time zone 'UTC', 'YYYY-MM-DD')
                            || coalesce(' (' || nullif(s.detail, '') || ')', '') || ' (email_suppressions)'
-                      from email_suppressions s where s.address = lower(btrim(u.email)))
+                      from email_suppressions s where s.address = lower(btrim(u.email))),
+                   coalesce(ci.days, '{}'), coalesce(ci.ats, '{}'), coalesce(sb.days, '{}'), coalesce(sb.ats, '{}')
               from unnest($1::uuid[]) as i(id)
               join users u on u.id = i.id
               left join notification_preferences np on np.user_id = u.id
@@ -1111,14 +1129,33 @@ private struct FactsStatement: PostgresPreparedStatement {
                                  where r.user_id = u.id and r.notification_type = 'challenge_milestone' and r.sent_at is not null
                                    and r.channel = 'push') o
                            order by coalesce(o.delivery_id, o.id), o.sent_at) p) d on true
+              -- A check-in counts once it is made: a row the app wrote ahead, stamped later, does not.
+              -- ('epoch' stands for one recorded without its instant.)
+              left join lateral (
+                  select array_agg(t.date order by t.date) as days,
+                         array_agg(coalesce(t.checked_in_at, 'epoch') order by t.date) as ats
+                    from daily_tracking t
+                   where u.id = any($3::uuid[]) and t.user_id = u.id and t.date >= $4
+                     and t.mood is not null and t.energy is not null and (t.checked_in_at is null or t.checked_in_at <= $5)) ci on true
+              left join lateral (
+                  select array_agg(s.submission_date order by s.submission_date) as days,
+                         array_agg(s.first order by s.submission_date) as ats
+                    from (select d.submission_date, min(d.submitted_at) as first
+                            from fitcircle_data_submissions d
+                           where u.id = any($3::uuid[]) and d.user_id = u.id and d.submission_date >= $4
+                             and d.submitted_at <= $5
+                           group by d.submission_date) s) sb on true
         """
 
-    static var bindingDataTypes: [PostgresDataType] { [.uuidArray, .timestamptz] }
+    static var bindingDataTypes: [PostgresDataType] { [.uuidArray, .timestamptz, .uuidArray, .date, .timestamptz] }
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
+        var bindings = PostgresBindings(capacity: 5)
         bindings.append(users)
         bindings.append(since)
+        bindings.append(asking)
+        bindings.append(firstDay)
+        bindings.append(now)
         return bindings
     }
 

@@ -24,8 +24,9 @@ public struct RetentionRule: Sendable, Equatable {
     /// the rows above point at them).
     public static let all: [RetentionRule] = [
         RetentionRule(table: "notification_outbox", ageColumn: "created_at", ageIsDay: false,
-                      condition: "status in ('sent', 'failed', 'suppressed', 'cancelled')", minimumDays: 8,
-                      readers: "dispatch's caps and grouping look back 7 days; a notification not finished is never pruned", days: 0),
+                      condition: "status in ('sent', 'failed', 'suppressed', 'cancelled')", minimumDays: 36,
+                      readers: "reminders reads the check-in reminders of the last 35 days (which check-ins they prompted); "
+                          + "dispatch's caps and grouping look back 7 days; a notification not finished is never pruned", days: 0),
         RetentionRule(table: "notification_logs", ageColumn: "created_at", ageIsDay: false, condition: "true", minimumDays: 8,
                       readers: "dispatch's caps look back 7 days; a call preview's delivery (path C) a day", days: 0),
         RetentionRule(table: "email_events", ageColumn: "received_at", ageIsDay: false, condition: "true", minimumDays: 3,
@@ -43,6 +44,9 @@ public struct RetentionRule: Sendable, Equatable {
                       minimumDays: 10, readers: "leaderboard-refresh ranks a daily board against the day before it", days: 0),
         RetentionRule(table: "job_work", ageColumn: "done_at", ageIsDay: false, condition: "true", minimumDays: 40,
                       readers: "reminders reads its decisions of the last 35 days; weekly-digest the weeks it digested", days: 0),
+        RetentionRule(table: "user_timezone_history", ageColumn: "valid_until", ageIsDay: false, condition: "true", minimumDays: 40,
+                      readers: "reminders learns a user's reminder time from the check-ins of the last 28 days, each in the zone "
+                          + "it was made in", days: 0),
         RetentionRule(table: "job_runs", ageColumn: "started_at", ageIsDay: false,
                       condition: """
                           ended_at is not null and not exists (select 1 from job_runs later where later.resumed_from = job_runs.id)

@@ -18,6 +18,15 @@ public struct ReminderCopy: Sendable {
 
     func percent(_ value: Int) -> String { french ? "\(number(value))\u{00A0}%" : "\(number(value))%" }
 
+    /// "12 jours", "1 jour", "1 day": a count and its noun, agreeing as the locale has them.
+    func days(_ count: Int) -> String { "\(number(count)) \(numbers.days(count))" }
+
+    /// A count and the form of its noun the locale's plural rule takes ("1 check-in", "0 check-in"
+    /// in French, "0 check-ins" in English).
+    func counted(_ count: Int, one: String, other: String) -> String {
+        "\(number(count)) \(numbers.plural(count) == .one ? one : other)"
+    }
+
     // MARK: Pushes
 
     /// The daily check-in reminder by the day of the streak today is (`StreakRules.dayNumber`):
@@ -46,17 +55,18 @@ public struct ReminderCopy: Sendable {
         case (_, false):
             return (title, "Complete your check-in to keep your \(number(dayNumber - 1))-day streak alive!")
         case (_, true):
-            return (title, "Fais ton check-in pour garder ta série de \(number(dayNumber - 1)) jours !")
+            return (title, "Fais ton check-in pour garder ta série de \(days(dayNumber - 1)) !")
         }
     }
 
-    /// Seed 003: "You're halfway through the week but only at 35% of your step goal. You've got this!"
-    public func weeklyGoal(percent value: Int) -> (title: String, body: String) {
+    /// Seed 003's "You're halfway through the week but only at 35% of your step goal", said as it
+    /// is on Wednesday evening: the share of the week gone, and of the goal reached.
+    public func weeklyGoal(percent value: Int, weekGone: Int) -> (title: String, body: String) {
         french
             ? ("📊 Objectif de la semaine",
-               "La semaine est à moitié passée et tu en es à \(percent(value)) de ton objectif de pas. Tu peux le faire !")
+               "\(percent(weekGone)) de la semaine est passée et tu en es à \(percent(value)) de ton objectif de pas. Tu peux le faire !")
             : ("📊 Weekly Goal Progress",
-               "You're halfway through the week but only at \(percent(value)) of your step goal. You've got this!")
+               "The week is \(percent(weekGone)) gone and you're at \(percent(value)) of your step goal. You've got this!")
     }
 
     /// Seed 003: "Submit today's 8,234 steps to your FitCircles before midnight!"
@@ -156,7 +166,7 @@ public struct ReminderCopy: Sendable {
     public func checkinEmail(dayNumber: Int, longestStreak: Int) -> EmailText {
         let line = checkin(dayNumber: dayNumber, longestStreak: longestStreak).body
         return french
-            ? EmailText(subject: dayNumber > 2 ? "⏰ Ta série de \(number(dayNumber - 1)) jours t'attend" : "⏰ Ton check-in du jour",
+            ? EmailText(subject: dayNumber > 2 ? "⏰ Ta série de \(days(dayNumber - 1)) t'attend" : "⏰ Ton check-in du jour",
                         heading: "Ton check-in du jour", paragraphs: [line, "Il ne faut qu'une minute : ton humeur, ton énergie, et c'est fait."],
                         button: "Faire mon check-in", signOff: "À tout de suite !")
             : EmailText(subject: dayNumber > 2 ? "⏰ Your \(number(dayNumber - 1))-day streak is waiting" : "⏰ Your daily check-in",
@@ -168,8 +178,8 @@ public struct ReminderCopy: Sendable {
     /// already used ("never miss twice").
     public func streakRiskEmail(streak: Int) -> EmailText {
         french
-            ? EmailText(subject: "⚠️ Ta série de \(number(streak)) jours est en danger !", heading: "Ta série est en danger",
-                        paragraphs: ["Tu as manqué le check-in d'hier. Ta série de \(number(streak)) jours est en danger !",
+            ? EmailText(subject: "⚠️ Ta série de \(days(streak)) est en danger !", heading: "Ta série est en danger",
+                        paragraphs: ["Tu as manqué le check-in d'hier. Ta série de \(days(streak)) est en danger !",
                                      "Aucun gel ne restait pour couvrir ce jour : fais ton check-in aujourd'hui pour la garder. Ne manque jamais deux fois."],
                         button: "Faire mon check-in du jour", signOff: "Garde ton élan !")
             : EmailText(subject: "⚠️ Your \(number(streak))-day streak is at risk!", heading: "Your streak is at risk",
@@ -188,19 +198,28 @@ public struct ReminderCopy: Sendable {
                         button: "View the Leaderboard", signOff: "Keep crushing it!")
     }
 
-    /// The monthly progress report (seed 003 F7: the 1st, 09:00).
+    /// The monthly progress report (seed 003 F7: the 1st, 09:00). Its subject names what the user
+    /// did: their steps, or, without steps, their check-ins, or else their active days (weigh-ins).
     public func monthlyReport(_ month: ReminderRules.Month, streak: Int) -> EmailText {
         let name = monthName(month.first)
+        let did = if month.steps > 0 {
+            french ? "\(number(month.steps)) pas" : counted(month.steps, one: "step", other: "steps")
+        } else if month.checkInDays > 0 {
+            counted(month.checkInDays, one: "check-in", other: "check-ins")
+        } else {
+            french ? counted(month.activeDays, one: "jour actif", other: "jours actifs")
+                   : counted(month.activeDays, one: "active day", other: "active days")
+        }
         var text = french
-            ? EmailText(subject: "📅 Ton bilan de \(name) : \(number(month.steps)) pas", heading: "Ton bilan de \(name)",
+            ? EmailText(subject: "📅 Ton bilan de \(name) : \(did)", heading: "Ton bilan de \(name)",
                         paragraphs: ["Voici ton mois en chiffres :"], button: "Voir mon tableau de bord", signOff: "Bon mois à toi !")
-            : EmailText(subject: "📅 Your \(name) report: \(number(month.steps)) steps", heading: "Your \(name) report",
+            : EmailText(subject: "📅 Your \(name) report: \(did)", heading: "Your \(name) report",
                         paragraphs: ["Here's how your month went:"], button: "View Full Dashboard", signOff: "Here's to next month!")
         text.stats = french
             ? [("Pas", number(month.steps)), ("Jours actifs", number(month.activeDays)), ("Check-ins", number(month.checkInDays)),
-               ("Série actuelle", "\(number(streak)) \(numbers.days(streak))")]
+               ("Série actuelle", days(streak))]
             : [("Steps", number(month.steps)), ("Active days", number(month.activeDays)), ("Check-ins", number(month.checkInDays)),
-               ("Current streak", "\(number(streak)) \(numbers.days(streak))")]
+               ("Current streak", days(streak))]
         if let change = month.weightChange {
             text.stats.append((french ? "Poids" : "Weight", numbers.weight(change)))
         }

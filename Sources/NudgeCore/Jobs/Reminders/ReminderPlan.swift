@@ -22,7 +22,8 @@ struct ReminderPlan {
     /// The earliest instant a part is due again (a day ahead at most without one).
     private(set) var nextDue: Date
 
-    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, startedAt: Date, due: DueUser) {
+    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, startedAt: Date, due: DueUser,
+         byEveryone: Bool = false) {
         self.job = job
         self.user = user
         self.facts = facts
@@ -36,8 +37,12 @@ struct ReminderPlan {
         // instant the job had set are caught up, not the older ones the change brought into the
         // past; without such an instant (a new user, one there before the job), the moments of
         // the quarter hour before the run.
-        if !due.changed {
+        // Read before its instant by a sweep of everyone (`byEveryone`, not `--user`): as a user
+        // the job had set no instant for, since a moment the catch-up rule held back is no miss.
+        if !due.changed && !(byEveryone && due.dueAt > now) {
             earliest = calendar.start(of: today)
+        } else if !due.changed {
+            earliest = startedAt.addingTimeInterval(-ReminderRules.catchUpUnplanned)
         } else if let planned = due.plannedAt {
             earliest = planned.addingTimeInterval(-ReminderRules.catchUpBefore)
         } else {
@@ -79,13 +84,14 @@ struct ReminderPlan {
     /// Today's moment of a part at `time`, when it has come (or is in the last quarter hour of
     /// the day and that close), is still caught up (`earliest`) and the part is not decided for
     /// today; and, either way, its next moment as the user's next instant.
-    private mutating func todaysMoment(_ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime) -> Date? {
+    private mutating func todaysMoment(_ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime,
+                                       caughtUpFrom: Date? = nil) -> Date? {
         let decided = facts.isDecided(part, today)
         let moment = calendar.instant(of: today, at: time)
         let reached = moment <= now
             || (moment.timeIntervalSince(now) <= ReminderRules.lateMomentLead
                 && calendar.end(of: today).timeIntervalSince(moment) < ReminderRules.lateMomentLead)
-        let due = days.contains(today) && reached && !decided && moment >= earliest
+        let due = days.contains(today) && reached && !decided && moment >= (caughtUpFrom ?? earliest)
         let next = ReminderRules.next(days, at: time, after: now, notOn: reached || decided ? today : nil, calendar: calendar)
         // A moment in the last quarter hour of its day is met by the run a quarter hour before it.
         let lastQuarter = calendar.end(of: calendar.localDate(at: next)).timeIntervalSince(next) < ReminderRules.lateMomentLead
@@ -99,10 +105,28 @@ struct ReminderPlan {
                       payload: #"{"type":"\#(type)","deep_link":"\#(deepLink)"\#(extra)}"#, occasion: occasion)
     }
 
-    /// The check-in days of the 28 local days before today, at the local time each was made.
-    var checkInTimes: [LocalTime] {
+    /// The check-in days of the 28 local days before today, each at the local time it was made in
+    /// the zone the user was in then; a check-in made after that day's reminder reached the user
+    /// (which the reminder prompted) at the time the reminder aimed at plus the lead
+    /// (`ReminderRules.LearningDay`). A check-in made in a zone Nudge cannot read is left out.
+    var learningDays: [ReminderRules.LearningDay] {
         facts.checkedInAt.filter { $0.key < today && $0.key >= today.adding(days: -ReminderRules.learningWindowDays) }
-            .map { calendar.localTime(at: $0.value) }
+            .sorted { $0.key < $1.key }
+            .compactMap { day, checkedInAt in
+                if let reminder = facts.reminded[day], checkedInAt >= reminder.reachedAt {
+                    guard let zone = zone(at: reminder.aimedAt) else { return nil }
+                    let aimed = zone.localTime(at: reminder.aimedAt)
+                    return ReminderRules.LearningDay(time: LocalTime(minutes: aimed.minutes + ReminderRules.learnedLead), prompted: true)
+                }
+                return zone(at: checkedInAt).map { ReminderRules.LearningDay(time: $0.localTime(at: checkedInAt)) }
+            }
+    }
+
+    /// The calendar of the zone the user was in at `instant`: the first zone they left after it,
+    /// or the one they are in now; nil when that zone is one Nudge cannot read.
+    func zone(at instant: Date) -> LocalCalendar? {
+        guard let former = facts.formerZones.first(where: { $0.until > instant }) else { return calendar }
+        return former.calendar
     }
 
     /// Today's day of the streak (`StreakRules.dayNumber`).
@@ -115,10 +139,13 @@ struct ReminderPlan {
     // MARK: The parts
 
     /// At the reminder time, without a check-in today: a push; with no push to reach the user,
-    /// the email at 21:00 (or at their time, if later).
+    /// the email at 21:00 (or at their time, if later), which also follows a push that ended
+    /// without reaching a device.
     mutating func dailyCheckin() {
-        let reminder = ReminderRules.reminderTime(chosen: facts.chosenTime, checkInTimes: checkInTimes)
-        let time = canPush ? reminder.time : max(ReminderRules.checkinEmailTime, reminder.time)
+        let reminder = ReminderRules.reminderTime(chosen: facts.chosenTime, checkIns: learningDays, quietHours: facts.quietHours)
+        let emailTime = max(ReminderRules.checkinEmailTime, reminder.time)
+        let time = canPush ? reminder.time : emailTime
+        if facts.isDecided(.dailyCheckin, today) { checkinEmailAfterPush(at: emailTime, reminder: reminder) }
         guard let moment = todaysMoment(.dailyCheckin, .every, at: time) else { return }
         // A user who signed up after today's moment starts tomorrow.
         guard moment >= user.user.createdAt else { return }
@@ -131,8 +158,10 @@ struct ReminderPlan {
         let day = dayNumber
         let longest = facts.streak?.state.longestStreak ?? 0
         if canPush {
+            // (The payload says where the time came from: quiet hours hold a learned one.)
             notifications.append(push("daily_checkin", copy.checkin(dayNumber: day, longestStreak: longest), day: today, at: moment,
-                                      deepLink: "fitcircle://checkin", extra: #","streak_day":\#(day)"#))
+                                      deepLink: "fitcircle://checkin",
+                                      extra: #","streak_day":\#(day),"reminder_time":"\#(reminder.source.rawValue)""#))
             mark(.dailyCheckin, today, "push", reminder.why)
             return
         }
@@ -146,6 +175,33 @@ struct ReminderPlan {
                                                             url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
                                        user: user, facts: facts, address: address, day: today, deliverAfter: moment))
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
+    }
+
+    /// Today's push ended without reaching a device (refused for a preference, no device left,
+    /// every device refused it, past its shelf life): the email at 21:00 (or at the reminder time,
+    /// if later), as for a user no push can reach, once its moment has come and while today lasts.
+    /// Not after a push the caps held (a reminder reached the user today) or one the check-in made
+    /// pointless. Dispatch's update of the push makes the user due (migration 0020).
+    private mutating func checkinEmailAfterPush(at time: LocalTime, reminder: ReminderRules.ReminderTime) {
+        guard case .ended(let why)? = facts.todaysPush, !why.hasPrefix("caps:"),
+              !why.hasPrefix(DispatchRules.answeredStep + ":") else { return }
+        // Owed since the push ended, whenever that was today: caught up from the day's start.
+        guard let moment = todaysMoment(.checkinEmailAfterPush, .every, at: time, caughtUpFrom: calendar.start(of: today))
+        else { return }
+        if facts.tracking[today]?.isCheckedIn == true, facts.checkedInAt[today].map({ $0 <= now }) ?? true {
+            mark(.checkinEmailAfterPush, today, "not_needed", "checked in before the email, after a push that reached no device")
+            return
+        }
+        if let refusal = emailRefusal(.dailyCheckinReminder) {
+            mark(.checkinEmailAfterPush, today, "no_channel", "the push reached no device (\(why)); email: \(refusal)")
+            return
+        }
+        let text = copy.checkinEmail(dayNumber: dayNumber, longestStreak: facts.streak?.state.longestStreak ?? 0)
+        notifications.append(job.emailMessage(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
+                                       footer: .unsubscribe(type: .dailyCheckinReminder,
+                                                            url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
+                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment))
+        mark(.checkinEmailAfterPush, today, "email", "\(time) after the push reached no device (\(why)); \(reminder.why)")
     }
 
     /// When validate-streaks found yesterday a miss without a freeze (its push goes at 09:00):
@@ -164,33 +220,42 @@ struct ReminderPlan {
         notifications.append(job.emailMessage(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
                                        emailType: EmailType.streakAtRisk.rawValue,
                                        footer: .unsubscribe(type: .streakAtRisk, url: job.email.links.url(user: userID, type: .streakAtRisk)),
-                                       user: user, facts: facts, address: address, day: yesterday, deliverAfter: at))
+                                       user: user, facts: facts, address: address, day: today, deliverAfter: at))
         mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after a miss on \(yesterday)")
     }
 
-    /// Wednesday 18:00, under half of the week's steps goal.
+    /// Wednesday 18:00, behind the share of the week's steps goal the week has used by then (39 %
+    /// of it, Monday 00:00 to Wednesday 18:00); nothing for a user with no steps this week.
     mutating func weeklyGoal() {
         guard let moment = todaysMoment(.weeklyGoal, .weekday(3), at: ReminderRules.weeklyGoalTime) else { return }
         guard let goal = facts.weeklyStepsGoal, goal > 0 else {
             mark(.weeklyGoal, today, "no_goal", "no steps goal for the week of \(today.monday)")
             return
         }
-        let steps = (0...today.days(since: today.monday)).reduce(0) { sum, offset in
-            let row = facts.tracking[today.monday.adding(days: offset)]
-            return sum + (row?.impossibility == nil ? max(0, row?.steps ?? 0) : 0)
+        let week = (0...today.days(since: today.monday)).compactMap { facts.tracking[today.monday.adding(days: $0)] }
+            .filter { $0.impossibility == nil }
+        let steps = week.reduce(0) { $0 + max(0, $1.steps ?? 0) }
+        // Without a step this week, Nudge has nothing true to say about the pace.
+        guard steps > 0 else {
+            mark(.weeklyGoal, today, "no_steps", "no steps recorded this week (since \(today.monday))")
+            return
         }
+        let elapsed = ReminderRules.weekElapsed(at: moment, calendar: calendar)
         let percent = steps * 100 / goal
-        guard percent < 50 else {
-            mark(.weeklyGoal, today, "not_needed", "\(percent)% of \(goal) steps by Wednesday")
+        let pace = Int((elapsed * 100).rounded())
+        let progress = "\(percent)% of \(goal) steps with \(pace)% of the week gone"
+        guard Double(steps) < Double(goal) * elapsed else {
+            mark(.weeklyGoal, today, "not_needed", "on pace: \(progress)")
             return
         }
         guard canPush else {
             mark(.weeklyGoal, today, "no_channel", pushRefusal)
             return
         }
-        notifications.append(push("weekly_goal_progress", copy.weeklyGoal(percent: percent), day: today, at: moment,
-                                  deepLink: "fitcircle://goals", extra: #","percent":\#(percent),"steps":\#(steps),"goal":\#(goal)"#))
-        mark(.weeklyGoal, today, "push", "\(percent)% of \(goal) steps by Wednesday")
+        notifications.append(push("weekly_goal_progress", copy.weeklyGoal(percent: percent, weekGone: pace), day: today, at: moment,
+                                  deepLink: "fitcircle://goals",
+                                  extra: #","percent":\#(percent),"pace":\#(pace),"steps":\#(steps),"goal":\#(goal)"#))
+        mark(.weeklyGoal, today, "push", "behind: \(progress)")
     }
 
     /// 20:00, in a running circle, nothing submitted today.

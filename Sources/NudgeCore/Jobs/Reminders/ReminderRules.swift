@@ -6,10 +6,13 @@ public enum ReminderPart: String, Sendable, CaseIterable {
     /// At the user's reminder time, when they have not checked in: a push (required), or the
     /// email at 21:00 when no push can reach them (optional there).
     case dailyCheckin = "daily_checkin"
+    /// The email at 21:00 (or at the reminder time, if later) when that day's push ended without
+    /// reaching a device (refused, failed, a device gone, push turned off before it went).
+    case checkinEmailAfterPush = "daily_checkin_email"
     /// The morning after validate-streaks found a miss without a freeze: the email beside its push
     /// at 09:00, queued when validate-streaks settles the day (a trigger makes the user due).
     case streakRiskEmail = "streak_at_risk_email"
-    /// Wednesday 18:00, under 50 % of the week's steps goal.
+    /// Wednesday 18:00, behind the share of the week's steps goal the week has used.
     case weeklyGoal = "weekly_goal_progress"
     /// 20:00, in a running circle with nothing submitted today.
     case dataSubmission = "data_submission"
@@ -64,24 +67,86 @@ public enum ReminderRules {
     public static let learnedEarliest = LocalTime(hour: 6, minute: 0)!
     public static let learnedLatest = LocalTime(hour: 22, minute: 0)!
 
-    /// The reminder time of a user, and why it is that one: their own when they chose one;
-    /// otherwise, with 14+ days of check-ins in the last 28, 45 minutes before their median
-    /// check-in time (local, within 06:00–22:00); otherwise 20:00.
-    public static func reminderTime(chosen: LocalTime?, checkInTimes: [LocalTime]) -> (time: LocalTime, why: String) {
-        if let chosen { return (chosen, "\(chosen): the user's own reminder time") }
-        guard checkInTimes.count >= learnedFromDays else {
-            let why = "\(checkInTimes.count) of the \(learnedFromDays) check-in days needed"
-            return (defaultReminderTime, "\(defaultReminderTime): the default (\(why) to learn the user's time)")
+    /// A check-in day the reminder time is learned from: the local time of its check-in, in the
+    /// zone the user was in when they made it; or, when that day's reminder had reached the user
+    /// before it (a check-in it prompted), the time that reminder aimed at plus `learnedLead`, so
+    /// that the day holds the learned time where it was instead of pulling it earlier.
+    public struct LearningDay: Sendable, Equatable {
+        public let time: LocalTime
+        public let prompted: Bool
+
+        public init(time: LocalTime, prompted: Bool = false) {
+            self.time = time
+            self.prompted = prompted
         }
-        let minutes = checkInTimes.map { $0.hour * 60 + $0.minute }.sorted()
-        let middle = minutes.count / 2
-        let median = minutes.count % 2 == 1 ? minutes[middle] : (minutes[middle - 1] + minutes[middle]) / 2
-        let lowest = learnedEarliest.hour * 60 + learnedEarliest.minute
-        let highest = learnedLatest.hour * 60 + learnedLatest.minute
-        let learned = min(max(median - learnedLead, lowest), highest)
-        let time = LocalTime(hour: learned / 60, minute: learned % 60)!
-        let medianTime = LocalTime(hour: median / 60, minute: median % 60)!
-        return (time, "\(time): \(learnedLead) min before the user's median check-in \(medianTime) over \(minutes.count) days")
+    }
+
+    /// A user's reminder time, where it comes from, and why it is that one.
+    public struct ReminderTime: Sendable, Equatable {
+        public let time: LocalTime
+        public let source: ReminderTimeSource
+        public let why: String
+    }
+
+    /// The reminder time of a user (docs/jobs/reminders.md, "The reminder time"): their own when
+    /// they chose one; otherwise, with 14+ check-in days in the last 28, 45 minutes before the
+    /// circular median of those check-ins, within 06:00–22:00 and outside the user's quiet hours
+    /// (the end of them when it falls inside, or the default when they last until the day is
+    /// over); otherwise 20:00.
+    public static func reminderTime(chosen: LocalTime?, checkIns: [LearningDay], quietHours: QuietHours = .standard) -> ReminderTime {
+        if let chosen { return ReminderTime(time: chosen, source: .chosen, why: "\(chosen): the user's own reminder time") }
+        guard checkIns.count >= learnedFromDays else {
+            let why = "\(checkIns.count) of the \(learnedFromDays) check-in days needed"
+            return ReminderTime(time: defaultReminderTime, source: .standard,
+                                why: "\(defaultReminderTime): the default (\(why) to learn the user's time)")
+        }
+        let median = circularMedian(checkIns.map(\.time.minutes))
+        let learned = LocalTime(minutes: keptWithinDay(LocalTime(minutes: median - learnedLead).minutes))
+        let prompted = checkIns.count { $0.prompted }
+        let basis = "\(learnedLead) min before the user's median check-in \(LocalTime(minutes: median)) over \(checkIns.count) days"
+            + (prompted > 0 ? " (\(prompted) prompted by the reminder, counted at the time it aimed at)" : "")
+        guard quietHours.isQuiet(learned) else { return ReminderTime(time: learned, source: .learned, why: "\(learned): \(basis)") }
+        let window = "\(quietHours.start)–\(quietHours.end)"
+        // The end of the quiet hours, when it comes later the same day.
+        if quietHours.end > learned {
+            return ReminderTime(time: quietHours.end, source: .learned,
+                                why: "\(quietHours.end): the end of the user's quiet hours (\(window)); \(basis) is \(learned), inside them")
+        }
+        return ReminderTime(time: defaultReminderTime, source: .standard,
+                            why: "\(defaultReminderTime): the default; \(basis) is \(learned), inside the user's quiet hours (\(window)), "
+                                + "which last until the day is over")
+    }
+
+    /// The median of times of day on the clock's circle, in minutes: the times are read from just
+    /// after the widest gap between two of them, so that check-ins around midnight (23:50, 00:10)
+    /// have their median at midnight, not at noon. An even count takes the mean of the middle two,
+    /// to the minute below.
+    public static func circularMedian(_ minutes: [Int]) -> Int {
+        let sorted = minutes.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        var cut = 0
+        var widest = -1
+        for index in sorted.indices {
+            let next = index + 1 < sorted.count ? sorted[index + 1] : sorted[0] + 1440
+            if next - sorted[index] > widest {
+                widest = next - sorted[index]
+                cut = (index + 1) % sorted.count
+            }
+        }
+        let read = Array(sorted[cut...]) + sorted[..<cut].map { $0 + 1440 }
+        let middle = read.count / 2
+        let median = read.count % 2 == 1 ? read[middle] : (read[middle - 1] + read[middle]) / 2
+        return median % 1440
+    }
+
+    /// A learned time outside 06:00–22:00 moved to the nearer of the two on the clock (23:15 to
+    /// 22:00, 04:00 to 06:00).
+    static func keptWithinDay(_ minutes: Int) -> Int {
+        let earliest = learnedEarliest.minutes, latest = learnedLatest.minutes
+        guard minutes < earliest || minutes > latest else { return minutes }
+        let pastLatest = (minutes - latest + 1440) % 1440
+        let beforeEarliest = (earliest - minutes + 1440) % 1440
+        return pastLatest <= beforeEarliest ? latest : earliest
     }
 
     // MARK: Moments
@@ -114,6 +179,18 @@ public enum ReminderRules {
             if instant > now { return instant }
         }
         return now.addingTimeInterval(24 * 3600)
+    }
+
+    // MARK: Weekly goal progress
+
+    /// The share of the user's local week (Monday 00:00 to the next Monday 00:00, as their
+    /// clocks have it) that has passed at `instant`: at Wednesday 18:00 of a week of 168 hours,
+    /// 66/168 = 39 %.
+    public static func weekElapsed(at instant: Date, calendar: LocalCalendar) -> Double {
+        let monday = calendar.localDate(at: instant).monday
+        let start = calendar.start(of: monday)
+        let length = calendar.start(of: monday.adding(days: 7)).timeIntervalSince(start)
+        return min(1, max(0, instant.timeIntervalSince(start) / length))
     }
 
     // MARK: Challenge milestones

@@ -49,6 +49,18 @@ public struct RemindersJob: Job {
         public var emailSwitchedOff: Set<EmailType> = []
         /// The reminder time the user chose (`reminder_time_set_at` set), if they did.
         public var chosenTime: LocalTime?
+        /// Their quiet hours (`dnd_start`–`dnd_end`; 22:00–08:00 without a row): a time Nudge
+        /// learned lies outside them.
+        public var quietHours = QuietHours.standard
+        /// The zones the user was in before their current one, each with the instant they left it
+        /// (`user_timezone_history`), oldest first; nil where Nudge cannot read the zone.
+        public var formerZones: [(calendar: LocalCalendar?, until: Date)] = []
+        /// The check-in reminders that reached the user, by the local day they were for: the
+        /// instant each aimed at (`deliver_after`) and the one it first reached them at.
+        public var reminded: [LocalDate: (aimedAt: Date, reachedAt: Date)] = [:]
+        /// Today's check-in push, once queued: whether it reached a device, and, if it ended
+        /// without, why (`notification_outbox.last_error`).
+        public var todaysPush: PushFate?
         public var tracking: [LocalDate: TrackingDay] = [:]
         public var checkedInAt: [LocalDate: Date] = [:]
         public var streak: ValidateStreaksJob.StoredStreak?
@@ -64,6 +76,16 @@ public struct RemindersJob: Job {
         public init() {}
 
         public func isDecided(_ part: ReminderPart, _ day: LocalDate) -> Bool { decided.contains("\(part.rawValue)|\(day)") }
+    }
+
+    /// What became of today's check-in push.
+    public enum PushFate: Sendable, Equatable {
+        /// Still on its way (waiting for its time, a provider, a retry).
+        case pending
+        /// A device has it.
+        case reached
+        /// It ended without reaching a device; the reason dispatch gave (`step: why`).
+        case ended(String)
     }
 
     /// A circle the user is in that runs, will run, or ended yesterday.
@@ -108,19 +130,41 @@ public struct RemindersJob: Job {
                                from job_work w
                               where w.job = any(\(parts)) and w.user_id = u.id and w.local_day >= r.today - \(Int32(Self.trackingDays))), '{}'),
                    (select round(g.target_value)::int8 from weekly_goals g
-                     where g.user_id = u.id and g.goal_type = 'steps' and g.week_start = r.today - (extract(isodow from r.today)::int - 1))
+                     where g.user_id = u.id and g.goal_type = 'steps' and g.week_start = r.today - (extract(isodow from r.today)::int - 1)),
+                   coalesce(to_char(np.dnd_start, 'HH24:MI'), '22:00'), coalesce(to_char(np.dnd_end, 'HH24:MI'), '08:00'),
+                   coalesce(z.zones, '{}'), coalesce(z.untils, '{}'),
+                   coalesce(k.days, '{}'), coalesce(k.aimed, '{}'), coalesce(k.reached, '{}'),
+                   p.status, coalesce(p.last_error, ''), p.sent_at is not null or p.delivered_to <> '{}'
               from unnest(\(ids), \(todays)) as r(user_id, today)
               join users u on u.id = r.user_id
               left join notification_preferences np on np.user_id = u.id
               left join email_preferences ep on ep.user_id = u.id
               left join user_streaks s on s.user_id = u.id
+              -- The zones left since the learning window began.
+              left join lateral (
+                  select array_agg(coalesce(h.timezone, '') order by h.valid_until) as zones,
+                         array_agg(h.valid_until order by h.valid_until) as untils
+                    from user_timezone_history h
+                   where h.user_id = u.id and h.valid_until >= r.today - \(Int32(Self.trackingDays + 2))) z on true
+              -- The check-in reminders that reached the user in the learning window (idx_outbox_user_type).
+              left join lateral (
+                  select array_agg(o.local_day order by o.sent_at) as days, array_agg(o.deliver_after order by o.sent_at) as aimed,
+                         array_agg(o.sent_at order by o.sent_at) as reached
+                    from notification_outbox o
+                   where o.user_id = u.id and o.notification_type = 'daily_checkin' and o.job = \(definition.name)
+                     and o.deliver_after >= r.today - \(Int32(Self.trackingDays + 2)) and o.sent_at is not null) k on true
+              -- Today's check-in push, once queued.
+              left join notification_outbox p
+                     on p.dedupe_key = \(definition.name) || ':' || u.id || ':' || to_char(r.today, 'YYYY-MM-DD') || ':daily_checkin'
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, name, email, pushOn, hasDevice, emailOn, checkinEmail, streakEmail, monthlyEmail, chosen,
                        hasStreak, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, yesterday,
-                       badgeNames, badgeTimes, decided, weeklyGoal)
+                       badgeNames, badgeTimes, decided, weeklyGoal, dndStart, dndEnd, zones, untils,
+                       remindedDays, aimedAts, reachedAts, pushStatus, pushError, pushReached)
             in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, String?, Bool, Int, Int, LocalDate?,
-                            Bool, LocalDate?, LocalDate?, Int, String?, [String], [Date], [String], Int?).self) {
+                            Bool, LocalDate?, LocalDate?, Int, String?, [String], [Date], [String], Int?, String, String,
+                            [String], [Date], [LocalDate], [Date], [Date], String?, String, Bool?).self) {
             var fact = Facts()
             fact.name = name
             fact.email = email?.trimmingCharacters(in: .whitespaces)
@@ -144,6 +188,24 @@ public struct RemindersJob: Job {
             }
             fact.decided = Set(decided)
             fact.weeklyStepsGoal = weeklyGoal
+            guard let start = LocalTime(dndStart), let end = LocalTime(dndEnd) else {
+                throw MalformedData("notification_preferences holds quiet hours Nudge cannot read")
+            }
+            fact.quietHours = QuietHours(start: start, end: end, pauseWeekends: false)
+            guard zones.count == untils.count, remindedDays.count == aimedAts.count, aimedAts.count == reachedAts.count
+            else { throw MalformedData("the user's zones or reminders changed while they were read") }
+            fact.formerZones = zip(zones, untils).map { zone, until in
+                ((try? LocalCalendar(identifier: zone.isEmpty ? nil : zone)), until)
+            }
+            // (Read in the order they reached the user: a day's first one stands.)
+            for index in remindedDays.indices where fact.reminded[remindedDays[index]] == nil {
+                fact.reminded[remindedDays[index]] = (aimedAts[index], reachedAts[index])
+            }
+            if let pushStatus {
+                fact.todaysPush = if pushReached == true { .reached }
+                    else if ["failed", "suppressed", "cancelled"].contains(pushStatus) { .ended(pushError) }
+                    else { .pending }
+            }
             facts[id] = fact
         }
 
@@ -225,7 +287,8 @@ public struct RemindersJob: Job {
             facts.streak = nil
             tally["streak_ignored: user_streaks row is inconsistent: \(problem)"] = 1
         }
-        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, startedAt: run.startedAt, due: due)
+        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, startedAt: run.startedAt, due: due,
+                                byEveryone: run.users.isEmpty)
         plan.dailyCheckin()
         plan.streakRiskEmail()
         plan.weeklyGoal()

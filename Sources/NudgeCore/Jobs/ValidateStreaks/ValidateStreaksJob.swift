@@ -187,11 +187,12 @@ public struct ValidateStreaksJob: Job {
                 }
             }
             // A notification about a day is only worth sending on the day after it; a backfill of
-            // older days settles them without telling the user about the past.
+            // older days settles them without telling the user about the past. It is for that
+            // next day, the one it asks a check-in for (docs/jobs/validate-streaks.md).
             if let type = StreakMessages.type(outcome), run.now < calendar.end(of: nextDay) {
                 let payload = #"{"type":"\#(type)","deep_link":"fitcircle://checkin","streak":\#(state.currentStreak),"missed_day":"\#(day)"}"#
                 notifications.append(OutboxMessage(
-                    type: type, localDay: day, deliverAfter: calendar.instant(of: nextDay, at: Self.notifyAt),
+                    type: type, localDay: nextDay, deliverAfter: calendar.instant(of: nextDay, at: Self.notifyAt),
                     title: StreakMessages.title(outcome, streak: state.currentStreak, locale: user.user.locale),
                     body: StreakMessages.body(outcome, streak: state.currentStreak, locale: user.user.locale),
                     payload: payload))
