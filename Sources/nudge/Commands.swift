@@ -128,7 +128,7 @@ struct Runs: AsyncParsableCommand {
                     var text = try await Self.recentRuns(job: job, limit: limit, on: connection, logger: database.logger)
                     for (name, count) in try await DueSource.unindexedUsers(jobs: indexed, on: connection, logger: database.logger)
                     where count > 0 {
-                        text += "\nNOT INDEXED: \(count) users have no row in \(name)'s due index, so no run reads them;"
+                        text += "\nNOT INDEXED: \(count) users have no row in the due index of \(name), so no run reads them;"
                             + " `nudge run \(name) --sweep` reads them and gives them one"
                     }
                     return text

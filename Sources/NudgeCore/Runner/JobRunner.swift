@@ -580,6 +580,9 @@ public struct JobRunner<J: Job>: Sendable {
 
         var batchCounts = RunCounts()
         batchCounts.processed = page.count
+        // (Those a sweep gave a row count whatever their decision was: moving their instant writes it.)
+        state.tally[Self.indexRowAdded, default: 0] += committed.count { unindexed.contains($0.itemID) }
+        if state.tally[Self.indexRowAdded] == 0 { state.tally[Self.indexRowAdded] = nil }
         committed.removeAll { laterIDs.contains($0.itemID) }
         batchCounts.succeeded = committed.count
         batchCounts.skipped = nothingDue + skipped.count
@@ -588,7 +591,6 @@ public struct JobRunner<J: Job>: Sendable {
         totals.add(batchCounts)
         for change in committed {
             state.tally.merge(change.tally, uniquingKeysWith: +)
-            if unindexed.contains(change.itemID) { state.tally[Self.indexRowAdded, default: 0] += 1 }
             if notDueByIndex.contains(change.itemID) {
                 var userLogger = logger
                 userLogger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
