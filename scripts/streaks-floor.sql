@@ -61,7 +61,8 @@ with due as (
     select 'validate-streaks:' || user_id || ':' || (day + 1) || ':' || kind, 'validate-streaks', user_id, day + 1, kind,
            ((day + 1)::timestamp + interval '9 hours') at time zone tz,
            case when outcome = 'freeze_used' then (case when locale = 'fr' then '💎 Gel de série utilisé' else '💎 Streak freeze used' end)
-                when locale = 'fr' then '🔥 Ta série de ' || new_current || ' jours est en danger'
+                when locale = 'fr' then '🔥 Ta série de ' || new_current || case when new_current <= 1 then ' jour' else ' jours' end
+                                        || ' est en danger'
                 else '🔥 Your ' || new_current || '-day streak is at risk' end,
            case when outcome = 'freeze_used' then 'You missed yesterday, so we used this week''s freeze to protect your streak.'
                 else 'You missed yesterday''s check-in. Check in today to keep it alive: never miss twice.' end,

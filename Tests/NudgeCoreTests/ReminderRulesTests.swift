@@ -67,6 +67,16 @@ struct ReminderTimeTests {
         #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("21:40", count: 14), quietHours: early).time == time("20:55"))
     }
 
+    /// Quiet hours from 19:00: after a learned 21:15 inside them, 20:00 is inside them too, so the
+    /// last quarter hour before they begin, which quiet hours then hold as a learned time.
+    @Test func whenTheDefaultIsQuietTooTheReminderGoesBeforeTheQuietHours() {
+        let evening = QuietHours(start: time("19:00"), end: time("07:00"), pauseWeekends: false)
+        let late = ReminderRules.reminderTime(chosen: nil, checkIns: days("22:00", count: 14), quietHours: evening)
+        #expect(late.time == time("18:45") && late.source == .learned)
+        #expect(!evening.isQuiet(late.time))
+        #expect(late.why.hasPrefix("18:45: before the user's quiet hours, the default 20:00 inside them too; 45 min before"))
+    }
+
     /// Check-ins either side of midnight have their median at midnight, not at noon.
     @Test func theMedianOfCheckInsAroundMidnightWrapsTheClock() {
         let midnight = days("23:50", count: 7) + days("00:10", count: 7) + days("23:58", count: 1)
@@ -94,6 +104,7 @@ struct ReminderTimeTests {
         #expect(after.time == learned.time)
         #expect(after.why.hasSuffix("(14 prompted by the reminder, counted at the time it aimed at)"))
     }
+
 }
 
 struct ReminderMomentTests {

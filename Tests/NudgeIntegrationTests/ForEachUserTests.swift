@@ -245,6 +245,39 @@ func validateStreaks(_ database: TestDatabase, at now: Date) async throws -> Run
         #expect(owlsTime.hasPrefix("22:00: 45 min before the user's median check-in 00:00 over 28 days"), "\(owlsTime)")
     }
 
+    /// Reminded at 07:00 every morning, a user whose habit moved to 21:00 (14 hours after the
+    /// reminder, no answer to it) is followed there; another who answers it within minutes keeps
+    /// 07:00.
+    @Test func aHabitThatMovesLaterIsFollowedAndAPromptAnswerIsNot() async throws {
+        let database = try await TestDatabase.fresh()
+        try ReminderFixture.user(database, 1, zone: "UTC")
+        try ReminderFixture.user(database, 2, zone: "UTC")
+        let (mover, answerer) = (Fixture.userID(1), Fixture.userID(2))
+        try database.psql("""
+            insert into notification_preferences (user_id, dnd_start, dnd_end)
+            select u, '00:00', '00:00' from unnest(array['\(mover)', '\(answerer)']::uuid[]) u;
+            -- 13 days at 07:45 before any reminder, then 15 days reminded at 07:00.
+            insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
+            select u, d::date, 3, 3,
+                   case when d < '2026-10-27' then d::date + time '07:45'
+                        when u = '\(mover)' then d::date + time '21:00' else d::date + time '07:03' end
+              from unnest(array['\(mover)', '\(answerer)']::uuid[]) u, generate_series('2026-10-14'::date, '2026-11-10', '1 day') d;
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload,
+                                             status, sent_at, next_attempt_at)
+            select 'reminders:' || u || ':' || d::date || ':daily_checkin', 'reminders', u, d::date, 'daily_checkin',
+                   d::date + time '07:00', 't', 'b', '{}', 'sent', d::date + time '07:00:30', 'infinity'
+              from unnest(array['\(mover)', '\(answerer)']::uuid[]) u, generate_series('2026-10-27'::date, '2026-11-10', '1 day') d;
+            """)
+        try await reminders(database, at: at("2026-11-11T06:00:00Z"))
+        try await reminders(database, at: at("2026-11-11T07:00:00Z"))
+        try await reminders(database, at: at("2026-11-11T20:15:00Z"))
+        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(mover)'")
+                == "20:15: 45 min before the user's median check-in 21:00 over 28 days")
+        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(answerer)'")
+                == "07:00: 45 min before the user's median check-in 07:45 over 28 days "
+                   + "(15 prompted by the reminder, counted at the time it aimed at)")
+    }
+
     /// A user with no row in the due index (a load that bypassed the triggers): `nudge runs` counts
     /// them, the weekly sweep reads them, gives them a row and says so; and the sweep sends
     /// nothing late to a user whose reminder time a change moved into the past.

@@ -2,6 +2,10 @@
 -- time is the user's choice, the zones a user was in are kept for the time learned from their
 -- check-ins, and a user is due again when their quiet hours change, when a catch-up write finds
 -- their streak at risk, and when their check-in push ended without reaching a device.
+--
+-- It alters busy tables (notification_preferences, notification_outbox, users): a lock it waits
+-- for more than 10 s (a long transaction of the app's) fails it cleanly, to run again later.
+set local lock_timeout = '10s';
 
 -- Every write of `daily_reminder_time` by the app is the user's choice, 20:00 included: an insert
 -- that names the column, an update whose SET list names it. The seed's default (20:00) is
@@ -83,3 +87,8 @@ create trigger notification_outbox_checkin_push_ended after update of status on 
                        and new.status in ('failed', 'suppressed') and old.status is distinct from new.status
                        and new.sent_at is null and new.delivered_to = '{}')
     execute function nudge_jobs_due('reminders');
+
+-- Dispatch asks whether a user submitted on the day a submission reminder is for
+-- (`DispatchRules.answered`): one index entry, not the user's whole history.
+create index idx_submissions_user_day on fitcircle_data_submissions (user_id, submission_date);
+drop index idx_submissions_user;

@@ -21,6 +21,9 @@ public enum DispatchRules {
     /// How often a notification whose devices' providers are all down or paused (two of them:
     /// it parks for neither, since either may come back first) looks again.
     public static let providersWait: TimeInterval = 60
+    /// How the reason of a row given up after attempts without a result begins: it may have
+    /// reached a device.
+    public static let gaveUpPrefix = "gave up: "
 
     public struct UserFacts: Sendable {
         public let preferences: DeliveryPreferences
@@ -144,7 +147,7 @@ public enum DispatchRules {
         var early: [QueuedNotification] = []
         for row in rows.sorted(by: { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }) {
             if row.attempts > maxAttempts {
-                plan.outcomes[row.id] = .failed("gave up: its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
+                plan.outcomes[row.id] = .failed(gaveUpPrefix + "its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
                 continue
             }
             // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time,

@@ -101,11 +101,14 @@ public struct DispatchJob: Job {
         let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
         // What the rows that ask the user for something need to know (`DispatchRules.answered`):
         // their users' check-ins and submissions from the earliest day such a row is for.
-        let asking = items.filter { $0.rows.contains { $0.kind.asks != nil } }
-        let firstAsked = asking.flatMap { $0.rows.filter { $0.kind.asks != nil }.map(\.localDay) }.min()
+        func asking(_ ask: NotificationKind.Ask) -> [UUID] {
+            items.filter { $0.rows.contains { $0.kind.asks == ask } }.map(\.user.user.id)
+        }
+        let firstAsked = items.flatMap { $0.rows.filter { $0.kind.asks != nil }.map(\.localDay) }.min()
         let rows = try await connection.execute(
             FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack),
-                           asking: asking.map(\.user.user.id), firstDay: firstAsked ?? LocalDate(daysSinceEpoch: 0), now: run.now),
+                           askingCheckIns: asking(.checkIn), askingSubmissions: asking(.submission),
+                           firstDay: firstAsked ?? LocalDate(daysSinceEpoch: 0), now: run.now),
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
@@ -1056,11 +1059,12 @@ private struct FactsStatement: PostgresPreparedStatement {
 
     let users: [UUID]
     let since: Date
-    let asking: [UUID]
+    let askingCheckIns: [UUID]
+    let askingSubmissions: [UUID]
     let firstDay: LocalDate
     let now: Date
 
-    static let name = "nudge_dispatch_facts_v8"
+    static let name = "nudge_dispatch_facts_v9"
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
@@ -1135,25 +1139,26 @@ private struct FactsStatement: PostgresPreparedStatement {
                   select array_agg(t.date order by t.date) as days,
                          array_agg(coalesce(t.checked_in_at, 'epoch') order by t.date) as ats
                     from daily_tracking t
-                   where u.id = any($3::uuid[]) and t.user_id = u.id and t.date >= $4
-                     and t.mood is not null and t.energy is not null and (t.checked_in_at is null or t.checked_in_at <= $5)) ci on true
+                   where u.id = any($3::uuid[]) and t.user_id = u.id and t.date >= $5
+                     and t.mood is not null and t.energy is not null and (t.checked_in_at is null or t.checked_in_at <= $6)) ci on true
               left join lateral (
                   select array_agg(s.submission_date order by s.submission_date) as days,
                          array_agg(s.first order by s.submission_date) as ats
                     from (select d.submission_date, min(d.submitted_at) as first
                             from fitcircle_data_submissions d
-                           where u.id = any($3::uuid[]) and d.user_id = u.id and d.submission_date >= $4
-                             and d.submitted_at <= $5
+                           where u.id = any($4::uuid[]) and d.user_id = u.id and d.submission_date >= $5
+                             and d.submitted_at <= $6
                            group by d.submission_date) s) sb on true
         """
 
-    static var bindingDataTypes: [PostgresDataType] { [.uuidArray, .timestamptz, .uuidArray, .date, .timestamptz] }
+    static var bindingDataTypes: [PostgresDataType] { [.uuidArray, .timestamptz, .uuidArray, .uuidArray, .date, .timestamptz] }
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 5)
+        var bindings = PostgresBindings(capacity: 6)
         bindings.append(users)
         bindings.append(since)
-        bindings.append(asking)
+        bindings.append(askingCheckIns)
+        bindings.append(askingSubmissions)
         bindings.append(firstDay)
         bindings.append(now)
         return bindings

@@ -106,14 +106,16 @@ struct ReminderPlan {
     }
 
     /// The check-in days of the 28 local days before today, each at the local time it was made in
-    /// the zone the user was in then; a check-in made after that day's reminder reached the user
-    /// (which the reminder prompted) at the time the reminder aimed at plus the lead
-    /// (`ReminderRules.LearningDay`). A check-in made in a zone Nudge cannot read is left out.
+    /// the zone the user was in then; a check-in made within the hour after that day's reminder
+    /// reached the user (which the reminder may have prompted) at the time the reminder aimed at
+    /// plus the lead (`ReminderRules.LearningDay`). A check-in made in a zone Nudge cannot read is
+    /// left out.
     var learningDays: [ReminderRules.LearningDay] {
         facts.checkedInAt.filter { $0.key < today && $0.key >= today.adding(days: -ReminderRules.learningWindowDays) }
             .sorted { $0.key < $1.key }
             .compactMap { day, checkedInAt in
-                if let reminder = facts.reminded[day], checkedInAt >= reminder.reachedAt {
+                if let reminder = facts.reminded[day], checkedInAt >= reminder.reachedAt,
+                   checkedInAt.timeIntervalSince(reminder.reachedAt) <= ReminderRules.promptedWithin {
                     guard let zone = zone(at: reminder.aimedAt) else { return nil }
                     let aimed = zone.localTime(at: reminder.aimedAt)
                     return ReminderRules.LearningDay(time: LocalTime(minutes: aimed.minutes + ReminderRules.learnedLead), prompted: true)
@@ -183,8 +185,9 @@ struct ReminderPlan {
     /// Not after a push the caps held (a reminder reached the user today) or one the check-in made
     /// pointless. Dispatch's update of the push makes the user due (migration 0020).
     private mutating func checkinEmailAfterPush(at time: LocalTime, reminder: ReminderRules.ReminderTime) {
+        // (Not after one given up while its dispatcher was sending: it may have reached a device.)
         guard case .ended(let why)? = facts.todaysPush, !why.hasPrefix("caps:"),
-              !why.hasPrefix(DispatchRules.answeredStep + ":") else { return }
+              !why.hasPrefix(DispatchRules.answeredStep + ":"), !why.hasPrefix(DispatchRules.gaveUpPrefix) else { return }
         // Owed since the push ended, whenever that was today: caught up from the day's start.
         guard let moment = todaysMoment(.checkinEmailAfterPush, .every, at: time, caughtUpFrom: calendar.start(of: today))
         else { return }

@@ -66,11 +66,17 @@ public enum ReminderRules {
     /// …and never outside 06:00–22:00.
     public static let learnedEarliest = LocalTime(hour: 6, minute: 0)!
     public static let learnedLatest = LocalTime(hour: 22, minute: 0)!
+    /// A check-in within this long after the day's reminder reached the user may be its answer
+    /// (`LearningDay`); a later one is the user's own time. Longer than the lead, so that a user
+    /// whose learned time is right (who checks in 45 minutes after it) holds it.
+    public static let promptedWithin: TimeInterval = 60 * 60
 
     /// A check-in day the reminder time is learned from: the local time of its check-in, in the
-    /// zone the user was in when they made it; or, when that day's reminder had reached the user
-    /// before it (a check-in it prompted), the time that reminder aimed at plus `learnedLead`, so
-    /// that the day holds the learned time where it was instead of pulling it earlier.
+    /// zone the user was in when they made it; or, when it came within `promptedWithin` after that
+    /// day's reminder reached the user (a check-in it may have prompted), the time that reminder
+    /// aimed at plus `learnedLead`, so that the day holds the learned time where it was instead of
+    /// pulling it earlier. A habit that moves later (a check-in hours after the reminder) counts
+    /// at its own time, and the learned time follows it.
     public struct LearningDay: Sendable, Equatable {
         public let time: LocalTime
         public let prompted: Bool
@@ -112,9 +118,14 @@ public enum ReminderRules {
             return ReminderTime(time: quietHours.end, source: .learned,
                                 why: "\(quietHours.end): the end of the user's quiet hours (\(window)); \(basis) is \(learned), inside them")
         }
-        return ReminderTime(time: defaultReminderTime, source: .standard,
-                            why: "\(defaultReminderTime): the default; \(basis) is \(learned), inside the user's quiet hours (\(window)), "
-                                + "which last until the day is over")
+        let inside = "\(basis) is \(learned), inside the user's quiet hours (\(window)), which last until the day is over"
+        guard quietHours.isQuiet(defaultReminderTime) else {
+            return ReminderTime(time: defaultReminderTime, source: .standard, why: "\(defaultReminderTime): the default; \(inside)")
+        }
+        // The default is quiet too: the last quarter hour before the quiet hours begin.
+        let before = LocalTime(minutes: quietHours.start.minutes - 15)
+        return ReminderTime(time: before, source: .learned,
+                            why: "\(before): before the user's quiet hours, the default \(defaultReminderTime) inside them too; \(inside)")
     }
 
     /// The median of times of day on the clock's circle, in minutes: the times are read from just

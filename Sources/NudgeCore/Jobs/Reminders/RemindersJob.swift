@@ -146,12 +146,14 @@ public struct RemindersJob: Job {
                          array_agg(h.valid_until order by h.valid_until) as untils
                     from user_timezone_history h
                    where h.user_id = u.id and h.valid_until >= r.today - \(Int32(Self.trackingDays + 2))) z on true
-              -- The check-in reminders that reached the user in the learning window (idx_outbox_user_type).
+              -- The check-in reminders that reached the user in the learning window (idx_outbox_user_type),
+              -- for a time to learn: none for a user who chose theirs.
               left join lateral (
                   select array_agg(o.local_day order by o.sent_at) as days, array_agg(o.deliver_after order by o.sent_at) as aimed,
                          array_agg(o.sent_at order by o.sent_at) as reached
                     from notification_outbox o
-                   where o.user_id = u.id and o.notification_type = 'daily_checkin' and o.job = \(definition.name)
+                   where np.reminder_time_set_at is null
+                     and o.user_id = u.id and o.notification_type = 'daily_checkin' and o.job = \(definition.name)
                      and o.deliver_after >= r.today - \(Int32(Self.trackingDays + 2)) and o.sent_at is not null) k on true
               -- Today's check-in push, once queued.
               left join notification_outbox p
@@ -273,6 +275,12 @@ public struct RemindersJob: Job {
             return .nothingDue("reminders are about the user's today (\(today)); a backfill of other days sends none")
         }
         if let problem = due.problem {
+            // Read before its next look (a sweep, `--user`): it was skipped today already.
+            if !due.changed && due.dueAt > run.now {
+                return .later(PlannedChange(itemID: user.user.id, change: Change(expectedDue: due.dueAt, nextDue: due.dueAt, milestones: []),
+                                            work: [], notifications: [], tally: [:]),
+                              "\(problem); looked at again at \(JobRunner<Self>.timestamp(due.dueAt))")
+            }
             return .act(PlannedChange(
                 itemID: user.user.id,
                 change: Change(expectedDue: due.dueAt, nextDue: run.now.addingTimeInterval(ReminderRules.zoneRetry), milestones: []),
