@@ -60,7 +60,10 @@ private func settled(through date: String, _ state: StreakState = .fresh) -> Val
         #expect(message.type == "streak_at_risk")
         #expect(message.deliverAfter == instant("2026-03-12T22:00:00Z"))   // 09:00 on the 13th, AEDT
         #expect(message.title == "🔥 Your 21-day streak is at risk")
-        #expect(message.dedupeKey(job: "validate-streaks", userID: change.itemID).hasSuffix(":2026-03-12:streak_at_risk"))
+        // For the 13th, the day it asks a check-in on (the missed day is in its payload).
+        #expect(message.localDay == LocalDate(iso8601: "2026-03-13"))
+        #expect(message.payload.contains(#""missed_day":"2026-03-12""#))
+        #expect(message.dedupeKey(job: "validate-streaks", userID: change.itemID).hasSuffix(":2026-03-13:streak_at_risk"))
     }
 
     @Test func writesInFrenchForFrenchUsers() throws {

@@ -46,7 +46,7 @@ import Testing
         let paths = committed.sorted().map { folder.appendingPathComponent($0).path }
         let result = try runProcess("/usr/bin/env", ["python3", "-c", script] + paths)
         let cronJobs = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], "\(result.stderr)")
-        #expect(cronJobs.count == 13)   // nine jobs, and the sweeps of the four that have one
+        #expect(cronJobs.count == 14)   // nine jobs, and the sweeps of the five that have one
         for cronJob in cronJobs {
             let name = cronJob["name"] as? String ?? "?"
             let pod = cronJob["pod"] as? [String: Any] ?? [:], container = cronJob["container"] as? [String: Any] ?? [:]

@@ -275,8 +275,8 @@ public struct RemindersJob: Job {
             return .nothingDue("reminders are about the user's today (\(today)); a backfill of other days sends none")
         }
         if let problem = due.problem {
-            // Read before its next look (a sweep, `--user`): it was skipped today already.
-            if !due.changed && due.dueAt > run.now {
+            // Read by a sweep before its next look: it was skipped with the reason already.
+            if !due.changed && due.dueAt > run.now && run.users.isEmpty {
                 return .later(PlannedChange(itemID: user.user.id, change: Change(expectedDue: due.dueAt, nextDue: due.dueAt, milestones: []),
                                             work: [], notifications: [], tally: [:]),
                               "\(problem); looked at again at \(JobRunner<Self>.timestamp(due.dueAt))")
