@@ -246,33 +246,37 @@ func validateStreaks(_ database: TestDatabase, at now: Date) async throws -> Run
     }
 
     /// Reminded at 07:00 every morning, a user whose habit moved to 21:00 (14 hours after the
-    /// reminder, no answer to it) is followed there; another who answers it within minutes keeps
+    /// reminder, no answer to it) is followed there, and so is one who now checks in at 07:55 (in
+    /// the hour after it, but later than it aimed at); another who answers it within minutes keeps
     /// 07:00.
     @Test func aHabitThatMovesLaterIsFollowedAndAPromptAnswerIsNot() async throws {
         let database = try await TestDatabase.fresh()
-        try ReminderFixture.user(database, 1, zone: "UTC")
-        try ReminderFixture.user(database, 2, zone: "UTC")
-        let (mover, answerer) = (Fixture.userID(1), Fixture.userID(2))
+        for n in 1...3 { try ReminderFixture.user(database, n, zone: "UTC") }
+        let (mover, answerer, later) = (Fixture.userID(1), Fixture.userID(2), Fixture.userID(3))
+        let everyone = "array['\(mover)', '\(answerer)', '\(later)']::uuid[]"
         try database.psql("""
-            insert into notification_preferences (user_id, dnd_start, dnd_end)
-            select u, '00:00', '00:00' from unnest(array['\(mover)', '\(answerer)']::uuid[]) u;
+            insert into notification_preferences (user_id, dnd_start, dnd_end) select u, '00:00', '00:00' from unnest(\(everyone)) u;
             -- 13 days at 07:45 before any reminder, then 15 days reminded at 07:00.
             insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
             select u, d::date, 3, 3,
                    case when d < '2026-10-27' then d::date + time '07:45'
-                        when u = '\(mover)' then d::date + time '21:00' else d::date + time '07:03' end
-              from unnest(array['\(mover)', '\(answerer)']::uuid[]) u, generate_series('2026-10-14'::date, '2026-11-10', '1 day') d;
+                        when u = '\(mover)' then d::date + time '21:00'
+                        when u = '\(later)' then d::date + time '07:55' else d::date + time '07:03' end
+              from unnest(\(everyone)) u, generate_series('2026-10-14'::date, '2026-11-10', '1 day') d;
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload,
                                              status, sent_at, next_attempt_at)
             select 'reminders:' || u || ':' || d::date || ':daily_checkin', 'reminders', u, d::date, 'daily_checkin',
                    d::date + time '07:00', 't', 'b', '{}', 'sent', d::date + time '07:00:30', 'infinity'
-              from unnest(array['\(mover)', '\(answerer)']::uuid[]) u, generate_series('2026-10-27'::date, '2026-11-10', '1 day') d;
+              from unnest(\(everyone)) u, generate_series('2026-10-27'::date, '2026-11-10', '1 day') d;
             """)
         try await reminders(database, at: at("2026-11-11T06:00:00Z"))
         try await reminders(database, at: at("2026-11-11T07:00:00Z"))
+        try await reminders(database, at: at("2026-11-11T07:15:00Z"))
         try await reminders(database, at: at("2026-11-11T20:15:00Z"))
         #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(mover)'")
                 == "20:15: 45 min before the user's median check-in 21:00 over 28 days")
+        #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(later)'")
+                == "07:10: 45 min before the user's median check-in 07:55 over 28 days")
         #expect(try database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(answerer)'")
                 == "07:00: 45 min before the user's median check-in 07:45 over 28 days "
                    + "(15 prompted by the reminder, counted at the time it aimed at)")
@@ -290,7 +294,7 @@ func validateStreaks(_ database: TestDatabase, at now: Date) async throws -> Run
             insert into users (id, timezone, locale, created_at, email) values ('\(Fixture.userID(3))', 'Asia/Tokyo', 'en', '2026-01-01', 'user3@example.test');
             insert into user_push_tokens (user_id, device_token, platform) values ('\(Fixture.userID(3))', '\(Outbox.iosToken(3))', 'ios');
             """)
-        let now = "2026-11-11T04:50:00Z"   // the sweep's minute on a Wednesday, 13:50 in Tokyo
+        let now = "2026-11-11T04:50:00Z"   // a Wednesday, 13:50 in Tokyo
         try await reminders(database, at: at("2026-11-11T01:00:00Z"))   // 10:00: everyone indexed is decided
         // User 2 moves their reminder time to 07:00 at 10:05: decided again, 07:00 is not sent late.
         try database.psql("insert into notification_preferences (user_id, daily_reminder_time) values ('\(Fixture.userID(2))', '07:00')")

@@ -96,9 +96,8 @@ struct PausingAfterFirstBatch: Job {
 
 @Suite struct LockTests {
     /// Holds the run lock of a job and shard from another session, as a running job would.
-    private func holdingLock(of shard: Shard, in database: TestDatabase, of job: String = "validate-streaks",
-                             _ body: @escaping @Sendable () async throws -> Void) async throws {
-        let key = RunLocks.jobKey(job)
+    private func holdingLock(of shard: Shard, in database: TestDatabase, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        let key = RunLocks.jobKey("validate-streaks")
         try await database.withDatabase { db in
             try await db.client.withConnection { connection in
                 for try await conflict in try await connection.query(
@@ -115,25 +114,6 @@ struct PausingAfterFirstBatch: Job {
                 }
                 _ = try await release()
             }
-        }
-    }
-
-    /// A job's weekly sweep holds a lock of its own: it runs while a regular run holds the job's
-    /// (it would otherwise hold every moment of its long read back), and a second sweep does not.
-    @Test func aSweepRunsBesideTheJobsRunsButNotBesideAnotherSweep() async throws {
-        let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try await holdingLock(of: .whole, in: database) {
-            let sweep = try await database.nudge(["run", "validate-streaks", "--sweep", "--now", now])
-            #expect(sweep.status == 0, "\(sweep.stderr)")
-            #expect(try database.count("select count(*) from user_streaks") == 10)
-        }
-        try await holdingLock(of: .whole, in: database, of: "validate-streaks sweep") {
-            let second = try await database.nudge(["run", "validate-streaks", "--sweep", "--now", now])
-            #expect(second.status == 75, "\(second.stderr)")
-            #expect(second.stderr.contains("another sweep of validate-streaks over overlapping users holds the sweep's lock"))
-            let regular = try await database.nudge(["run", "validate-streaks", "--now", now])
-            #expect(regular.status == 0, "\(regular.stderr)")
         }
     }
 

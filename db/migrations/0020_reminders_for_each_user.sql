@@ -87,8 +87,3 @@ create trigger notification_outbox_checkin_push_ended after update of status on 
                        and new.status in ('failed', 'suppressed') and old.status is distinct from new.status
                        and new.sent_at is null and new.delivered_to = '{}')
     execute function nudge_jobs_due('reminders');
-
--- Dispatch asks whether a user submitted on the day a submission reminder is for
--- (`DispatchRules.answered`): one index entry, not the user's whole history.
-create index idx_submissions_user_day on fitcircle_data_submissions (user_id, submission_date);
-drop index idx_submissions_user;

@@ -38,10 +38,7 @@ public struct JobRunner<J: Job>: Sendable {
         if options.shard.count > 1 { jobLogger[metadataKey: LogKey.shard] = "\(options.shard)" }
         let logger = jobLogger
         let ledger = RunLedger(logger: logger)
-        // A sweep holds a lock of its own: the job's regular runs go on beside it (a user both read
-        // at once is decided once, by the state: the due index's compare-and-set, the marks' and
-        // the outbox's unique keys), so a sweep of a million users never holds anyone's moment back.
-        let locks = RunLocks(job: options.sweep ? "\(name) sweep" : name, shard: options.shard)
+        let locks = RunLocks(job: name, shard: options.shard)
 
         return try await database.withConnection { connection in
             let db = BoundedConnection(connection: connection, database: database)
@@ -990,9 +987,6 @@ public struct JobRunner<J: Job>: Sendable {
             guard sameShard == (conflict == .shard) else { continue }
             holder = ": run \(id)\(sameShard ? "" : " of shard \(index)/\(count)") on \(host), pid \(pid), since \(Self.timestamp(startedAt))"
             break
-        }
-        if options.sweep {
-            return NudgeError(.locked, "another sweep of \(name) over overlapping users holds the sweep's lock")
         }
         switch conflict {
         case .shard:

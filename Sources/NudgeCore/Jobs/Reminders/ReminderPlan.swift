@@ -107,18 +107,18 @@ struct ReminderPlan {
 
     /// The check-in days of the 28 local days before today, each at the local time it was made in
     /// the zone the user was in then; a check-in made within the hour after that day's reminder
-    /// reached the user (which the reminder may have prompted) at the time the reminder aimed at
-    /// plus the lead (`ReminderRules.LearningDay`). A check-in made in a zone Nudge cannot read is
-    /// left out.
+    /// reached the user (which the reminder may have prompted) no earlier than the time the
+    /// reminder aimed at plus the lead (`ReminderRules.LearningDay`). A check-in made in a zone
+    /// Nudge cannot read is left out.
     var learningDays: [ReminderRules.LearningDay] {
         facts.checkedInAt.filter { $0.key < today && $0.key >= today.adding(days: -ReminderRules.learningWindowDays) }
             .sorted { $0.key < $1.key }
             .compactMap { day, checkedInAt in
                 if let reminder = facts.reminded[day], checkedInAt >= reminder.reachedAt,
                    checkedInAt.timeIntervalSince(reminder.reachedAt) <= ReminderRules.promptedWithin {
-                    guard let zone = zone(at: reminder.aimedAt) else { return nil }
-                    let aimed = zone.localTime(at: reminder.aimedAt)
-                    return ReminderRules.LearningDay(time: LocalTime(minutes: aimed.minutes + ReminderRules.learnedLead), prompted: true)
+                    // No earlier than the time the reminder aimed at: a later one is the user's own.
+                    let held = max(checkedInAt, reminder.aimedAt.addingTimeInterval(TimeInterval(ReminderRules.learnedLead * 60)))
+                    return zone(at: held).map { ReminderRules.LearningDay(time: $0.localTime(at: held), prompted: held > checkedInAt) }
                 }
                 return zone(at: checkedInAt).map { ReminderRules.LearningDay(time: $0.localTime(at: checkedInAt)) }
             }

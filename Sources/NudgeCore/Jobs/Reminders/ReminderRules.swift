@@ -67,16 +67,15 @@ public enum ReminderRules {
     public static let learnedEarliest = LocalTime(hour: 6, minute: 0)!
     public static let learnedLatest = LocalTime(hour: 22, minute: 0)!
     /// A check-in within this long after the day's reminder reached the user may be its answer
-    /// (`LearningDay`); a later one is the user's own time. Longer than the lead, so that a user
-    /// whose learned time is right (who checks in 45 minutes after it) holds it.
+    /// (`LearningDay`); a later one is the user's own time.
     public static let promptedWithin: TimeInterval = 60 * 60
 
     /// A check-in day the reminder time is learned from: the local time of its check-in, in the
-    /// zone the user was in when they made it; or, when it came within `promptedWithin` after that
-    /// day's reminder reached the user (a check-in it may have prompted), the time that reminder
-    /// aimed at plus `learnedLead`, so that the day holds the learned time where it was instead of
-    /// pulling it earlier. A habit that moves later (a check-in hours after the reminder) counts
-    /// at its own time, and the learned time follows it.
+    /// zone the user was in when they made it; when it came within `promptedWithin` after that
+    /// day's reminder reached the user (a check-in it may have prompted), no earlier than the time
+    /// that reminder aimed at plus `learnedLead` (`prompted` then), so that the day holds the
+    /// learned time where it was instead of pulling it earlier. A check-in later than that, in the
+    /// hour or after it, counts at its own time: a habit that moves later is followed.
     public struct LearningDay: Sendable, Equatable {
         public let time: LocalTime
         public let prompted: Bool
@@ -122,8 +121,12 @@ public enum ReminderRules {
         guard quietHours.isQuiet(defaultReminderTime) else {
             return ReminderTime(time: defaultReminderTime, source: .standard, why: "\(defaultReminderTime): the default; \(inside)")
         }
-        // The default is quiet too: the last quarter hour before the quiet hours begin.
+        // The default is quiet too: the last quarter hour before the quiet hours begin (when the
+        // hours outside them are that many; else the default, as for a user Nudge learned nothing of).
         let before = LocalTime(minutes: quietHours.start.minutes - 15)
+        guard !quietHours.isQuiet(before) else {
+            return ReminderTime(time: defaultReminderTime, source: .standard, why: "\(defaultReminderTime): the default; \(inside)")
+        }
         return ReminderTime(time: before, source: .learned,
                             why: "\(before): before the user's quiet hours, the default \(defaultReminderTime) inside them too; \(inside)")
     }
