@@ -61,6 +61,15 @@ public struct QuietHours: Sendable, Equatable {
     public static let standard = QuietHours(start: LocalTime(hour: 22, minute: 0)!, end: LocalTime(hour: 8, minute: 0)!,
                                             pauseWeekends: false)
 
+    /// The quiet hours of a `notification_preferences` row, its `dnd_start` and `dnd_end` read as
+    /// `HH:MM`; a row that holds other text is malformed.
+    public init(reading start: String, _ end: String, pauseWeekends: Bool) throws {
+        guard let start = LocalTime(start), let end = LocalTime(end) else {
+            throw MalformedData("notification_preferences holds quiet hours Nudge cannot read")
+        }
+        self.init(start: start, end: end, pauseWeekends: pauseWeekends)
+    }
+
     /// Whether the wall-clock time `time` falls inside the do-not-disturb window.
     public func isQuiet(_ time: LocalTime) -> Bool {
         if start == end { return false }

@@ -120,10 +120,7 @@ public struct DispatchJob: Job {
                 preferences.pushEnabled = pushEnabled
                 preferences.emailEnabled = emailEnabled
                 preferences.pushSwitchedOff = Set(switchedOff)
-                guard let start = LocalTime(dndStart), let end = LocalTime(dndEnd) else {
-                    throw MalformedData("notification_preferences holds quiet hours Nudge cannot read")
-                }
-                preferences.quietHours = QuietHours(start: start, end: end, pauseWeekends: pauseWeekends)
+                preferences.quietHours = try QuietHours(reading: dndStart, dndEnd, pauseWeekends: pauseWeekends)
             }
             guard tokenIDs.count == tokens.count, tokens.count == platforms.count,
                   pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count,

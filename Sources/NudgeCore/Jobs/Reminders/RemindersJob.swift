@@ -190,10 +190,7 @@ public struct RemindersJob: Job {
             }
             fact.decided = Set(decided)
             fact.weeklyStepsGoal = weeklyGoal
-            guard let start = LocalTime(dndStart), let end = LocalTime(dndEnd) else {
-                throw MalformedData("notification_preferences holds quiet hours Nudge cannot read")
-            }
-            fact.quietHours = QuietHours(start: start, end: end, pauseWeekends: false)
+            fact.quietHours = try QuietHours(reading: dndStart, dndEnd, pauseWeekends: false)
             guard zones.count == untils.count, remindedDays.count == aimedAts.count, aimedAts.count == reachedAts.count
             else { throw MalformedData("the user's zones or reminders changed while they were read") }
             fact.formerZones = zip(zones, untils).map { zone, until in
