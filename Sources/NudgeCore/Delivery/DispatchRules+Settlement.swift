@@ -1,0 +1,155 @@
+import Foundation
+
+/// What an attempt leaves a row as: sent, retried after a backoff, waiting for its provider,
+/// or failed for good (docs/jobs/dispatch.md, "Retries and waits"). Pure, as the rest of
+/// `DispatchRules`.
+extension DispatchRules {
+    /// How an SMS row stands after its attempt: sent once Twilio took it; failed, never repeated,
+    /// when Twilio refused it or its outcome is unknown (seed 000: a failed preview SMS is logged,
+    /// not retried); a request that never left tries again soon; Twilio's rate limit (20429),
+    /// Twilio down, paused or not configured, leave it waiting without spending an attempt.
+    public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+                                 jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "sms", provider: .twilio, now: now, expiresAt: expiresAt, jitter: jitter)
+    }
+
+    /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
+    /// tries again in its batch, under its key, while attempts remain; a refusal fails it with
+    /// Resend's words; a rate limit, a quota, Resend down or paused leaves it waiting without
+    /// spending an attempt.
+    public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+                                   jitter: Double) -> Settlement {
+        settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter)
+    }
+
+    /// A row sent as one request to one provider (an email, an SMS); `marker` is what
+    /// `delivered_to` records once it went.
+    static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
+                             now: Date, expiresAt: Date, jitter: Double) -> Settlement {
+        switch result {
+        case .delivered?:
+            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
+                              countsAsAttempt: true)
+        case .retry(let why, let after)?, .unavailable(let why, let after)?:
+            guard row.attempts < maxAttempts else {
+                return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
+            }
+            var delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
+            if row.kind.isTimeCritical { delay = min(delay, max(timeCriticalRetry, after ?? 0)) }
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(delay), expiresAt), deliveredTo: [],
+                              sentAt: nil, lastError: why, countsAsAttempt: true)
+        case .rejected(let why)?, .invalidToken(let why, _)?:
+            return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
+        case .throttled(let why, let after)?, .notSent(let why, let after?)?:
+            let wait = after.isFinite ? min(max(1, after), 24 * 3600) : providerWait
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
+                              sentAt: nil, lastError: why, countsAsAttempt: false)
+        case .configuration(let why)?, .notSent(let why, nil)?:
+            return Settlement(status: .pending, nextAttemptAt: expiresAt, deliveredTo: [], sentAt: nil, lastError: why,
+                              countsAsAttempt: false, parkedFor: provider)
+        case nil:
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(firstRetryDelay), expiresAt),
+                              deliveredTo: [], sentAt: nil,
+                              lastError: "\(provider.displayName): no result (the run stopped before this \(marker)'s turn)",
+                              countsAsAttempt: false)
+        }
+    }
+
+    /// The delay before attempt `attempts + 1`: 30 s, then 2 min, then 8 min, each between half
+    /// and all of that (`jitter` in 0...1 picks where), and never less than the provider's
+    /// `retry-after`.
+    public static func retryDelay(afterAttempt attempts: Int, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
+        let ceiling = firstRetryDelay * Double(1 << (2 * max(0, min(attempts - 1, 8))))
+        return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), retryAfter ?? 0)
+    }
+
+    /// How one row stands after its delivery's attempt.
+    public struct Settlement: Sendable, Equatable {
+        public enum Status: String, Sendable { case pending, sent, failed }
+        public let status: Status
+        /// When a `pending` row is due again.
+        public let nextAttemptAt: Date?
+        public let deliveredTo: Set<String>
+        public let sentAt: Date?
+        public let lastError: String?
+        /// Whether this attempt counts towards `maxAttempts`: not when no provider was asked.
+        public let countsAsAttempt: Bool
+        /// The provider a `pending` row waits for, parked until it is back (or its shelf life ends).
+        public var parkedFor: DeliveryProvider? = nil
+    }
+
+    /// Settles a row of `delivery` from the results of its attempt, device by device: delivered
+    /// devices are remembered; a retryable failure leaves it pending for a later attempt while
+    /// attempts remain; a provider that cannot be used now (down, paused, not configured, over
+    /// its quota) leaves it waiting without spending one, unless some device already has it;
+    /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
+    public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
+                              now: Date, jitter: Double) -> Settlement {
+        var delivered = row.deliveredTo
+        var retryAfter: TimeInterval?
+        var retryable = false
+        // Held for a while (a quota: `blockedFor`), or parked for a provider until it is back.
+        var blocked = !delivery.waiting.isEmpty
+        var blockedFor: TimeInterval?
+        var parkedFor = Set(delivery.waiting.map(\.provider))
+        var askedAProvider = false
+        var lastError: String?
+        for device in delivery.targets {
+            let name = device.provider.displayName
+            switch results[device.key] {
+            case .delivered?:
+                delivered.insert(device.key)
+                askedAProvider = true
+            case .retry(let why, let after)?, .unavailable(let why, let after)?:
+                retryable = true
+                retryAfter = max(retryAfter ?? 0, after ?? 0)
+                lastError = "\(name) \(device.shortToken): \(why)"
+                askedAProvider = true
+            case .invalidToken(let why, _)?, .rejected(let why)?:
+                lastError = "\(name) \(device.shortToken): \(why)"
+                askedAProvider = true
+            case .throttled(let why, let after)?, .notSent(let why, let after?)?:
+                blocked = true
+                blockedFor = min(blockedFor ?? .infinity, after)
+                lastError = "\(name): \(why)"
+            case .configuration(let why)?, .notSent(let why, nil)?:
+                blocked = true
+                parkedFor.insert(device.provider)
+                lastError = "\(name): \(why)"
+            case nil:
+                blocked = true
+                blockedFor = min(blockedFor ?? .infinity, firstRetryDelay)
+                lastError = "\(name): no result (the run stopped before this device's turn)"
+            }
+        }
+        if !delivery.waiting.isEmpty, lastError == nil {
+            lastError = "waiting for \(Set(delivery.waiting.map(\.provider.displayName)).sorted().joined(separator: ", "))"
+        }
+        let sentAt = row.sentAt ?? (delivered.count > row.deliveredTo.count ? now : nil)
+        // Held for a while, it is looked at again then; parked for its one provider, when its
+        // shelf life ends (or when the provider is back, which wakes it); waiting for two, every
+        // `providersWait`.
+        if blockedFor == nil && parkedFor.count > 1 { blockedFor = providersWait }
+        let wait = min(blockedFor.map { now.addingTimeInterval(min($0, providerWait)) } ?? delivery.expiresAt, delivery.expiresAt)
+        let parked = blockedFor == nil ? parkedFor.first : nil
+        if retryable && row.attempts < maxAttempts {
+            let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
+            let next = min(now.addingTimeInterval(delay), delivery.expiresAt)
+            return Settlement(status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
+                              sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
+        }
+        // Nothing is dropped for a provider that cannot be used now, unless a device has it: then
+        // the user has it.
+        // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
+        if blocked && !retryable && delivered.isEmpty && !(askedAProvider && row.attempts >= maxAttempts) {
+            return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
+                              lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)
+        }
+        if !delivered.isEmpty {
+            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
+                              countsAsAttempt: true)
+        }
+        return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: delivered, sentAt: nil,
+                          lastError: lastError ?? "no device took it", countsAsAttempt: true)
+    }
+}
