@@ -234,14 +234,20 @@ import Testing
         let now = Date(timeIntervalSince1970: 1_000)
         let expiry = now.addingTimeInterval(48 * 3600)
         #expect(DispatchRules.settleEmail(row, result: .delivered(providerID: "x"), now: now, expiresAt: expiry, jitter: 0).status == .sent)
-        let retry = DispatchRules.settleEmail(row, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0)
+        let retry = DispatchRules.settleEmail(row, result: .retry("500, while Resend answered others", after: nil), now: now,
+                                              expiresAt: expiry, jitter: 0)
         #expect(retry.status == .pending && retry.countsAsAttempt && retry.nextAttemptAt == now.addingTimeInterval(15))
+        // No answer while Resend is not known to answer others: a wait (a quarter of the 1,000 s it
+        // has waited, halved by the jitter), no attempt.
+        let outage = DispatchRules.settleEmail(row, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0)
+        #expect(outage.status == .pending && !outage.countsAsAttempt && outage.nextAttemptAt == now.addingTimeInterval(125))
         let throttled = DispatchRules.settleEmail(row, result: .throttled("429", after: 7), now: now, expiresAt: expiry, jitter: 0)
         #expect(throttled.status == .pending && !throttled.countsAsAttempt && throttled.nextAttemptAt == now.addingTimeInterval(7))
         #expect(DispatchRules.settleEmail(row, result: .rejected("422"), now: now, expiresAt: expiry, jitter: 0).status == .failed)
         let last = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
                                       title: "s", body: "t", attempts: 4)
-        #expect(DispatchRules.settleEmail(last, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .failed)
+        #expect(DispatchRules.settleEmail(last, result: .retry("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .failed)
+        #expect(DispatchRules.settleEmail(last, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .pending)
         // Resend down, paused or not configured: parked for it, until its shelf life ends, with no attempt spent.
         let parked = DispatchRules.settleEmail(row, result: .notSent("Resend is down", after: nil), now: now, expiresAt: expiry, jitter: 0)
         #expect(parked.status == .pending && !parked.countsAsAttempt && parked.parkedFor == .resend && parked.nextAttemptAt == expiry)

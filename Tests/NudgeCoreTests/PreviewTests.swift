@@ -398,6 +398,7 @@ import Testing
         let retry = DispatchRules.settleSMS(sms, result: .unavailable("refused", after: nil), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 1)
         #expect(retry.status == .pending)
         #expect(retry.nextAttemptAt == previewAt.addingTimeInterval(DispatchRules.timeCriticalRetry))
+        #expect(!retry.countsAsAttempt)
         let throttled = DispatchRules.settleSMS(sms, result: .throttled("20429", after: 2), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0)
         #expect(throttled.status == .pending)
         #expect(!throttled.countsAsAttempt)

@@ -108,14 +108,57 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     }
 }
 
+@Suite struct OutageWaitTests {
+    /// One push a minute through a 15-minute FCM 503 never makes FCM down, so each row meets
+    /// the outage alone: it waits, longer each time, spending no attempt, and is still pending
+    /// when FCM is back.
+    @Test func aTrickleThroughAFifteenMinuteOutageFailsNothing() {
+        let due = "2026-03-09T16:00:00Z"
+        var current = row(1, "streak_at_risk", due: due)
+        let delivery = plan([current], now: due).deliveries[0]
+        var now = at(due)
+        var waits: [TimeInterval] = []
+        while now < at(due).addingTimeInterval(15 * 60) {
+            let settled = DispatchRules.settle(current, delivery: delivery,
+                                               results: [iphone.key: .unavailable("APNs 503 ServiceUnavailable", after: nil)],
+                                               now: now, jitter: 1)
+            #expect(settled.status == .pending)
+            #expect(!settled.countsAsAttempt)
+            guard let next = settled.nextAttemptAt else { Issue.record("no next attempt"); return }
+            waits.append(next.timeIntervalSince(now))
+            now = next
+            current = QueuedNotification(id: 1, type: "streak_at_risk", localDay: current.localDay, deliverAfter: current.deliverAfter,
+                                         dueAt: now, title: "t", body: "b", attempts: current.attempts)
+        }
+        #expect(waits.first == DispatchRules.firstRetryDelay)
+        #expect(waits == waits.sorted())
+        #expect(waits.allSatisfy { $0 <= DispatchRules.longestOutageWait })
+        #expect(waits.count < 20)
+    }
+
+    @Test func anOutageWaitGrowsWithTheWaitAndHonoursRetryAfter() {
+        let due = at("2026-03-09T16:00:00Z")
+        #expect(DispatchRules.outageWait(since: due, now: due, retryAfter: nil, jitter: 1) == 30)
+        #expect(DispatchRules.outageWait(since: due, now: due.addingTimeInterval(600), retryAfter: nil, jitter: 1) == 150)
+        #expect(DispatchRules.outageWait(since: due, now: due.addingTimeInterval(600), retryAfter: nil, jitter: 0) == 75)
+        #expect(DispatchRules.outageWait(since: due, now: due.addingTimeInterval(7200), retryAfter: nil, jitter: 1) == 300)
+        #expect(DispatchRules.outageWait(since: due, now: due, retryAfter: 120, jitter: 0) == 120)
+    }
+}
+
 @Suite struct ProviderHealthTests {
     let now = at("2026-03-09T16:00:00Z")
 
-    private func answers(_ answers: Int, outages: Int = 0, unknown: Int = 0, trial: Bool = false) -> ProviderHealth.Delta {
+    /// `answers` accepted, `outages` from as many devices (or from `outageDevices` of them),
+    /// `unknown` tokens of distinct devices named from `firstUnknown` on.
+    private func answers(_ answers: Int, outages: Int = 0, outageDevices: Int? = nil, unknown: Int = 0, firstUnknown: Int = 0,
+                         trial: Bool = false) -> ProviderHealth.Delta {
         var delta = ProviderHealth.Delta()
         delta.answers = answers + unknown
         delta.outages = outages
+        delta.outageDevices = Set((0..<min(outages, outageDevices ?? outages)).map { ProviderHealth.digest("device \($0)") })
         delta.unknownTokens = unknown
+        delta.unknownDevices = Set((firstUnknown..<firstUnknown + unknown).map { ProviderHealth.digest("stale \($0)") })
         if outages > 0 { delta.lastOutage = "APNs 503 ServiceUnavailable" }
         if trial {
             delta.trialAnswers = answers + unknown
@@ -144,22 +187,84 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     }
 
     /// A wrong environment at three pushes a minute: each cron minute adds its answers to the
-    /// shared window, no token is believed unknown meanwhile, and the second minute pauses it.
+    /// shared window, no token is believed unknown meanwhile, and once twenty distinct devices
+    /// were called unknown (the seventh minute) it is paused.
     @Test func aWrongEnvironmentAtATrickleIsFoundAcrossRuns() {
         var health = ProviderHealth()
-        health = health.applying(answers(0, unknown: 3), now: now, config: "sandbox")
-        #expect(health.state == .up)
-        #expect(!health.confirmsTokens)
-        health = health.applying(answers(0, unknown: 3), now: now.addingTimeInterval(60), config: "sandbox")
+        for minute in 0..<6 {
+            health = health.applying(answers(0, unknown: 3, firstUnknown: 3 * minute), now: now.addingTimeInterval(60 * Double(minute)),
+                                     config: "sandbox")
+            #expect(health.state == .up)
+            #expect(!health.confirmsTokens)
+        }
+        health = health.applying(answers(0, unknown: 3, firstUnknown: 18), now: now.addingTimeInterval(360), config: "sandbox")
         #expect(health.state == .paused)
         #expect(health.burst)
+        #expect(health.reason?.hasPrefix("it called the tokens of 21 distinct devices unknown in 21 answers") == true)
         #expect(!health.allowsSending(config: "sandbox"))
         // The fix (production) is tried at once; a token it takes brings the provider back.
         #expect(health.allowsSending(config: "production"))
-        let fixed = health.applying(answers(1, trial: true), now: now.addingTimeInterval(120), config: "production")
+        let fixed = health.applying(answers(1, trial: true), now: now.addingTimeInterval(420), config: "production")
         #expect(fixed.state == .up)
         // An unknown token again is no proof: the pause holds.
-        #expect(health.applying(answers(0, unknown: 1, trial: true), now: now.addingTimeInterval(120), config: "sandbox").state == .paused)
+        #expect(health.applying(answers(0, unknown: 1, trial: true), now: now.addingTimeInterval(420), config: "sandbox").state == .paused)
+    }
+
+    /// At 23:30, 3 pushes taken and the same 6 stale tokens called unknown run after run: they
+    /// count once each, never pause the provider, and once 5 other tokens are taken they are
+    /// believed (and deactivated).
+    @Test func aQuietHoursFewStaleTokensNeverPauseTheProvider() {
+        var health = ProviderHealth().applying(answers(3, unknown: 6), now: now, config: "c")
+        for minute in 1...20 {
+            health = health.applying(answers(0, unknown: 6), now: now.addingTimeInterval(60 * Double(minute)), config: "c")
+            #expect(health.state == .up)
+        }
+        #expect(health.tokens.unknown == 6)
+        #expect(health.tokens.answers == 9)
+        #expect(!health.confirmsTokens)
+        health = health.applying(answers(4), now: now.addingTimeInterval(25 * 60), config: "c")
+        #expect(health.confirmsTokens)
+        // Ten good iPhones and five stale tokens in one night's batch: up, and the five are believed.
+        let night = ProviderHealth().applying(answers(10, unknown: 5), now: now, config: "c")
+        #expect(night.state == .up && night.confirmsTokens)
+    }
+
+    /// One token that FCM answers with a 5xx every time is that token's trouble: however often it
+    /// is tried, the provider stays up; outages from three devices make it down.
+    @Test func oneDeviceThatAlwaysDrawsA5xxNeverMakesAProviderDown() {
+        var health = ProviderHealth()
+        for second in 0..<10 {
+            health = health.applying(answers(0, outages: 2, outageDevices: 1), now: now.addingTimeInterval(Double(second)), config: "c")
+        }
+        #expect(health.state == .up)
+        health = health.applying(answers(0, outages: 3), now: now.addingTimeInterval(11), config: "c")
+        #expect(health.state == .down)
+    }
+
+    /// A probe whose rows are answered brings the provider back even when one of them (the
+    /// poisoned token) drew a 5xx again.
+    @Test func aProbeWithAnyRequestAnsweredBringsTheProviderBack() {
+        let down = ProviderHealth().applying(answers(0, outages: 10), now: now, config: "c")
+        #expect(down.state == .down)
+        #expect(down.applying(answers(0, outages: 3, trial: true), now: now.addingTimeInterval(31), config: "c").state == .down)
+        let back = down.applying(answers(2, outages: 1, trial: true), now: now.addingTimeInterval(62), config: "c")
+        #expect(back.state == .up)
+    }
+
+    /// While the provider answers other requests, a 5xx for one row is about that row: an
+    /// attempt, so a poisoned token ends after its attempts instead of waiting all day; while it
+    /// does not, the row waits without spending one.
+    @Test func anOutageWhileTheProviderAnswersOthersSpendsAnAttempt() {
+        let health = ChannelHealth(configured: [.fcm: .ready], identities: [.fcm: "f"], clock: FixedClock(now))
+        let answer = SendResult.unavailable("FCM 500 INTERNAL", after: nil)
+        #expect(health.interpret(answer, from: .fcm) == answer)
+        for device in 0..<6 { health.record(.delivered(providerID: "m\(device)"), from: .fcm, device: "pixel \(device)") }
+        health.record(answer, from: .fcm, device: "poisoned")
+        guard case .retry(let why, nil) = health.interpret(answer, from: .fcm) else {
+            Issue.record("a 5xx for one token while FCM answers others spent no attempt")
+            return
+        }
+        #expect(why == "FCM 500 INTERNAL, while FCM answered other requests")
     }
 
     @Test func aTokenIsBelievedUnknownOnlyOnceTheProviderTookOthers() {
@@ -172,7 +277,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     @Test func theDispatcherReadsAnswersThroughTheProvidersState() {
         let health = ChannelHealth(configured: [.apns: .ready, .fcm: .ready], identities: [.apns: "c", .fcm: "f"],
                                    clock: FixedClock(now))
-        for _ in 0..<5 { health.record(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns) }
+        for device in 0..<5 { health.record(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns, device: "\(device)") }
         guard case .notSent(let why, nil) = health.interpret(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns) else {
             Issue.record("an outage spent an attempt")
             return

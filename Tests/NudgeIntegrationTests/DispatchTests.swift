@@ -307,8 +307,8 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start(apns: { _ in .reject(status: 400, reason: "BadDeviceToken") })
         defer { Task { await push.shutdown() } }
-        for n in 1...12 { try Outbox.user(database, n, ios: 1) }
-        for n in 1...12 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        for n in 1...24 { try Outbox.user(database, n, ios: 1) }
+        for n in 1...24 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 1, "\(result.stdout)\n\(result.stderr)")
         #expect(result.stdout.contains("APNs paused"))

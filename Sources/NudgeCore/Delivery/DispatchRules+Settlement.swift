@@ -14,9 +14,10 @@ extension DispatchRules {
     }
 
     /// How an email row stands after its attempt: sent once Resend took it; a time-out or a 5xx
-    /// tries again in its batch, under its key, while attempts remain; a refusal fails it with
-    /// Resend's words; a rate limit, a quota, Resend down or paused leaves it waiting without
-    /// spending an attempt.
+    /// waits and tries again in its batch, under its key, spending no attempt (unless Resend
+    /// answered others meanwhile: then it is a `retry`); a refusal fails it with Resend's words;
+    /// a rate limit, a quota, Resend down or paused leaves it waiting without spending an
+    /// attempt.
     public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
                                    jitter: Double) -> Settlement {
         settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter)
@@ -30,7 +31,13 @@ extension DispatchRules {
         case .delivered?:
             return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
                               countsAsAttempt: true)
-        case .retry(let why, let after)?, .unavailable(let why, let after)?:
+        case .unavailable(let why, let after)?:
+            // The provider's trouble, not this notification's: it waits, spending no attempt.
+            var wait = outageWait(since: row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
+            if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
+            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
+                              sentAt: nil, lastError: why, countsAsAttempt: false)
+        case .retry(let why, let after)?:
             guard row.attempts < maxAttempts else {
                 return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
             }
@@ -63,6 +70,20 @@ extension DispatchRules {
         return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), retryAfter ?? 0)
     }
 
+    /// How long a row waits after its provider gave no answer about it (a 5xx, a time-out, a
+    /// refused connection) while the provider is not known to answer others: no attempt is
+    /// spent, and the longer the row has waited since it was due, the longer its next wait (a
+    /// quarter of that, between 30 s and 5 min; `jitter` in 0...1 picks between half and all of
+    /// it), never less than the provider's `retry-after`. It ends with its shelf life.
+    public static func outageWait(since due: Date, now: Date, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
+        let waited = max(0, now.timeIntervalSince(due))
+        let ceiling = min(max(waited / 4, firstRetryDelay), longestOutageWait)
+        return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), min(retryAfter ?? 0, 3600))
+    }
+
+    /// The longest wait between two tries of a row whose provider gives no answer.
+    public static let longestOutageWait: TimeInterval = 5 * 60
+
     /// How one row stands after its delivery's attempt.
     public struct Settlement: Sendable, Equatable {
         public enum Status: String, Sendable { case pending, sent, failed }
@@ -81,7 +102,8 @@ extension DispatchRules {
     /// Settles a row of `delivery` from the results of its attempt, device by device: delivered
     /// devices are remembered; a retryable failure leaves it pending for a later attempt while
     /// attempts remain; a provider that cannot be used now (down, paused, not configured, over
-    /// its quota) leaves it waiting without spending one, unless some device already has it;
+    /// its quota, or giving no answer: `outageWait`) leaves it waiting without spending one,
+    /// unless some device already has it;
     /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
     public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
                               now: Date, jitter: Double) -> Settlement {
@@ -100,11 +122,18 @@ extension DispatchRules {
             case .delivered?:
                 delivered.insert(device.key)
                 askedAProvider = true
-            case .retry(let why, let after)?, .unavailable(let why, let after)?:
+            case .retry(let why, let after)?:
                 retryable = true
                 retryAfter = max(retryAfter ?? 0, after ?? 0)
                 lastError = "\(name) \(device.shortToken): \(why)"
                 askedAProvider = true
+            case .unavailable(let why, let after)?:
+                // The provider's trouble: a wait, no attempt (`outageWait`).
+                blocked = true
+                var wait = outageWait(since: row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
+                if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
+                blockedFor = min(blockedFor ?? .infinity, wait)
+                lastError = "\(name) \(device.shortToken): \(why)"
             case .invalidToken(let why, _)?, .rejected(let why)?:
                 lastError = "\(name) \(device.shortToken): \(why)"
                 askedAProvider = true

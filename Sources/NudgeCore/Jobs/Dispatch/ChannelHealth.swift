@@ -14,10 +14,12 @@ public final class ChannelHealth: Sendable {
     private struct State {
         var shared: [DeliveryProvider: ProviderHealth] = [:]
         var pending: [DeliveryProvider: ProviderHealth.Delta] = [:]
-        /// What `sync` took from `pending` and is writing: still counted until the rows read back
-        /// replace `shared`.
-        var writing: [DeliveryProvider: ProviderHealth.Delta] = [:]
+        /// What each `sync` under way (one per lane) took from `pending` and is writing: still
+        /// counted until the rows it reads back replace `shared`.
+        var writing: [Int: [DeliveryProvider: ProviderHealth.Delta]] = [:]
+        var nextSync = 0
         var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
+        var probesDue: Set<DeliveryProvider> = []
     }
 
     private let state = Mutex(State())
@@ -25,22 +27,26 @@ public final class ChannelHealth: Sendable {
     /// Each configured provider's identity (`DeliveryServices.identities`): who it is configured as.
     private let identities: [DeliveryProvider: String]
     private let clock: any RunClock
+    /// The providers this dispatcher probes with a harmless request of their own (FCM's
+    /// `validate_only`, an authenticated read of Resend or Twilio) rather than with parked rows.
+    private let harmless: Set<DeliveryProvider>
 
     /// How many parked rows a dispatcher wakes at a time for a provider that is up.
     static let wakeBatch = 2_000
 
     public init(configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
-                clock: any RunClock = SystemClock()) {
+                harmless: Set<DeliveryProvider> = [], clock: any RunClock = SystemClock()) {
         self.configured = configured
         self.identities = identities
+        self.harmless = harmless
         self.clock = clock
     }
 
     /// Each provider's health as this dispatcher sees it now: the shared row with its own news.
     private func current(_ provider: DeliveryProvider, in state: State) -> ProviderHealth {
         let shared = state.shared[provider] ?? ProviderHealth()
-        var delta = state.writing[provider] ?? ProviderHealth.Delta()
-        delta.add(state.pending[provider] ?? ProviderHealth.Delta())
+        var delta = state.pending[provider] ?? ProviderHealth.Delta()
+        for writing in state.writing.values { delta.add(writing[provider] ?? ProviderHealth.Delta()) }
         guard !delta.isEmpty else { return shared }
         return shared.applying(delta, now: clock.now(), config: identities[provider] ?? "")
     }
@@ -96,8 +102,9 @@ public final class ChannelHealth: Sendable {
         }
     }
 
-    /// Takes one answer into account.
-    public func record(_ result: SendResult, from provider: DeliveryProvider) {
+    /// Takes one answer into account: one per request, from `device` (a device's key, an
+    /// address, a batch's key), which the windows keep only as a digest.
+    public func record(_ result: SendResult, from provider: DeliveryProvider, device: String) {
         state.withLock { state in
             if case .throttled(let why, let after) = result {
                 let seconds = after.isFinite ? min(max(after, 0), 24 * 3600) : 60
@@ -111,6 +118,7 @@ public final class ChannelHealth: Sendable {
             var delta = state.pending[provider] ?? ProviderHealth.Delta()
             if result.isOutage {
                 delta.outages += 1
+                delta.outageDevices.insert(ProviderHealth.digest(device))
                 delta.lastOutage = result.reason
                 if trial { delta.trialOutages += 1 }
             } else {
@@ -119,6 +127,7 @@ public final class ChannelHealth: Sendable {
                 switch result {
                 case .invalidToken(_, true):
                     delta.unknownTokens += 1
+                    delta.unknownDevices.insert(ProviderHealth.digest(device))
                 case .configuration(let why):
                     delta.configuration = delta.configuration ?? why
                 default:
@@ -130,14 +139,17 @@ public final class ChannelHealth: Sendable {
     }
 
     /// What an answer means once the provider's state is known: no answer from a provider that
-    /// is down is a wait for it, not an attempt; an unknown token from a provider paused for a
-    /// burst is the configuration's fault, and from one that has not yet confirmed its
-    /// configuration, a wait.
+    /// is down is a wait for it, not an attempt; no answer while it answers other requests is an
+    /// answer about this one (an attempt); an unknown token from a provider paused for a burst is
+    /// the configuration's fault, and from one that has not yet confirmed its configuration, a
+    /// wait.
     public func interpret(_ result: SendResult, from provider: DeliveryProvider) -> SendResult {
         let health = self.health(provider)
         switch result {
         case .unavailable(let why, _) where health.state == .down:
             return .notSent("\(health.summary(of: provider) ?? provider.displayName) (this one: \(why))", after: nil)
+        case .unavailable(let why, let after) where health.answersOthers:
+            return .retry("\(why), while \(provider.displayName) answered other requests", after: after)
         case .invalidToken(let why, true) where health.state == .paused && health.burst:
             return .configuration("\(why), taken as a configuration error: \(health.reason ?? "")")
         case .invalidToken(let why, true) where !health.confirmsTokens:
@@ -159,11 +171,14 @@ public final class ChannelHealth: Sendable {
     /// dispatcher wrote it first. Nothing is written on a dry run. At most
     /// `statements` statements.
     public func sync(now: Date, dryRun: Bool, on connection: PostgresConnection, logger: Logger) async throws {
-        var taken: [DeliveryProvider: ProviderHealth.Delta] = dryRun ? [:] : state.withLock { state in
+        let (token, took): (Int, [DeliveryProvider: ProviderHealth.Delta]) = state.withLock { state in
+            state.nextSync += 1
+            guard !dryRun else { return (state.nextSync, [:]) }
             defer { state.pending = [:] }
-            state.writing = state.pending.filter { !$0.value.isEmpty }
-            return state.writing
+            state.writing[state.nextSync] = state.pending.filter { !$0.value.isEmpty }
+            return (state.nextSync, state.writing[state.nextSync]!)
         }
+        var taken = took
         do {
             var rows: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
             for _ in 0..<Self.writeAttempts {
@@ -200,12 +215,12 @@ public final class ChannelHealth: Sendable {
             }
             state.withLock { state in
                 state.shared = shared
-                state.writing = [:]
+                state.writing[token] = nil
             }
         } catch {
             state.withLock { state in
                 for (provider, delta) in taken { state.pending[provider, default: .init()].add(delta) }
-                state.writing = [:]
+                state.writing[token] = nil
             }
             throw error
         }
@@ -213,9 +228,9 @@ public final class ChannelHealth: Sendable {
 
     /// How many times a dispatcher reads and writes the rows when others write them meanwhile.
     static let writeAttempts = 3
-    /// The most statements `sync` sends: a read and a write per attempt, a probe per provider,
-    /// and the wake.
-    public static let statements = 2 * writeAttempts + DeliveryProvider.allCases.count + 1
+    /// The most statements `sync` sends: a read and a write per attempt, a probe's claim and
+    /// wake per provider, and the wake.
+    public static let statements = 2 * writeAttempts + 2 * DeliveryProvider.allCases.count + 1
 
     private func log(_ provider: DeliveryProvider, from before: ProviderHealth.State, to health: ProviderHealth,
                      delta: ProviderHealth.Delta, logger: Logger) {
@@ -238,13 +253,14 @@ public final class ChannelHealth: Sendable {
                              logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
         let rows = try await connection.query("""
             select provider, state, since, reason, config, burst, probe_at, probe_rows, window_start, window_answers,
-                   window_outages, tokens_start, tokens_answers, tokens_unknown, version
+                   window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown_devices, version
               from provider_health
             """, logger: logger)
         var read: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
         for try await (name, state, since, reason, config, burst, probeAt, probeRows, windowStart, windowAnswers, windowOutages,
-                       tokensStart, tokensAnswers, tokensUnknown, version)
-            in rows.decode((String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, Date?, Int, Int, Int64).self) {
+                       outageDevices, tokensStart, tokensAnswers, unknownDevices, version)
+            in rows.decode((String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, [String], Date?, Int,
+                            [String], Int64).self) {
             guard let provider = DeliveryProvider(rawValue: name) else { continue }
             var health = ProviderHealth()
             health.state = ProviderHealth.State(rawValue: state) ?? .up
@@ -254,8 +270,9 @@ public final class ChannelHealth: Sendable {
             health.burst = burst
             health.probeAt = probeAt
             health.probeRows = probeRows
-            health.window = .init(start: windowStart, answers: windowAnswers, outages: windowOutages)
-            health.tokens = .init(start: tokensStart, answers: tokensAnswers, unknown: tokensUnknown)
+            health.window = .init(start: windowStart, answers: windowAnswers, outages: windowOutages,
+                                  outageDevices: Set(outageDevices))
+            health.tokens = .init(start: tokensStart, answers: tokensAnswers, unknownDevices: Set(unknownDevices))
             read[provider] = (health, version)
         }
         return read
@@ -273,15 +290,23 @@ public final class ChannelHealth: Sendable {
                    config = nullif(v.config, ''), burst = v.burst, probe_at = nullif(v.probe_at, \(never)),
                    probe_rows = case when v.keep_probe then h.probe_rows else '{}' end,
                    window_start = nullif(v.window_start, \(never)), window_answers = v.window_answers,
-                   window_outages = v.window_outages, tokens_start = nullif(v.tokens_start, \(never)),
-                   tokens_answers = v.tokens_answers, tokens_unknown = v.tokens_unknown, version = h.version + 1, updated_at = now()
+                   window_outages = v.window_outages,
+                   window_outage_devices = case when v.window_outage_devices = '' then '{}'::text[]
+                                                else string_to_array(v.window_outage_devices, ',') end,
+                   tokens_start = nullif(v.tokens_start, \(never)), tokens_answers = v.tokens_answers,
+                   tokens_unknown = v.tokens_unknown,
+                   tokens_unknown_devices = case when v.tokens_unknown_devices = '' then '{}'::text[]
+                                                 else string_to_array(v.tokens_unknown_devices, ',') end,
+                   version = h.version + 1, updated_at = now()
               from unnest(\(providers.map(\.rawValue)), \(providers.map { versions[$0] ?? 0 }), \(all.map(\.state.rawValue)),
                           \(all.map { $0.since ?? never }), \(all.map { $0.reason ?? "" }), \(all.map { $0.config ?? "" }),
                           \(all.map(\.burst)), \(all.map { $0.probeAt ?? never }), \(all.map { !$0.probeRows.isEmpty }),
                           \(all.map { $0.window.start ?? never }), \(all.map(\.window.answers)), \(all.map(\.window.outages)),
-                          \(all.map { $0.tokens.start ?? never }), \(all.map(\.tokens.answers)), \(all.map(\.tokens.unknown)))
+                          \(all.map { $0.window.outageDevices.sorted().joined(separator: ",") }),
+                          \(all.map { $0.tokens.start ?? never }), \(all.map(\.tokens.answers)), \(all.map(\.tokens.unknown)),
+                          \(all.map { $0.tokens.unknownDevices.sorted().joined(separator: ",") }))
                    as v(provider, version, state, since, reason, config, burst, probe_at, keep_probe, window_start, window_answers,
-                        window_outages, tokens_start, tokens_answers, tokens_unknown)
+                        window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown, tokens_unknown_devices)
              where h.provider = v.provider and h.version = v.version
             returning h.provider
             """, logger: logger)
@@ -292,26 +317,50 @@ public final class ChannelHealth: Sendable {
         return written
     }
 
-    /// Takes the provider's next probe, unless another dispatcher took it first: wakes up to
-    /// `probeSize` of its parked rows, which any dispatcher then sends to it. Returns their ids.
+    /// Takes the provider's next probe, unless another dispatcher took it first (only the
+    /// dispatcher whose claim moved `probe_at` wakes anything). A provider with a harmless
+    /// request (`harmless`) is probed with it by this dispatcher (`takeProbes`); any other wakes
+    /// up to `probeSize` of its parked rows, of distinct users, the next ones after the last
+    /// probe's (never the same row twice running, so one row that keeps drawing a 5xx cannot
+    /// hold the provider down), which any dispatcher then sends. Returns their ids.
     private func claimProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
                             on connection: PostgresConnection, logger: Logger) async throws -> [Int64]? {
         let next = now.addingTimeInterval(health.probeInterval)
+        let claimed = try await connection.query("""
+            update provider_health h set probe_at = \(next), probe_rows = '{}', version = h.version + 1, updated_at = now()
+              from (select probe_rows as previous from provider_health where provider = \(provider.rawValue)) last
+             where h.provider = \(provider.rawValue) and h.state <> 'up' and (h.probe_at is null or h.probe_at <= \(now))
+            returning last.previous
+            """, logger: logger)
+        var previous: [Int64]?
+        for try await rows in claimed.decode([Int64].self) { previous = rows }
+        guard let previous else { return nil }
+        if harmless.contains(provider) {
+            state.withLock { _ = $0.probesDue.insert(provider) }
+            logger.info("probing a provider that is not up", metadata: ["nudge.provider": "\(provider.rawValue)", "nudge.rows": "0"])
+            return []
+        }
+        let after = previous.max() ?? 0
         let rows = try await connection.query("""
-            with picked as (
-                select id from notification_outbox
-                 where waiting_for = \(provider.rawValue) and status = 'pending'
-                 order by id limit \(ProviderHealth.probeSize)
-                   for update skip locked
+            with candidates as (
+                (select id, user_id, 0 as pass from notification_outbox
+                  where waiting_for = \(provider.rawValue) and status = 'pending' and id > \(after)
+                  order by id limit \(Self.probeCandidates))
+                union all
+                (select id, user_id, 1 from notification_outbox
+                  where waiting_for = \(provider.rawValue) and status = 'pending' and id <= \(after) and not (id = any(\(previous)))
+                  order by id limit \(Self.probeCandidates))
+            ), picked as (
+                select id from (select distinct on (user_id) id, pass from candidates order by user_id, pass, id) one_each
+                 order by pass, id limit \(ProviderHealth.probeSize)
             ), woken as (
                 update notification_outbox o set next_attempt_at = \(now), waiting_for = null
-                  from picked p where o.id = p.id
+                  from picked p where o.id = p.id and o.waiting_for = \(provider.rawValue) and o.status = 'pending'
                 returning o.id
             )
             update provider_health
-               set probe_at = \(next), probe_rows = coalesce((select array_agg(id order by id) from woken), '{}'),
-                   version = version + 1, updated_at = now()
-             where provider = \(provider.rawValue) and state <> 'up' and (probe_at is null or probe_at <= \(now))
+               set probe_rows = coalesce((select array_agg(id order by id) from woken), '{}'), version = version + 1, updated_at = now()
+             where provider = \(provider.rawValue)
             returning probe_rows
             """, logger: logger)
         for try await probe in rows.decode([Int64].self) {
@@ -321,6 +370,18 @@ public final class ChannelHealth: Sendable {
             return probe
         }
         return nil
+    }
+
+    /// How many parked rows a probe looks at to find `probeSize` of distinct users.
+    static let probeCandidates = 50
+
+    /// The providers whose harmless probe this dispatcher claimed and has not sent yet; each is
+    /// then recorded like any answer (`record`), as a trial while the provider is not up.
+    public func takeProbes() -> Set<DeliveryProvider> {
+        state.withLock { state in
+            defer { state.probesDue = [] }
+            return state.probesDue
+        }
     }
 
     /// Wakes the next of the rows parked for providers that are up again (or configured now).

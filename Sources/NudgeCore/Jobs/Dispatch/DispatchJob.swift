@@ -38,6 +38,8 @@ public struct DispatchJob: Job {
         public var results: [[String: SendResult]]
         /// Per email of the plan, Resend's answer (nil: not asked).
         public var emailResults: [SendResult?]
+        /// Per email of the plan, the key of the batch request it left in (nil: none left).
+        public var emailKeys: [String?]
         /// Per SMS of the plan, Twilio's answer (nil: not asked).
         public var smsResults: [SendResult?]
     }
@@ -124,7 +126,8 @@ public struct DispatchJob: Job {
             if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
         }
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
-                            emailResults: plan.emails.map { _ in nil }, smsResults: plan.texts.map { _ in nil })
+                            emailResults: plan.emails.map { _ in nil }, emailKeys: plan.emails.map { _ in nil },
+                            smsResults: plan.texts.map { _ in nil })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -209,6 +212,7 @@ public struct DispatchJob: Job {
     /// this dispatcher holds, and Resend sends none of them twice.
     public func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>] {
         var results = changes.map(\.change.emailResults)
+        var keys = changes.map(\.change.emailKeys)
         var fresh: [EmailSlot] = []
         var again: [String: [EmailSlot]] = [:]
         for (change, planned) in changes.enumerated() {
@@ -257,14 +261,16 @@ public struct DispatchJob: Job {
                     }
                 }
             }
-            for (slot, result) in await send(requests, through: client, run: run) {
+            for (slot, result, key) in await send(requests, through: client, run: run) {
                 results[slot.change][slot.index] = result
+                keys[slot.change][slot.index] = key
             }
         }
         return changes.indices.map { index in
             let planned = changes[index]
             var change = planned.change
             change.emailResults = results[index]
+            change.emailKeys = keys[index]
             return PlannedChange(itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
                                  tally: planned.tally)
         }
@@ -294,10 +300,11 @@ public struct DispatchJob: Job {
     /// `outsideTimeLimit`; each email of this dispatcher's batch with its answer. A request still
     /// waiting for its turn at the bound does not leave; one cut off on the way is unanswered
     /// (it goes again under its key).
-    private func send(_ requests: [EmailBatch], through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult)] {
+    private func send(_ requests: [EmailBatch], through client: ResendClient,
+                      run: RunContext) async -> [(EmailSlot, SendResult, String)] {
         guard !requests.isEmpty else { return [] }
         let limit = outsideTimeLimit ?? .seconds(60)
-        return await withTaskGroup(of: [(EmailSlot, SendResult)]?.self) { group in
+        return await withTaskGroup(of: [(EmailSlot, SendResult, String)]?.self) { group in
             group.addTask {
                 try? await Task.sleep(for: limit)
                 return nil
@@ -305,7 +312,7 @@ public struct DispatchJob: Job {
             for request in requests {
                 group.addTask { await self.send(request, through: client, run: run) }
             }
-            var answered: [(EmailSlot, SendResult)] = []
+            var answered: [(EmailSlot, SendResult, String)] = []
             var remaining = requests.count
             while remaining > 0, let done = await group.next() {
                 guard let done else {
@@ -320,9 +327,9 @@ public struct DispatchJob: Job {
         }
     }
 
-    /// One batch request, its rows marked as it leaves when it is new; each answer is recorded
-    /// (a batch of a hundred unanswered is a hundred notifications unanswered).
-    private func send(_ request: EmailBatch, through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult)] {
+    /// One batch request, its rows marked as it leaves when it is new; its answer is recorded
+    /// once for the provider's health.
+    private func send(_ request: EmailBatch, through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult, String)] {
         let leaving: @Sendable () async -> Bool
         if request.isNew {
             leaving = { await self.markLeaving(request, run: run) }
@@ -330,10 +337,15 @@ public struct DispatchJob: Job {
             leaving = { true }
         }
         let answers = await client.sendBatch(request.emails, key: request.key, leaving: leaving)
-        for answer in answers { health.record(answer, from: .resend) }
+        // One request, one answer for health: a batch of a hundred unanswered is one outage.
+        if let answer = answers.first(where: { if case .delivered = $0 { false } else { true } }) ?? answers.first {
+            health.record(answer, from: .resend, device: request.key)
+        }
         var byRow: [Int64: SendResult] = [:]
         for (row, answer) in zip(request.rows, answers) { byRow[row] = answer }
-        return request.slots.map { slot in (slot, byRow[slot.email.row] ?? .unavailable("Resend gave no answer for it", after: nil)) }
+        return request.slots.map { slot in
+            (slot, byRow[slot.email.row] ?? .unavailable("Resend gave no answer for it", after: nil), request.key)
+        }
     }
 
     /// Records on a new batch's rows their key, addresses and the time, as its request is about
@@ -484,7 +496,7 @@ public struct DispatchJob: Job {
                 return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
             }
         }
-        health.record(result, from: .twilio)
+        health.record(result, from: .twilio, device: text.request.to.e164)
         return result
     }
 
@@ -496,7 +508,7 @@ public struct DispatchJob: Job {
             return .notSent("\(provider.displayName) is not configured", after: nil)
         }
         let result = await service.send(push, context: context)
-        health.record(result, from: provider)
+        health.record(result, from: provider, device: push.device.key)
         return result
     }
 
@@ -523,8 +535,10 @@ public struct DispatchJob: Job {
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
         func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date, forgetRequest: Bool = false) -> String? {
-            let jitter = Self.jitter(delivery: row.id, attempt: row.attempts)
+                          expiresAt: Date, forgetRequest: Bool = false, request: String? = nil) -> String? {
+            // An email that left in a batch request retries on that request's jitter: the batch
+            // comes due, and is claimed and sent again, together.
+            let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
             let settled = row.channel == "sms"
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
                 : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
@@ -538,6 +552,9 @@ public struct DispatchJob: Job {
                          device: nil, content: nil, runID: run.runID)
                 return providerID
             case .notSent?, nil:
+                return nil
+            case .unavailable?:
+                // No answer from the provider: a wait, no attempt (the row's last error says why).
                 return nil
             case .throttled?:
                 // A wait the provider asked for (its rate), not an attempt: nothing to log.
@@ -579,7 +596,8 @@ public struct DispatchJob: Job {
                         case .delivered(let providerID):
                             logs.add(userID, row, status: "sent", provider: device.provider.rawValue, providerID: providerID,
                                      error: nil, sentAt: run.now, device: device, content: delivery.content, runID: run.runID)
-                        case .notSent:
+                        case .notSent, .unavailable:
+                            // Not sent, or no answer from the provider: a wait, no attempt.
                             continue
                         default:
                             logs.add(userID, row, status: "failed", provider: device.provider.rawValue, providerID: nil,
@@ -600,7 +618,8 @@ public struct DispatchJob: Job {
                     let until = email.batchKey == nil && !nothingSent
                         ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime)) : email.expiresAt
                     if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
-                                                     expiresAt: until, forgetRequest: nothingSent) {
+                                                     expiresAt: until, forgetRequest: nothingSent,
+                                                     request: nothingSent ? nil : change.emailKeys[index] ?? email.batchKey) {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
@@ -857,6 +876,12 @@ public struct DispatchJob: Job {
     static func jitter(delivery: Int64, attempt: Int) -> Double {
         let mixed = (UInt64(bitPattern: delivery) &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(attempt)
         return Double(mixed % 1000) / 1000
+    }
+
+    /// The same for every email of one batch request (its key) and attempt.
+    static func jitter(request key: String, attempt: Int) -> Double {
+        let digest = Digest.sha256Hex("\(key):\(attempt)")
+        return Double(UInt64(digest.prefix(8), radix: 16)! % 1000) / 1000
     }
 }
 

@@ -3,19 +3,25 @@ import Foundation
 /// One provider's health as every dispatcher shares it (a `provider_health` row), and the pure
 /// rules that move it. A provider is
 /// - **up**: sent to;
-/// - **down**: most of its answers of the last minute were 5xx, time-outs or refused connections
-///   (at least `outageMinimum`, and twice as many as its other answers). Its notifications are
-///   parked without spending an attempt; every `downProbeInterval` a dispatcher wakes
-///   `probeSize` of them to try it again, and it is up as soon as a probe gets an answer;
+/// - **down**: most of its answers of the last minute were 5xx, time-outs or refused connections,
+///   from at least `outageMinimum` distinct devices (or addresses, or requests), and twice as
+///   many as its other answers: one token that always draws a 5xx is that token's trouble, not
+///   an outage. Its notifications are parked without spending an attempt; every
+///   `downProbeInterval` a dispatcher probes it (a harmless request where the provider has one,
+///   else a few parked rows, never the same ones twice running), and it is up as soon as any
+///   request of a probe is answered;
 /// - **paused**: it refused Nudge's configuration (a key, a topic, a project), or called many
-///   tokens unknown at once (`BadDeviceToken`, `SENDER_ID_MISMATCH` across many devices: a wrong
-///   `APNS_ENVIRONMENT`, bundle id or project, not that many broken tokens). Its notifications are
-///   parked and the runs exit 1 until it is fixed: a dispatcher with another configuration tries
-///   it at once; otherwise a probe every `pausedProbeInterval`.
+///   distinct tokens unknown at once (`BadDeviceToken`, `SENDER_ID_MISMATCH` from at least
+///   `burstMinimum` devices and half its answers: a wrong `APNS_ENVIRONMENT`, bundle id or
+///   project, not a quiet hour's few stale tokens). Its notifications are parked and the runs
+///   exit 1 until it is fixed: a dispatcher with another configuration tries it at once;
+///   otherwise a probe every `pausedProbeInterval`.
 ///
 /// A token called unknown is deactivated only once the provider has confirmed its configuration
 /// by taking other tokens (`confirmsTokens`); until then the notification waits, so that a wrong
-/// environment at a trickle of pushes deactivates nothing.
+/// environment at a trickle of pushes deactivates nothing. A token called unknown again counts
+/// once: the same stale tokens retried cannot add up to a burst (docs/jobs/dispatch.md,
+/// "Provider health").
 public struct ProviderHealth: Sendable, Equatable {
     public enum State: String, Sendable { case up, down, paused }
 
@@ -32,25 +38,33 @@ public struct ProviderHealth: Sendable, Equatable {
 
     public init() {}
 
-    /// The last minute's answers.
+    /// The last minute's answers, and the devices (digests) its outages came from.
     public struct Window: Sendable, Equatable {
         public var start: Date?
         public var answers = 0
         public var outages = 0
+        public var outageDevices: Set<String> = []
     }
 
-    /// The last half hour's answers, and those that called the device token unknown.
+    /// The last half hour's answers, and the distinct devices (digests) it called unknown. A
+    /// device called unknown counts once, as one answer.
     public struct TokenWindow: Sendable, Equatable {
         public var start: Date?
         public var answers = 0
-        public var unknown = 0
+        public var unknownDevices: Set<String> = []
+        public var unknown: Int { unknownDevices.count }
     }
 
     static let windowLength: TimeInterval = 60
     static let tokenWindowLength: TimeInterval = 30 * 60
+    /// Down: outages from at least this many distinct devices.
     static let outageMinimum = 3
-    /// A burst: at least this many unknown-token answers, half of the answers or more.
-    static let burstMinimum = 5
+    /// A burst: at least this many distinct devices called unknown, half of the answers or more.
+    /// A quiet hour's stale tokens (a few users who deleted the app) stay well under it.
+    static let burstMinimum = 20
+    /// The most digests a window keeps: enough to decide by, bounded in the shared row.
+    static let windowDevicesKept = 8
+    static let tokenDevicesKept = 64
     /// Answers that were not "unknown token" a provider must have given before Nudge believes one.
     static let confirmingAnswers = 5
     public static let downProbeInterval: TimeInterval = 30
@@ -59,10 +73,14 @@ public struct ProviderHealth: Sendable, Equatable {
 
     /// What one dispatcher learnt since it last wrote the row.
     public struct Delta: Sendable, Equatable {
-        /// Answers about notifications (anything but an outage).
+        /// Answers about notifications (anything but an outage), unknown tokens included.
         public var answers = 0
         public var outages = 0
+        /// The devices (digests) the outages came from.
+        public var outageDevices: Set<String> = []
+        /// Answers that called the device token unknown, and the devices (digests) they named.
         public var unknownTokens = 0
+        public var unknownDevices: Set<String> = []
         /// Of them, those given while the row was not up (probes, or a new configuration tried).
         public var trialAnswers = 0
         public var trialOutages = 0
@@ -78,13 +96,21 @@ public struct ProviderHealth: Sendable, Equatable {
         mutating func add(_ other: Delta) {
             answers += other.answers
             outages += other.outages
+            outageDevices.formUnion(other.outageDevices)
             unknownTokens += other.unknownTokens
+            unknownDevices.formUnion(other.unknownDevices)
             trialAnswers += other.trialAnswers
             trialOutages += other.trialOutages
             trialAccepted += other.trialAccepted
             lastOutage = other.lastOutage ?? lastOutage
             configuration = configuration ?? other.configuration
         }
+    }
+
+    /// A device, an address or a request as the windows keep it: a short digest, never the
+    /// token or the address itself.
+    public static func digest(_ device: String) -> String {
+        String(Digest.sha256Hex(device).prefix(12))
     }
 
     /// The row once `delta` is taken into account at `now`, by a dispatcher whose configuration
@@ -99,29 +125,31 @@ public struct ProviderHealth: Sendable, Equatable {
         }
         next.window.answers += delta.answers
         next.window.outages += delta.outages
-        next.tokens.answers += delta.answers
-        next.tokens.unknown += delta.unknownTokens
+        next.window.outageDevices = Self.kept(next.window.outageDevices, adding: delta.outageDevices, most: Self.windowDevicesKept)
+        // A device called unknown again is no new answer: the same stale tokens retried never add up.
+        let newlyUnknown = delta.unknownDevices.subtracting(next.tokens.unknownDevices)
+        next.tokens.answers += delta.answers - delta.unknownTokens + newlyUnknown.count
+        next.tokens.unknownDevices = Self.kept(next.tokens.unknownDevices, adding: newlyUnknown, most: Self.tokenDevicesKept)
 
-        // Back: a trial answered, none of its answers an outage; for a pause, a token taken or a
-        // configuration that is no longer refused.
+        // Back: any request of a trial answered (one row that keeps drawing a 5xx cannot hold the
+        // provider down); for a pause, a token taken or a configuration that is no longer refused.
         switch next.state {
         case .up:
             break
         case .down:
-            if delta.trialAnswers > 0 && delta.trialOutages == 0 && delta.configuration == nil { next.markUp() }
+            if delta.trialAnswers > 0 && delta.configuration == nil { next.markUp() }
         case .paused:
-            let accepted = next.burst ? delta.trialAccepted > 0 : delta.trialAnswers > 0 && delta.configuration == nil
-            if accepted && delta.trialOutages == 0 { next.markUp() }
+            if next.burst ? delta.trialAccepted > 0 : delta.trialAnswers > 0 && delta.configuration == nil { next.markUp() }
         }
         if let why = delta.configuration, next.state != .paused || next.config != config {
             next.pause(why, burst: false, config: config, now: now)
         } else if next.state != .paused, next.tokens.unknown >= Self.burstMinimum, next.tokens.unknown * 2 >= next.tokens.answers {
             next.pause("""
-                \(next.tokens.unknown) of its last \(next.tokens.answers) answers called the device token unknown: a configuration \
+                it called the tokens of \(next.tokens.unknown) distinct devices unknown in \(next.tokens.answers) answers: a configuration \
                 error (APNS_ENVIRONMENT sandbox against production tokens, the wrong APNS_BUNDLE_ID or FCM project?), so no \
                 token was deactivated
                 """, burst: true, config: config, now: now)
-        } else if next.state == .up, next.window.outages >= Self.outageMinimum,
+        } else if next.state == .up, next.window.outageDevices.count >= Self.outageMinimum,
                   next.window.outages >= 2 * (next.window.answers) {
             next.state = .down
             next.since = now
@@ -131,6 +159,21 @@ public struct ProviderHealth: Sendable, Equatable {
             next.probeRows = []
         }
         return next
+    }
+
+    /// `set` with `adding`, keeping at most `most` (enough to count up to the thresholds).
+    static func kept(_ set: Set<String>, adding: Set<String>, most: Int) -> Set<String> {
+        guard set.count < most else { return set }
+        var all = set
+        for digest in adding.sorted() where all.count < most { all.insert(digest) }
+        return all
+    }
+
+    /// Whether the provider is answering other requests now (the last minute's answers outnumber
+    /// its outages two to one): an outage drawn meanwhile is about that request, and spends an
+    /// attempt like any answer about it.
+    public var answersOthers: Bool {
+        state == .up && window.answers >= Self.outageMinimum && window.answers >= 2 * window.outages
     }
 
     private mutating func markUp() {
