@@ -157,6 +157,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         delta.answers = answers + unknown
         delta.outages = outages
         delta.outageDevices = Set((0..<min(outages, outageDevices ?? outages)).map { ProviderHealth.digest("device \($0)") })
+        delta.accepted = answers
         delta.unknownTokens = unknown
         delta.unknownDevices = Set((firstUnknown..<firstUnknown + unknown).map { ProviderHealth.digest("stale \($0)") })
         if outages > 0 { delta.lastOutage = "APNs 503 ServiceUnavailable" }
@@ -195,7 +196,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
             health = health.applying(answers(0, unknown: 3, firstUnknown: 3 * minute), now: now.addingTimeInterval(60 * Double(minute)),
                                      config: "sandbox")
             #expect(health.state == .up)
-            #expect(!health.confirmsTokens)
+            #expect(!health.confirmsTokens(config: "sandbox"))
         }
         health = health.applying(answers(0, unknown: 3, firstUnknown: 18), now: now.addingTimeInterval(360), config: "sandbox")
         #expect(health.state == .paused)
@@ -211,8 +212,8 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     }
 
     /// At 23:30, 3 pushes taken and the same 6 stale tokens called unknown run after run: they
-    /// count once each, never pause the provider, and once 5 other tokens are taken they are
-    /// believed (and deactivated).
+    /// count once each and never pause the provider; once 5 tokens were taken under this
+    /// configuration they are believed (and deactivated), hours later too, however quiet.
     @Test func aQuietHoursFewStaleTokensNeverPauseTheProvider() {
         var health = ProviderHealth().applying(answers(3, unknown: 6), now: now, config: "c")
         for minute in 1...20 {
@@ -221,12 +222,13 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         }
         #expect(health.tokens.unknown == 6)
         #expect(health.tokens.answers == 9)
-        #expect(!health.confirmsTokens)
-        health = health.applying(answers(4), now: now.addingTimeInterval(25 * 60), config: "c")
-        #expect(health.confirmsTokens)
-        // Ten good iPhones and five stale tokens in one night's batch: up, and the five are believed.
-        let night = ProviderHealth().applying(answers(10, unknown: 5), now: now, config: "c")
-        #expect(night.state == .up && night.confirmsTokens)
+        #expect(!health.confirmsTokens(config: "c"))
+        health = health.applying(answers(1), now: now.addingTimeInterval(50 * 60), config: "c")
+        health = health.applying(answers(1), now: now.addingTimeInterval(110 * 60), config: "c")
+        #expect(health.confirmsTokens(config: "c"))
+        // Another configuration (a new APNS_ENVIRONMENT) has confirmed nothing yet.
+        #expect(!health.confirmsTokens(config: "other"))
+        #expect(health.applying(answers(0, unknown: 1), now: now.addingTimeInterval(300 * 60), config: "c").confirmsTokens(config: "c"))
     }
 
     /// One token that FCM answers with a 5xx every time is that token's trouble: however often it
@@ -269,9 +271,9 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
 
     @Test func aTokenIsBelievedUnknownOnlyOnceTheProviderTookOthers() {
         var health = ProviderHealth().applying(answers(4, unknown: 1), now: now, config: "c")
-        #expect(!health.confirmsTokens)
+        #expect(!health.confirmsTokens(config: "c"))
         health = health.applying(answers(2), now: now.addingTimeInterval(5), config: "c")
-        #expect(health.confirmsTokens)
+        #expect(health.confirmsTokens(config: "c"))
     }
 
     @Test func theDispatcherReadsAnswersThroughTheProvidersState() {

@@ -113,6 +113,102 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
     }
 
+    /// APNs answers 503 to everyone for 8 minutes, then recovers for all but one token, which it
+    /// answers with a 500 for ever (the lowest row id, the one a probe would always pick first).
+    /// Every other device gets its push within a minute of the recovery, APNs is up again within
+    /// two minutes, and the poisoned row waits on its own (tried now and then, spending an
+    /// attempt whenever APNs answered others meanwhile) instead of holding APNs down.
+    @Test func onePoisonedTokenNeverHoldsAProviderDown() async throws {
+        let database = try await TestDatabase.fresh()
+        let outage = Outage()
+        let poisoned = Outbox.iosToken(1)
+        let push = try await PushStandIns.start(apns: { request in
+            if request.deviceToken == poisoned { return .reject(status: 500, reason: "InternalServerError") }
+            return outage.answer("apns \(request.deviceToken)", down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
+        })
+        defer { Task { await push.shutdown() } }
+        for n in 1...30 { try Outbox.user(database, n) }
+        let start = at("2026-03-10T12:00:00Z")
+        for n in 1...30 {
+            try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n % 6) * 60)))
+        }
+        var upAt: Int?
+        for m in 0..<12 {
+            if m == 8 { outage.end() }
+            let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
+            #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
+            if m >= 8, upAt == nil, try database.value("select state from provider_health where provider = 'apns'") == "up" { upAt = m }
+            if m == 8 {
+                let unsent = try database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
+                #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 29, "\(unsent)")
+            }
+        }
+        let apns = try database.psql("select state, reason from provider_health where provider = 'apns'")
+        #expect(upAt.map { $0 <= 10 } == true, "APNs still \(apns)")
+        #expect(Set(outage.taken).count == 29)
+        #expect(outage.taken.count == 29)
+        // The poisoned row: still waiting, or failed after its attempts; never sent.
+        #expect(try database.value("select status from notification_outbox where user_id = '\(Fixture.userID(1))'") != "sent")
+        #expect(push.apns.requests.filter { $0.deviceToken == poisoned }.count <= 12)
+    }
+
+    /// One push a minute through a 15-minute FCM 503: FCM never counts as down (each minute
+    /// has one answer), and no row fails for good: each waits, spending no attempt, and is sent
+    /// once FCM is back.
+    @Test func aTrickleThroughAFifteenMinuteOutageFailsNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        let outage = Outage()
+        let push = try await PushStandIns.start(fcm: { request in
+            outage.answer("fcm \(request.deviceToken)", down: .reject(status: 503, code: "UNAVAILABLE", message: "The service is unavailable."),
+                          up: .accept)
+        })
+        defer { Task { await push.shutdown() } }
+        let start = at("2026-03-10T12:00:00Z")
+        for n in 1...15 {
+            try Outbox.user(database, n, ios: 0, android: 1)
+            try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n - 1) * 60)))
+        }
+        for m in 0..<27 {
+            if m == 15 { outage.end() }
+            let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
+            #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
+            #expect(try database.count("select count(*) from notification_outbox where status = 'failed'") == 0, "minute \(m)")
+        }
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|15")
+        #expect(try database.count("select count(*) from notification_outbox where attempts > 1") == 0)
+        #expect(Set(outage.taken).count == 15 && outage.taken.count == 15)
+    }
+
+    /// A quiet night: five users who deleted the app get their pushes at 23:30, when hardly anyone
+    /// else gets one, and APNs calls their tokens unknown run after run; ten good iPhones get
+    /// theirs through the night. APNs is never paused, every run exits 0, the ten get their push
+    /// and the five tokens end inactive.
+    @Test func aQuietNightsStaleTokensPauseNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        let stale = Set((1...5).map { Outbox.iosToken($0) })
+        let push = try await PushStandIns.start(apns: { request in
+            stale.contains(request.deviceToken) ? .reject(status: 400, reason: "BadDeviceToken") : .accept
+        })
+        defer { Task { await push.shutdown() } }
+        for n in 1...15 { try Outbox.user(database, n) }
+        for n in 1...5 { try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T23:30:00Z") }
+        for n in 6...15 {
+            try Outbox.queue(database, n, type: "fitcircle_invite",
+                             at: ISO8601DateFormatter().string(from: at("2026-03-10T23:40:00Z").addingTimeInterval(Double(n - 6) * 15 * 60)))
+        }
+        var now = at("2026-03-10T23:30:00Z")
+        var exits: Set<Int32> = []
+        while now <= at("2026-03-11T03:00:00Z") {
+            let summary = try await dispatch(database, environment: push.environment, at: now)
+            exits.insert(summary.exitCode)
+            #expect(try database.value("select state from provider_health where provider = 'apns'") == "up", "\(now)")
+            now = now.addingTimeInterval(5 * 60)
+        }
+        #expect(exits.isSubset(of: [0, 3]), "\(exits)")
+        #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 10)
+        #expect(try database.psql("select device_token from user_push_tokens where not active order by 1") == stale.sorted().joined(separator: "\n"))
+    }
+
     /// APNs down for 30 hours: a streak at risk, worth sending on its own local day, is never
     /// delivered after that day ended; it ends suppressed (`expired`), and uses no later day's
     /// cap. The day after's reminder goes out once APNs is back.

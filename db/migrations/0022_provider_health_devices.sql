@@ -5,3 +5,10 @@
 alter table provider_health
     add column window_outage_devices text[] not null default '{}',
     add column tokens_unknown_devices text[] not null default '{}';
+
+-- A token called unknown is believed once the provider has taken tokens under the same
+-- configuration (who it is configured as, never a secret) since it was last paused: counted
+-- here, so that a quiet night's few answers still confirm it.
+alter table provider_health
+    add column tokens_config text,
+    add column tokens_accepted integer not null default 0;

@@ -131,6 +131,7 @@ public final class ChannelHealth: Sendable {
                 case .configuration(let why):
                     delta.configuration = delta.configuration ?? why
                 default:
+                    delta.accepted += 1
                     if trial { delta.trialAccepted += 1 }
                 }
             }
@@ -152,7 +153,7 @@ public final class ChannelHealth: Sendable {
             return .retry("\(why), while \(provider.displayName) answered other requests", after: after)
         case .invalidToken(let why, true) where health.state == .paused && health.burst:
             return .configuration("\(why), taken as a configuration error: \(health.reason ?? "")")
-        case .invalidToken(let why, true) where !health.confirmsTokens:
+        case .invalidToken(let why, true) where !health.confirmsTokens(config: identities[provider] ?? ""):
             return .notSent("""
                 \(why); kept until \(provider.displayName) has taken other tokens, since a wrong configuration gets the same \
                 answer for every token
@@ -253,14 +254,15 @@ public final class ChannelHealth: Sendable {
                              logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
         let rows = try await connection.query("""
             select provider, state, since, reason, config, burst, probe_at, probe_rows, window_start, window_answers,
-                   window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown_devices, version
+                   window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown_devices, tokens_config,
+                   tokens_accepted, version
               from provider_health
             """, logger: logger)
         var read: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
         for try await (name, state, since, reason, config, burst, probeAt, probeRows, windowStart, windowAnswers, windowOutages,
-                       outageDevices, tokensStart, tokensAnswers, unknownDevices, version)
+                       outageDevices, tokensStart, tokensAnswers, unknownDevices, tokensConfig, tokensAccepted, version)
             in rows.decode((String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, [String], Date?, Int,
-                            [String], Int64).self) {
+                            [String], String?, Int, Int64).self) {
             guard let provider = DeliveryProvider(rawValue: name) else { continue }
             var health = ProviderHealth()
             health.state = ProviderHealth.State(rawValue: state) ?? .up
@@ -273,6 +275,8 @@ public final class ChannelHealth: Sendable {
             health.window = .init(start: windowStart, answers: windowAnswers, outages: windowOutages,
                                   outageDevices: Set(outageDevices))
             health.tokens = .init(start: tokensStart, answers: tokensAnswers, unknownDevices: Set(unknownDevices))
+            health.tokensConfig = tokensConfig
+            health.tokensAccepted = tokensAccepted
             read[provider] = (health, version)
         }
         return read
@@ -297,6 +301,7 @@ public final class ChannelHealth: Sendable {
                    tokens_unknown = v.tokens_unknown,
                    tokens_unknown_devices = case when v.tokens_unknown_devices = '' then '{}'::text[]
                                                  else string_to_array(v.tokens_unknown_devices, ',') end,
+                   tokens_config = nullif(v.tokens_config, ''), tokens_accepted = v.tokens_accepted,
                    version = h.version + 1, updated_at = now()
               from unnest(\(providers.map(\.rawValue)), \(providers.map { versions[$0] ?? 0 }), \(all.map(\.state.rawValue)),
                           \(all.map { $0.since ?? never }), \(all.map { $0.reason ?? "" }), \(all.map { $0.config ?? "" }),
@@ -304,9 +309,11 @@ public final class ChannelHealth: Sendable {
                           \(all.map { $0.window.start ?? never }), \(all.map(\.window.answers)), \(all.map(\.window.outages)),
                           \(all.map { $0.window.outageDevices.sorted().joined(separator: ",") }),
                           \(all.map { $0.tokens.start ?? never }), \(all.map(\.tokens.answers)), \(all.map(\.tokens.unknown)),
-                          \(all.map { $0.tokens.unknownDevices.sorted().joined(separator: ",") }))
+                          \(all.map { $0.tokens.unknownDevices.sorted().joined(separator: ",") }),
+                          \(all.map { $0.tokensConfig ?? "" }), \(all.map(\.tokensAccepted)))
                    as v(provider, version, state, since, reason, config, burst, probe_at, keep_probe, window_start, window_answers,
-                        window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown, tokens_unknown_devices)
+                        window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown, tokens_unknown_devices,
+                        tokens_config, tokens_accepted)
              where h.provider = v.provider and h.version = v.version
             returning h.provider
             """, logger: logger)

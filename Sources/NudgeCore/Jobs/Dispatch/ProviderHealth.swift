@@ -35,6 +35,11 @@ public struct ProviderHealth: Sendable, Equatable {
     public var probeRows: [Int64] = []
     public var window = Window()
     public var tokens = TokenWindow()
+    /// The configuration (`DeliveryServices.identities`) under which the provider has taken
+    /// tokens since it was last paused, and how many: once `confirmingAnswers`, a token it calls
+    /// unknown is unknown indeed, however quiet the night.
+    public var tokensConfig: String?
+    public var tokensAccepted = 0
 
     public init() {}
 
@@ -86,6 +91,8 @@ public struct ProviderHealth: Sendable, Equatable {
         public var trialOutages = 0
         /// Trial answers that were neither an unknown token nor a configuration error.
         public var trialAccepted = 0
+        /// Answers that were neither an outage, an unknown token nor a configuration error.
+        public var accepted = 0
         public var lastOutage: String?
         public var configuration: String?
 
@@ -102,6 +109,7 @@ public struct ProviderHealth: Sendable, Equatable {
             trialAnswers += other.trialAnswers
             trialOutages += other.trialOutages
             trialAccepted += other.trialAccepted
+            accepted += other.accepted
             lastOutage = other.lastOutage ?? lastOutage
             configuration = configuration ?? other.configuration
         }
@@ -130,6 +138,11 @@ public struct ProviderHealth: Sendable, Equatable {
         let newlyUnknown = delta.unknownDevices.subtracting(next.tokens.unknownDevices)
         next.tokens.answers += delta.answers - delta.unknownTokens + newlyUnknown.count
         next.tokens.unknownDevices = Self.kept(next.tokens.unknownDevices, adding: newlyUnknown, most: Self.tokenDevicesKept)
+        if next.tokensConfig != config {
+            next.tokensConfig = config
+            next.tokensAccepted = 0
+        }
+        next.tokensAccepted = min(next.tokensAccepted + delta.accepted, 1_000_000)
 
         // Back: any request of a trial answered (one row that keeps drawing a 5xx cannot hold the
         // provider down); for a pause, a token taken or a configuration that is no longer refused.
@@ -190,6 +203,8 @@ public struct ProviderHealth: Sendable, Equatable {
 
     private mutating func pause(_ why: String, burst: Bool, config: String, now: Date) {
         state = .paused
+        tokensConfig = nil
+        tokensAccepted = 0
         since = now
         reason = why
         self.config = config
@@ -208,10 +223,11 @@ public struct ProviderHealth: Sendable, Equatable {
         }
     }
 
-    /// Whether the provider has shown, by taking other tokens, that its configuration is right, so
-    /// that a token it calls unknown is unknown indeed.
-    public var confirmsTokens: Bool {
-        tokens.answers - tokens.unknown >= Self.confirmingAnswers && tokens.unknown * 2 < tokens.answers
+    /// Whether the provider has shown, by taking other tokens under the configuration `config`
+    /// since it was last paused, that this configuration is right, so that a token it calls
+    /// unknown is unknown indeed.
+    public func confirmsTokens(config: String) -> Bool {
+        tokensConfig == config && tokensAccepted >= Self.confirmingAnswers
     }
 
     /// When a dispatcher may next wake parked rows to try the provider again.
