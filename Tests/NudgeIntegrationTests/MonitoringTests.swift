@@ -1,4 +1,5 @@
 import Foundation
+import NudgeCore
 import NudgeStandIns
 import Testing
 
@@ -138,5 +139,37 @@ import Testing
         #expect(try database.count("select count(*) from notification_outbox where waiting_for = 'apns' and status = 'pending'") == 3)
         let lint = try await runProcessOffThePool("/bin/sh", ["-c", "promtool check metrics < \"$1\"", "sh", file.path])
         #expect(lint.status == 0, "promtool check metrics: \(lint.stdout)\(lint.stderr) (scripts/test installs Debian's prometheus)")
+    }
+
+    /// deploy/prometheus/nudge-alerts.yml passes Prometheus's own checker, and its unit tests
+    /// (nudge-alerts.test.yml) hold: a provider down or paused pages after 15 minutes and not
+    /// before, one back sooner never does, a stale dispatch textfile pages. Every Prometheus
+    /// query of the Grafana dashboard parses too.
+    @Test func theAlertRulesAndTheDashboardsQueriesPassPromtool() async throws {
+        let folder = packageRoot.appendingPathComponent("deploy/prometheus")
+        let check = try await runProcessOffThePool("/usr/bin/env", ["promtool", "check", "rules",
+                                                                    folder.appendingPathComponent("nudge-alerts.yml").path])
+        #expect(check.status == 0, "promtool check rules: \(check.stdout)\(check.stderr) (scripts/test installs Debian's prometheus)")
+        let test = try await runProcessOffThePool("/usr/bin/env", ["promtool", "test", "rules",
+                                                                   folder.appendingPathComponent("nudge-alerts.test.yml").path])
+        #expect(test.status == 0, "promtool test rules: \(test.stdout)\(test.stderr)")
+
+        let dashboard = try JSONSerialization.jsonObject(with: Data(try GrafanaDashboard.json().utf8)) as? [String: Any]
+        let expressions = (dashboard?["panels"] as? [[String: Any]] ?? []).flatMap { panel in
+            (panel["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String }
+        }
+        #expect(expressions.contains { $0.contains("nudge_provider_down_seconds") })
+        #expect(expressions.contains { $0.contains("nudge_provider_parked") })
+        #expect(expressions.contains { $0.contains("nudge_provider_state") })
+        // A JSON string (its slashes unescaped) is a YAML one: each query as a recording rule, for promtool to parse.
+        let rules = "groups:\n  - name: dashboard\n    rules:\n" + (try expressions.enumerated().map { index, expression in
+            let quoted = String(decoding: try JSONSerialization.data(withJSONObject: expression, options: [.fragmentsAllowed, .withoutEscapingSlashes]), as: UTF8.self)
+            return "      - record: dashboard_query_\(index)\n        expr: \(quoted)\n"
+        }.joined())
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dashboard-\(UUID()).yml")
+        try Data(rules.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let parsed = try await runProcessOffThePool("/usr/bin/env", ["promtool", "check", "rules", file.path])
+        #expect(parsed.status == 0, "the dashboard's Prometheus queries: \(parsed.stdout)\(parsed.stderr)")
     }
 }
