@@ -154,13 +154,15 @@ struct Run: AsyncParsableCommand {
         let name = definition.name
         var runOptions = try runOptions(definition: definition)
         runOptions.shutdownGrace = .seconds(try bootstrap.environment.integer("NUDGE_SHUTDOWN_GRACE_SECONDS", default: 20, in: 0...30))
-        let options = runOptions
         if let reason = try killSwitchReason(definition, bootstrap.environment) {
             bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(name)", "nudge.reason": "\(reason)"])
             return .disabled(job: name, reason: reason)
         }
-        let monitoring = try RunMonitoring(environment: bootstrap.environment, job: name, shard: options.shard,
-                                           dryRun: options.dryRun, logger: bootstrap.logger)
+        let monitoring = try RunMonitoring(environment: bootstrap.environment, job: name, shard: runOptions.shard,
+                                           dryRun: runOptions.dryRun, logger: bootstrap.logger)
+        // A job's own metrics may cost it a statement: read only when they are written.
+        runOptions.readsJobMetrics = monitoring.metricsDirectory != nil
+        let options = runOptions
         let limits = try DatabaseLimits.forJobs(bootstrap.environment)
         let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
         let observer = makeObserver()

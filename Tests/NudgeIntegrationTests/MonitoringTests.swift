@@ -1,4 +1,6 @@
 import Foundation
+import NudgeCore
+import NudgeStandIns
 import Testing
 
 @Suite struct MonitoringTests {
@@ -82,5 +84,92 @@ import Testing
                           "nudge_validate_streaks_shard_1_of_2.prom"])
         let shard = try String(contentsOf: metrics.appendingPathComponent("nudge_validate_streaks_shard_1_of_2.prom"), encoding: .utf8)
         #expect(shard.contains(#"nudge_run_exit_code{job="validate-streaks",shard="1/2"} 0"#), "\(shard)")
+    }
+
+    /// APNs down for 20 minutes in `provider_health`, three notifications parked for it (and one
+    /// it no longer holds), one parked for Twilio, which this dispatcher has no credentials for:
+    /// the run exits 0, as it does for an outage, and its textfile says each provider's state, time
+    /// down and parked notifications, in a format Prometheus's own checker accepts.
+    @Test func aDispatchRunWritesEachProvidersStateTimeDownAndParkedNotifications() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start()
+        defer { Task { await push.shutdown() } }
+        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID())")
+        try FileManager.default.createDirectory(at: metrics, withIntermediateDirectories: true)
+        let now = "2026-03-29T18:22:11Z"
+        var parked: [Int64] = []
+        for n in 1...5 {
+            try Outbox.user(database, n)
+            parked.append(try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-29T18:05:00Z"))
+        }
+        // Parked as dispatch parks them: pending, due again when their shelf life ends.
+        try database.psql("""
+            update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-29T23:59:59Z'
+             where id = any('{\(parked[0]),\(parked[1]),\(parked[2])}');
+            update notification_outbox set waiting_for = 'twilio', next_attempt_at = '2026-03-29T23:59:59Z' where id = \(parked[3]);
+            update notification_outbox set waiting_for = 'apns', status = 'suppressed', next_attempt_at = 'infinity',
+                   last_error = 'expired: test' where id = \(parked[4]);
+            update provider_health set state = 'down', since = '2026-03-29T18:02:11Z', probe_at = '2026-03-29T18:32:11Z',
+                   reason = '5 of its last 5 requests got no answer' where provider = 'apns';
+            """)
+
+        let result = try await database.nudge(["run", "dispatch", "--now", now], environment: push.environment.merging(
+            ["NUDGE_METRICS_DIR": metrics.path]) { _, new in new })
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("APNs is down since 2026-03-29T18:02:11Z"), "\(result.stdout)")
+        let file = metrics.appendingPathComponent("nudge_dispatch.prom")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        for line in [
+            #"nudge_provider_state{job="dispatch",provider="apns",state="down"} 1"#,
+            #"nudge_provider_state{job="dispatch",provider="apns",state="up"} 0"#,
+            #"nudge_provider_state{job="dispatch",provider="fcm",state="up"} 1"#,
+            #"nudge_provider_down_seconds{job="dispatch",provider="apns"} 1200"#,
+            #"nudge_provider_down_seconds{job="dispatch",provider="fcm"} 0"#,
+            #"nudge_provider_parked{job="dispatch",provider="apns"} 3"#,
+            #"nudge_provider_parked{job="dispatch",provider="fcm"} 0"#,
+            #"nudge_provider_parked{job="dispatch",provider="twilio"} 1"#,
+            #"nudge_provider_configured{job="dispatch",provider="apns"} 1"#,
+            #"nudge_provider_configured{job="dispatch",provider="twilio"} 0"#,
+            #"nudge_run_exit_code{job="dispatch"} 0"#,
+        ] {
+            #expect(text.contains(line + "\n"), "\(line) missing from:\n\(text)")
+        }
+        // Nothing was sent to APNs while it is down, and its rows still wait.
+        #expect(push.apns.requestCount == 0)
+        #expect(try database.count("select count(*) from notification_outbox where waiting_for = 'apns' and status = 'pending'") == 3)
+        let lint = try await runProcessOffThePool("/bin/sh", ["-c", "promtool check metrics < \"$1\"", "sh", file.path])
+        #expect(lint.status == 0, "promtool check metrics: \(lint.stdout)\(lint.stderr) (scripts/test installs Debian's prometheus)")
+    }
+
+    /// deploy/prometheus/nudge-alerts.yml passes Prometheus's own checker, and its unit tests
+    /// (nudge-alerts.test.yml) hold: a provider down or paused pages after 15 minutes and not
+    /// before, one back sooner never does, a stale dispatch textfile pages. Every Prometheus
+    /// query of the Grafana dashboard parses too.
+    @Test func theAlertRulesAndTheDashboardsQueriesPassPromtool() async throws {
+        let folder = packageRoot.appendingPathComponent("deploy/prometheus")
+        let check = try await runProcessOffThePool("/usr/bin/env", ["promtool", "check", "rules",
+                                                                    folder.appendingPathComponent("nudge-alerts.yml").path])
+        #expect(check.status == 0, "promtool check rules: \(check.stdout)\(check.stderr) (scripts/test installs Debian's prometheus)")
+        let test = try await runProcessOffThePool("/usr/bin/env", ["promtool", "test", "rules",
+                                                                   folder.appendingPathComponent("nudge-alerts.test.yml").path])
+        #expect(test.status == 0, "promtool test rules: \(test.stdout)\(test.stderr)")
+
+        let dashboard = try JSONSerialization.jsonObject(with: Data(try GrafanaDashboard.json().utf8)) as? [String: Any]
+        let expressions = (dashboard?["panels"] as? [[String: Any]] ?? []).flatMap { panel in
+            (panel["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String }
+        }
+        #expect(expressions.contains { $0.contains("nudge_provider_down_seconds") })
+        #expect(expressions.contains { $0.contains("nudge_provider_parked") })
+        #expect(expressions.contains { $0.contains("nudge_provider_state") })
+        // A JSON string (its slashes unescaped) is a YAML one: each query as a recording rule, for promtool to parse.
+        let rules = "groups:\n  - name: dashboard\n    rules:\n" + (try expressions.enumerated().map { index, expression in
+            let quoted = String(decoding: try JSONSerialization.data(withJSONObject: expression, options: [.fragmentsAllowed, .withoutEscapingSlashes]), as: UTF8.self)
+            return "      - record: dashboard_query_\(index)\n        expr: \(quoted)\n"
+        }.joined())
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dashboard-\(UUID()).yml")
+        try Data(rules.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let parsed = try await runProcessOffThePool("/usr/bin/env", ["promtool", "check", "rules", file.path])
+        #expect(parsed.status == 0, "the dashboard's Prometheus queries: \(parsed.stdout)\(parsed.stderr)")
     }
 }

@@ -6,7 +6,8 @@ import Foundation
 /// and the dashboard's `zone` for the days: a stat per metric (the period's value) and its daily
 /// series against its target. Its Prometheus panels read the run metrics the jobs write
 /// (`NUDGE_METRICS_DIR`, node-exporter's textfile collector): runs, failures, deliveries by
-/// provider and outcome; the providers down come from `provider_health`.
+/// provider and outcome, and each delivery provider's state, time down and parked notifications
+/// (dispatch's `ProviderMetrics`); the providers down also come from `provider_health`.
 public enum GrafanaDashboard {
     /// The query of a metric's panel: `$1`, `$2` and `$3` as Grafana's macros and variable.
     public static func panelSQL(_ metric: SuccessMetric, daily: Bool) -> String {
@@ -87,6 +88,30 @@ public enum GrafanaDashboard {
         promPanel("Dispatch's last run: deliveries by provider and outcome",
                   "sum by (outcome) (nudge_run_outcomes{job=\"dispatch\", outcome=~\"pushes_sent:.*|emails_sent|sms_sent|failed|retrying|waiting|tokens_deactivated|suppressed:.*\"})",
                   legend: "{{outcome}}", x: 12)
+        y += 8
+        row("Delivery providers (Prometheus: dispatch's textfile; the alert NudgeProviderDown pages at 15 minutes)")
+        // Every dispatcher writes the shared state: the highest of their readings is the provider's.
+        panels.append([
+            "type": "stat", "id": nextID(), "title": "Each provider's state", "datasource": prometheus,
+            "description": "From provider_health, as the last dispatch run read it: up, down (no answer) or paused (Nudge's configuration refused).",
+            "gridPos": ["h": 8, "w": 6, "x": 0, "y": y],
+            "fieldConfig": ["defaults": [
+                "mappings": [["type": "value", "options": [
+                    "0": ["text": "up", "color": "green", "index": 0],
+                    "1": ["text": "down", "color": "red", "index": 1],
+                    "2": ["text": "paused", "color": "orange", "index": 2],
+                ]]],
+                "thresholds": ["mode": "absolute", "steps": [["color": "green", "value": NSNull()]]],
+            ], "overrides": []],
+            "options": ["reduceOptions": ["calcs": ["lastNotNull"], "fields": "", "values": false],
+                        "colorMode": "background", "graphMode": "none", "textMode": "value_and_name"],
+            "targets": [["refId": "A", "datasource": prometheus, "legendFormat": "{{provider}}",
+                         "expr": "max by (provider) (nudge_provider_state{state=\"down\"}) + 2 * max by (provider) (nudge_provider_state{state=\"paused\"})"]],
+        ])
+        promPanel("Time each provider has been down or paused", "max by (provider) (nudge_provider_down_seconds)",
+                  legend: "{{provider}}", unit: "s", width: 9, x: 6)
+        promPanel("Notifications parked for each provider (counted up to \(ProviderMetrics.parkedCountLimit))",
+                  "max by (provider) (nudge_provider_parked)", legend: "{{provider}}", width: 9, x: 15)
         y += 8
         panels.append([
             "type": "table", "id": nextID(), "title": "Providers down or paused (provider_health)", "datasource": postgres,

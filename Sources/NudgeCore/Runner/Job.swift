@@ -101,6 +101,13 @@ public protocol Job: Sendable {
     /// What the run's summary should say besides its counts, from its tally (dispatch: which
     /// providers are not configured, and how many notifications wait for them).
     func summaryNote(tally: [String: Int]) -> String?
+
+    /// Gauges of the job's own for the run's metrics textfile (`NUDGE_METRICS_DIR`), beside the
+    /// runner's: asked once, at the end of a run that is not a dry run, with at most one bounded
+    /// statement on the run's connection (dispatch: each provider's state and the notifications
+    /// parked for it, docs/jobs/dispatch.md). Its error is logged and the run's own metrics are
+    /// written without them.
+    func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric]
 }
 
 extension Job where Source == UserSource {
@@ -135,6 +142,8 @@ extension Job {
     public var runProblem: String? { nil }
 
     public func summaryNote(tally: [String: Int]) -> String? { nil }
+
+    public func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric] { [] }
 }
 
 /// Thrown by a job's outside step to skip one user with a reason the ledger records (push-trigger:

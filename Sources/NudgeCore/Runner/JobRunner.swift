@@ -174,7 +174,24 @@ public struct JobRunner<J: Job>: Sendable {
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
                           failures: state.failureSample, message: errorMessage ?? job.summaryNote(tally: state.tally),
-                          exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun)
+                          exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun,
+                          jobMetrics: await jobMetrics(context: context, on: db))
+    }
+
+    /// The job's own gauges for the run's textfile, read at the time it is now; none on a dry
+    /// run (which writes no metrics) or when nobody writes them. An error is logged and the run's
+    /// own metrics go without them.
+    private func jobMetrics(context: RunContext, on db: BoundedConnection) async -> [RunMetric] {
+        guard options.readsJobMetrics && !options.dryRun else { return [] }
+        var context = context
+        context.now = max(context.now, options.clock.now())
+        let now = context
+        do {
+            return try await db { try await job.runMetrics(run: now, on: db.connection) }
+        } catch {
+            context.logger.warning("the job's metrics could not be read", metadata: [LogKey.reason: "\(describe(error))"])
+            return []
+        }
     }
 
     /// What every batch loop of a run shares.

@@ -81,6 +81,10 @@ public struct RunMonitoring: Sendable {
         for (outcome, count) in summary.tally.sorted(by: { $0.key < $1.key }) {
             lines.append("nudge_run_outcomes{\(labels),outcome=\"\(outcome)\"} \(count)")
         }
+        // The job's own (dispatch: its providers), each sample labelled with the run's labels.
+        for metric in summary.jobMetrics where metric.isWritable {
+            lines += metric.lines(runLabels: labels)
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

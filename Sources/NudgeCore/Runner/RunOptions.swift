@@ -96,6 +96,10 @@ public struct RunOptions: Sendable {
     /// prove the index right (DESIGN "Finding the work"): what it finds due that the index had
     /// not is done, logged and counted (`index_missed`).
     public var sweep = false
+    /// Whether the run asks its job for metrics of its own (`Job.runMetrics`) at its end: only
+    /// when someone writes them (`nudge run` with `NUDGE_METRICS_DIR`), since they may cost the
+    /// job a statement.
+    public var readsJobMetrics = false
 
     /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
     public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
