@@ -657,6 +657,35 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 }
 
 @Suite(.serialized) struct TwilioDeliveryTests {
+    /// A batch's bound that comes while an SMS is on the wire no longer cuts it: the request that
+    /// left ends with Twilio's answer (its own time-out bounds it), not as "outcome unknown".
+    @Test func aBatchsBoundNeverCutsAnSMSOnTheWire() async throws {
+        let twilio = try await StandInTwilio.start(latency: .seconds(2))
+        defer { Task { await twilio.shutdown() } }
+        let configuration = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
+            "TWILIO_BASE_URL": twilio.baseURL,
+        ])))
+        let client = try TwilioClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(30)))
+        let (left, signal) = AsyncStream<Void>.makeStream()
+        let sending = Task {
+            await client.send(SMSRequest(to: try! #require(PhoneNumber("+15551230001")), body: "Coach Max is calling you in 5 min!",
+                                         outboxID: 1)) {
+                signal.yield()
+                return nil
+            }
+        }
+        for await _ in left { break }
+        sending.cancel()
+        let result = await sending.value
+        await client.shutdown()
+        guard case .delivered(let sid) = result else {
+            Issue.record("an SMS on the wire was cut by its batch's bound: \(result)")
+            return
+        }
+        #expect(twilio.sent.map(\.sid) == [sid])
+    }
+
     /// What Twilio receives (the form, Basic authentication, the callback URL), and its status
     /// callbacks: genuine ones recorded on the SMS's log, unsigned or forged ones refused.
     @Test func twilioGetsItsFormAndItsCallbacksAreChecked() async throws {

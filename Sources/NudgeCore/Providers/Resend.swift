@@ -154,9 +154,10 @@ public final class ResendClient: Sendable {
     /// order. Resend sends nothing twice for one key and body within 24 hours: a request sent
     /// again, after a time-out or a crash, carries the same key and the same emails. `leaving`
     /// runs once the request has its turn and a connection, just before it is written: it records
-    /// the batch's rows as having left, or answers false when it must not go (the claim on them
-    /// ended); nothing leaves then.
-    public func sendBatch(_ emails: [EmailRequest], key: String, leaving: @Sendable () async -> Bool = { true }) async -> [SendResult] {
+    /// the batch's rows as having left, or answers why it must not go (Resend found down
+    /// meanwhile, the claim on the rows ended); nothing leaves then.
+    public func sendBatch(_ emails: [EmailRequest], key: String,
+                          leaving: @Sendable () async -> SendResult? = { nil }) async -> [SendResult] {
         guard !emails.isEmpty else { return [] }
         if let wait = pace.reserve(within: Self.longestWaitForTurn) {
             if wait > .zero { try? await Task.sleep(for: wait) }
@@ -175,9 +176,7 @@ public final class ResendClient: Sendable {
         request.body = .bytes(ByteBuffer(string: "[" + bodies.joined(separator: ",") + "]"))
         let http = self.http, client = self.client, count = emails.count
         let answered = await slots.run { () async -> [SendResult] in
-            guard await leaving() else {
-                return Array(repeating: .notSent("the claim on its rows ended before their batch left", after: 1), count: count)
-            }
+            if let refusal = await leaving() { return Array(repeating: refusal, count: count) }
             do {
                 let (head, answer) = try await http.exchangeUntilHead(request, on: client)
                 return Self.classifyBatch(status: Int(head.status.code), headers: head.headers, body: answer, count: count)

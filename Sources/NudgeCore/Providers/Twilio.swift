@@ -117,7 +117,11 @@ public final class TwilioClient: Sendable {
             if let refusal = await leaving() { return refusal }
             // The batch's bound came meanwhile: it does not leave (its mark goes with this answer).
             if Task.isCancelled { return .notSent("Twilio: the batch's bound came before it left", after: 1) }
-            return await exchange(sms)
+            // Once it leaves, only its own time-out ends it: a batch's bound that cut it on the
+            // wire would leave its outcome unknown (most of them delivered). A task of its own
+            // does not inherit the batch's cancellation.
+            let exchange = Task { await self.exchange(sms) }
+            return await exchange.value
         }
         return sent ?? .notSent("Twilio: no connection was free for it before the batch's bound (it never left)", after: 1)
     }

@@ -330,11 +330,14 @@ public struct DispatchJob: Job {
     /// One batch request, its rows marked as it leaves when it is new; its answer is recorded
     /// once for the provider's health.
     private func send(_ request: EmailBatch, through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult, String)] {
-        let leaving: @Sendable () async -> Bool
-        if request.isNew {
-            leaving = { await self.markLeaving(request, run: run) }
-        } else {
-            leaving = { true }
+        // Health is asked again once the request has its turn: a batch that waited while Resend
+        // was found down stays (nothing is marked, nothing leaves).
+        let health = self.health, rows = request.rows, isNew = request.isNew
+        let leaving: @Sendable () async -> SendResult? = {
+            if let hold = health.hold(.resend, rows: rows) { return .notSent(hold.reason, after: hold.after) }
+            guard isNew else { return nil }
+            return await self.markLeaving(request, run: run)
+                ? nil : .notSent("the claim on its rows ended before their batch left", after: 1)
         }
         let answers = await client.sendBatch(request.emails, key: request.key, leaving: leaving)
         // One request, one answer for health: a batch of a hundred unanswered is one outage.
@@ -488,7 +491,11 @@ public struct DispatchJob: Job {
                 return marked
             }
         }
+        let health = self.health
         let result = await client.send(text.request) { () async -> SendResult? in
+            // Asked again once a connection is free for it: an SMS that waited while Twilio was
+            // found down stays, parked, rather than going into the outage.
+            if let hold = health.hold(.twilio, rows: [row]) { return .notSent(hold.reason, after: hold.after) }
             do {
                 let marked = try await database.withConnection(mark)
                 return marked ? nil : .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry)
