@@ -660,22 +660,20 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     /// A batch's bound that comes while an SMS is on the wire no longer cuts it: the request that
     /// left ends with Twilio's answer (its own time-out bounds it), not as "outcome unknown".
     @Test func aBatchsBoundNeverCutsAnSMSOnTheWire() async throws {
-        let twilio = try await StandInTwilio.start(latency: .seconds(2))
+        // Cancelled once the stand-in has the request, while its answer is 2 seconds away.
+        let (received, signal) = AsyncStream<Void>.makeStream()
+        let twilio = try await StandInTwilio.start(onSent: { _ in signal.yield() }, latency: .seconds(2))
         defer { Task { await twilio.shutdown() } }
         let configuration = try #require(try TwilioConfiguration(environment: Environment([
             "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
             "TWILIO_BASE_URL": twilio.baseURL,
         ])))
         let client = try TwilioClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(30)))
-        let (left, signal) = AsyncStream<Void>.makeStream()
         let sending = Task {
             await client.send(SMSRequest(to: try! #require(PhoneNumber("+15551230001")), body: "Coach Max is calling you in 5 min!",
-                                         outboxID: 1)) {
-                signal.yield()
-                return nil
-            }
+                                         outboxID: 1))
         }
-        for await _ in left { break }
+        for await _ in received { break }
         sending.cancel()
         let result = await sending.value
         await client.shutdown()

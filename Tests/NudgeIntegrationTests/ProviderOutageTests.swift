@@ -152,6 +152,37 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         #expect(push.apns.requests.filter { $0.deviceToken == poisoned }.count <= 12)
     }
 
+    /// While APNs is down, each probe wakes rows of distinct users, the next ones after the last
+    /// probe's, starting over at the first: never a row of the probe just before, and never the
+    /// same few lowest ids again and again.
+    @Test func probesRotateThroughTheParkedRowsOneUserEach() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(apns: { _ in .reject(status: 503, reason: "ServiceUnavailable") })
+        defer { Task { await push.shutdown() } }
+        for n in 1...5 { try Outbox.user(database, n) }
+        var rows = [try Outbox.queue(database, 1, type: "fitcircle_invite", at: "2026-03-10T12:00:00Z")]
+        for n in 1...5 { rows.append(try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")) }
+        rows.sort()
+        try database.psql("""
+            update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
+             where provider = 'apns';
+            update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-11T12:00:00Z';
+            """)
+        var probes: [[Int64]] = []
+        for k in 0..<3 {
+            _ = try await dispatch(database, environment: push.environment, at: at("2026-03-10T12:00:01Z").addingTimeInterval(30 * Double(k)))
+            let probe = try database.value("select array_to_string(probe_rows, ',') from provider_health where provider = 'apns'")
+            probes.append(probe.split(separator: ",").compactMap { Int64($0) })
+        }
+        let users = try database.psql("select id, user_id from notification_outbox order by id")
+        #expect(probes == [[rows[0], rows[2], rows[3]], [rows[1], rows[4], rows[5]], [rows[0], rows[2], rows[3]]], "\(probes)\n\(users)")
+        for probe in probes {
+            #expect(try database.count("select count(distinct user_id) from notification_outbox where id = any('{\(probe.map(String.init).joined(separator: ","))}')")
+                    == probe.count)
+        }
+        #expect(try database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 apns")
+    }
+
     /// One push a minute through a 15-minute FCM 503: FCM never counts as down (each minute
     /// has one answer), and no row fails for good: each waits, spending no attempt, and is sent
     /// once FCM is back.

@@ -18,22 +18,25 @@ extension DispatchRules {
     /// answered others meanwhile: then it is a `retry`); a refusal fails it with Resend's words;
     /// a rate limit, a quota, Resend down or paused leaves it waiting without spending an
     /// attempt.
+    /// `waitingSince`: when an outage's wait counts from (`outageWait`); for the emails of one
+    /// batch request, the same instant, so that they come due together.
     public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
-                                   jitter: Double) -> Settlement {
-        settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter)
+                                   jitter: Double, waitingSince: Date? = nil) -> Settlement {
+        settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter,
+                     waitingSince: waitingSince)
     }
 
     /// A row sent as one request to one provider (an email, an SMS); `marker` is what
     /// `delivered_to` records once it went.
     static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
-                             now: Date, expiresAt: Date, jitter: Double) -> Settlement {
+                             now: Date, expiresAt: Date, jitter: Double, waitingSince: Date? = nil) -> Settlement {
         switch result {
         case .delivered?:
             return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
                               countsAsAttempt: true)
         case .unavailable(let why, let after)?:
             // The provider's trouble, not this notification's: it waits, spending no attempt.
-            var wait = outageWait(since: row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
+            var wait = outageWait(since: waitingSince ?? row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
             if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
             return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
                               sentAt: nil, lastError: why, countsAsAttempt: false)

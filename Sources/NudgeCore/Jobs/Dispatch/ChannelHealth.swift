@@ -19,7 +19,9 @@ public final class ChannelHealth: Sendable {
         var writing: [Int: [DeliveryProvider: ProviderHealth.Delta]] = [:]
         var nextSync = 0
         var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
-        var probesDue: Set<DeliveryProvider> = []
+        /// The version of each shared row as last read: a lane that read before another replaces
+        /// nothing newer.
+        var versions: [DeliveryProvider: Int64] = [:]
     }
 
     private let state = Mutex(State())
@@ -27,18 +29,14 @@ public final class ChannelHealth: Sendable {
     /// Each configured provider's identity (`DeliveryServices.identities`): who it is configured as.
     private let identities: [DeliveryProvider: String]
     private let clock: any RunClock
-    /// The providers this dispatcher probes with a harmless request of their own (FCM's
-    /// `validate_only`, an authenticated read of Resend or Twilio) rather than with parked rows.
-    private let harmless: Set<DeliveryProvider>
 
     /// How many parked rows a dispatcher wakes at a time for a provider that is up.
     static let wakeBatch = 2_000
 
     public init(configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
-                harmless: Set<DeliveryProvider> = [], clock: any RunClock = SystemClock()) {
+                clock: any RunClock = SystemClock()) {
         self.configured = configured
         self.identities = identities
-        self.harmless = harmless
         self.clock = clock
     }
 
@@ -130,8 +128,11 @@ public final class ChannelHealth: Sendable {
                     delta.unknownDevices.insert(ProviderHealth.digest(device))
                 case .configuration(let why):
                     delta.configuration = delta.configuration ?? why
-                default:
+                case .delivered, .invalidToken(_, false):
+                    // Taken, or a token the provider knows is gone: its configuration is right.
                     delta.accepted += 1
+                    if trial { delta.trialAccepted += 1 }
+                default:
                     if trial { delta.trialAccepted += 1 }
                 }
             }
@@ -199,6 +200,7 @@ public final class ChannelHealth: Sendable {
             }
             if !taken.isEmpty { throw NudgeError(.database, "provider_health kept changing under this dispatcher's write") }
             var shared = rows.mapValues(\.health)
+            let versions = rows.mapValues(\.version)
             if !dryRun {
                 var ready: [DeliveryProvider] = []
                 for provider in DeliveryProvider.allCases where configured[provider] == .ready {
@@ -215,7 +217,12 @@ public final class ChannelHealth: Sendable {
                 if !ready.isEmpty { try await wake(ready, now: now, on: connection, logger: logger) }
             }
             state.withLock { state in
-                state.shared = shared
+                // Lanes may finish out of order: a row read before another lane's newer read is
+                // not put back over it.
+                for (provider, health) in shared where (state.versions[provider] ?? -1) <= (versions[provider] ?? 0) {
+                    state.shared[provider] = health
+                    state.versions[provider] = versions[provider] ?? 0
+                }
                 state.writing[token] = nil
             }
         } catch {
@@ -325,11 +332,10 @@ public final class ChannelHealth: Sendable {
     }
 
     /// Takes the provider's next probe, unless another dispatcher took it first (only the
-    /// dispatcher whose claim moved `probe_at` wakes anything). A provider with a harmless
-    /// request (`harmless`) is probed with it by this dispatcher (`takeProbes`); any other wakes
-    /// up to `probeSize` of its parked rows, of distinct users, the next ones after the last
-    /// probe's (never the same row twice running, so one row that keeps drawing a 5xx cannot
-    /// hold the provider down), which any dispatcher then sends. Returns their ids.
+    /// dispatcher whose claim moved `probe_at` wakes anything): wakes up to `probeSize` of its
+    /// parked rows, of distinct users, the next ones after the last probe's (never the same row
+    /// twice running, so one row that keeps drawing a 5xx cannot hold the provider down), which
+    /// any dispatcher then sends. Returns their ids.
     private func claimProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
                             on connection: PostgresConnection, logger: Logger) async throws -> [Int64]? {
         let next = now.addingTimeInterval(health.probeInterval)
@@ -342,11 +348,6 @@ public final class ChannelHealth: Sendable {
         var previous: [Int64]?
         for try await rows in claimed.decode([Int64].self) { previous = rows }
         guard let previous else { return nil }
-        if harmless.contains(provider) {
-            state.withLock { _ = $0.probesDue.insert(provider) }
-            logger.info("probing a provider that is not up", metadata: ["nudge.provider": "\(provider.rawValue)", "nudge.rows": "0"])
-            return []
-        }
         let after = previous.max() ?? 0
         let rows = try await connection.query("""
             with candidates as (
@@ -381,15 +382,6 @@ public final class ChannelHealth: Sendable {
 
     /// How many parked rows a probe looks at to find `probeSize` of distinct users.
     static let probeCandidates = 50
-
-    /// The providers whose harmless probe this dispatcher claimed and has not sent yet; each is
-    /// then recorded like any answer (`record`), as a trial while the provider is not up.
-    public func takeProbes() -> Set<DeliveryProvider> {
-        state.withLock { state in
-            defer { state.probesDue = [] }
-            return state.probesDue
-        }
-    }
 
     /// Wakes the next of the rows parked for providers that are up again (or configured now).
     private func wake(_ providers: [DeliveryProvider], now: Date, on connection: PostgresConnection, logger: Logger) async throws {

@@ -433,6 +433,8 @@ public struct DispatchJob: Job {
                     switch interpreted {
                     case .delivered: tally["pushes_sent:\(device.provider.rawValue)", default: 0] += 1
                     case .invalidToken: tally["tokens_deactivated", default: 0] += 1
+                    // No answer, and no attempt spent: counted, since no log row records it.
+                    case .unavailable: tally["unanswered:\(device.provider.rawValue)", default: 0] += 1
                     default: break
                     }
                 }
@@ -443,6 +445,8 @@ public struct DispatchJob: Job {
             }
             change.emailResults = change.emailResults.map { $0.map { health.interpret($0, from: .resend) } }
             change.smsResults = change.smsResults.map { $0.map { health.interpret($0, from: .twilio) } }
+            for case .unavailable? in change.emailResults { tally["unanswered:resend", default: 0] += 1 }
+            for case .unavailable? in change.smsResults { tally["unanswered:twilio", default: 0] += 1 }
             // An email or an SMS: one request, one row.
             for (index, email) in change.plan.emails.enumerated() {
                 guard let row = change.rows.first(where: { $0.id == email.row }) else { continue }
@@ -548,7 +552,8 @@ public struct DispatchJob: Job {
             let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
             let settled = row.channel == "sms"
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
-                : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
+                : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter,
+                                            waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
                         waitingFor: settled.parkedFor, forgetRequest: forgetRequest)

@@ -7,9 +7,8 @@ import Foundation
 ///   from at least `outageMinimum` distinct devices (or addresses, or requests), and twice as
 ///   many as its other answers: one token that always draws a 5xx is that token's trouble, not
 ///   an outage. Its notifications are parked without spending an attempt; every
-///   `downProbeInterval` a dispatcher probes it (a harmless request where the provider has one,
-///   else a few parked rows, never the same ones twice running), and it is up as soon as any
-///   request of a probe is answered;
+///   `downProbeInterval` a dispatcher probes it with a few parked rows (never the same ones twice
+///   running), and it is up as soon as any request of a probe is answered;
 /// - **paused**: it refused Nudge's configuration (a key, a topic, a project), or called many
 ///   distinct tokens unknown at once (`BadDeviceToken`, `SENDER_ID_MISMATCH` from at least
 ///   `burstMinimum` devices and half its answers: a wrong `APNS_ENVIRONMENT`, bundle id or
@@ -91,7 +90,8 @@ public struct ProviderHealth: Sendable, Equatable {
         public var trialOutages = 0
         /// Trial answers that were neither an unknown token nor a configuration error.
         public var trialAccepted = 0
-        /// Answers that were neither an outage, an unknown token nor a configuration error.
+        /// Answers that prove the configuration: a notification taken, or a token the provider
+        /// knows is gone.
         public var accepted = 0
         public var lastOutage: String?
         public var configuration: String?
