@@ -273,18 +273,45 @@ import Testing
         #expect(plan([push], now: previewAt).outcomes[1] == .deliver(0))
     }
 
-    /// An offline device keeps a preview at most until its call begins: sent on time, for the
-    /// five minutes left; retried two minutes before the call, for two; a second at the least.
-    @Test func anOfflineDeviceKeepsAPreviewOnlyUntilItsCallBegins() {
+    /// An offline device keeps a preview at most until its call begins: planned on time, it is
+    /// kept until the call; what APNs and FCM are told is what is left of that when the push
+    /// leaves (five minutes on time; two when it waited for its turn until two minutes before
+    /// the call; a second at the least), not what was left when it was planned.
+    @Test func anOfflineDeviceKeepsAPreviewOnlyUntilItsCallBegins() throws {
         let push = row(1, type: "preview_push", channel: "push", due: previewAt)
-        #expect(plan([push], now: previewAt).deliveries.map(\.keepFor) == [300])
-        #expect(plan([push], now: callAt.addingTimeInterval(-120.4)).deliveries.map(\.keepFor) == [120])
-        #expect(plan([push], now: callAt.addingTimeInterval(-0.2)).deliveries.map(\.keepFor) == [1])
+        let planned = try #require(plan([push], now: previewAt).deliveries.first)
+        #expect(planned.keepUntil == callAt)
+        let device = Device(tokenID: nil, token: String(repeating: "ab", count: 32), platform: "ios")
+        let request = PushRequest(delivery: planned, device: device, timeCritical: true)
+        #expect(request.keepFor(at: previewAt) == 300)
+        #expect(request.keepFor(at: callAt.addingTimeInterval(-120.4)) == 120)
+        #expect(request.keepFor(at: callAt.addingTimeInterval(-0.2)) == 1)
+        #expect(request.keepFor(at: callAt.addingTimeInterval(60)) == 1)
         // Another push is kept until its shelf life ends (a day after its time, by default).
         let other = QueuedNotification(id: 2, type: "streak_at_risk", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
                                        deliverAfter: previewAt, title: "Streak at risk", body: "Check in today", payload: "{}")
-        let left: TimeInterval = 24 * 3600 - 300 - 5 * 3600
-        #expect(plan([other], now: callAt.addingTimeInterval(5 * 3600)).deliveries.map(\.keepFor) == [left])
+        let later = callAt.addingTimeInterval(5 * 3600)
+        #expect(plan([other], now: later).deliveries.map(\.keepUntil) == [previewAt.addingTimeInterval(24 * 3600)])
+        #expect(DispatchRules.keepFor(until: previewAt.addingTimeInterval(24 * 3600), at: later) == 24 * 3600 - 300 - 5 * 3600)
+    }
+
+    /// Twilio's `ValidityPeriod` is what is left of the SMS's shelf life when the request
+    /// leaves: an SMS planned five minutes before its call that waited 100 seconds for a
+    /// connection is kept 200 seconds, not 300; one without an end, Twilio's longest.
+    @Test func anSMSsValidityPeriodIsCountedWhenItLeaves() async throws {
+        let configuration = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": "AC" + String(repeating: "0", count: 32), "TWILIO_AUTH_TOKEN": "t", "TWILIO_FROM": "+15550100000"])))
+        let client = try TwilioClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(5)))
+        let phone = try #require(PhoneNumber("+15551230001"))
+        let sms = SMSRequest(to: phone, body: "Coach Max is calling you in 5 min!", outboxID: 1, validUntil: callAt)
+        func validity(_ request: SMSRequest, at now: Date) -> String? {
+            client.fields(for: request, at: now).first { $0.0 == "ValidityPeriod" }?.1
+        }
+        #expect(validity(sms, at: previewAt) == "300")
+        #expect(validity(sms, at: previewAt.addingTimeInterval(100)) == "200")
+        #expect(validity(sms, at: callAt.addingTimeInterval(30)) == "1")
+        #expect(validity(SMSRequest(to: phone, body: "Hi", outboxID: 2), at: previewAt) == "36000")
+        await client.shutdown()
     }
 
     /// Two calls' previews due within the grouping window go as two pushes, each its own.

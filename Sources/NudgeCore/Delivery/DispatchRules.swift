@@ -329,7 +329,7 @@ public enum DispatchRules {
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   keepFor: keepFor(lead, until: expiry, now: now), expiresAt: expiry))
+                                                   keepUntil: keepUntil(lead, expiry: expiry), expiresAt: expiry))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
         return plan
@@ -443,14 +443,18 @@ public enum DispatchRules {
         return "the preview for this call time already reached the user (outbox row \(other.row)); one preview a call time"
     }
 
-    /// How long APNs and FCM keep a push for a device that is offline: until its shelf life
+    /// Until when APNs and FCM keep a push for a device that is offline: until its shelf life
     /// ends, and a call's preview no longer than until the call begins ("calling in 5 min" shown
-    /// during the call, or after it, misleads); at least a second, since FCM reads 0 as "now or
-    /// never".
-    static func keepFor(_ row: QueuedNotification, until expiry: Date, now: Date) -> TimeInterval {
-        var end = expiry
-        if let call = row.call { end = min(end, call.scheduledAt) }
-        return max(1, end.timeIntervalSince(now).rounded(.down))
+    /// during the call, or after it, misleads). An instant, not a duration: each request turns
+    /// it into its header as it leaves (`keepFor(until:at:)`), however long it waited for its turn.
+    static func keepUntil(_ row: QueuedNotification, expiry: Date) -> Date {
+        row.call.map { min(expiry, $0.scheduledAt) } ?? expiry
+    }
+
+    /// How many whole seconds are left at `now` of what is kept until `end`: at least one, since
+    /// FCM reads 0 as "now or never".
+    public static func keepFor(until end: Date, at now: Date) -> TimeInterval {
+        max(1, end.timeIntervalSince(now).rounded(.down))
     }
 
     /// The step a preview refused by `callRefusal` is suppressed under. Its refusal holds only
@@ -508,9 +512,8 @@ public enum DispatchRules {
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)
         // Twilio keeps it no longer than it is worth: until the call begins, or its shelf life ends.
-        let until = row.call.map { min($0.scheduledAt, expiry) } ?? expiry
         plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
-            to: phone, body: row.body, outboxID: row.id, validFor: Int(until.timeIntervalSince(now).rounded(.down)))))
+            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))))
     }
 
     /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
@@ -556,8 +559,8 @@ public struct PlannedDelivery: Sendable, Equatable {
     /// The devices whose provider cannot be used now: the rows wait for them, unless another
     /// device has it.
     public let waiting: [Device]
-    /// How long APNs and FCM keep it for an offline device.
-    public let keepFor: TimeInterval
+    /// Until when APNs and FCM keep it for an offline device.
+    public let keepUntil: Date
     /// When its rows' shelf life ends (the earliest of them).
     public let expiresAt: Date
 

@@ -129,7 +129,7 @@ public final class APNsClient: PushService {
                 // The token store's database did not answer: a passing trouble, not the key's.
                 return .unavailable("could not make the APNs provider token: \(describe(error))", after: nil)
             }
-            let result = await post(push, token: token)
+            let result = await post(push, token: token, runClock: context.clock)
             // An expired provider token is renewed once, unless it is too young to be replaced.
             if case .expiredProviderToken = result, attempt == 1 {
                 if await tokens.refuse(token) { continue }
@@ -152,20 +152,31 @@ public final class APNsClient: PushService {
         }
     }
 
-    private func post(_ push: PushRequest, token: String) async -> Answer {
+    /// The request for `push` as it leaves at `now` (the provider's clock) with `keepFor`
+    /// seconds of its shelf life left: `apns-expiration` is the instant its shelf life ends.
+    func request(for push: PushRequest, token: String, now: Date, keepFor: TimeInterval) -> HTTPClientRequest {
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/3/device/\(push.device.token)")
         request.method = .POST
         request.headers.add(name: "authorization", value: "bearer \(token)")
         request.headers.add(name: "apns-topic", value: configuration.bundleID)
         request.headers.add(name: "apns-push-type", value: "alert")
         request.headers.add(name: "apns-priority", value: "10")
-        request.headers.add(name: "apns-expiration", value: String(Int(clock.now().timeIntervalSince1970 + push.keepFor)))
+        request.headers.add(name: "apns-expiration", value: String(Int(now.timeIntervalSince1970 + keepFor)))
         request.headers.add(name: "apns-collapse-id", value: push.collapseID)
         request.headers.add(name: "apns-id", value: push.requestID.uuidString.lowercased())
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: push.content.apnsBody))
+        return request
+    }
+
+    /// `runClock`: the run's clock, which what is left of the push's shelf life is read from as
+    /// it leaves (an explicit `--now` stands still).
+    private func post(_ push: PushRequest, token: String, runClock: any RunClock) async -> Answer {
         let client = clients[next.increment() % clients.count]
-        let exchanged = await http.exchangeUntilHead(request, on: client, in: slots)
+        let clock = self.clock
+        let exchanged = await http.exchangeUntilHead(on: client, in: slots) {
+            self.request(for: push, token: token, now: clock.now(), keepFor: push.keepFor(at: runClock.now()))
+        }
         let head: HTTPResponseHead
         let body: Data
         switch exchanged {

@@ -164,7 +164,7 @@ public final class FCMClient: PushService {
                 // a passing trouble, tried again like any unanswered send.
                 return .unavailable("could not get an FCM access token: \(describe(error))", after: nil)
             }
-            let result = await post(push, token: token)
+            let result = await post(push, token: token, runClock: context.clock)
             // An access token the server no longer takes is replaced once.
             if case .configuration(let why) = result, why.hasPrefix("FCM 401 UNAUTHENTICATED"), attempt == 1,
                await tokens.refuse(token) {
@@ -175,15 +175,23 @@ public final class FCMClient: PushService {
         return .configuration("FCM refused two access tokens in a row")
     }
 
-    private func post(_ push: PushRequest, token: String) async -> SendResult {
+    /// The request for `push` with `keepFor` seconds of its shelf life left as it leaves (its `ttl`).
+    func request(for push: PushRequest, token: String, keepFor: TimeInterval) -> HTTPClientRequest {
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/v1/projects/\(configuration.projectID)/messages:send")
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(token)")
         request.headers.add(name: "content-type", value: "application/json")
-        let ttl = push.keepFor
         request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: Self.collapseKey(push),
-                                                                       timeToLive: ttl)))
-        let exchanged = await http.exchangeUntilHead(request, on: client, in: slots)
+                                                                       timeToLive: keepFor)))
+        return request
+    }
+
+    /// `runClock`: the run's clock, which what is left of the push's shelf life is read from as
+    /// it leaves.
+    private func post(_ push: PushRequest, token: String, runClock: any RunClock) async -> SendResult {
+        let exchanged = await http.exchangeUntilHead(on: client, in: slots) {
+            self.request(for: push, token: token, keepFor: push.keepFor(at: runClock.now()))
+        }
         let head: HTTPResponseHead
         let body: Data
         switch exchanged {

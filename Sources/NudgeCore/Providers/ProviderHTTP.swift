@@ -90,13 +90,14 @@ public struct ProviderHTTP: Sendable {
                 Data(body.readableBytesView))
     }
 
-    /// `exchangeUntilHead` once `slots` has a place for it: the answer, why there was none, or nil
-    /// when the task was cancelled while it waited (the request never left).
-    public func exchangeUntilHead(_ request: HTTPClientRequest, on client: HTTPClient,
-                                  in slots: ProviderSlots) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
+    /// `exchangeUntilHead` once `slots` has a place for it, the request made (`building`) only
+    /// then, so that what it says about time is true when it leaves: the answer, why there was
+    /// none, or nil when the task was cancelled while it waited (the request never left).
+    public func exchangeUntilHead(on client: HTTPClient, in slots: ProviderSlots,
+                                  building: @Sendable () -> HTTPClientRequest) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
         await slots.run {
             do {
-                return .success(try await exchangeUntilHead(request, on: client))
+                return .success(try await exchangeUntilHead(building(), on: client))
             } catch {
                 return .failure(ExchangeFailure(description: Self.describe(error)))
             }

@@ -22,9 +22,9 @@ public struct PushRequest: Sendable {
     public let collapseID: String
     /// APNs' `apns-id`: the same for a retry to the same device.
     public let requestID: UUID
-    /// How long the provider keeps it for an offline device (APNs' `apns-expiration` from now,
-    /// FCM's `ttl`).
-    public let keepFor: TimeInterval
+    /// Until when the provider keeps it for an offline device: APNs' `apns-expiration` and FCM's
+    /// `ttl` are worked out from it as the request leaves (`keepFor(at:)`).
+    public let keepUntil: Date
     /// A call preview: sent at once (APNs priority 10, FCM high); others too, at priority 10,
     /// since each is an alert the user sees.
     public let timeCritical: Bool
@@ -34,8 +34,13 @@ public struct PushRequest: Sendable {
         self.device = device
         collapseID = delivery.collapseID
         requestID = Digest.uuid("\(delivery.collapseID):\(device.key)")
-        keepFor = delivery.keepFor
+        keepUntil = delivery.keepUntil
         self.timeCritical = timeCritical
+    }
+
+    /// How many seconds the provider keeps it when it leaves at `now` (at least one).
+    public func keepFor(at now: Date) -> TimeInterval {
+        DispatchRules.keepFor(until: keepUntil, at: now)
     }
 }
 
@@ -44,10 +49,13 @@ public struct PushRequest: Sendable {
 public struct SendContext: Sendable {
     public let database: Database?
     public let logger: Logger
+    /// The run's clock: what is left of a push's shelf life is read from it as the push leaves.
+    public let clock: any RunClock
 
-    public init(database: Database?, logger: Logger) {
+    public init(database: Database?, logger: Logger, clock: any RunClock = SystemClock()) {
         self.database = database
         self.logger = logger
+        self.clock = clock
     }
 }
 

@@ -64,15 +64,22 @@ public struct SMSRequest: Sendable, Equatable {
     /// The outbox row: the status callback names it, so that the statuses of a message whose
     /// SID Nudge never learnt (the answer was lost) still find its log.
     public let outboxID: Int64
-    /// Twilio's `ValidityPeriod`: how many seconds Twilio may keep trying to deliver it (1 to
-    /// 36,000); past that the SMS is not delivered at all ("calling in 5 min" hours late misleads).
-    public let validFor: Int
+    /// Until when Twilio may keep trying to deliver it; past that the SMS is not delivered at
+    /// all ("calling in 5 min" hours late misleads). Nil: as long as Twilio keeps any.
+    public let validUntil: Date?
 
-    public init(to: PhoneNumber, body: String, outboxID: Int64, validFor: Int = 36_000) {
+    public init(to: PhoneNumber, body: String, outboxID: Int64, validUntil: Date? = nil) {
         self.to = to
         self.body = body
         self.outboxID = outboxID
-        self.validFor = min(max(validFor, 1), 36_000)
+        self.validUntil = validUntil
+    }
+
+    /// Twilio's `ValidityPeriod` for a request leaving at `now`: the seconds left until
+    /// `validUntil`, 1 to 36,000.
+    public func validFor(at now: Date) -> Int {
+        guard let validUntil else { return 36_000 }
+        return Int(min(36_000, DispatchRules.keepFor(until: validUntil, at: now)))
     }
 }
 
@@ -98,21 +105,23 @@ public final class TwilioClient: Sendable {
         configuration.statusCallback.map { "\($0)?outbox=\(request.outboxID)" }
     }
 
-    /// The request's form fields, in the order they are sent.
-    func fields(for request: SMSRequest) -> [(String, String)] {
+    /// The request's form fields as it leaves at `now`, in the order they are sent.
+    func fields(for request: SMSRequest, at now: Date) -> [(String, String)] {
         var fields = [("To", request.to.e164)]
         fields.append(configuration.from.hasPrefix("MG") ? ("MessagingServiceSid", configuration.from) : ("From", configuration.from))
         fields.append(("Body", request.body))
         if let callback = statusCallback(for: request) { fields.append(("StatusCallback", callback)) }
-        fields.append(("ValidityPeriod", String(request.validFor)))
+        fields.append(("ValidityPeriod", String(request.validFor(at: now))))
         return fields
     }
 
     /// Sends `sms` once a connection is free for it. `leaving` runs then, just before the
     /// request is written: it records that the SMS is leaving (Twilio has no idempotency key), or
     /// answers why it must not (nil: it goes). A request that never got a connection before its
-    /// task was cancelled did not leave, and says so.
-    public func send(_ sms: SMSRequest, leaving: @Sendable () async -> SendResult? = { nil }) async -> SendResult {
+    /// task was cancelled did not leave, and says so. `clock`: the run's, which what is left of
+    /// the SMS's shelf life is read from as it leaves.
+    public func send(_ sms: SMSRequest, clock: any RunClock = SystemClock(),
+                     leaving: @Sendable () async -> SendResult? = { nil }) async -> SendResult {
         let sent = await slots.run { () async -> SendResult in
             if let refusal = await leaving() { return refusal }
             // The batch's bound came meanwhile: it does not leave (its mark goes with this answer).
@@ -120,20 +129,20 @@ public final class TwilioClient: Sendable {
             // Once it leaves, only its own time-out ends it: a batch's bound that cut it on the
             // wire would leave its outcome unknown (most of them delivered). A task of its own
             // does not inherit the batch's cancellation.
-            let exchange = Task { await self.exchange(sms) }
+            let exchange = Task { await self.exchange(sms, at: clock.now()) }
             return await exchange.value
         }
         return sent ?? .notSent("Twilio: no connection was free for it before the batch's bound (it never left)", after: 1)
     }
 
-    private func exchange(_ sms: SMSRequest) async -> SendResult {
+    private func exchange(_ sms: SMSRequest, at now: Date) async -> SendResult {
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json")
         request.method = .POST
         let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
         request.headers.add(name: "authorization", value: "Basic \(credentials)")
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "user-agent", value: ResendClient.userAgent)
-        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields(for: sms))))
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields(for: sms, at: now))))
         do {
             let (head, answer) = try await http.exchange(request, on: client)
             return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)

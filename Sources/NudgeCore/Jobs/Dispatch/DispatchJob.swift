@@ -159,7 +159,7 @@ public struct DispatchJob: Job {
     /// Sends the user's deliveries to their devices, all at once; a provider paused meanwhile is
     /// not asked.
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
-        let context = SendContext(database: run.database, logger: run.logger)
+        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock)
         let deliveries = change.change.plan.deliveries
         let kindOf = Dictionary(uniqueKeysWithValues: change.change.rows.map { ($0.id, $0.kind) })
         var sends: [(index: Int, device: Device, push: PushRequest, rows: [Int64])] = []
@@ -234,7 +234,9 @@ public struct DispatchJob: Job {
             // so emails near the end of theirs go together, not with a hundred fresh ones.
             fresh.sort { ($0.email.expiresAt, $0.email.row) < ($1.email.expiresAt, $1.email.row) }
             for start in stride(from: 0, to: fresh.count, by: ResendClient.batchLimit) {
-                let slots = Array(fresh[start..<min(start + ResendClient.batchLimit, fresh.count)])
+                // Each request's emails in id order, as a batch that goes again is rebuilt from
+                // its key's rows: the replay is byte for byte the request that left.
+                let slots = fresh[start..<min(start + ResendClient.batchLimit, fresh.count)].sorted { $0.email.row < $1.email.row }
                 requests.append(EmailBatch(key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
                                            emails: slots.map(\.email.request), slots: slots, isNew: true,
                                            expiresAt: slots.map(\.email.expiresAt).min()))
@@ -496,7 +498,7 @@ public struct DispatchJob: Job {
             }
         }
         let health = self.health
-        let result = await client.send(text.request) { () async -> SendResult? in
+        let result = await client.send(text.request, clock: run.clock) { () async -> SendResult? in
             // Asked again once a connection is free for it: an SMS that waited while Twilio was
             // found down stays, parked, rather than going into the outage.
             if let hold = health.hold(.twilio, rows: [row]) { return .notSent(hold.reason, after: hold.after) }
@@ -631,7 +633,7 @@ public struct DispatchJob: Job {
                         ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime)) : email.expiresAt
                     if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
                                                      expiresAt: until, forgetRequest: nothingSent,
-                                                     request: nothingSent ? nil : change.emailKeys[index] ?? email.batchKey) {
+                                                     request: change.emailKeys[index] ?? email.batchKey) {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
@@ -693,8 +695,20 @@ public struct DispatchJob: Job {
         var writes = BatchWrites()
         guard !updates.ids.isEmpty else { return writes }
         // Compare-and-set on the claim: a row whose lease ran out and was taken by another
-        // dispatcher is that dispatcher's now.
+        // dispatcher is that dispatcher's now. A batch request that proved nothing was sent is
+        // forgotten on all its rows at once, and only when this claim holds every row carrying
+        // its key: otherwise every row keeps it, and the batch goes again whole, as it was.
+        let forgetting = updates.ids.indices.filter { updates.forgetRequest[$0] }.map { updates.ids[$0] }
         writes.step("outbox_rows", """
+            with carrying as (
+                select id, request_key, status = 'sending' and claimed_by = \(run.claim) and id = any(\(forgetting)) as mine
+                  from notification_outbox
+                 where request_key in (select request_key from notification_outbox where id = any(\(forgetting)))
+                   for update
+            ), forgotten as (
+                select id from carrying
+                 where request_key in (select request_key from carrying group by request_key having bool_and(mine))
+            )
             update notification_outbox o
                set status = v.status,
                    next_attempt_at = case when v.status in ('sent', 'failed', 'suppressed') then 'infinity'
@@ -708,16 +722,14 @@ public struct DispatchJob: Job {
                    -- An SMS's mark goes with its outcome; a row put back untouched keeps it, and an
                    -- email keeps its batch's for good (it goes again only in that batch), unless
                    -- Resend's answer to a new batch proved nothing was sent.
-                   request_left_at = case when v.keep_next or (o.channel = 'email' and not v.forget_request)
+                   request_left_at = case when v.keep_next or (o.channel = 'email' and o.id not in (select id from forgotten))
                                           then o.request_left_at end,
-                   request_key = case when v.forget_request then null else o.request_key end,
-                   request_to = case when v.forget_request then null else o.request_to end,
-                   request_expires_at = case when v.forget_request then null else o.request_expires_at end
+                   request_key = case when o.id in (select id from forgotten) then null else o.request_key end,
+                   request_to = case when o.id in (select id from forgotten) then null else o.request_to end,
+                   request_expires_at = case when o.id in (select id from forgotten) then null else o.request_expires_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
-                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor),
-                          \(updates.forgetRequest))
-                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
-                        forget_request)
+                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor))
+                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {

@@ -1,0 +1,119 @@
+import Foundation
+import NudgeStandIns
+import Synchronization
+import Testing
+@testable import NudgeCore
+
+private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+
+/// An email of `type` for user n, due at `instant`.
+@discardableResult
+private func queueEmail(_ database: TestDatabase, _ n: Int, type: String, at instant: String) throws -> Int64 {
+    let id = Fixture.userID(n)
+    return Int64(try database.value("""
+        insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
+                                         payload)
+        values ('test:\(id):\(type):email', 'test', '\(id)', '\(instant.prefix(10))', '\(type)', 'email', '\(instant)',
+                'For user \(n)', 'A note for user \(n).', '{"email_type":"\(type)","html":"<p>user \(n)</p>","tags":{}}')
+        returning id
+        """))!
+}
+
+private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
+    ["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>", "RESEND_BASE_URL": resend.baseURL,
+     "RESEND_REQUESTS_PER_SECOND": "100", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]
+}
+
+/// Resend batch requests whose answer is lost, or that proved nothing was sent: each goes again
+/// only as it left, and nothing is sent twice.
+@Suite(.serialized) struct EmailBatchTests {
+    /// One batch of twelve emails: users in Auckland and Los Angeles, streak emails that end
+    /// with the user's day and digests that keep 48 hours, so that the order of their shelf
+    /// lives (Los Angeles's streaks, Auckland's, then the digests) is not the order of their
+    /// rows. Resend takes the batch and its answer is lost; the next run sends the same bytes
+    /// under the same key, Resend answers it again (a different body would get 409), and every
+    /// email ends sent once, its log naming Resend's id.
+    @Test func aLostBatchOfTwoZonesAndTwoShelfLivesGoesAgainByteForByte() async throws {
+        let database = try await TestDatabase.fresh()
+        let resend = try await StandInResend.start(script: { email in email.attempt == 1 ? .acceptSilently : .accept })
+        defer { Task { await resend.shutdown() } }
+        for n in 1...12 {
+            let zone = n % 4 < 2 ? "Pacific/Auckland" : "America/Los_Angeles"
+            try Outbox.user(database, n, zone: zone, ios: 0)
+            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try queueEmail(database, n, type: n % 2 == 0 ? "weekly_digest" : "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        }
+        let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
+        #expect(first.exitCode == 0, "\(first)")
+        #expect(resend.requestCount == 1)
+        #expect(resend.sent.count == 12)
+        #expect(try database.psql("select status, count(distinct request_key), count(*) from notification_outbox group by 1")
+                == "pending|1|12")
+
+        let second = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:06:30Z"))
+        #expect(second.exitCode == 0, "\(second)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|12")
+        #expect(resend.requestCount == 2)
+        #expect(resend.sent.count == 12)
+        // (The stand-in answers a key again only for the same bytes: another body gets 409.)
+        let again = resend.requests.filter { $0.attempt == 2 }
+        #expect(again.map(\.to) == resend.requests.filter { $0.attempt == 1 }.map(\.to))
+        #expect(again.count == 12)
+        let logged = try database.psql("select provider_id from email_logs order by provider_id")
+        #expect(logged == resend.sent.map(\.id).sorted().joined(separator: "\n"))
+        #expect(try database.count("select count(*) from notification_logs where status = 'sent' and channel = 'email'") == 12)
+        #expect(try database.psql("select state from provider_health where provider = 'resend'") == "up")
+    }
+
+    /// Resend answers a new batch of three with 429 (nothing sent) while another dispatcher has
+    /// taken one of its rows: the batch keeps its key on all three (it is forgotten only when
+    /// one claim holds every row carrying it), and goes again whole under that key once the row
+    /// is free. Each email is sent once, in one request of three.
+    @Test func aBatchIsForgottenWholeOrNotAtAll() async throws {
+        let database = try await TestDatabase.fresh()
+        let taken = Mutex(false)
+        let third = Fixture.userID(3)
+        let resend = try await StandInResend.start(script: { email in
+            guard email.attempt == 1 else { return .accept }
+            let first = taken.withLock { taken in
+                defer { taken = true }
+                return !taken
+            }
+            if first {
+                // Another dispatcher's claim on the third user's row, as after a lapsed lease.
+                _ = try? database.psql("""
+                    update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
+                     where user_id = '\(third)';
+                    update dispatch_leases set leased_until = now() + interval '1 hour' where user_id = '\(third)';
+                    """)
+            }
+            return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests", headers: [("retry-after", "1")])
+        })
+        defer { Task { await resend.shutdown() } }
+        for n in 1...3 {
+            try Outbox.user(database, n, ios: 0)
+            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try queueEmail(database, n, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+        }
+        let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
+        #expect(first.exitCode == 0, "\(first)")
+        #expect(resend.requestCount == 1)
+        #expect(resend.sent.isEmpty)
+        #expect(try database.psql("select count(*), count(distinct request_key) from notification_outbox where request_key is not null")
+                == "3|1")
+        #expect(try database.psql("select status, attempts from notification_outbox where user_id <> '\(third)' group by 1, 2")
+                == "pending|0")
+
+        // The other dispatcher's claim lapses.
+        try database.psql("""
+            update notification_outbox set lease_until = now() - interval '1 second';
+            update dispatch_leases set leased_until = now() - interval '1 second';
+            """)
+        let second = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:05:30Z"))
+        #expect(second.exitCode == 0, "\(second)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
+        #expect(resend.sent.count == 3)
+        #expect(resend.requestCount == 2)
+        #expect(Set(resend.requests.compactMap(\.idempotencyKey)).count == 1)
+    }
+}
