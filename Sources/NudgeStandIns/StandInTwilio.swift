@@ -12,7 +12,10 @@ import Synchronization
 /// `From` or `MessagingServiceSid` (400, 21603), `Body` present and at most 1,600 characters
 /// (400, 21602 / 21617), `StatusCallback` an http(s) URL (400, 21609). Each message it takes
 /// gets a SID (`SM` and 32 hex digits) and a 201 with Twilio's JSON. A script can answer
-/// otherwise (a 429 with code 20429, a 500, silence).
+/// otherwise (a 429 with code 20429, a 500, silence). `GET` on the same resource lists the
+/// messages it took, newest first, as Twilio's message list does (`To` and `PageSize` filter
+/// it; each message with `sid`, `to`, `from`, `body`, `status`, `direction` and `date_created`
+/// in RFC 2822); `listing` can answer otherwise (an error, silence).
 ///
 /// `report` posts a status callback for a message to its `StatusCallback`, as Twilio does: a
 /// form with `MessageSid`, `MessageStatus`, `ErrorCode`, signed in `X-Twilio-Signature`
@@ -32,6 +35,8 @@ public final class StandInTwilio: Sendable {
         public var body: String? { fields["Body"] }
         public var statusCallback: String? { fields["StatusCallback"] }
         public var validityPeriod: Int? { fields["ValidityPeriod"].flatMap { Int($0) } }
+        /// When it came.
+        public let receivedAt: Date
     }
 
     public enum Answer: Sendable {
@@ -59,12 +64,15 @@ public final class StandInTwilio: Sendable {
     public var sent: [Message] { state.log.withLock { $0.sent } }
     /// Every request to the Messages resource, answered or not.
     public var requests: [Message] { state.log.withLock { $0.requests } }
+    /// How many times its message list was asked for.
+    public var listings: Int { state.log.withLock { $0.listings } }
 
     final class State: Sendable {
         struct Log {
             var sent: [Message] = []
             var requests: [Message] = []
             var attempts: [String: Int] = [:]
+            var listings = 0
         }
         let log = Mutex(Log())
     }
@@ -80,10 +88,14 @@ public final class StandInTwilio: Sendable {
                              accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
                              authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
                              onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
+                             listing: @escaping @Sendable () -> Answer = { .accept },
                              script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
-            (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), latency)
+            if request.method == .GET {
+                return (list(request, accountSID: accountSID, authToken: authToken, state: state, answer: listing()), latency)
+            }
+            return (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), latency)
         }
         return StandInTwilio(accountSID: accountSID, authToken: authToken, server: server, state: state)
     }
@@ -128,7 +140,7 @@ public final class StandInTwilio: Sendable {
             return log.attempts[counter]!
         }
         let hex = (UUID().uuidString + UUID().uuidString).replacingOccurrences(of: "-", with: "").lowercased().prefix(32)
-        let message = Message(sid: "SM" + hex, fields: fields, attempt: attempt)
+        let message = Message(sid: "SM" + hex, fields: fields, attempt: attempt, receivedAt: Date())
         state.log.withLock { $0.requests.append(message) }
         func take() {
             state.log.withLock { $0.sent.append(message) }
@@ -153,6 +165,39 @@ public final class StandInTwilio: Sendable {
         case .hang:
             return .silence
         }
+    }
+
+    /// `GET Messages.json`: the messages taken, newest first, filtered by `To`, at most `PageSize` (50).
+    private static func list(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+                             answer: Answer) -> StandInHTTPServer.Reply {
+        let parts = request.path.split(separator: "?", maxSplits: 1)
+        guard parts.first.map(String.init) == "/2010-04-01/Accounts/\(accountSID)/Messages.json" else {
+            return error(404, 20404, "The requested resource \(request.path) was not found")
+        }
+        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
+        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        state.log.withLock { $0.listings += 1 }
+        switch answer {
+        case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
+        case .hang, .acceptSilently: return .silence
+        case .accept: break
+        }
+        let query = parts.count > 1 ? form(String(parts[1])) ?? [:] : [:]
+        let size = min(max(query["PageSize"].flatMap { Int($0) } ?? 50, 1), 1000)
+        let stamp = DateFormatter()
+        stamp.locale = Locale(identifier: "en_US_POSIX")
+        stamp.timeZone = TimeZone(identifier: "UTC")
+        stamp.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
+        let messages = state.log.withLock { $0.sent }.reversed().filter { query["To"] == nil || $0.to == query["To"] }.prefix(size)
+        let listed: [[String: Any]] = messages.map { message in
+            ["sid": message.sid, "account_sid": accountSID, "to": message.to ?? "", "from": message.from ?? NSNull(),
+             "body": message.body ?? "", "status": "sent", "direction": "outbound-api",
+             "date_created": stamp.string(from: message.receivedAt), "date_sent": stamp.string(from: message.receivedAt)]
+        }
+        return .respond(status: 200, headers: [], body: standInJSON([
+            "messages": listed, "page": 0, "page_size": size, "next_page_uri": NSNull(),
+            "uri": "/2010-04-01/Accounts/\(accountSID)/Messages.json",
+        ]))
     }
 
     /// A form body's fields (the last of a repeated name wins); nil when it is not one.

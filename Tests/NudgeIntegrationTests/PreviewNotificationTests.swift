@@ -375,9 +375,10 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(world.twilio.requests.isEmpty)
     }
 
-    /// An SMS whose request may have reached Twilio (its dispatcher died) is failed as unknown, even
-    /// when its call has moved meanwhile; the call back at its time, it is not queued again.
-    @Test func anSMSWhoseOutcomeIsUnknownIsNeverQueuedAgain() async throws {
+    /// An SMS whose request may have reached Twilio (its dispatcher died after marking it) is
+    /// first asked about: Twilio has no such message, so the row goes again as new, and its call,
+    /// moved meanwhile, refuses it; the call back at its time, the SMS goes, once.
+    @Test func anSMSWhoseRequestLeftIsAskedAboutBeforeAnythingElse() async throws {
         let world = try await PreviewWorld.start()
         defer { Task { await world.shutdown() } }
         let db = world.database
@@ -386,18 +387,24 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
         try db.psql("""
             update notification_outbox set status = 'sending', claimed_by = 42, lease_until = '2026-03-29T06:15:30Z',
-                   attempts = 1, request_left_at = '2026-03-29T06:15:02Z', next_attempt_at = null
+                   attempts = 1, request_left_at = '2026-03-29T06:15:02Z', request_to = '\(Calls.phone(1))', next_attempt_at = null
              where notification_type = 'preview_sms';
             update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)';
             """)
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:02Z"))
-        let ended = try db.value("select status || ' ' || last_error from notification_outbox")
-        #expect(ended.hasPrefix("failed outcome unknown"), "\(ended)")
+        #expect(world.twilio.listings == 1)
+        #expect(world.twilio.requests.isEmpty)
+        let asked = try db.value("select status || ' ' || last_error || ' ' || (request_left_at is null)::text from notification_outbox")
+        #expect(asked.hasPrefix("pending Twilio has no message") && asked.hasSuffix("true"), "\(asked)")
+        _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:03Z"))
+        #expect(try db.value("select status from notification_outbox") == "suppressed")
+        #expect(world.twilio.requests.isEmpty)
         try db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
         _ = try await previews(db, at: at("2026-03-29T06:17:01Z"))
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:17:02Z"))
-        #expect(world.twilio.requests.isEmpty)
-        #expect(try db.value("select status from notification_outbox") == "failed")
+        #expect(world.twilio.requests.count == 1)
+        #expect(try db.value("select status from notification_outbox") == "sent")
+        #expect(try db.value("select provider_id from notification_logs where status = 'sent'") == world.twilio.sent.first?.sid)
     }
 
     /// A push that went, its call cancelled before the fallback's time: the fallback is refused,
@@ -787,13 +794,14 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try world.database.count("select count(*) from notification_logs where coalesce(error_msg, '') like '%5550100%'") == 0)
     }
 
-    /// Twilio has no idempotency key: an SMS whose answer never came (a time-out), or whose
-    /// dispatcher died after the request left, is recorded as such and never sent again; a 20429
-    /// (never processed) is retried.
-    @Test func anSMSWhoseOutcomeIsUnknownIsNeverSentTwice() async throws {
+    /// Twilio has no idempotency key: an SMS whose answer never came (a time-out) is not sent
+    /// again blindly; Twilio is asked, has it, and its log names Twilio's SID. One whose
+    /// dispatcher died after the request was marked, and that Twilio never got, goes again once
+    /// Twilio says it has no such message. A 20429 (never processed) is retried.
+    @Test func anSMSWhoseOutcomeIsUnclearIsAskedAboutAndNeverSentTwice() async throws {
         let world = try await PreviewWorld.start(twilio: { message in
             switch message.to {
-            case Calls.phone(1): .acceptSilently
+            case Calls.phone(1): message.attempt == 1 ? .acceptSilently : .accept
             case Calls.phone(2) where message.attempt == 1: .reject(status: 429, code: 20429, message: "Too Many Requests",
                                                                     headers: [("retry-after", "1")])
             default: .accept
@@ -806,26 +814,29 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try Calls.call(world.database, 3, at: "2026-03-29T06:22:00Z")
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 3, environment: ["NUDGE_PUSH_TIMEOUT_SECONDS": "1"])
         #expect(world.twilio.requests.filter { $0.to == Calls.phone(1) }.count == 1)
+        let first = try #require(world.twilio.sent.first { $0.to == Calls.phone(1) })
         #expect(try world.database.value("""
-            select status || ' ' || (last_error like 'outcome unknown%')::text from notification_outbox where user_id = '\(Fixture.userID(1))'
-            """) == "failed true")
+            select o.status || ' ' || l.provider_id from notification_outbox o join notification_logs l on l.outbox_id = o.id
+             where o.user_id = '\(Fixture.userID(1))' and l.status = 'sent'
+            """) == "sent \(first.sid)")
         #expect(world.twilio.requests.filter { $0.to == Calls.phone(2) }.count == 2)
         #expect(world.twilio.sent.filter { $0.to == Calls.phone(2) }.count == 1)
 
-        // A dispatcher that died after the request left (its mark set, its claim lapsed): the next
-        // one records the outcome unknown and sends nothing.
+        // A dispatcher that died after the request was marked (its claim lapsed), the request
+        // never having reached Twilio: the next one asks, and sends it once.
         #expect(try world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "pending")
         try world.database.psql("""
             update notification_outbox set status = 'sending', claimed_by = 1, lease_until = now() - interval '1 second',
                    request_left_at = '2026-03-29T06:17:00.2Z', attempts = 1
              where user_id = '\(Fixture.userID(3))'
             """)
-        let requests = world.twilio.requests.count
-        _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T06:17:30Z"))
-        #expect(world.twilio.requests.count == requests)
-        #expect(try world.database.value("""
-            select status || ' ' || (last_error like 'outcome unknown%')::text from notification_outbox where user_id = '\(Fixture.userID(3))'
-            """) == "failed true")
+        let listings = world.twilio.listings
+        for second in ["06:17:30", "06:17:31"] {
+            _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T\(second)Z"))
+        }
+        #expect(world.twilio.listings == listings + 1)
+        #expect(world.twilio.sent.filter { $0.to == Calls.phone(3) }.count == 1)
+        #expect(try world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "sent")
     }
 }
 

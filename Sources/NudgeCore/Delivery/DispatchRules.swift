@@ -150,11 +150,15 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .failed(gaveUpPrefix + "its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
                 continue
             }
-            // An SMS whose request may have reached Twilio ends here, even claimed ahead of its time,
-            // and before anything else could make it a refusal that its job might queue again.
+            // An SMS whose request may have reached Twilio is settled by asking Twilio first,
+            // before anything else could make it a refusal that its job might queue again.
             if row.channel == "sms", let left = row.requestLeftAt {
-                plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
-                    "its request left at \(left.formatted(.iso8601)) and no answer was recorded (the dispatcher stopped)"))
+                if row.dueAt.timeIntervalSince(now) > 0.001 {
+                    plan.outcomes[row.id] = .released
+                } else {
+                    planLeftSMS(row, leftAt: left, facts: facts, provider: providers[.twilio], now: now,
+                                expiry: shelfLife.expiry(of: row, calendar: calendar), into: &plan)
+                }
                 continue
             }
             // An email whose batch request left was decided then: it goes again only in that batch,
@@ -516,6 +520,28 @@ public enum DispatchRules {
             to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))))
     }
 
+    /// An SMS whose request left without a clear answer (a time-out, a 5xx, a dispatcher that
+    /// stopped): Twilio is asked whether it has the message (`TwilioClient.find`) before anything
+    /// else; found, it was sent; absent, the row goes again as new. The number asked about is the
+    /// one the request went to.
+    static func planLeftSMS(_ row: QueuedNotification, leftAt: Date, facts: UserFacts, provider: ProviderState?, now: Date,
+                            expiry: Date, into plan: inout Plan) {
+        guard let phone = (row.requestTo ?? facts.phone).flatMap(PhoneNumber.init) else {
+            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
+                "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and there is no number to ask Twilio about"))
+            return
+        }
+        if let wait = wait(for: provider, .twilio, now: now, expiry: expiry) {
+            // Twilio cannot be asked now: the row waits for it, until its shelf life ends.
+            plan.outcomes[row.id] = now < expiry ? wait : .failed(TwilioClient.unknownOutcome(
+                "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and Twilio could not be asked before its shelf life ended"))
+            return
+        }
+        plan.outcomes[row.id] = .sms(plan.texts.count)
+        plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
+            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt))
+    }
+
     /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
     /// device confirmed the push; on path C (`send_when: unconfirmed`) it goes when that has not
     /// happened by its time, 30 seconds after the push; on path A (`push_failed`) only once the
@@ -586,4 +612,7 @@ public struct PlannedSMS: Sendable, Equatable {
     /// When its shelf life ends.
     public let expiresAt: Date
     public let request: SMSRequest
+    /// When an earlier request for it left without a clear answer: Twilio is asked about that
+    /// one, and nothing is sent.
+    public var leftAt: Date? = nil
 }

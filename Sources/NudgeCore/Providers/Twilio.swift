@@ -16,9 +16,11 @@ import NIOPosix
 /// `To`, 21610 the user replied STOP, 21614 not a mobile), 401/403 the account (20003), 429
 /// (20429) too many requests, which Twilio never processed, 5xx Twilio's own trouble.
 ///
-/// Twilio has no idempotency key: a request that may have reached it is never repeated. Only an
-/// answer that says the message was not taken (429, a connection that was never made) is
-/// retried; a time-out or a 5xx after the request left is an unknown outcome, recorded as such.
+/// Twilio has no idempotency key: a request that may have reached it is never repeated blindly.
+/// An answer that says the message was not taken (429, a connection that was never made) is
+/// retried; after a time-out or a 5xx once the request left, Twilio is asked (`find`: `GET
+/// Messages.json?To=…&PageSize=20`, the newest first, each with its `sid`, `to`, `body`,
+/// `direction` and `date_created` in RFC 2822) whether it has the message before it goes again.
 public struct TwilioConfiguration: Sendable {
     public let accountSID: String
     /// `TWILIO_FROM`: a number in E.164, or a Messaging Service (`MG…`).
@@ -149,8 +151,75 @@ public final class TwilioClient: Sendable {
         } catch {
             let why = ProviderHTTP.describe(error)
             if Self.neverLeft(error) { return .unavailable("Twilio: \(why) (the request never left)", after: nil) }
-            return .rejected(Self.unknownOutcome("Twilio: \(why)"))
+            return .unavailable("Twilio: \(why)" + Self.askedBeforeAgain, after: nil)
         }
+    }
+
+    /// What an SMS whose request left without a clear answer waits for.
+    static let askedBeforeAgain = "; the SMS may have been sent: Twilio is asked before it goes again"
+
+    /// What Twilio's message list says of an SMS whose request left at `leftAt` without a
+    /// clear answer.
+    public enum Found: Sendable, Equatable {
+        /// Twilio has it: its SID.
+        case sent(String)
+        /// Twilio has no such message: the request never reached it.
+        case absent
+        /// Twilio did not say (an error, no answer): why.
+        case unanswered(String)
+    }
+
+    /// Asks Twilio for the newest messages to the SMS's number and looks for one with its body
+    /// created since `leftAt` (less two minutes for the clocks' difference). `leftAt` is when
+    /// Nudge recorded the request as leaving, so a message found was made by that request or a
+    /// later one; none means Twilio never took it.
+    public func find(_ sms: SMSRequest, leftAt: Date) async -> Found {
+        let to = FormEncoding.escape(sms.to.e164)
+        var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json?To=\(to)&PageSize=20")
+        request.method = .GET
+        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
+        request.headers.add(name: "authorization", value: "Basic \(credentials)")
+        request.headers.add(name: "user-agent", value: ResendClient.userAgent)
+        let http = self.http, client = self.client
+        let answered = await slots.run { () async -> Found in
+            do {
+                let (head, body) = try await http.exchange(request, on: client)
+                guard head.status.code == 200 else {
+                    return .unanswered("Twilio answered \(head.status.code) to the list of messages")
+                }
+                return Self.find(sms, since: leftAt.addingTimeInterval(-120), in: body)
+            } catch {
+                return .unanswered("Twilio's list of messages: \(ProviderHTTP.describe(error))")
+            }
+        }
+        return answered ?? .unanswered("Twilio: no connection was free to ask for its list of messages")
+    }
+
+    /// The message of `sms` created since `since` in a page of Twilio's message list.
+    static func find(_ sms: SMSRequest, since: Date, in body: Data) -> Found {
+        struct Page: Decodable {
+            struct Message: Decodable {
+                let sid: String?
+                let to: String?
+                let body: String?
+                let direction: String?
+                let date_created: String?
+            }
+            let messages: [Message]?
+        }
+        guard let page = try? JSONDecoder().decode(Page.self, from: body), let messages = page.messages else {
+            return .unanswered("Twilio's list of messages was not one")
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
+        for message in messages {
+            guard let sid = message.sid, message.to == sms.to.e164, message.body == sms.body,
+                  message.direction?.hasPrefix("outbound") ?? false,
+                  let created = message.date_created.flatMap(formatter.date(from:)), created >= since else { continue }
+            return .sent(sid)
+        }
+        return .absent
     }
 
     static let unknownOutcomePrefix = "outcome unknown: "
@@ -184,7 +253,7 @@ public final class TwilioClient: Sendable {
         let answer = try? JSONDecoder().decode(Answer.self, from: body)
         if status == 200 || status == 201 {
             guard let sid = answer?.sid, !sid.isEmpty else {
-                return .rejected(unknownOutcome("Twilio answered \(status) without a message SID"))
+                return .unavailable("Twilio answered \(status) without a message SID" + askedBeforeAgain, after: nil)
             }
             return .delivered(providerID: sid)
         }
@@ -203,7 +272,9 @@ public final class TwilioClient: Sendable {
             // TWILIO_FROM is not a number of this account that can send SMS.
             return .configuration(text)
         case (let code, _) where code >= 500:
-            return .rejected(unknownOutcome(text))
+            // Twilio's own trouble: the SMS waits (no attempt spent), and Twilio is asked
+            // whether it took it before it goes again.
+            return .unavailable(text + askedBeforeAgain, after: retryAfter)
         default:
             // A number Twilio refuses (21211, 21610 STOP, 21614), a body it refuses: this SMS fails.
             return .rejected(text)

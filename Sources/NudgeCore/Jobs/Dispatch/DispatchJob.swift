@@ -42,6 +42,9 @@ public struct DispatchJob: Job {
         public var emailKeys: [String?]
         /// Per SMS of the plan, Twilio's answer (nil: not asked).
         public var smsResults: [SendResult?]
+        /// Per SMS of the plan, whether Twilio said it has no message for the request that left
+        /// earlier without a clear answer (its mark goes: it is sent again as new).
+        public var smsAbsent: [Bool]
     }
 
     /// The users' preferences, devices and deliveries; the calls and pushes their previews depend on.
@@ -127,7 +130,7 @@ public struct DispatchJob: Job {
         }
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
                             emailResults: plan.emails.map { _ in nil }, emailKeys: plan.emails.map { _ in nil },
-                            smsResults: plan.texts.map { _ in nil })
+                            smsResults: plan.texts.map { _ in nil }, smsAbsent: plan.texts.map { _ in false })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -171,25 +174,31 @@ public struct DispatchJob: Job {
         }
         var results = change.change.results
         var smsResults = change.change.smsResults
+        var smsAbsent = change.change.smsAbsent
         let texts = change.change.plan.texts
         if sends.count == 1 && texts.isEmpty {
             // Most users have one device and one delivery: no task of its own.
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, rows: sends[0].rows, context: context)
         } else {
             enum Sent: Sendable {
-                case push(Int, String, SendResult), sms(Int, SendResult)
+                case push(Int, String, SendResult), sms(Int, SendResult, absent: Bool)
             }
             await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
                     group.addTask { .push(send.index, send.device.key, await self.send(send.push, rows: send.rows, context: context)) }
                 }
                 for (index, text) in texts.enumerated() {
-                    group.addTask { .sms(index, await self.send(text, run: run)) }
+                    group.addTask {
+                        let (result, absent) = await self.send(text, run: run)
+                        return .sms(index, result, absent: absent)
+                    }
                 }
                 for await sent in group {
                     switch sent {
                     case .push(let index, let key, let result): results[index][key] = result
-                    case .sms(let index, let result): smsResults[index] = result
+                    case .sms(let index, let result, let absent):
+                        smsResults[index] = result
+                        smsAbsent[index] = absent
                     }
                 }
             }
@@ -197,6 +206,7 @@ public struct DispatchJob: Job {
         var done = change.change
         done.results = results
         done.smsResults = smsResults
+        done.smsAbsent = smsAbsent
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: change.tally)
     }
 
@@ -475,19 +485,22 @@ public struct DispatchJob: Job {
 
     /// One SMS through Twilio, unless Twilio is down, paused or not configured. Twilio has no
     /// idempotency key, so once a connection is free for it, the row records that its request is
-    /// leaving before it is written (and only while this run's claim on it holds): a dispatcher
-    /// that dies before recording the outcome leaves that mark, and the row is never sent again.
-    /// A request that waited for a connection and never got one did not leave: no mark, and it is
-    /// tried again like any other.
-    private func send(_ text: PlannedSMS, run: RunContext) async -> SendResult {
-        if let hold = health.hold(.twilio, rows: [text.row]) { return .notSent(hold.reason, after: hold.after) }
-        guard let client = push.sms else { return .notSent("Twilio is not configured", after: nil) }
-        guard let database = run.database else { return .notSent("no database to record the SMS's request in", after: nil) }
-        let row = text.row, claim = run.claim, logger = run.logger
+    /// leaving (and to which number) before it is written, and only while this run's claim on it
+    /// holds. The mark stays while the outcome is unclear (a time-out, a 5xx, a dispatcher that
+    /// died): the row's next turn asks Twilio whether it has the message (`resolve`) instead of
+    /// sending it. A request that waited for a connection and never got one did not leave: no
+    /// mark, and it is tried again like any other. Also returns whether Twilio said it has no
+    /// message for an earlier request (the mark goes).
+    private func send(_ text: PlannedSMS, run: RunContext) async -> (SendResult, absent: Bool) {
+        if let hold = health.hold(.twilio, rows: [text.row]) { return (.notSent(hold.reason, after: hold.after), false) }
+        guard let client = push.sms else { return (.notSent("Twilio is not configured", after: nil), false) }
+        if let left = text.leftAt { return await resolve(text, leftAt: left, through: client, run: run) }
+        guard let database = run.database else { return (.notSent("no database to record the SMS's request in", after: nil), false) }
+        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164
         @Sendable func mark(on connection: PostgresConnection) async throws -> Bool {
             try await database.bounded(connection) {
                 let rows = try await connection.query("""
-                    update notification_outbox set request_left_at = now()
+                    update notification_outbox set request_left_at = now(), request_to = \(number)
                      where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
                     returning id
                     """, logger: logger)
@@ -509,8 +522,34 @@ public struct DispatchJob: Job {
                 return .notSent("could not record the SMS's request before sending: \(error)", after: DispatchRules.timeCriticalRetry)
             }
         }
-        health.record(result, from: .twilio, device: text.request.to.e164)
-        return result
+        health.record(result, from: .twilio, device: number)
+        return (result, false)
+    }
+
+    /// Asks Twilio whether it has the message of an SMS whose request left at `leftAt` without a
+    /// clear answer: found, it was sent (its SID); absent, it goes again as new, due now; no
+    /// answer, it waits (its mark kept), and fails as of unknown outcome once its shelf life has
+    /// ended. An answer of either kind tells that Twilio is there.
+    private func resolve(_ text: PlannedSMS, leftAt: Date, through client: TwilioClient,
+                         run: RunContext) async -> (SendResult, absent: Bool) {
+        let number = text.request.to.e164, left = leftAt.formatted(.iso8601)
+        switch await client.find(text.request, leftAt: leftAt) {
+        case .sent(let sid):
+            let sent = SendResult.delivered(providerID: sid)
+            health.record(sent, from: .twilio, device: number)
+            return (sent, false)
+        case .absent:
+            // (Twilio answered: for its health, as a request it took.)
+            health.record(.delivered(providerID: ""), from: .twilio, device: number)
+            return (.notSent("Twilio has no message for its request that left at \(left): it goes again", after: 0), true)
+        case .unanswered(let why):
+            let unanswered = SendResult.unavailable("its request left at \(left) without a clear answer; \(why)", after: nil)
+            health.record(unanswered, from: .twilio, device: number)
+            guard run.now < text.expiresAt else {
+                return (.rejected(TwilioClient.unknownOutcome("its request left at \(left); \(why), until its shelf life ended")), false)
+            }
+            return (unanswered, false)
+        }
     }
 
     /// One push through its provider, unless the provider is paused or not configured.
@@ -548,7 +587,7 @@ public struct DispatchJob: Job {
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
         func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date, forgetRequest: Bool = false, request: String? = nil) -> String? {
+                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, request: String? = nil) -> String? {
             // An email that left in a batch request retries on that request's jitter: the batch
             // comes due, and is claimed and sent again, together.
             let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
@@ -558,7 +597,7 @@ public struct DispatchJob: Job {
                                             waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
-                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest)
+                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
@@ -637,8 +676,14 @@ public struct DispatchJob: Job {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
                     }
                 case .sms(let index):
+                    // The request's mark stays while Twilio's answer leaves open whether it was sent.
+                    let keep: Bool
+                    switch change.smsResults[index] {
+                    case .delivered?, .rejected?, .configuration?, .throttled?, .invalidToken?: keep = false
+                    default: keep = !change.smsAbsent[index]
+                    }
                     settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
-                                 expiresAt: change.plan.texts[index].expiresAt)
+                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep)
                     if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
                         optedOut.append(change.plan.texts[index].request.to.e164)
                     }
@@ -663,8 +708,10 @@ public struct DispatchJob: Job {
                              error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
                              runID: run.runID)
                 case .waiting(let until, let reason, let parkedFor):
+                    // (An SMS whose earlier request left waits to ask Twilio about it: its mark stays.)
                     updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor)
+                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor,
+                                keepRequest: row.channel == "sms")
                 case .released:
                     if row.type == "fallback_sms", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
@@ -719,17 +766,23 @@ public struct DispatchJob: Job {
                    last_error = nullif(v.last_error, ''), attempts = greatest(0, o.attempts - v.undone),
                    lease_until = null, claimed_by = null,
                    waiting_for = case when v.keep_next then o.waiting_for else nullif(v.waiting_for, '') end,
-                   -- An SMS's mark goes with its outcome; a row put back untouched keeps it, and an
-                   -- email keeps its batch's for good (it goes again only in that batch), unless
-                   -- Resend's answer to a new batch proved nothing was sent.
-                   request_left_at = case when v.keep_next or (o.channel = 'email' and o.id not in (select id from forgotten))
+                   -- An SMS's mark goes with a clear outcome, and stays while Twilio is to be asked
+                   -- about it; a row put back untouched keeps it, and an email keeps its batch's for
+                   -- good (it goes again only in that batch), unless Resend's answer to a new batch
+                   -- proved nothing was sent.
+                   request_left_at = case when v.keep_next or v.keep_request
+                                               or (o.channel = 'email' and o.id not in (select id from forgotten))
                                           then o.request_left_at end,
                    request_key = case when o.id in (select id from forgotten) then null else o.request_key end,
-                   request_to = case when o.id in (select id from forgotten) then null else o.request_to end,
+                   request_to = case when o.id in (select id from forgotten)
+                                          or (o.channel = 'sms' and not (v.keep_next or v.keep_request)) then null
+                                     else o.request_to end,
                    request_expires_at = case when o.id in (select id from forgotten) then null else o.request_expires_at end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
-                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor))
-                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for)
+                          \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor),
+                          \(updates.keepRequest))
+                   as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
+                        keep_request)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             """)
         if !logs.outboxIDs.isEmpty {
@@ -924,6 +977,8 @@ private struct RowUpdates {
     var waitingFor: [String] = []
     /// Whether an email row forgets the batch request it left in (nothing was sent).
     var forgetRequest: [Bool] = []
+    /// Whether an SMS row keeps the mark of a request that left without a clear answer.
+    var keepRequest: [Bool] = []
 
     /// The row at `index` put back due at `instant` rather than when it was.
     mutating func dueNow(at index: Int, _ instant: Date) {
@@ -933,7 +988,7 @@ private struct RowUpdates {
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
                       sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
-                      forgetRequest: Bool = false) {
+                      forgetRequest: Bool = false, keepRequest: Bool = false) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status)
@@ -946,6 +1001,7 @@ private struct RowUpdates {
         undone.append(attemptUndone ? 1 : 0)
         self.waitingFor.append(waitingFor?.rawValue ?? "")
         self.forgetRequest.append(forgetRequest)
+        self.keepRequest.append(keepRequest)
     }
 }
 
