@@ -76,11 +76,13 @@ struct PreviewWorld: Sendable {
 
     static func start(confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
                       fcm: @escaping StandInFCM.Script = { _ in .accept }, twilioLatency: Duration = .zero,
+                      twilioListing: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
                       twilio script: @escaping StandInTwilio.Script = { _ in .accept }) async throws -> PreviewWorld {
         let database = try await TestDatabase.fresh()
         try Calls.coaches(database)
         return PreviewWorld(database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
-                            twilio: try await StandInTwilio.start(latency: twilioLatency, script: script), confirming: confirming)
+                            twilio: try await StandInTwilio.start(latency: twilioLatency, listing: twilioListing, script: script),
+                            confirming: confirming)
     }
 
     var environment: [String: String] {
@@ -792,6 +794,45 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try await world.twilio.relay(reply: "START", from: Calls.phone(2), to: webhook) == 200)
         #expect(try world.database.psql("select phone_number from sms_opt_outs order by 1") == "\(Calls.phone(1))\n\(Calls.phone(3))")
         #expect(try world.database.count("select count(*) from notification_logs where coalesce(error_msg, '') like '%5550100%'") == 0)
+    }
+
+    /// Twilio answers 503 to everything for four minutes while 300 SMS previews fall due, about
+    /// one a second: none is failed for good, while Twilio is known down only a probe's few
+    /// requests go to it, none is sent twice, and once it is back every preview goes, before
+    /// its call, with its log naming the message Twilio took.
+    @Test func aFourMinuteTwilioOutageOverThreeHundredPreviewsLosesNoneAndDoublesNone() async throws {
+        let down = Mutex(true)
+        let duringOutage = Mutex(0)
+        let world = try await PreviewWorld.start(
+            twilioListing: { down.withLock { $0 } ? .reject(status: 503, code: 20500, message: "Service Unavailable") : .accept },
+            twilio: { _ in
+                down.withLock { down in
+                    if down { duringOutage.withLock { $0 += 1 } }
+                    return down ? .reject(status: 503, code: 20500, message: "Service Unavailable") : .accept
+                }
+            })
+        defer { Task { await world.shutdown() } }
+        let start = at("2026-03-29T06:14:00Z")
+        let stamp = ISO8601DateFormatter()
+        for n in 1...300 {
+            try Calls.user(world.database, n, preference: "sms_only")
+            // Calls from 06:20 to 06:25, so their previews fall due from 06:15 to 06:20.
+            try Calls.call(world.database, n, at: stamp.string(from: start.addingTimeInterval(360 + Double(n))))
+        }
+        // Twilio is down from 06:14 to 06:18.
+        try await world.simulate(from: start, minutes: 8) { top in
+            if top >= start.addingTimeInterval(4 * 60) { down.withLock { $0 = false } }
+        }
+        #expect(try world.database.psql("select status, count(*) from notification_outbox group by 1") == "sent|300")
+        let texts = Dictionary(grouping: world.twilio.sent, by: { $0.to ?? "" })
+        #expect(texts.count == 300)
+        #expect(texts.values.allSatisfy { $0.count == 1 })
+        // While Twilio was down, the previews waited: far fewer requests than previews due.
+        let tried = duringOutage.withLock { $0 }
+        #expect(tried < 60, "\(tried) requests went to Twilio while it was down")
+        #expect(try world.database.count("""
+            select count(*) from notification_logs where channel = 'sms' and status = 'sent' and provider_id like 'SM%'
+            """) == 300)
     }
 
     /// Twilio has no idempotency key: an SMS whose answer never came (a time-out) is not sent
