@@ -117,3 +117,63 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(Set(resend.requests.compactMap(\.idempotencyKey)).count == 1)
     }
 }
+
+/// A claim whose lease lapsed while its batch was sending: another dispatcher took its rows, so
+/// the first one's write leaves them, their logs and their effects alone.
+@Suite(.serialized) struct LapsedClaimTests {
+    /// The rows of a push and an email are taken by another claim while their requests are on
+    /// the wire: the first run writes no log, no email log, and leaves the rows to the other
+    /// claim; once that one lapses too, the next run sends the push again under its collapse id
+    /// and the email under its key (Resend sends nothing twice), and each is logged once.
+    @Test func aBatchWhoseClaimLapsedWritesNothingForTheRowsItLost() async throws {
+        let database = try await TestDatabase.fresh()
+        let taken = Mutex(Set<Int>())
+        @Sendable func steal(_ n: Int) {
+            let first = taken.withLock { $0.insert(n).inserted }
+            guard first else { return }
+            _ = try? database.psql("""
+                update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
+                 where user_id = '\(Fixture.userID(n))';
+                update dispatch_leases set leased_until = now() + interval '1 hour' where user_id = '\(Fixture.userID(n))';
+                """)
+        }
+        let push = try await PushStandIns.start(apns: { _ in
+            steal(1)
+            return .accept
+        })
+        defer { Task { await push.shutdown() } }
+        let resend = try await StandInResend.start(script: { _ in
+            steal(2)
+            return .accept
+        })
+        defer { Task { await resend.shutdown() } }
+        try Outbox.user(database, 1)
+        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        try Outbox.user(database, 2, ios: 0)
+        try database.psql("update users set email = 'user2@example.test' where id = '\(Fixture.userID(2))'")
+        try queueEmail(database, 2, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+        let environment = push.environment.merging(resendEnvironment(resend)) { _, new in new }
+
+        let first = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))
+        #expect(first.exitCode == 0, "\(first)")
+        #expect(push.apns.requests.count == 1)
+        #expect(resend.sent.count == 1)
+        #expect(try database.count("select count(*) from notification_logs") == 0)
+        #expect(try database.count("select count(*) from email_logs") == 0)
+        #expect(try database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")
+
+        try database.psql("""
+            update notification_outbox set lease_until = now() - interval '1 second';
+            update dispatch_leases set leased_until = now() - interval '1 second';
+            """)
+        let second = try await dispatch(database, environment: environment, at: at("2026-03-10T12:05:30Z"))
+        #expect(second.exitCode == 0, "\(second)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|2")
+        #expect(push.apns.requests.count == 2)
+        #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 1)
+        #expect(resend.sent.count == 1)
+        #expect(try database.psql("select channel, count(*) from notification_logs where status = 'sent' group by 1 order by 1")
+                == "email|1\npush|1")
+        #expect(try database.value("select provider_id from email_logs") == resend.sent[0].id)
+    }
+}

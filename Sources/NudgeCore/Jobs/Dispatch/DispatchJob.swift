@@ -572,14 +572,14 @@ public struct DispatchJob: Job {
         var updates = RowUpdates()
         var logs = LogRows()
         var invalid: [(userID: UUID, device: Device)] = []
-        var emailsSent: [(userID: UUID, type: String, providerID: String)] = []
+        var emailsSent: [(userID: UUID, type: String, providerID: String, row: Int64)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
-        var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String)] = []
+        var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String, row: Int64)] = []
         // Preview pushes that left now: a path C fallback SMS waits 30 seconds from then (seed 000).
-        var pushesLeft: [(userID: UUID, call: UUID, scheduledAt: String, at: Date)] = []
+        var pushesLeft: [(userID: UUID, call: UUID, scheduledAt: String, at: Date, row: Int64)] = []
         var refusedPreviews: [(call: UUID, row: Int64, scheduledAt: Date, text: String, reason: String)] = []
         // Numbers whose SMS Twilio refused because they replied STOP (21610).
-        var optedOut: [String] = []
+        var optedOut: [(number: String, row: Int64)] = []
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
@@ -638,10 +638,10 @@ public struct DispatchJob: Job {
                                 attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
                     if row.type == "preview_push", row.sentAt == nil, let left = settled.sentAt, let call = row.call,
                        let at = row.payloadObject?["scheduled_at"]?.text {
-                        pushesLeft.append((userID, call.id, at, left))
+                        pushesLeft.append((userID, call.id, at, left, row.id))
                     }
                     if settled.status == .failed, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
-                        fallbacksNow.append((userID, call.id, at))
+                        fallbacksNow.append((userID, call.id, at, row.id))
                     }
                     for device in delivery.targets {
                         guard let result = results[device.key] else { continue }
@@ -673,7 +673,7 @@ public struct DispatchJob: Job {
                     if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
                                                      expiresAt: until, forgetRequest: nothingSent,
                                                      request: change.emailKeys[index] ?? email.batchKey) {
-                        emailsSent.append((userID, change.plan.emails[index].emailType, providerID))
+                        emailsSent.append((userID, change.plan.emails[index].emailType, providerID, row.id))
                     }
                 case .sms(let index):
                     // The request's mark stays while Twilio's answer leaves open whether it was sent.
@@ -685,14 +685,14 @@ public struct DispatchJob: Job {
                     settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
                                  expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep)
                     if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
-                        optedOut.append(change.plan.texts[index].request.to.e164)
+                        optedOut.append((change.plan.texts[index].request.to.e164, row.id))
                     }
                 case .suppressed(let step, let reason):
                     updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
                     // A preview push with no device to go to: its fallback SMS goes at once too.
                     if row.channel == "push", step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
-                        fallbacksNow.append((userID, call.id, at))
+                        fallbacksNow.append((userID, call.id, at, row.id))
                     }
                     // The call is told when its preview itself (not a fallback) reached no one.
                     if step == DispatchRules.callStep, row.type != "fallback_sms", row.sentAt == nil, row.deliveredTo.isEmpty,
@@ -784,7 +784,11 @@ public struct DispatchJob: Job {
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
                         keep_request)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
+            returning o.id
             """)
+        // Every other step is behind the claim too: it writes only for the rows `outbox_rows`
+        // settled (a batch whose lease lapsed mid-way, its rows taken by another dispatcher,
+        // leaves their logs and effects to that dispatcher).
         if !logs.outboxIDs.isEmpty {
             // An SMS's status callback that came before this write (kept in sms_status_early) is
             // applied as its log is written, and forgotten.
@@ -813,14 +817,17 @@ public struct DispatchJob: Job {
                          and (k.message_sid = nullif(l.provider_id, '')
                               or (l.provider_id = '' and k.outbox_id = l.outbox_id and l.error_msg like 'outcome unknown%'))
                        order by k.received_at limit 1) e on true
+                 where l.outbox_id in (select id from outbox_rows)
                 """)
             let smsLogs = logs.outboxIDs.indices.filter { logs.channels[$0] == "sms" }
             if !smsLogs.isEmpty {
                 writes.step("early_sms_statuses", """
-                    delete from sms_status_early
-                     where message_sid = any(\(smsLogs.map { logs.providerIDs[$0] }.filter { !$0.isEmpty }))
-                        or outbox_id = any(\(smsLogs.filter { logs.providerIDs[$0].isEmpty && logs.errors[$0].hasPrefix("outcome unknown") }
-                                              .map { logs.outboxIDs[$0] }))
+                    delete from sms_status_early k
+                     using unnest(\(smsLogs.map { logs.providerIDs[$0] }), \(smsLogs.map { logs.outboxIDs[$0] }),
+                                  \(smsLogs.map { logs.providerIDs[$0].isEmpty && logs.errors[$0].hasPrefix("outcome unknown") }))
+                           as s(message_sid, outbox_id, unknown)
+                     where s.outbox_id in (select id from outbox_rows)
+                       and (k.message_sid = nullif(s.message_sid, '') or (s.unknown and k.outbox_id = s.outbox_id))
                     """)
             }
         }
@@ -828,8 +835,11 @@ public struct DispatchJob: Job {
             // Seed 003 F7's log of the emails sent, beside notification_logs.
             writes.step("email_logs", """
                 insert into email_logs (user_id, email_type, sent_at, provider_id)
-                select * from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)),
-                                     \(emailsSent.map { _ in run.now }), \(emailsSent.map(\.providerID)))
+                select e.user_id, e.email_type, e.sent_at, e.provider_id
+                  from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)), \(emailsSent.map { _ in run.now }),
+                              \(emailsSent.map(\.providerID)), \(emailsSent.map(\.row)))
+                       as e(user_id, email_type, sent_at, provider_id, outbox_id)
+                 where e.outbox_id in (select id from outbox_rows)
                 """)
         }
         if !refusedPreviews.isEmpty {
@@ -852,8 +862,7 @@ public struct DispatchJob: Job {
                  where c.id = v.id
                    and (abs(extract(epoch from c.preview_for - v.scheduled_at)) < 1
                         or abs(extract(epoch from c.scheduled_at - v.scheduled_at)) < 1)
-                   and exists (select 1 from notification_outbox o
-                                where o.id = v.row_id and o.status = 'sending' and o.claimed_by = \(run.claim))
+                   and v.row_id in (select id from outbox_rows)
                    and not exists (select 1 from notification_outbox o
                                     where o.user_id = c.user_id and o.payload->>'call_id' = c.id::text
                                       and o.payload->>'scheduled_at' = v.scheduled_text
@@ -863,7 +872,9 @@ public struct DispatchJob: Job {
         if !optedOut.isEmpty {
             writes.step("sms_opt_outs", """
                 insert into sms_opt_outs (phone_number, opted_out_at, source)
-                select distinct n, \(run.now), 'twilio 21610' from unnest(\(optedOut)) as n
+                select distinct n.number, \(run.now)::timestamptz, 'twilio 21610'
+                  from unnest(\(optedOut.map(\.number)), \(optedOut.map(\.row))) as n(number, outbox_id)
+                 where n.outbox_id in (select id from outbox_rows)
                 on conflict (phone_number) do nothing
                 """)
         }
@@ -874,7 +885,9 @@ public struct DispatchJob: Job {
             writes.step("previews_sent", """
                 update scheduled_calls c set preview_sent = true, preview_sent_at = v.sent_at, updated_at = \(run.now)
                   from (select id, min(sent_at) as sent_at
-                          from unnest(\(previewsSent.map { logs.callIDs[$0] }), \(previewsSent.map { logs.sentAts[$0] })) as s(id, sent_at)
+                          from unnest(\(previewsSent.map { logs.callIDs[$0] }), \(previewsSent.map { logs.sentAts[$0] }),
+                                      \(previewsSent.map { logs.outboxIDs[$0] })) as s(id, sent_at, outbox_id)
+                         where s.outbox_id in (select id from outbox_rows)
                          group by id) v
                  where c.id = v.id and not c.preview_sent
                 """)
@@ -884,9 +897,10 @@ public struct DispatchJob: Job {
                 update notification_outbox o set next_attempt_at = f.after
                   from unnest(\(pushesLeft.map(\.userID)), \(pushesLeft.map { $0.call.uuidString.lowercased() }),
                               \(pushesLeft.map(\.scheduledAt)),
-                              \(pushesLeft.map { $0.at.addingTimeInterval(PreviewNotificationsJob.fallbackAfter) }))
-                       as f(user_id, call_id, scheduled_at, after)
-                 where o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
+                              \(pushesLeft.map { $0.at.addingTimeInterval(PreviewNotificationsJob.fallbackAfter) }),
+                              \(pushesLeft.map(\.row)))
+                       as f(user_id, call_id, scheduled_at, after, push_id)
+                 where f.push_id in (select id from outbox_rows) and o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
                    and o.payload->>'call_id' = f.call_id and o.payload->>'scheduled_at' = f.scheduled_at
                    and o.payload->>'send_when' = 'unconfirmed'
                    and coalesce(o.next_attempt_at, o.deliver_after) < f.after
@@ -896,8 +910,8 @@ public struct DispatchJob: Job {
             writes.step("fallbacks_now", """
                 update notification_outbox o set next_attempt_at = \(run.now)
                   from unnest(\(fallbacksNow.map(\.userID)), \(fallbacksNow.map { $0.call.uuidString.lowercased() }),
-                              \(fallbacksNow.map(\.scheduledAt))) as f(user_id, call_id, scheduled_at)
-                 where o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
+                              \(fallbacksNow.map(\.scheduledAt)), \(fallbacksNow.map(\.row))) as f(user_id, call_id, scheduled_at, push_id)
+                 where f.push_id in (select id from outbox_rows) and o.user_id = f.user_id and o.notification_type = 'fallback_sms' and o.status = 'pending'
                    and o.payload->>'call_id' = f.call_id and o.payload->>'scheduled_at' = f.scheduled_at
                    and coalesce(o.next_attempt_at, o.deliver_after) > \(run.now)
                 """)
