@@ -366,19 +366,16 @@ import Testing
             return
         }
         #expect(why.contains("2 segments"))
+        // Its request left without a clear answer: Twilio is asked about that request (nothing is
+        // sent), before anything else, its attempts spent or not.
         let unknown = row(2, type: "preview_sms", channel: "sms", due: previewAt, requestLeftAt: previewAt)
-        guard case .failed(let outcome)? = plan([unknown], now: previewAt.addingTimeInterval(60)).outcomes[2] else {
-            Issue.record("an SMS whose request left was sent again")
-            return
-        }
-        #expect(outcome.contains("outcome unknown"))
-        // Claimed ahead of its time with its mark set (a batch write failed after it left): it ends
-        // there too, never put back with its mark lost.
+        let asked = plan([unknown], now: previewAt.addingTimeInterval(60))
+        #expect(asked.outcomes[2] == .sms(0))
+        #expect(asked.texts.first?.leftAt == previewAt)
+        #expect(asked.texts.first?.shownBy == previewAt.addingTimeInterval(TwilioClient.listShowsAfter))
+        // Claimed ahead of its time with its mark set: put back as it is, mark and all.
         let early = row(2, type: "preview_sms", channel: "sms", due: previewAt.addingTimeInterval(60), requestLeftAt: previewAt)
-        guard case .failed? = plan([early], now: previewAt).outcomes[2] else {
-            Issue.record("an SMS whose request left was put back")
-            return
-        }
+        #expect(plan([early], now: previewAt).outcomes[2] == .released)
     }
 
     @Test func aFallbackGoesOnlyWhenItsPushDidNotReachTheUser() {
@@ -448,9 +445,10 @@ import Testing
         else { Issue.record("21211 is not a refusal"); return }
         #expect(invalid.contains("21211"))
         #expect(!invalid.contains("0123456"))
-        guard case .rejected(let unknown) = TwilioClient.classify(status: 500, headers: headers, body: Data())
-        else { Issue.record("a 500 was retried"); return }
-        #expect(unknown.contains("outcome unknown"))
+        // A 500: Twilio's trouble, no attempt spent; whether it took the SMS is asked before it goes again.
+        guard case .unavailable(let unclear, _) = TwilioClient.classify(status: 500, headers: headers, body: Data())
+        else { Issue.record("a 500 spent an attempt or failed the SMS"); return }
+        #expect(unclear.contains("Twilio is asked before it goes again"))
     }
 
     @Test func theFormAndTheSignatureAreTwilios() throws {
@@ -511,5 +509,51 @@ import Testing
                                       now: Date(timeIntervalSince1970: 1_774_764_930))
         guard case .suppressed(let step, let reason)? = plan.outcomes[1] else { Issue.record("\(plan.outcomes)"); return }
         #expect(step == "preferences" && reason.contains("STOP"))
+    }
+}
+
+/// Reading Twilio's message list for an SMS whose request left without a clear answer.
+@Suite struct TwilioMessageListTests {
+    let phone = PhoneNumber("+15551230001")!
+    let leftAt = ISO8601DateFormatter().date(from: "2026-03-29T06:15:02Z")!
+
+    func page(_ messages: [[String: String]]) -> Data {
+        try! JSONSerialization.data(withJSONObject: ["messages": messages, "next_page_uri": NSNull()])
+    }
+
+    /// Found only with its number, its body, outbound, and created since it left (less the
+    /// clocks' two minutes); an inbound reply, another body, an older message are not it.
+    @Test func onlyItsOwnMessageSinceItLeftIsFound() {
+        let sms = SMSRequest(to: phone, body: "Coach Max is calling you in 5 min!", outboxID: 7)
+        let since = leftAt.addingTimeInterval(-120)
+        func message(_ sid: String, body: String = "Coach Max is calling you in 5 min!", direction: String = "outbound-api",
+                     created: String = "Sun, 29 Mar 2026 06:15:03 +0000", to: String = "+15551230001") -> [String: String] {
+            ["sid": sid, "to": to, "body": body, "direction": direction, "date_created": created]
+        }
+        #expect(TwilioClient.find(sms, since: since, in: page([message("SM1")])) == .sent("SM1"))
+        #expect(TwilioClient.find(sms, since: since, in: page([
+            message("SM2", body: "Another"), message("SM3", direction: "inbound"), message("SM4", created: "Sun, 29 Mar 2026 06:12:00 +0000"),
+            message("SM5", to: "+15551230002"),
+        ])) == .absent)
+        // Two minutes early by Twilio's clock is still it.
+        #expect(TwilioClient.find(sms, since: since, in: page([message("SM6", created: "Sun, 29 Mar 2026 06:13:30 +0000")])) == .sent("SM6"))
+        guard case .unanswered = TwilioClient.find(sms, since: since, in: Data("<html>".utf8)) else {
+            Issue.record("a page that is not JSON is no answer")
+            return
+        }
+    }
+
+    /// A 5xx or a 200 without a SID is an unclear answer (the list soon shows it); a time-out or
+    /// a request that never left is not one.
+    @Test func anUnclearAnswerIsToldFromNoAnswer() {
+        let fiveHundred = TwilioClient.classify(status: 503, headers: [:], body: Data(#"{"code":20500,"message":"down"}"#.utf8))
+        #expect(TwilioClient.answeredUnclearly(fiveHundred))
+        #expect(TwilioClient.answeredUnclearly(TwilioClient.classify(status: 201, headers: [:], body: Data("{}".utf8))))
+        #expect(!TwilioClient.answeredUnclearly(.unavailable("Twilio: no answer within the time-out" + TwilioClient.askedBeforeAgain, after: nil)))
+        #expect(!TwilioClient.answeredUnclearly(.unavailable("Twilio: refused" + TwilioClient.neverLeftNote, after: nil)))
+        guard case .unavailable = fiveHundred else {
+            Issue.record("a 5xx spends no attempt: \(fiveHundred)")
+            return
+        }
     }
 }

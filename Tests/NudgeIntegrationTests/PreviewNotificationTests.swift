@@ -377,9 +377,10 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(world.twilio.requests.isEmpty)
     }
 
-    /// An SMS whose request may have reached Twilio (its dispatcher died after marking it) is
-    /// first asked about: Twilio has no such message, so the row goes again as new, and its call,
-    /// moved meanwhile, refuses it; the call back at its time, the SMS goes, once.
+    /// An SMS whose request may have reached Twilio (its dispatcher died after marking it, three
+    /// minutes before) is first asked about: Twilio's list has no such message, so the row goes
+    /// again as new, and its call, moved meanwhile, refuses it; the call back at its time, the SMS
+    /// goes, once.
     @Test func anSMSWhoseRequestLeftIsAskedAboutBeforeAnythingElse() async throws {
         let world = try await PreviewWorld.start()
         defer { Task { await world.shutdown() } }
@@ -389,7 +390,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
         try db.psql("""
             update notification_outbox set status = 'sending', claimed_by = 42, lease_until = '2026-03-29T06:15:30Z',
-                   attempts = 1, request_left_at = '2026-03-29T06:15:02Z', request_to = '\(Calls.phone(1))', next_attempt_at = null
+                   attempts = 1, request_left_at = '2026-03-29T06:13:01Z', request_to = '\(Calls.phone(1))', next_attempt_at = null
              where notification_type = 'preview_sms';
             update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)';
             """)
@@ -823,7 +824,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await world.simulate(from: start, minutes: 8) { top in
             if top >= start.addingTimeInterval(4 * 60) { down.withLock { $0 = false } }
         }
-        #expect(try world.database.psql("select status, count(*) from notification_outbox group by 1") == "sent|300")
+        let unsent = try world.database.psql("select id, status, request_left_at, last_error from notification_outbox where status <> 'sent'")
+        #expect(try world.database.psql("select status, count(*) from notification_outbox group by 1") == "sent|300", "\(unsent)")
         let texts = Dictionary(grouping: world.twilio.sent, by: { $0.to ?? "" })
         #expect(texts.count == 300)
         #expect(texts.values.allSatisfy { $0.count == 1 })
@@ -838,7 +840,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     /// Twilio has no idempotency key: an SMS whose answer never came (a time-out) is not sent
     /// again blindly; Twilio is asked, has it, and its log names Twilio's SID. One whose
     /// dispatcher died after the request was marked, and that Twilio never got, goes again once
-    /// Twilio says it has no such message. A 20429 (never processed) is retried.
+    /// Twilio's list has had three minutes to show it and does not. A 20429 (never processed)
+    /// is retried.
     @Test func anSMSWhoseOutcomeIsUnclearIsAskedAboutAndNeverSentTwice() async throws {
         let world = try await PreviewWorld.start(twilio: { message in
             switch message.to {
@@ -872,10 +875,16 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
              where user_id = '\(Fixture.userID(3))'
             """)
         let listings = world.twilio.listings
-        for second in ["06:17:30", "06:17:31"] {
+        _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T06:17:30Z"))
+        #expect(world.twilio.listings == listings + 1)
+        #expect(world.twilio.sent.filter { $0.to == Calls.phone(3) }.isEmpty)
+        #expect(try world.database.value("""
+            select (request_left_at is not null)::text || ' ' || last_error from notification_outbox where user_id = '\(Fixture.userID(3))'
+            """).hasPrefix("true Twilio's list does not show"))
+        for second in ["06:20:01", "06:20:02"] {
             _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T\(second)Z"))
         }
-        #expect(world.twilio.listings == listings + 1)
+        #expect(world.twilio.listings == listings + 2)
         #expect(world.twilio.sent.filter { $0.to == Calls.phone(3) }.count == 1)
         #expect(try world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "sent")
     }

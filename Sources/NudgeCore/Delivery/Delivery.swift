@@ -37,11 +37,14 @@ public struct QueuedNotification: Sendable, Equatable {
     public let requestTo: String?
     /// When that batch's shelf life ends: its emails' earliest.
     public let requestExpiresAt: Date?
+    /// For an SMS whose request left without a clear answer: from when Twilio's message list is
+    /// believed when it does not show it (nil: `TwilioClient.listShowsAfter` after it left).
+    public let requestShownBy: Date?
 
     public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
                 deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
-                requestTo: String? = nil, requestExpiresAt: Date? = nil) {
+                requestTo: String? = nil, requestExpiresAt: Date? = nil, requestShownBy: Date? = nil) {
         self.id = id
         self.type = type
         self.channel = channel
@@ -61,6 +64,7 @@ public struct QueuedNotification: Sendable, Equatable {
         self.requestKey = requestKey
         self.requestTo = requestTo
         self.requestExpiresAt = requestExpiresAt
+        self.requestShownBy = requestShownBy
     }
 
     /// The scheduled call a preview is for (seed 000): its id and the call time it was queued for.

@@ -146,12 +146,8 @@ public enum DispatchRules {
         var deliverable: [QueuedNotification] = []
         var early: [QueuedNotification] = []
         for row in rows.sorted(by: { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }) {
-            if row.attempts > maxAttempts {
-                plan.outcomes[row.id] = .failed(gaveUpPrefix + "its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
-                continue
-            }
             // An SMS whose request may have reached Twilio is settled by asking Twilio first,
-            // before anything else could make it a refusal that its job might queue again.
+            // before anything else (its attempts, a refusal that its job might queue again).
             if row.channel == "sms", let left = row.requestLeftAt {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
@@ -159,6 +155,10 @@ public enum DispatchRules {
                     planLeftSMS(row, leftAt: left, facts: facts, provider: providers[.twilio], now: now,
                                 expiry: shelfLife.expiry(of: row, calendar: calendar), into: &plan)
                 }
+                continue
+            }
+            if row.attempts > maxAttempts {
+                plan.outcomes[row.id] = .failed(gaveUpPrefix + "its last \(maxAttempts) attempts ended without a result (the dispatcher stopped while sending)")
                 continue
             }
             // An email whose batch request left was decided then: it goes again only in that batch,
@@ -539,7 +539,8 @@ public enum DispatchRules {
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)
         plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
-            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt))
+            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt,
+            shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)))
     }
 
     /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
@@ -615,4 +616,6 @@ public struct PlannedSMS: Sendable, Equatable {
     /// When an earlier request for it left without a clear answer: Twilio is asked about that
     /// one, and nothing is sent.
     public var leftAt: Date? = nil
+    /// From when Twilio's list is believed when it does not show that request.
+    public var shownBy: Date? = nil
 }

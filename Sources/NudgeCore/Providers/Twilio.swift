@@ -150,13 +150,28 @@ public final class TwilioClient: Sendable {
             return Self.classify(status: Int(head.status.code), headers: head.headers, body: answer)
         } catch {
             let why = ProviderHTTP.describe(error)
-            if Self.neverLeft(error) { return .unavailable("Twilio: \(why) (the request never left)", after: nil) }
+            if Self.neverLeft(error) { return .unavailable("Twilio: \(why)" + Self.neverLeftNote, after: nil) }
             return .unavailable("Twilio: \(why)" + Self.askedBeforeAgain, after: nil)
         }
     }
 
     /// What an SMS whose request left without a clear answer waits for.
     static let askedBeforeAgain = "; the SMS may have been sent: Twilio is asked before it goes again"
+    /// How an answer says its request never reached Twilio (no connection was made).
+    public static let neverLeftNote = " (the request never left)"
+
+    /// How long after a request left Twilio's message list is taken to show it: until then, a
+    /// list without it may only be late (the request itself may take the HTTP time-out).
+    public static let listShowsAfter: TimeInterval = 180
+    /// How long after Twilio answered a request with an error its list is taken to show it.
+    public static let listShowsAfterAnAnswer: TimeInterval = 15
+
+    /// Whether Twilio answered the request without saying whether it took it (a 5xx, a 200
+    /// without a SID), as opposed to giving no answer at all.
+    public static func answeredUnclearly(_ result: SendResult) -> Bool {
+        guard case .unavailable(let why, _) = result else { return false }
+        return why.hasPrefix("Twilio 5") || why.hasPrefix("Twilio answered")
+    }
 
     /// What Twilio's message list says of an SMS whose request left at `leftAt` without a
     /// clear answer.
@@ -165,8 +180,11 @@ public final class TwilioClient: Sendable {
         case sent(String)
         /// Twilio has no such message: the request never reached it.
         case absent
-        /// Twilio did not say (an error, no answer): why.
-        case unanswered(String)
+        /// Twilio did not say (an error, no answer): why, and its answer as a send's (a 5xx or
+        /// none: unavailable; 429: throttled; 401, 403, 404: configuration).
+        case unanswered(String, SendResult)
+        /// It was not asked: no connection was free before the batch's bound.
+        case notAsked(String)
     }
 
     /// Asks Twilio for the newest messages to the SMS's number and looks for one with its body
@@ -185,14 +203,16 @@ public final class TwilioClient: Sendable {
             do {
                 let (head, body) = try await http.exchange(request, on: client)
                 guard head.status.code == 200 else {
-                    return .unanswered("Twilio answered \(head.status.code) to the list of messages")
+                    let answer = Self.classify(status: Int(head.status.code), headers: head.headers, body: body)
+                    return .unanswered("Twilio answered \(head.status.code) to the list of messages", answer)
                 }
                 return Self.find(sms, since: leftAt.addingTimeInterval(-120), in: body)
             } catch {
-                return .unanswered("Twilio's list of messages: \(ProviderHTTP.describe(error))")
+                let why = "Twilio's list of messages: \(ProviderHTTP.describe(error))"
+                return .unanswered(why, .unavailable(why, after: nil))
             }
         }
-        return answered ?? .unanswered("Twilio: no connection was free to ask for its list of messages")
+        return answered ?? .notAsked("Twilio: no connection was free to ask for its list of messages before the batch's bound")
     }
 
     /// The message of `sms` created since `since` in a page of Twilio's message list.
@@ -208,7 +228,8 @@ public final class TwilioClient: Sendable {
             let messages: [Message]?
         }
         guard let page = try? JSONDecoder().decode(Page.self, from: body), let messages = page.messages else {
-            return .unanswered("Twilio's list of messages was not one")
+            let why = "Twilio's list of messages was not one"
+            return .unanswered(why, .unavailable(why, after: nil))
         }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

@@ -25,7 +25,7 @@ public struct UserNotifications: Sendable {
 public struct OutboxQueue: WorkSource {
     /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
     typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, Date?, String?, String?, Date?, String?, String, Date)
+                            Int, [String], Int64?, Date?, Date?, String?, String?, Date?, Date?, String?, String, Date)
 
     public typealias Item = UserNotifications
 
@@ -79,13 +79,13 @@ public struct OutboxQueue: WorkSource {
         }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
         for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, timezone, locale,
+             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, requestShownBy, timezone, locale,
              createdAt) in rows {
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
                                          deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
                                          requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo,
-                                         requestExpiresAt: requestExpiresAt)
+                                         requestExpiresAt: requestExpiresAt, requestShownBy: requestShownBy)
             if byUser.last?.0 == userID {
                 byUser[byUser.count - 1].2.append(row)
             } else {
@@ -135,7 +135,7 @@ public struct OutboxQueue: WorkSource {
             select o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                    coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, ''), coalesce(o.body, ''),
                    o.payload::text, o.attempts + 1, o.delivered_to, o.delivery_id, o.sent_at, o.request_left_at,
-                   o.request_key, o.request_to, o.request_expires_at, u.timezone, u.locale, u.created_at
+                   o.request_key, o.request_to, o.request_expires_at, o.request_shown_by, u.timezone, u.locale, u.created_at
               from (select distinct o.user_id from notification_outbox o
                      where \(unescaped: Self.open) and o.status = 'pending'
                        and coalesce(o.next_attempt_at, o.deliver_after) <= \(request.now)
@@ -281,7 +281,8 @@ private struct Claim: PostgresPreparedStatement {
             returning o.id, o.user_id, o.notification_type, o.channel, o.local_day, o.deliver_after,
                       coalesce(o.next_attempt_at, o.deliver_after) as due_at, coalesce(o.title, '') as title,
                       coalesce(o.body, '') as body, o.payload::text as payload, o.attempts, o.delivered_to,
-                      o.delivery_id, o.sent_at, o.request_left_at, o.request_key, o.request_to, o.request_expires_at
+                      o.delivery_id, o.sent_at, o.request_left_at, o.request_key, o.request_to, o.request_expires_at,
+                      o.request_shown_by
         )
         select c.*, u.timezone, u.locale, u.created_at
           from claimed c join users u on u.id = c.user_id

@@ -42,9 +42,19 @@ public struct DispatchJob: Job {
         public var emailKeys: [String?]
         /// Per SMS of the plan, Twilio's answer (nil: not asked).
         public var smsResults: [SendResult?]
-        /// Per SMS of the plan, whether Twilio said it has no message for the request that left
-        /// earlier without a clear answer (its mark goes: it is sent again as new).
-        public var smsAbsent: [Bool]
+        /// Per SMS of the plan, what becomes of its request's mark beside what its answer says.
+        public var smsMarks: [SMSMark]
+    }
+
+    /// What becomes of an SMS's mark (`request_left_at`) beside what its answer says.
+    public enum SMSMark: Sendable, Equatable {
+        /// It goes with a clear answer, and stays with any other.
+        case asAnswered
+        /// It goes though the answer is not clear: Twilio's list has no such message, or the
+        /// request never reached Twilio (it goes again as new).
+        case goes
+        /// It stays, and Twilio's list is believed from this instant (Twilio answered, unclearly).
+        case shownBy(Date)
     }
 
     /// The users' preferences, devices and deliveries; the calls and pushes their previews depend on.
@@ -130,7 +140,7 @@ public struct DispatchJob: Job {
         }
         let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
                             emailResults: plan.emails.map { _ in nil }, emailKeys: plan.emails.map { _ in nil },
-                            smsResults: plan.texts.map { _ in nil }, smsAbsent: plan.texts.map { _ in false })
+                            smsResults: plan.texts.map { _ in nil }, smsMarks: plan.texts.map { _ in .asAnswered })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -174,14 +184,14 @@ public struct DispatchJob: Job {
         }
         var results = change.change.results
         var smsResults = change.change.smsResults
-        var smsAbsent = change.change.smsAbsent
+        var smsMarks = change.change.smsMarks
         let texts = change.change.plan.texts
         if sends.count == 1 && texts.isEmpty {
             // Most users have one device and one delivery: no task of its own.
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, rows: sends[0].rows, context: context)
         } else {
             enum Sent: Sendable {
-                case push(Int, String, SendResult), sms(Int, SendResult, absent: Bool)
+                case push(Int, String, SendResult), sms(Int, SendResult, SMSMark)
             }
             await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
@@ -189,16 +199,16 @@ public struct DispatchJob: Job {
                 }
                 for (index, text) in texts.enumerated() {
                     group.addTask {
-                        let (result, absent) = await self.send(text, run: run)
-                        return .sms(index, result, absent: absent)
+                        let (result, mark) = await self.send(text, run: run)
+                        return .sms(index, result, mark)
                     }
                 }
                 for await sent in group {
                     switch sent {
                     case .push(let index, let key, let result): results[index][key] = result
-                    case .sms(let index, let result, let absent):
+                    case .sms(let index, let result, let mark):
                         smsResults[index] = result
-                        smsAbsent[index] = absent
+                        smsMarks[index] = mark
                     }
                 }
             }
@@ -206,7 +216,7 @@ public struct DispatchJob: Job {
         var done = change.change
         done.results = results
         done.smsResults = smsResults
-        done.smsAbsent = smsAbsent
+        done.smsMarks = smsMarks
         return PlannedChange(itemID: change.itemID, change: done, work: [], notifications: [], tally: change.tally)
     }
 
@@ -456,7 +466,14 @@ public struct DispatchJob: Job {
                 }
             }
             change.emailResults = change.emailResults.map { $0.map { health.interpret($0, from: .resend) } }
-            change.smsResults = change.smsResults.map { $0.map { health.interpret($0, from: .twilio) } }
+            // An SMS's unanswered request is never taken as an answer about it (an attempt): it
+            // may have been sent, and only Twilio's list settles that.
+            change.smsResults = change.smsResults.map { result in
+                result.map { result in
+                    if case .unavailable = result, health.health(.twilio).state != .down { return result }
+                    return health.interpret(result, from: .twilio)
+                }
+            }
             for case .unavailable? in change.emailResults { tally["unanswered:resend", default: 0] += 1 }
             for case .unavailable? in change.smsResults { tally["unanswered:twilio", default: 0] += 1 }
             // An email or an SMS: one request, one row.
@@ -491,16 +508,19 @@ public struct DispatchJob: Job {
     /// sending it. A request that waited for a connection and never got one did not leave: no
     /// mark, and it is tried again like any other. Also returns whether Twilio said it has no
     /// message for an earlier request (the mark goes).
-    private func send(_ text: PlannedSMS, run: RunContext) async -> (SendResult, absent: Bool) {
-        if let hold = health.hold(.twilio, rows: [text.row]) { return (.notSent(hold.reason, after: hold.after), false) }
-        guard let client = push.sms else { return (.notSent("Twilio is not configured", after: nil), false) }
+    private func send(_ text: PlannedSMS, run: RunContext) async -> (SendResult, SMSMark) {
+        if let hold = health.hold(.twilio, rows: [text.row]) { return (.notSent(hold.reason, after: hold.after), .asAnswered) }
+        guard let client = push.sms else { return (.notSent("Twilio is not configured", after: nil), .asAnswered) }
         if let left = text.leftAt { return await resolve(text, leftAt: left, through: client, run: run) }
-        guard let database = run.database else { return (.notSent("no database to record the SMS's request in", after: nil), false) }
-        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164
+        guard let database = run.database else {
+            return (.notSent("no database to record the SMS's request in", after: nil), .asAnswered)
+        }
+        // The mark is on the run's clock, as the time Twilio's list is read against.
+        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164, leaving = run.clock
         @Sendable func mark(on connection: PostgresConnection) async throws -> Bool {
             try await database.bounded(connection) {
                 let rows = try await connection.query("""
-                    update notification_outbox set request_left_at = now(), request_to = \(number)
+                    update notification_outbox set request_left_at = \(leaving.now()), request_to = \(number)
                      where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
                     returning id
                     """, logger: logger)
@@ -523,32 +543,63 @@ public struct DispatchJob: Job {
             }
         }
         health.record(result, from: .twilio, device: number)
-        return (result, false)
+        // A request that never reached Twilio (no connection was made) leaves no question; one
+        // Twilio answered unclearly is over, and its list soon shows whether Twilio took it.
+        if case .unavailable(let why, _) = result, why.hasSuffix(TwilioClient.neverLeftNote) { return (result, .goes) }
+        if TwilioClient.answeredUnclearly(result) {
+            return (result, .shownBy(run.clock.now().addingTimeInterval(TwilioClient.listShowsAfterAnAnswer)))
+        }
+        return (result, .asAnswered)
     }
 
     /// Asks Twilio whether it has the message of an SMS whose request left at `leftAt` without a
-    /// clear answer: found, it was sent (its SID); absent, it goes again as new, due now; no
-    /// answer, it waits (its mark kept), and fails as of unknown outcome once its shelf life has
-    /// ended. An answer of either kind tells that Twilio is there.
+    /// clear answer: found (or a status callback for its row already came), it was sent;
+    /// absent once the list has had time to show it (`TwilioClient.listShowsAfter`), it goes
+    /// again as new, due now, its mark gone; absent before that, or no answer, it waits (its
+    /// mark kept), and fails as of unknown outcome once its shelf life has ended. A list's
+    /// answer says nothing of whether Twilio takes messages: only one it could not give is
+    /// recorded for Twilio's health.
     private func resolve(_ text: PlannedSMS, leftAt: Date, through client: TwilioClient,
-                         run: RunContext) async -> (SendResult, absent: Bool) {
-        let number = text.request.to.e164, left = leftAt.formatted(.iso8601)
+                         run: RunContext) async -> (SendResult, SMSMark) {
+        let left = leftAt.formatted(.iso8601)
+        if let sid = await earlyStatus(of: text.row, run: run) { return (.delivered(providerID: sid), .asAnswered) }
         switch await client.find(text.request, leftAt: leftAt) {
         case .sent(let sid):
-            let sent = SendResult.delivered(providerID: sid)
-            health.record(sent, from: .twilio, device: number)
-            return (sent, false)
+            return (.delivered(providerID: sid), .asAnswered)
         case .absent:
-            // (Twilio answered: for its health, as a request it took.)
-            health.record(.delivered(providerID: ""), from: .twilio, device: number)
-            return (.notSent("Twilio has no message for its request that left at \(left): it goes again", after: 0), true)
-        case .unanswered(let why):
-            let unanswered = SendResult.unavailable("its request left at \(left) without a clear answer; \(why)", after: nil)
-            health.record(unanswered, from: .twilio, device: number)
-            guard run.now < text.expiresAt else {
-                return (.rejected(TwilioClient.unknownOutcome("its request left at \(left); \(why), until its shelf life ended")), false)
+            let trusted = text.shownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)
+            let now = run.clock.now()
+            guard now >= trusted else {
+                return (.notSent("Twilio's list does not show its request that left at \(left) yet; asked again",
+                                 after: max(1, trusted.timeIntervalSince(now))), .asAnswered)
             }
-            return (unanswered, false)
+            return (.notSent("Twilio has no message for its request that left at \(left): it goes again", after: 0), .goes)
+        case .notAsked(let why):
+            return (.notSent(why, after: 1), .asAnswered)
+        case .unanswered(let why, let answer):
+            health.record(answer, from: .twilio, device: text.request.to.e164)
+            guard run.now < text.expiresAt else {
+                return (.rejected(TwilioClient.unknownOutcome("its request left at \(left); \(why), until its shelf life ended")),
+                        .asAnswered)
+            }
+            return (.unavailable("its request left at \(left) without a clear answer; \(why)", after: nil), .asAnswered)
+        }
+    }
+
+    /// The SID of a status callback Twilio already sent for the row's SMS (kept in
+    /// `sms_status_early` until its log is written): proof that Twilio has it.
+    private func earlyStatus(of row: Int64, run: RunContext) async -> String? {
+        guard let database = run.database else { return nil }
+        let logger = run.logger
+        return try? await database.withConnection { connection in
+            try await database.bounded(connection) {
+                let rows = try await connection.query("""
+                    select message_sid from sms_status_early where outbox_id = \(row) and message_sid <> '' order by received_at limit 1
+                    """, logger: logger)
+                var sid: String?
+                for try await found in rows.decode(String.self) { sid = found }
+                return sid
+            }
         }
     }
 
@@ -587,7 +638,8 @@ public struct DispatchJob: Job {
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
         func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, request: String? = nil) -> String? {
+                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownBy: Date? = nil,
+                          request: String? = nil) -> String? {
             // An email that left in a batch request retries on that request's jitter: the batch
             // comes due, and is claimed and sent again, together.
             let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
@@ -597,7 +649,7 @@ public struct DispatchJob: Job {
                                             waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
-                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest)
+                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownBy: shownBy)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
@@ -678,12 +730,15 @@ public struct DispatchJob: Job {
                 case .sms(let index):
                     // The request's mark stays while Twilio's answer leaves open whether it was sent.
                     let keep: Bool
-                    switch change.smsResults[index] {
-                    case .delivered?, .rejected?, .configuration?, .throttled?, .invalidToken?: keep = false
-                    default: keep = !change.smsAbsent[index]
+                    switch (change.smsResults[index], change.smsMarks[index]) {
+                    case (.delivered?, _), (.rejected?, _), (.configuration?, _), (.throttled?, _), (.invalidToken?, _), (_, .goes):
+                        keep = false
+                    default:
+                        keep = true
                     }
+                    let shownBy: Date? = if case .shownBy(let instant) = change.smsMarks[index] { instant } else { nil }
                     settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
-                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep)
+                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep, shownBy: shownBy)
                     if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
                         optedOut.append((change.plan.texts[index].request.to.e164, row.id))
                     }
@@ -717,7 +772,7 @@ public struct DispatchJob: Job {
                         releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
                     }
                     updates.add(row, status: "pending", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true)
+                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == "sms")
                 case .failed(let reason):
                     updates.add(row, status: "failed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: reason, attemptUndone: false)
@@ -748,9 +803,11 @@ public struct DispatchJob: Job {
         let forgetting = updates.ids.indices.filter { updates.forgetRequest[$0] }.map { updates.ids[$0] }
         writes.step("outbox_rows", """
             with carrying as (
-                select id, request_key, status = 'sending' and claimed_by = \(run.claim) and id = any(\(forgetting)) as mine
+                select id, request_key,
+                       coalesce(status = 'sending' and claimed_by = \(run.claim) and id = any(\(forgetting)), false) as mine
                   from notification_outbox
                  where request_key in (select request_key from notification_outbox where id = any(\(forgetting)))
+                 order by id
                    for update
             ), forgotten as (
                 select id from carrying
@@ -777,12 +834,14 @@ public struct DispatchJob: Job {
                    request_to = case when o.id in (select id from forgotten)
                                           or (o.channel = 'sms' and not (v.keep_next or v.keep_request)) then null
                                      else o.request_to end,
-                   request_expires_at = case when o.id in (select id from forgotten) then null else o.request_expires_at end
+                   request_expires_at = case when o.id in (select id from forgotten) then null else o.request_expires_at end,
+                   request_shown_by = case when v.keep_next or v.keep_request
+                                           then coalesce(nullif(v.shown_by, \(never)), o.request_shown_by) end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor),
-                          \(updates.keepRequest))
+                          \(updates.keepRequest), \(updates.shownBy))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
-                        keep_request)
+                        keep_request, shown_by)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             returning o.id
             """)
@@ -993,6 +1052,8 @@ private struct RowUpdates {
     var forgetRequest: [Bool] = []
     /// Whether an SMS row keeps the mark of a request that left without a clear answer.
     var keepRequest: [Bool] = []
+    /// From when Twilio's list is believed about that request (the epoch: as it was).
+    var shownBy: [Date] = []
 
     /// The row at `index` put back due at `instant` rather than when it was.
     mutating func dueNow(at index: Int, _ instant: Date) {
@@ -1002,7 +1063,7 @@ private struct RowUpdates {
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
                       sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
-                      forgetRequest: Bool = false, keepRequest: Bool = false) {
+                      forgetRequest: Bool = false, keepRequest: Bool = false, shownBy: Date? = nil) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status)
@@ -1016,6 +1077,7 @@ private struct RowUpdates {
         self.waitingFor.append(waitingFor?.rawValue ?? "")
         self.forgetRequest.append(forgetRequest)
         self.keepRequest.append(keepRequest)
+        self.shownBy.append(shownBy ?? never)
     }
 }
 
