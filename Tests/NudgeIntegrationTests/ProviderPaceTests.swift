@@ -1,7 +1,54 @@
 import Foundation
 import Logging
+import NudgeStandIns
 import Testing
 @testable import NudgeCore
+
+/// Logs every slot a reservation takes, as the database hands it out: a trigger keeps each new
+/// value of `provider_pace.next_slot` (the slot taken, plus the interval).
+private func logSlots(_ database: TestDatabase) throws {
+    try database.psql("""
+        create table pace_log (provider text not null, next_slot timestamptz not null);
+        create function log_pace() returns trigger language plpgsql as $$
+        begin
+            insert into pace_log values (new.provider, new.next_slot);
+            return new;
+        end $$;
+        create trigger log_pace after insert or update on provider_pace for each row execute function log_pace();
+        """)
+}
+
+/// The slots `provider` handed out, in seconds after the first, in order.
+private func slots(_ database: TestDatabase, _ provider: String) throws -> [Double] {
+    try database.psql("""
+        select extract(epoch from next_slot - min(next_slot) over ()) from pace_log where provider = '\(provider)' order by next_slot
+        """).split(separator: "\n").compactMap { Double($0) }
+}
+
+/// Instants as seconds after the first of them, in order.
+private func seconds(_ instants: [ContinuousClock.Instant]) -> [Double] {
+    let sorted = instants.sorted()
+    return sorted.map { (sorted[0].duration(to: $0)).seconds }
+}
+
+/// The most of `times` (seconds, in order) inside any window of `window` seconds, `[t, t + window)`.
+private func mostInAnyWindow(_ times: [Double], _ window: Double) -> Int {
+    var most = 0, first = 0
+    for (last, time) in times.enumerated() {
+        while time - times[first] >= window { first += 1 }
+        most = max(most, last - first + 1)
+    }
+    return most
+}
+
+/// How the tests judge what a provider's stand-in saw. The slots are exact (the database hands
+/// them out an interval apart); a request reaches the stand-in a little after its slot: the
+/// wake-up, for an email the statement that marks its rows as leaving, the loopback. The slots of
+/// `limit + 1` requests span the window and its allowance (Resend: 1.05 s for 3), so the
+/// stand-in's arrivals are judged in windows 100 ms shorter than
+/// the provider's second: two requests may reach it up to 100 ms (plus the allowance) more
+/// unevenly late than their slots, as on a loaded two-core machine, and no more.
+private let arrivalTolerance = 0.1
 
 @Suite(.serialized) struct ProviderPaceTests {
     /// Two processes (two pools, so two connections) take their turns from one row: one sequence
@@ -58,5 +105,60 @@ import Testing
         let serve = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-A", "-t", serveURL, "-c", "select count(*) from provider_pace"])
         #expect(serve.status != 0)
         #expect(serve.stderr.contains("permission denied"), "\(serve.stderr)")
+    }
+
+    /// Two dispatchers, three lanes each, on the two shards of 600 users' emails, at
+    /// RESEND_REQUESTS_PER_SECOND=2: their batch requests (30 emails each, ten or so per
+    /// dispatcher) took slots at most 2 in any second between them, and the Resend stand-in saw
+    /// them so (`arrivalTolerance`). Six lanes sending at once ask for more turns than 2 seconds
+    /// hold (four): the requests whose turn was further went back to the outbox without spending
+    /// an attempt, and went again. Every email was sent exactly once.
+    @Test func twoDispatchersOnTwoShardsKeepResendsRateTogether() async throws {
+        let database = try await TestDatabase.fresh()
+        try logSlots(database)
+        let stand = try await ResendStandIn.start()
+        defer { Task { await stand.resend.shutdown() } }
+        try database.psql("""
+            insert into users (id, timezone, locale, created_at, email)
+            select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01', 'user' || n || '@example.test' from generate_series(1, 600) n;
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
+                                             body, payload)
+            select 'test:' || id || ':email', 'test', id, current_date, 'weekly_digest', 'email', now() - interval '1 second',
+                   'Your week', 'You walked 52,000 steps.', '{"email_type":"weekly_digest","html":"<p>52,000 steps</p>","tags":{}}'
+              from users;
+            """)
+        var environment = stand.environment
+        environment["RESEND_REQUESTS_PER_SECOND"] = "2"
+        // Draining (no --now): a request refused its turn goes again a second later in the same run.
+        let runs = try ["0/2", "1/2"].map { shard in
+            try database.startNudge(["run", "dispatch", "--shard", shard, "--lanes", "3", "--batch-size", "30", "--drain-seconds", "55",
+                                     "--json"], environment: environment)
+        }
+        var waited = 0
+        for run in runs {
+            let result = await run.finished()
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            let summary = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            waited += (summary?["tally"] as? [String: Int])?["waiting"] ?? 0
+        }
+
+        #expect(try database.psql("select status, attempts, count(*) from notification_outbox group by 1, 2") == "sent|1|600")
+        let sent = stand.resend.sent
+        #expect(sent.count == 600)
+        #expect(Set(sent.flatMap(\.to)).count == 600)
+        #expect(try database.count("select count(*) from email_logs") == 600)
+        // Both dispatchers sent, in several requests each.
+        #expect(try database.count("select count(distinct run_id) from notification_logs") == 2)
+        let requests = stand.resend.requestCount
+        #expect(requests >= 20)
+        // Emails of requests refused their turn, which waited (no attempt spent: above).
+        #expect(waited > 0)
+
+        let taken = try slots(database, "resend")
+        #expect(taken.count >= requests)
+        #expect(mostInAnyWindow(taken, 1.0) <= 2, "\(taken)")
+        let arrived = seconds(stand.resend.arrivals)
+        #expect(arrived.count == requests)
+        #expect(mostInAnyWindow(arrived, 1.0 - arrivalTolerance) <= 2, "\(arrived)")
     }
 }
