@@ -44,8 +44,8 @@ private func mostInAnyWindow(_ times: [Double], _ window: Double) -> Int {
 /// How the tests judge what a provider's stand-in saw. The slots are exact (the database hands
 /// them out an interval apart); a request reaches the stand-in a little after its slot: the
 /// wake-up, for an email the statement that marks its rows as leaving, the loopback. The slots of
-/// `limit + 1` requests span the window and its allowance (Resend: 1.05 s for 3), so the
-/// stand-in's arrivals are judged in windows 100 ms shorter than
+/// `limit + 1` requests span the window and its allowance (Resend: 1.05 s for 3; the LLM: 1.004 s
+/// for 11 at 600 a minute), so the stand-in's arrivals are judged in windows 100 ms shorter than
 /// the provider's second: two requests may reach it up to 100 ms (plus the allowance) more
 /// unevenly late than their slots, as on a loaded two-core machine, and no more.
 private let arrivalTolerance = 0.1
@@ -160,5 +160,42 @@ private let arrivalTolerance = 0.1
         let arrived = seconds(stand.resend.arrivals)
         #expect(arrived.count == requests)
         #expect(mostInAnyWindow(arrived, 1.0 - arrivalTolerance) <= 2, "\(arrived)")
+    }
+
+    /// Two LLM clients, as two push-trigger processes, each with its own pool and 15 calls at
+    /// once, at NUDGE_LLM_REQUESTS_PER_MINUTE=600: between them at most 10 requests in any
+    /// second (so at most 600 in any minute), where each alone would have sent 10.
+    @Test func twoLLMClientsSharingTheDatabaseKeepTheRequestsPerMinuteTogether() async throws {
+        let database = try await TestDatabase.fresh()
+        try logSlots(database)
+        let server = try await StandInLLM.start { _ in (.reply(#"{"title": "t", "body": "b"}"#), .zero) }
+        defer { Task { await server.shutdown() } }
+        let configuration = LLMConfiguration(provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
+                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 600)
+        try await withThrowingTaskGroup(of: Void.self) { processes in
+            for _ in 0..<2 {
+                processes.addTask {
+                    try await database.withDatabase { db in
+                        try await LLMClient.with(configuration, concurrency: 15) { llm in
+                            let pace = llm.sharedPace(db, logger: db.logger)
+                            try await withThrowingTaskGroup(of: Void.self) { calls in
+                                for _ in 0..<15 {
+                                    calls.addTask { _ = try await llm.complete(prompt: "Say hello", pace: pace, logger: db.logger) }
+                                }
+                                try await calls.waitForAll()
+                            }
+                        }
+                    }
+                }
+            }
+            try await processes.waitForAll()
+        }
+
+        #expect(server.requests.count == 30)
+        let taken = try slots(database, "anthropic")
+        #expect(taken.count == 30)
+        #expect(mostInAnyWindow(taken, 1.0) <= 10, "\(taken)")
+        let arrived = seconds(server.requests.map(\.receivedAt))
+        #expect(mostInAnyWindow(arrived, 1.0 - arrivalTolerance) <= 10, "\(arrived)")
     }
 }
