@@ -64,6 +64,9 @@ public final class StandInResend: Sendable {
     public var requests: [Email] { state.log.withLock { $0.requests } }
     /// How many HTTP requests came (a batch is one).
     public var requestCount: Int { state.log.withLock { $0.httpRequests } }
+    /// When each of those requests had arrived whole, on this process's clock (in the order they
+    /// were answered: sort them for the order they came in).
+    public var arrivals: [ContinuousClock.Instant] { state.log.withLock { $0.arrivals } }
 
     final class State: Sendable {
         struct Log {
@@ -71,6 +74,7 @@ public final class StandInResend: Sendable {
             var requests: [Email] = []
             var attempts: [String: Int] = [:]
             var httpRequests = 0
+            var arrivals: [ContinuousClock.Instant] = []
             /// Per idempotency key: the body and the answer given.
             var keys: [String: (body: Data, answer: Data)] = [:]
         }
@@ -114,7 +118,10 @@ public final class StandInResend: Sendable {
         guard let agent = request.headers["user-agent"], !agent.isEmpty else {
             return error(403, "validation_error", "The request is missing a User-Agent header.")
         }
-        state.log.withLock { $0.httpRequests += 1 }
+        state.log.withLock { log in
+            log.httpRequests += 1
+            log.arrivals.append(request.receivedAt)
+        }
         let key = request.headers["idempotency-key"]
         if let key, key.isEmpty || key.count > 256 {
             return error(400, "invalid_idempotency_key", "The key must be between 1-256 chars.")

@@ -223,27 +223,6 @@ private let logger = Logger(label: "test")
     }
 }
 
-@Suite struct RateLimiterTests {
-    @Test func neverLetsMoreThanTheLimitIntoAWindow() async throws {
-        let limiter = RateLimiter(limit: 4, per: .milliseconds(300))
-        let times = try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
-            for _ in 0..<12 {
-                group.addTask {
-                    try await limiter.acquire()
-                    return .now
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        let sorted = times.sorted()
-        for (index, time) in sorted.enumerated() where index + 4 < sorted.count {
-            #expect(sorted[index + 4] - time >= .milliseconds(300))
-        }
-        // Bursts: the first four go at once.
-        #expect(sorted[3] - sorted[0] < .milliseconds(100))
-    }
-}
-
 @Suite struct LLMMeterTests {
     private let user = UUID()
 

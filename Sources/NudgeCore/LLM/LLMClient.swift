@@ -29,14 +29,16 @@ public enum LLMError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 }
 
-/// Calls the configured LLM over HTTP: one request per prompt, paced by the run's rate limiter,
-/// each attempt bounded as a whole (connection, head and body), retried with exponential backoff
-/// and jitter on 408, 429, 500, 502, 503, 504, 529, time-outs and lost connections (honouring
-/// `retry-after`), never on another 4xx.
+/// Calls the configured LLM over HTTP: one request per prompt, each attempt on its turn under
+/// `NUDGE_LLM_REQUESTS_PER_MINUTE` (shared by every process through the database, `sharedPace`),
+/// bounded as a whole (connection, head and body), retried with exponential backoff and jitter on
+/// 408, 429, 500, 502, 503, 504, 529, time-outs and lost connections (honouring `retry-after`),
+/// never on another 4xx.
 public final class LLMClient: Sendable {
     public let configuration: LLMConfiguration
     private let httpClient: HTTPClient
-    private let limiter: RateLimiter
+    /// This process's own pace, for a client used without a database.
+    private let localPace: LocalPace
 
     static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504, 529]
     /// A `retry-after` longer than this fails the call instead of stalling the run.
@@ -46,7 +48,23 @@ public final class LLMClient: Sendable {
         self.configuration = configuration
         httpClient = try ProviderHTTP(extraTrustedRoots: configuration.extraTrustedRoots, timeout: configuration.timeout)
             .makeClient(http2: false, connectionsPerHost: max(8, concurrency))
-        limiter = RateLimiter(limit: configuration.requestsPerMinute)
+        localPace = LocalPace(interval: Self.paceInterval(requestsPerMinute: configuration.requestsPerMinute))
+    }
+
+    /// How much more unevenly late than their slots two requests may reach the provider: the
+    /// slots of `requestsPerMinute` + 1 requests span 60.25 s, so that jitter in the time requests
+    /// take to arrive cannot put one more than the limit inside one of the provider's minutes.
+    static let arrivalAllowance: Duration = .milliseconds(250)
+
+    /// The time between two of the LLM's slots at `requestsPerMinute`.
+    static func paceInterval(requestsPerMinute: Int) -> Duration {
+        PaceSpacing.interval(limit: requestsPerMinute, per: .seconds(60), allowance: arrivalAllowance)
+    }
+
+    /// The pace every process shares through `database` (the provider's row of `provider_pace`:
+    /// `anthropic` or `openai`): the rate is the account's, however many shards and runs call it.
+    public func sharedPace(_ database: Database, logger: Logger) -> SharedPace {
+        SharedPace(provider: configuration.provider.rawValue, interval: localPace.interval, database: database, logger: logger)
     }
 
     /// A client for the length of `body`, shut down on every path out of it.
@@ -64,7 +82,11 @@ public final class LLMClient: Sendable {
         return result
     }
 
-    public func complete(prompt: String, logger: Logger) async throws -> LLMReply {
+    /// The model's reply to `prompt`. Each attempt waits for its turn under `pace` (a run's:
+    /// `sharedPace`; without one, this process's own); a 429's `retry-after` holds every request
+    /// of that pace.
+    public func complete(prompt: String, pace: (any ProviderPace)? = nil, logger: Logger) async throws -> LLMReply {
+        let pace = pace ?? localPace
         let wire = LLMWireFormat.request(prompt: prompt, configuration: configuration)
         var request = HTTPClientRequest(url: configuration.baseURL + wire.path)
         request.method = .POST
@@ -74,7 +96,9 @@ public final class LLMClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            try await limiter.acquire()
+            if let wait = try await pace.reserve(within: nil), wait > .zero {
+                try await Task.sleep(for: wait)
+            }
             let failure: LLMError
             var retryAfter: Duration?
             switch try await send(request, attempt: attempt) {
@@ -93,8 +117,10 @@ public final class LLMClient: Sendable {
             }
             let delay = max(retryAfter ?? .zero, backoff(afterAttempt: attempt))
             if let retryAfter, Self.code(of: failure) == 429 {
-                // The account is over its limit: every concurrent call waits, not just this one.
-                await limiter.hold(until: ContinuousClock.now + retryAfter)
+                // The account is over its limit: every call waits, not just this one, in every
+                // process that shares the pace (a hold that cannot be written, logged, still
+                // leaves this call its own wait).
+                try? await pace.hold(for: retryAfter)
             }
             logger.warning("LLM call failed; retrying", metadata: [
                 LogKey.reason: "\(failure)", "nudge.llm_attempt": "\(attempt)", "nudge.llm_retry_in": "\(delay)",

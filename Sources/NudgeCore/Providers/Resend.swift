@@ -1,9 +1,9 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
-import Synchronization
 
 /// Resend, the email API (seed 003 Feature 7).
 ///
@@ -88,12 +88,18 @@ public final class ResendClient: Sendable {
     let configuration: ResendConfiguration
     private let http: ProviderHTTP
     private let client: HTTPClient
-    private let pace: SendPace
+    /// This process's own pace, for a client used without a database; a run paces through the
+    /// database (`sharedPace`).
+    private let localPace: LocalPace
     private let slots: ProviderSlots
 
     /// How long a send may wait for its turn under the rate limit; longer, and the email waits
     /// in the outbox instead (without spending an attempt).
     static let longestWaitForTurn: Duration = .seconds(2)
+    /// How much more unevenly late than their slots two requests may reach Resend: the slots of
+    /// `RESEND_REQUESTS_PER_SECOND` + 1 requests span 1.05 s, so that they never make one more
+    /// than the rate in a second of Resend's.
+    static let arrivalAllowance: Duration = .milliseconds(50)
     /// How long the daily or monthly quota holds every email when Resend does not say.
     static let quotaPause: TimeInterval = 3600
     static let userAgent = "nudge/1.0 (+https://github.com/nudge)"
@@ -104,8 +110,19 @@ public final class ResendClient: Sendable {
         self.configuration = configuration
         self.http = http
         client = try http.makeClient(http2: false, connectionsPerHost: configuration.connections)
-        pace = SendPace(perSecond: configuration.requestsPerSecond)
+        localPace = LocalPace(interval: Self.paceInterval(requestsPerSecond: configuration.requestsPerSecond))
         slots = ProviderSlots(limit: configuration.connections)
+    }
+
+    /// The time between two of Resend's slots at `requestsPerSecond`.
+    static func paceInterval(requestsPerSecond: Int) -> Duration {
+        PaceSpacing.interval(limit: requestsPerSecond, per: .seconds(1), allowance: arrivalAllowance)
+    }
+
+    /// The pace every dispatcher shares through `database` (its row `resend` of `provider_pace`):
+    /// `RESEND_REQUESTS_PER_SECOND` is the team's rate, whatever the number of processes sending.
+    public func sharedPace(_ database: Database, logger: Logger) -> SharedPace {
+        SharedPace(provider: "resend", interval: localPace.interval, database: database, logger: logger)
     }
 
     public func shutdown() async {
@@ -152,19 +169,27 @@ public final class ResendClient: Sendable {
     /// Sends up to `batchLimit` emails in one request (`POST /emails/batch`, permissive
     /// validation: an email Resend refuses fails alone) under `key`; each email's answer, in
     /// order. Resend sends nothing twice for one key and body within 24 hours: a request sent
-    /// again, after a time-out or a crash, carries the same key and the same emails. `leaving`
-    /// runs once the request has its turn and a connection, just before it is written: it records
-    /// the batch's rows as having left, or answers why it must not go (Resend found down
-    /// meanwhile, the claim on the rows ended); nothing leaves then.
-    public func sendBatch(_ emails: [EmailRequest], key: String,
+    /// again, after a time-out or a crash, carries the same key and the same emails. The request
+    /// takes its turn under `pace` (a run's: `sharedPace`; without one, this process's own) and
+    /// does not leave when its turn is more than `longestWaitForTurn` away. `leaving` runs once the
+    /// request has its turn and a connection, just before it is written: it records the batch's
+    /// rows as having left, or answers why it must not go (Resend found down meanwhile, the claim
+    /// on the rows ended); nothing leaves then.
+    public func sendBatch(_ emails: [EmailRequest], key: String, pace: (any ProviderPace)? = nil,
                           leaving: @Sendable () async -> SendResult? = { nil }) async -> [SendResult] {
         guard !emails.isEmpty else { return [] }
-        if let wait = pace.reserve(within: Self.longestWaitForTurn) {
-            if wait > .zero { try? await Task.sleep(for: wait) }
-        } else {
+        let turn: Duration?
+        do {
+            turn = try await (pace ?? localPace).reserve(within: Self.longestWaitForTurn)
+        } catch {
+            let held = SendResult.notSent("Resend: \(describe(error))", after: 1)
+            return emails.map { _ in held }
+        }
+        guard let turn else {
             let held = SendResult.notSent("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now", after: 1)
             return emails.map { _ in held }
         }
+        if turn > .zero { try? await Task.sleep(for: turn) }
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/emails/batch")
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(configuration.apiKey)")
@@ -271,30 +296,6 @@ public final class ResendClient: Sendable {
         default:
             // 400, 409 (the key used for another email), 422, 451: this email fails, with Resend's words.
             return .rejected(text)
-        }
-    }
-}
-
-/// Spaces requests evenly at a rate per second, shared by every task of a run: each takes the
-/// next free slot, or none when that slot is further away than it may wait.
-final class SendPace: Sendable {
-    private let interval: Duration
-    private let next = Mutex(ContinuousClock.now)
-
-    init(perSecond: Int) {
-        interval = .seconds(1) / max(1, perSecond)
-    }
-
-    /// How long to wait for a slot, which is then taken; nil (nothing taken) when the wait
-    /// would be longer than `limit`.
-    func reserve(within limit: Duration) -> Duration? {
-        next.withLock { next in
-            let now = ContinuousClock.now
-            let slot = max(next, now)
-            let wait = now.duration(to: slot)
-            guard wait <= limit else { return nil }
-            next = slot + interval
-            return wait
         }
     }
 }

@@ -296,8 +296,8 @@ public struct RunContext: Sendable {
     /// How many items of a batch `complete` may work on at once (`--concurrency`).
     public let concurrency: Int
     /// The run's database, for a job's outside step that keeps state of its own there (dispatch's
-    /// provider tokens); the batch's reads and writes go through the runner. Nil for decisions
-    /// made outside a run (tests of the rules).
+    /// provider tokens, the providers' shared pace); the batch's reads and writes go through the
+    /// runner. Nil for decisions made outside a run (tests of the rules).
     public internal(set) var database: Database? = nil
     /// The batch's page number in the run, across lanes.
     public internal(set) var pageID: Int64 = 0

@@ -339,7 +339,10 @@ public struct PushTriggerJob: Job {
             throw UserSkip("the user's window closed at \(JobRunner<Self>.timestamp(dueUntil)) before the LLM could be asked; not pushed")
         }
         try await meter.admit()
-        let reply = try await llm.complete(prompt: push.prompt, logger: logger)
+        // NUDGE_LLM_REQUESTS_PER_MINUTE is the account's: every shard and run takes its turns
+        // from the database's one pace.
+        let pace = run.database.map { llm.sharedPace($0, logger: logger) }
+        let reply = try await llm.complete(prompt: push.prompt, pace: pace, logger: logger)
         // The rate limit, retries and the call itself take time: the push must still be due.
         if let dueUntil = push.dueUntil, run.clock.now() >= dueUntil {
             let reason = "the user's window closed at \(JobRunner<Self>.timestamp(dueUntil)) while the LLM was writing; not pushed"
