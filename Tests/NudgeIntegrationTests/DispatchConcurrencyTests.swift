@@ -268,3 +268,46 @@ private struct SlowFactsDispatch: Job {
         #expect(renewed.count == 2 && renewed.values.allSatisfy { $0 })
     }
 }
+
+/// The database cut off under a dispatcher's lanes while their pushes are on the wire.
+@Suite(.serialized) struct DispatchLaneFailureTests {
+    /// Every connection of the database is cut as the first push reaches APNs, with four lanes
+    /// sending: each lane's batch already sent is written once more on a fresh connection (its
+    /// pushes are not sent again once its claims lapse), each lane ends on its own error without
+    /// cutting the others' sends, and the next run sends what was left. Every device gets its
+    /// push exactly once, and every row ends sent.
+    @Test func aLostConnectionEndsEachLaneAloneAndItsSentBatchIsWritten() async throws {
+        let database = try await TestDatabase.fresh()
+        let cut = Mutex(false)
+        let push = try await PushStandIns.start(apns: { _ in
+            let first = cut.withLock { cut in
+                defer { cut = true }
+                return !cut
+            }
+            if first {
+                _ = try? database.psql("""
+                    select count(pg_terminate_backend(pid)) from pg_stat_activity
+                     where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
+                    """)
+            }
+            return .accept
+        })
+        defer { Task { await push.shutdown() } }
+        try queueForMany(database, users: 160, perUser: 1, at: "2026-03-10T12:00:00Z")
+        do {
+            _ = try await dispatch(database, environment: push.environment, at: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, lanes: 4)
+        } catch {
+            // The run ends on the lanes' error (exit 1); what its lanes sent is written.
+        }
+        #expect(cut.withLock { $0 })
+        let statuses = try database.psql("select status, count(*) from notification_outbox group by 1")
+        #expect(try database.count("select count(*) from notification_outbox where status = 'sending'") == 0, "\(statuses)")
+        let again = try await dispatch(database, environment: push.environment, at: ISO8601DateFormatter().date(from: "2026-03-10T12:01:30Z")!, lanes: 4)
+        #expect(again.exitCode == 0, "\(again)")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|160")
+        let perDevice = Dictionary(grouping: push.apns.requests, by: \.deviceToken)
+        #expect(perDevice.count == 160)
+        #expect(perDevice.values.allSatisfy { $0.count == 1 })
+        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 160)
+    }
+}

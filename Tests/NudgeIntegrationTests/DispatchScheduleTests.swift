@@ -9,9 +9,10 @@ func jobDefinition(_ name: String) -> JobDefinition {
     try! JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).definition(named: name)!
 }
 
-/// Runs dispatch in this process at `now`, as cron would start it at that minute.
+/// Runs dispatch in this process at `now`, as cron would start it at that minute (with as many
+/// connections as `nudge run` opens for its lanes).
 func dispatch(_ database: TestDatabase, environment: [String: String], at now: Date, lanes: Int = 1) async throws -> RunSummary {
-    try await database.withDatabase { db in
+    try await database.withDatabase(connections: max(4, lanes + 2)) { db in
         try await DeliveryServices.with(Environment(environment), dryRun: false) { push in
             var options = RunOptions(now: now, nowIsExplicit: true, batchSize: 50, concurrency: 50)
             options.lanes = lanes

@@ -374,31 +374,42 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     /// A queue drained by `options.lanes` batch loops at once, each on its own connection (the
-    /// first on the run's): as many dispatchers in one process, sharing the run's counts. The
-    /// run ends as the most serious of its lanes' ends.
+    /// first on the run's): as many dispatchers in one process, sharing the run's counts. A lane
+    /// that meets an error it cannot isolate (its connection lost) ends on it alone, its batch's
+    /// sends done and written (`sendAfterSends`), while the others drain as they would; the run
+    /// then ends as the most serious of its lanes' ends, an error first.
     private func runLanes(context: RunContext, loop: LoopSettings,
                           first: BoundedConnection) async throws -> (RunStatus, String?, BatchLoopState) {
-        let ends = try await withThrowingTaskGroup(of: (RunStatus, String?, BatchLoopState).self) { group in
+        let ends = await withTaskGroup(of: (RunStatus, String?, BatchLoopState).self) { group in
             for lane in 0..<options.lanes {
                 group.addTask {
                     var laneContext = context
                     laneContext.logger[metadataKey: LogKey.lane] = "\(lane)"
                     let ownContext = laneContext
-                    if lane == 0 {
+                    /// The lane's end: how its loop ended, or the error it ended on.
+                    @Sendable func drain(on db: BoundedConnection) async -> (RunStatus, String?, BatchLoopState) {
                         var state = BatchLoopState(after: nil)
-                        let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: first)
-                        return (status, message, state)
+                        do {
+                            let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: db)
+                            return (status, message, state)
+                        } catch {
+                            ownContext.logger.error("lane ended on an error; the other lanes go on",
+                                                    metadata: [LogKey.reason: "\(describe(error))"])
+                            return (.aborted, describe(error), state)
+                        }
                     }
-                    return try await database.withConnection { connection in
-                        var state = BatchLoopState(after: nil)
-                        let db = BoundedConnection(connection: connection, database: database)
-                        let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: db)
-                        return (status, message, state)
+                    if lane == 0 { return await drain(on: first) }
+                    do {
+                        return try await database.withConnection { connection in
+                            await drain(on: BoundedConnection(connection: connection, database: database))
+                        }
+                    } catch {
+                        return (.aborted, "no connection for the lane: \(describe(error))", BatchLoopState(after: nil))
                     }
                 }
             }
             var ends: [(RunStatus, String?, BatchLoopState)] = []
-            for try await end in group { ends.append(end) }
+            for await end in group { ends.append(end) }
             return ends
         }
         var merged = BatchLoopState(after: nil)
@@ -408,7 +419,7 @@ public struct JobRunner<J: Job>: Sendable {
             merged.stop = merged.stop ?? state.stop
             merged.interrupted = merged.interrupted || state.interrupted
         }
-        let order: [RunStatus] = [.interrupted, .paused, .stopped, .succeeded]
+        let order: [RunStatus] = [.aborted, .interrupted, .paused, .stopped, .succeeded]
         let worst = ends.min { order.firstIndex(of: $0.0) ?? 0 < order.firstIndex(of: $1.0) ?? 0 }!
         return (worst.0, worst.1, merged)
     }
@@ -546,7 +557,7 @@ public struct JobRunner<J: Job>: Sendable {
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count - laterIDs.count,
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
             }
-            try await send(writes, context: context, on: db)
+            try await sendAfterSends(writes, context: context, on: db)
         } catch where FailureScope.of(error) == .users {
             logger.warning("batch write failed; retrying \(source.noun) by \(source.noun)",
                            metadata: [LogKey.reason: "\(describe(error))"])
@@ -873,6 +884,32 @@ public struct JobRunner<J: Job>: Sendable {
                 throw error
             }
             try await connection.query("rollback", logger: logger)
+        }
+    }
+
+    /// A batch's write. After its sends (a job that completes outside), a write that failed for
+    /// the run (a lost connection, a statement cut off) is tried once more, on a fresh connection,
+    /// before the run gives up on it: without it the sends would go again once their claims lapse.
+    /// The connection is opened for it, outside the pool.
+    /// (The write is compare-and-set on the claims: one that had in fact been written changes
+    /// nothing the second time.) When the batch's own connection is gone, its lane then ends on
+    /// that error, its batch written.
+    private func sendAfterSends(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws {
+        do {
+            try await send(writes, context: context, on: db)
+        } catch where job.completesOutside && !context.dryRun && FailureScope.of(error) == .run {
+            context.logger.warning("the batch's write failed after its sends; trying it once more on a fresh connection",
+                                   metadata: [LogKey.reason: "\(describe(error))"])
+            do {
+                // Outside the pool, whose idle connections may have gone with this one.
+                try await database.withNewConnection { connection in
+                    try await send(writes, context: context, on: BoundedConnection(connection: connection, database: database))
+                }
+            } catch let again {
+                context.logger.error("the batch's write failed again", metadata: [LogKey.reason: "\(describe(again))"])
+                throw error
+            }
+            if db.connection.isClosed { throw error }
         }
     }
 
