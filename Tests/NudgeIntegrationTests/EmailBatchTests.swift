@@ -6,19 +6,6 @@ import Testing
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
 
-/// An email of `type` for user n, due at `instant`.
-@discardableResult
-private func queueEmail(_ database: TestDatabase, _ n: Int, type: String, at instant: String) throws -> Int64 {
-    let id = Fixture.userID(n)
-    return Int64(try database.value("""
-        insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
-                                         payload)
-        values ('test:\(id):\(type):email', 'test', '\(id)', '\(instant.prefix(10))', '\(type)', 'email', '\(instant)',
-                'For user \(n)', 'A note for user \(n).', '{"email_type":"\(type)","html":"<p>user \(n)</p>","tags":{}}')
-        returning id
-        """))!
-}
-
 private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
     ["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>", "RESEND_BASE_URL": resend.baseURL,
      "RESEND_REQUESTS_PER_SECOND": "100", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]
@@ -41,7 +28,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
             let zone = n % 4 < 2 ? "Pacific/Auckland" : "America/Los_Angeles"
             try Outbox.user(database, n, zone: zone, ios: 0)
             try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
-            try queueEmail(database, n, type: n % 2 == 0 ? "weekly_digest" : "streak_at_risk", at: "2026-03-10T12:00:00Z")
+            try Outbox.email(database, n, type: n % 2 == 0 ? "weekly_digest" : "streak_at_risk", at: "2026-03-10T12:00:00Z")
         }
         let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
         #expect(first.exitCode == 0, "\(first)")
@@ -93,7 +80,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         for n in 1...3 {
             try Outbox.user(database, n, ios: 0)
             try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
-            try queueEmail(database, n, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+            try Outbox.email(database, n, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
         }
         let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
         #expect(first.exitCode == 0, "\(first)")
@@ -151,7 +138,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
         try Outbox.user(database, 2, ios: 0)
         try database.psql("update users set email = 'user2@example.test' where id = '\(Fixture.userID(2))'")
-        try queueEmail(database, 2, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+        try Outbox.email(database, 2, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
         let environment = push.environment.merging(resendEnvironment(resend)) { _, new in new }
 
         let first = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))

@@ -820,9 +820,16 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
             // Calls from 06:20 to 06:25, so their previews fall due from 06:15 to 06:20.
             try Calls.call(world.database, n, at: stamp.string(from: start.addingTimeInterval(360 + Double(n))))
         }
-        // Twilio is down from 06:14 to 06:18.
+        // Twilio is down from 06:14 to 06:18. The marks of requests that left are on the
+        // database's clock, which the simulation does not move: each simulated minute ages them
+        // by one.
         try await world.simulate(from: start, minutes: 8) { top in
             if top >= start.addingTimeInterval(4 * 60) { down.withLock { $0 = false } }
+            try world.database.psql("""
+                update notification_outbox set request_left_at = request_left_at - interval '1 minute',
+                                               request_shown_by = request_shown_by - interval '1 minute'
+                 where channel = 'sms' and request_left_at is not null
+                """)
         }
         let unsent = try world.database.psql("select id, status, request_left_at, last_error from notification_outbox where status <> 'sent'")
         #expect(try world.database.psql("select status, count(*) from notification_outbox group by 1") == "sent|300", "\(unsent)")
@@ -871,7 +878,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "pending")
         try world.database.psql("""
             update notification_outbox set status = 'sending', claimed_by = 1, lease_until = now() - interval '1 second',
-                   request_left_at = '2026-03-29T06:17:00.2Z', attempts = 1
+                   request_left_at = now(), attempts = 1
              where user_id = '\(Fixture.userID(3))'
             """)
         let listings = world.twilio.listings
@@ -881,7 +888,9 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try world.database.value("""
             select (request_left_at is not null)::text || ' ' || last_error from notification_outbox where user_id = '\(Fixture.userID(3))'
             """).hasPrefix("true Twilio's list does not show"))
-        for second in ["06:20:01", "06:20:02"] {
+        // Three minutes later (on the database's clock, which the marks are on), the list is believed.
+        try world.database.psql("update notification_outbox set request_left_at = now() - interval '181 seconds' where user_id = '\(Fixture.userID(3))'")
+        for second in ["06:20:31", "06:20:32"] {
             _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T\(second)Z"))
         }
         #expect(world.twilio.listings == listings + 2)

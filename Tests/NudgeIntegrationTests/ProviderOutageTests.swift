@@ -25,19 +25,6 @@ private final class Outage: Sendable {
     }
 }
 
-/// An email row for user n, due at `instant`.
-@discardableResult
-private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) throws -> Int64 {
-    let id = Fixture.userID(n)
-    return Int64(try database.value("""
-        insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
-                                         payload)
-        values ('test:\(id):email', 'test', '\(id)', '\(instant.prefix(10))', 'weekly_digest', 'email', '\(instant)',
-                'Your week', 'You walked 52,000 steps.', '{"email_type":"weekly_digest","html":"<p>52,000 steps</p>","tags":{}}')
-        returning id
-        """))!
-}
-
 @Suite(.serialized) struct ProviderOutageTests {
     /// APNs, FCM and Resend answer 503 to everything for 8 minutes while dispatch runs every
     /// minute and notifications keep falling due, then recover: every notification reaches every
@@ -77,7 +64,7 @@ private func queueEmail(_ database: TestDatabase, _ n: Int, at instant: String) 
         for n in 1...50 {
             try Outbox.queue(database, n, type: "streak_at_risk", at: minute(n % 8))
             try Outbox.queue(database, n, type: "fitcircle_invite", at: minute((n + 3) % 8))
-            try queueEmail(database, n, at: minute((n + 5) % 8))
+            try Outbox.email(database, n, at: minute((n + 5) % 8))
             pushes += 2 * ((n <= 30 || n > 40 ? 1 : 0) + (n > 30 ? 1 : 0))
         }
 

@@ -75,6 +75,21 @@ enum Outbox {
         try database.psql(sql)
     }
 
+    /// Queues one email of `type` for user n, due at `instant` (the user's address is set apart).
+    @discardableResult
+    static func email(_ database: TestDatabase, _ n: Int, type: String = "weekly_digest", at instant: String) throws -> Int64 {
+        let id = Fixture.userID(n)
+        let text = try database.value("""
+            insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
+                                             body, payload)
+            values ('test:\(id):\(type):email', 'test', '\(id)', '\(instant.prefix(10))', '\(type)', 'email', '\(instant)',
+                    'For user \(n)', 'A note for user \(n).', '{"email_type":"\(type)","html":"<p>user \(n)</p>","tags":{}}')
+            returning id
+            """)
+        guard let outboxID = Int64(text) else { throw TestFailure("no outbox id: \(text)") }
+        return outboxID
+    }
+
     /// Queues one notification for user n.
     @discardableResult
     static func queue(_ database: TestDatabase, _ n: Int, type: String, at deliverAfter: String, day: String? = nil,

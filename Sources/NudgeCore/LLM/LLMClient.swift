@@ -40,6 +40,9 @@ public final class LLMClient: Sendable {
     /// This process's own pace, for a client used without a database.
     private let localPace: LocalPace
 
+    /// The longest a call waits for its turn under the pace.
+    static let longestWaitForTurn: Duration = .seconds(120)
+
     static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504, 529]
     /// A `retry-after` longer than this fails the call instead of stalling the run.
     static let longestRetryAfter: Duration = .seconds(60)
@@ -96,9 +99,13 @@ public final class LLMClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            if let wait = try await pace.reserve(within: nil), wait > .zero {
-                try await Task.sleep(for: wait)
+            // A turn further than that away (every shard's calls queued before it) is not waited
+            // for: the user is tried again within their window.
+            guard let wait = try await pace.reserve(within: Self.longestWaitForTurn) else {
+                throw LLMError.status(429, detail: "no turn under the shared pace (NUDGE_LLM_REQUESTS_PER_MINUTE) within \(Self.longestWaitForTurn)",
+                                      attempts: attempt - 1)
             }
+            if wait > .zero { try await Task.sleep(for: wait) }
             let failure: LLMError
             var retryAfter: Duration?
             switch try await send(request, attempt: attempt) {

@@ -127,7 +127,7 @@ public final class TwilioClient: Sendable {
         let sent = await slots.run { () async -> SendResult in
             if let refusal = await leaving() { return refusal }
             // The batch's bound came meanwhile: it does not leave (its mark goes with this answer).
-            if Task.isCancelled { return .notSent("Twilio: the batch's bound came before it left", after: 1) }
+            if Task.isCancelled { return .notSent(Self.boundBeforeLeaving, after: 1) }
             // Once it leaves, only its own time-out ends it: a batch's bound that cut it on the
             // wire would leave its outcome unknown (most of them delivered). A task of its own
             // does not inherit the batch's cancellation.
@@ -159,6 +159,8 @@ public final class TwilioClient: Sendable {
     static let askedBeforeAgain = "; the SMS may have been sent: Twilio is asked before it goes again"
     /// How an answer says its request never reached Twilio (no connection was made).
     public static let neverLeftNote = " (the request never left)"
+    /// The batch's bound came after the request was marked as leaving, before it left.
+    public static let boundBeforeLeaving = "Twilio: the batch's bound came before it left"
 
     /// How long after a request left Twilio's message list is taken to show it: until then, a
     /// list without it may only be late (the request itself may take the HTTP time-out).

@@ -550,6 +550,9 @@ public struct JobRunner<J: Job>: Sendable {
         // Set when every user of the batch failed to write the same way: the run ends after the
         // batch's bookkeeping.
         var systemic: NudgeError?
+        // Set when the batch was written on another connection after its own was lost: the lane
+        // ends on this once the batch is accounted for.
+        var laneEnds: (any Error)?
         do {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
@@ -557,7 +560,7 @@ public struct JobRunner<J: Job>: Sendable {
                 writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count - laterIDs.count,
                                           nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
             }
-            try await sendAfterSends(writes, context: context, on: db)
+            laneEnds = try await sendAfterSends(writes, context: context, on: db)
         } catch where FailureScope.of(error) == .users {
             logger.warning("batch write failed; retrying \(source.noun) by \(source.noun)",
                            metadata: [LogKey.reason: "\(describe(error))"])
@@ -593,8 +596,10 @@ public struct JobRunner<J: Job>: Sendable {
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
-            state.tally.merge(try await db(statements: job.bookkeepingStatements) { try await job.afterBatch(run: context, on: db.connection) },
-                              uniquingKeysWith: +)
+            if laneEnds == nil {
+                state.tally.merge(try await db(statements: job.bookkeepingStatements) { try await job.afterBatch(run: context, on: db.connection) },
+                                  uniquingKeysWith: +)
+            }
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
@@ -642,6 +647,7 @@ public struct JobRunner<J: Job>: Sendable {
                 state.failureSample.append(.init(userID: userID, reason: reason))
             }
         }
+        if let laneEnds { throw laneEnds }
     }
 
     /// The job's facts about the batch's users, in its few set-based reads. When a read fails on
@@ -891,12 +897,13 @@ public struct JobRunner<J: Job>: Sendable {
     /// the run (a lost connection, a statement cut off) is tried once more, on a fresh connection,
     /// before the run gives up on it: without it the sends would go again once their claims lapse.
     /// The connection is opened for it, outside the pool.
-    /// (The write is compare-and-set on the claims: one that had in fact been written changes
-    /// nothing the second time.) When the batch's own connection is gone, its lane then ends on
-    /// that error, its batch written.
-    private func sendAfterSends(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws {
+    /// (Dispatch's write is compare-and-set on its claims: one that had in fact been written
+    /// changes nothing the second time.) Returns the error the lane ends on once the batch is
+    /// accounted for, when the batch's own connection is gone.
+    private func sendAfterSends(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws -> (any Error)? {
         do {
             try await send(writes, context: context, on: db)
+            return nil
         } catch where job.completesOutside && !context.dryRun && FailureScope.of(error) == .run {
             context.logger.warning("the batch's write failed after its sends; trying it once more on a fresh connection",
                                    metadata: [LogKey.reason: "\(describe(error))"])
@@ -909,7 +916,7 @@ public struct JobRunner<J: Job>: Sendable {
                 context.logger.error("the batch's write failed again", metadata: [LogKey.reason: "\(describe(again))"])
                 throw error
             }
-            if db.connection.isClosed { throw error }
+            return db.connection.isClosed ? error : nil
         }
     }
 

@@ -53,8 +53,9 @@ public struct DispatchJob: Job {
         /// It goes though the answer is not clear: Twilio's list has no such message, or the
         /// request never reached Twilio (it goes again as new).
         case goes
-        /// It stays, and Twilio's list is believed from this instant (Twilio answered, unclearly).
-        case shownBy(Date)
+        /// It stays, and Twilio's list is believed from this long after the write (Twilio
+        /// answered, unclearly).
+        case shownAfter(TimeInterval)
     }
 
     /// The users' preferences, devices and deliveries; the calls and pushes their previews depend on.
@@ -518,12 +519,13 @@ public struct DispatchJob: Job {
         guard let database = run.database else {
             return (.notSent("no database to record the SMS's request in", after: nil), .asAnswered)
         }
-        // The mark is on the run's clock, as the time Twilio's list is read against.
-        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164, leaving = run.clock
+        // The mark is on the database's clock, the real time Twilio's list is read against (the
+        // run's clock stands still at an explicit --now).
+        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164
         @Sendable func mark(on connection: PostgresConnection) async throws -> Bool {
             try await database.bounded(connection) {
                 let rows = try await connection.query("""
-                    update notification_outbox set request_left_at = \(leaving.now()), request_to = \(number)
+                    update notification_outbox set request_left_at = now(), request_to = \(number)
                      where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
                     returning id
                     """, logger: logger)
@@ -549,9 +551,8 @@ public struct DispatchJob: Job {
         // A request that never reached Twilio (no connection was made) leaves no question; one
         // Twilio answered unclearly is over, and its list soon shows whether Twilio took it.
         if case .unavailable(let why, _) = result, why.hasSuffix(TwilioClient.neverLeftNote) { return (result, .goes) }
-        if TwilioClient.answeredUnclearly(result) {
-            return (result, .shownBy(run.clock.now().addingTimeInterval(TwilioClient.listShowsAfterAnAnswer)))
-        }
+        if case .notSent(TwilioClient.boundBeforeLeaving, _) = result { return (result, .goes) }
+        if TwilioClient.answeredUnclearly(result) { return (result, .shownAfter(TwilioClient.listShowsAfterAnAnswer)) }
         return (result, .asAnswered)
     }
 
@@ -565,13 +566,15 @@ public struct DispatchJob: Job {
     private func resolve(_ text: PlannedSMS, leftAt: Date, through client: TwilioClient,
                          run: RunContext) async -> (SendResult, SMSMark) {
         let left = leftAt.formatted(.iso8601)
-        if let sid = await earlyStatus(of: text.row, run: run) { return (.delivered(providerID: sid), .asAnswered) }
+        guard let (now, early) = await earlyStatus(of: text.row, run: run) else {
+            return (.notSent("could not read the database before asking Twilio about its request", after: 1), .asAnswered)
+        }
+        if let sid = early { return (.delivered(providerID: sid), .asAnswered) }
         switch await client.find(text.request, leftAt: leftAt) {
         case .sent(let sid):
             return (.delivered(providerID: sid), .asAnswered)
         case .absent:
             let trusted = text.shownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)
-            let now = run.clock.now()
             guard now >= trusted else {
                 return (.notSent("Twilio's list does not show its request that left at \(left) yet; asked again",
                                  after: max(1, trusted.timeIntervalSince(now))), .asAnswered)
@@ -589,20 +592,27 @@ public struct DispatchJob: Job {
         }
     }
 
-    /// The SID of a status callback Twilio already sent for the row's SMS (kept in
-    /// `sms_status_early` until its log is written): proof that Twilio has it.
-    private func earlyStatus(of row: Int64, run: RunContext) async -> String? {
+    /// The database's time (the clock the marks are on), and the SID of a status callback Twilio
+    /// already sent for the row's SMS (kept in `sms_status_early` until its log is written):
+    /// proof that Twilio has it. Nil when the database did not answer.
+    private func earlyStatus(of row: Int64, run: RunContext) async -> (now: Date, sid: String?)? {
         guard let database = run.database else { return nil }
         let logger = run.logger
-        return try? await database.withConnection { connection in
-            try await database.bounded(connection) {
-                let rows = try await connection.query("""
-                    select message_sid from sms_status_early where outbox_id = \(row) and message_sid <> '' order by received_at limit 1
-                    """, logger: logger)
-                var sid: String?
-                for try await found in rows.decode(String.self) { sid = found }
-                return sid
+        do {
+            return try await database.withConnection { connection in
+                try await database.bounded(connection) {
+                    let rows = try await connection.query("""
+                        select now(), (select message_sid from sms_status_early
+                                        where outbox_id = \(row) and message_sid <> '' order by received_at limit 1)
+                        """, logger: logger)
+                    var answer: (now: Date, sid: String?)?
+                    for try await (now, sid) in rows.decode((Date, String?).self) { answer = (now, sid) }
+                    return answer
+                }
             }
+        } catch {
+            logger.warning("could not read the database before asking Twilio about an SMS", metadata: [LogKey.reason: "\(describe(error))"])
+            return nil
         }
     }
 
@@ -641,7 +651,7 @@ public struct DispatchJob: Job {
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
         func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownBy: Date? = nil,
+                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil,
                           request: String? = nil) -> String? {
             // An email that left in a batch request retries on that request's jitter: the batch
             // comes due, and is claimed and sent again, together.
@@ -652,7 +662,7 @@ public struct DispatchJob: Job {
                                             waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
             updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
-                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownBy: shownBy)
+                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownAfter: shownAfter)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
@@ -739,9 +749,9 @@ public struct DispatchJob: Job {
                     default:
                         keep = true
                     }
-                    let shownBy: Date? = if case .shownBy(let instant) = change.smsMarks[index] { instant } else { nil }
+                    let shownAfter: TimeInterval? = if case .shownAfter(let seconds) = change.smsMarks[index] { seconds } else { nil }
                     settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
-                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep, shownBy: shownBy)
+                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep, shownAfter: shownAfter)
                     if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
                         optedOut.append((change.plan.texts[index].request.to.e164, row.id))
                     }
@@ -839,12 +849,13 @@ public struct DispatchJob: Job {
                                      else o.request_to end,
                    request_expires_at = case when o.id in (select id from forgotten) then null else o.request_expires_at end,
                    request_shown_by = case when v.keep_next or v.keep_request
-                                           then coalesce(nullif(v.shown_by, \(never)), o.request_shown_by) end
+                                           then case when v.shown_after >= 0 then now() + make_interval(secs => v.shown_after)
+                                                     else o.request_shown_by end end
               from unnest(\(updates.ids), \(updates.statuses), \(updates.nexts), \(updates.keepNext), \(updates.deliveredTo),
                           \(updates.deliveryIDs), \(updates.sentAts), \(updates.errors), \(updates.undone), \(updates.waitingFor),
-                          \(updates.keepRequest), \(updates.shownBy))
+                          \(updates.keepRequest), \(updates.shownAfter))
                    as v(id, status, next_attempt_at, keep_next, delivered_to, delivery_id, sent_at, last_error, undone, waiting_for,
-                        keep_request, shown_by)
+                        keep_request, shown_after)
              where o.id = v.id and o.status = 'sending' and o.claimed_by = \(run.claim)
             returning o.id
             """)
@@ -1055,8 +1066,8 @@ private struct RowUpdates {
     var forgetRequest: [Bool] = []
     /// Whether an SMS row keeps the mark of a request that left without a clear answer.
     var keepRequest: [Bool] = []
-    /// From when Twilio's list is believed about that request (the epoch: as it was).
-    var shownBy: [Date] = []
+    /// How long after the write Twilio's list is believed about that request (negative: as it was).
+    var shownAfter: [Double] = []
 
     /// The row at `index` put back due at `instant` rather than when it was.
     mutating func dueNow(at index: Int, _ instant: Date) {
@@ -1066,7 +1077,7 @@ private struct RowUpdates {
 
     mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
                       sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
-                      forgetRequest: Bool = false, keepRequest: Bool = false, shownBy: Date? = nil) {
+                      forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status)
@@ -1080,7 +1091,7 @@ private struct RowUpdates {
         self.waitingFor.append(waitingFor?.rawValue ?? "")
         self.forgetRequest.append(forgetRequest)
         self.keepRequest.append(keepRequest)
-        self.shownBy.append(shownBy ?? never)
+        self.shownAfter.append(shownAfter ?? -1)
     }
 }
 
