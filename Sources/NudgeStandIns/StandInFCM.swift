@@ -10,9 +10,12 @@ import Synchronization
 /// `assertion` an RS256 JWT from the account's key with `iss` its client email, the
 /// firebase.messaging `scope`, `aud` the token URI, integer `iat` and `exp` an hour at most
 /// apart), answered with an access token. `POST /v1/projects/<project>/messages:send`: the HTTP
-/// v1 API, `authorization: Bearer` an access token it issued, a message with a token, a
-/// notification, string-only `data` and an `android` block; answered `{"name": …}` or, as the
-/// script says, an FCM error with its `FcmError` detail.
+/// v1 API, `authorization: Bearer` an access token it issued, a message with a token (or a
+/// topic), a notification, string-only `data` and an `android` block; answered `{"name": …}` or,
+/// as the script says, an FCM error with its `FcmError` detail. A request with `"validate_only":
+/// true` is validated and sent nowhere, answered `{"name": "projects/…/messages/fake_message_id"}`:
+/// it goes to the script too (`Request.validateOnly`), and is counted in `validations`, never in
+/// `requests`.
 public final class StandInFCM: Sendable {
     public struct Request: Sendable {
         public let deviceToken: String
@@ -21,6 +24,8 @@ public final class StandInFCM: Sendable {
         public let body: Data
         public let accessToken: String
         public let attempt: Int
+        /// A request validated only (`"validate_only": true`): FCM sends it nowhere.
+        public let validateOnly: Bool
 
         public var data: [String: String] {
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
@@ -61,6 +66,8 @@ public final class StandInFCM: Sendable {
 
     public var requests: [Request] { state.log.withLock { $0.requests } }
     public var requestCount: Int { state.log.withLock { $0.count } }
+    /// How many requests to validate only came (answered or not).
+    public var validations: Int { state.log.withLock { $0.validations } }
     /// The access tokens the token endpoint issued, in order.
     public var issuedTokens: [String] { state.log.withLock { $0.issued } }
 
@@ -68,6 +75,7 @@ public final class StandInFCM: Sendable {
         struct Log {
             var requests: [Request] = []
             var count = 0
+            var validations = 0
             var attempts: [String: Int] = [:]
             var issued: [String] = []
         }
@@ -98,7 +106,7 @@ public final class StandInFCM: Sendable {
             guard request.path == sendPath else {
                 return (error(404, status: "NOT_FOUND", message: "Requested entity was not found."), .zero)
             }
-            return sendReply(request, state: state, record: record, script: script)
+            return sendReply(request, projectID: projectID, state: state, record: record, script: script)
         }
         portBox.withLock { $0 = server.port }
         return StandInFCM(projectID: projectID, clientEmail: clientEmail, server: server, state: state,
@@ -166,7 +174,7 @@ public final class StandInFCM: Sendable {
                         body: standInJSON(["access_token": token, "expires_in": 3599, "token_type": "Bearer"]))
     }
 
-    private static func sendReply(_ request: StandInHTTPServer.Request, state: State, record: Bool,
+    private static func sendReply(_ request: StandInHTTPServer.Request, projectID: String, state: State, record: Bool,
                                   script: Script) -> (reply: StandInHTTPServer.Reply, latency: Duration) {
         guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer "),
               state.log.withLock({ $0.issued.contains(String(authorization.dropFirst("Bearer ".count))) })
@@ -178,7 +186,9 @@ public final class StandInFCM: Sendable {
               let message = object["message"] as? [String: Any] else {
             return (error(400, status: "INVALID_ARGUMENT", message: "Invalid JSON payload received."), .zero)
         }
-        guard let token = message["token"] as? String, !token.isEmpty else {
+        let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
+        let topic = (message["topic"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+        guard let token = (message["token"] as? String).flatMap({ $0.isEmpty ? nil : $0 }) ?? topic.map({ _ in "" }) else {
             return (error(400, status: "INVALID_ARGUMENT", message: "Recipient of the message is not set."), .zero)
         }
         if let data = message["data"] {
@@ -195,16 +205,27 @@ public final class StandInFCM: Sendable {
             return (error(400, status: "INVALID_ARGUMENT", code: "INVALID_ARGUMENT", message: "Message is too big"), .zero)
         }
         let notification = (message["notification"] as? [String: String]) ?? [:]
+        let accessToken = String(authorization.dropFirst("Bearer ".count))
+        if validateOnly {
+            state.log.withLock { $0.validations += 1 }
+            let entry = Request(deviceToken: token, message: notification, body: request.body, accessToken: accessToken,
+                                attempt: 1, validateOnly: true)
+            return answer(script(entry), name: "projects/\(projectID)/messages/fake_message_id")
+        }
         let entry: Request = state.log.withLock { log in
             log.count += 1
             log.attempts[token, default: 0] += 1
             return Request(deviceToken: token, message: notification, body: request.body,
-                           accessToken: String(authorization.dropFirst("Bearer ".count)), attempt: log.attempts[token]!)
+                           accessToken: accessToken, attempt: log.attempts[token]!, validateOnly: false)
         }
         if record { state.log.withLock { $0.requests.append(entry) } }
-        switch script(entry) {
+        return answer(script(entry), name: "projects/\(projectID)/messages/0:\(Int(Date().timeIntervalSince1970 * 1000))%\(UUID().uuidString.prefix(8))")
+    }
+
+    /// A script's answer as FCM gives it: taken, with the message's `name`, or an error.
+    private static func answer(_ answer: Answer, name: String) -> (reply: StandInHTTPServer.Reply, latency: Duration) {
+        switch answer {
         case .accept:
-            let name = "projects/\(entry.deviceToken.prefix(4))/messages/0:\(Int(Date().timeIntervalSince1970 * 1000))%\(UUID().uuidString.prefix(8))"
             return (.respond(status: 200, headers: [], body: standInJSON(["name": name])), .zero)
         case .reject(let status, let code, let text, let retryAfter):
             let fcmCodes: Set<String> = ["UNREGISTERED", "SENDER_ID_MISMATCH", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL",

@@ -11,7 +11,9 @@ import Synchronization
 /// `validation_error`). `Idempotency-Key` works as Resend's does: the same key with the same
 /// body gets the first answer again and sends nothing; with another body, 409
 /// `invalid_idempotent_request`. Each email it takes gets an id (`{"id": …}`); a script can
-/// answer otherwise (a 429 with `retry-after`, a 500, a 422, silence).
+/// answer otherwise (a 429 with `retry-after`, a 500, a 422, silence). `GET /domains` lists the
+/// team's one domain, the sender's (`{"object": "list", "has_more": false, "data": [{"id",
+/// "name", "status": "verified", …}]}`), or answers as `reading` says: what a probe asks.
 public final class StandInResend: Sendable {
     public struct Email: Sendable {
         public let id: String
@@ -67,6 +69,8 @@ public final class StandInResend: Sendable {
     /// When each of those requests had arrived whole, on this process's clock (in the order they
     /// were answered: sort them for the order they came in).
     public var arrivals: [ContinuousClock.Instant] { state.log.withLock { $0.arrivals } }
+    /// How many times its domains were read (`GET /domains`), answered or not.
+    public var reads: Int { state.log.withLock { $0.reads } }
 
     final class State: Sendable {
         struct Log {
@@ -74,6 +78,7 @@ public final class StandInResend: Sendable {
             var requests: [Email] = []
             var attempts: [String: Int] = [:]
             var httpRequests = 0
+            var reads = 0
             var arrivals: [ContinuousClock.Instant] = []
             /// Per idempotency key: the body and the answer given.
             var keys: [String: (body: Data, answer: Data)] = [:]
@@ -89,10 +94,14 @@ public final class StandInResend: Sendable {
 
     public static func start(port: Int = 0, apiKey: String = "re_standin_\(UUID().uuidString.prefix(8))",
                              onSent: (@Sendable (Email) -> Void)? = nil,
+                             reading: @escaping @Sendable () -> Answer = { .accept },
                              script: @escaping Script = { _ in .accept }) async throws -> StandInResend {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
-            (reply(request, apiKey: apiKey, state: state, onSent: onSent, script: script), .zero)
+            if request.method == .GET, request.path.split(separator: "?").first == "/domains" {
+                return (domains(request, apiKey: apiKey, state: state, answer: reading()), .zero)
+            }
+            return (reply(request, apiKey: apiKey, state: state, onSent: onSent, script: script), .zero)
         }
         return StandInResend(apiKey: apiKey, server: server, state: state)
     }
@@ -103,6 +112,29 @@ public final class StandInResend: Sendable {
 
     private static func error(_ status: Int, _ name: String, _ message: String, headers: [(String, String)] = []) -> StandInHTTPServer.Reply {
         .respond(status: status, headers: headers, body: standInJSON(["statusCode": status, "name": name, "message": message]))
+    }
+
+    /// `GET /domains`: the team's domains (one), after the key and the `User-Agent` are checked.
+    private static func domains(_ request: StandInHTTPServer.Request, apiKey: String, state: State,
+                                answer: Answer) -> StandInHTTPServer.Reply {
+        guard let authorization = request.headers["authorization"] else {
+            return error(401, "missing_api_key", "Missing API key in the authorization header.")
+        }
+        guard authorization == "Bearer \(apiKey)" else { return error(403, "invalid_api_key", "API key is invalid.") }
+        guard let agent = request.headers["user-agent"], !agent.isEmpty else {
+            return error(403, "validation_error", "The request is missing a User-Agent header.")
+        }
+        state.log.withLock { $0.reads += 1 }
+        switch answer {
+        case .reject(let status, let name, let message, let headers): return error(status, name, message, headers: headers)
+        case .hang, .acceptSilently: return .silence
+        case .accept: break
+        }
+        return .respond(status: 200, headers: [], body: standInJSON([
+            "object": "list", "has_more": false,
+            "data": [["id": "d91cd9bd-1176-453e-8fc1-35364d380206", "name": "fitcircle.example", "status": "verified",
+                      "created_at": "2026-01-01 00:00:00.000000+00", "region": "us-east-1"]],
+        ]))
     }
 
     private static func reply(_ request: StandInHTTPServer.Request, apiKey: String, state: State,

@@ -15,7 +15,9 @@ import Synchronization
 /// otherwise (a 429 with code 20429, a 500, silence). `GET` on the same resource lists the
 /// messages it took, newest first, as Twilio's message list does (`To` and `PageSize` filter
 /// it; each message with `sid`, `to`, `from`, `body`, `status`, `direction` and `date_created`
-/// in RFC 2822); `listing` can answer otherwise (an error, silence).
+/// in RFC 2822); `listing` can answer otherwise (an error, silence). `GET` on the account
+/// (`/2010-04-01/Accounts/{AccountSid}.json`, what a probe asks) answers its JSON, or as
+/// `listing` says.
 ///
 /// `report` posts a status callback for a message to its `StatusCallback`, as Twilio does: a
 /// form with `MessageSid`, `MessageStatus`, `ErrorCode`, signed in `X-Twilio-Signature`
@@ -66,6 +68,8 @@ public final class StandInTwilio: Sendable {
     public var requests: [Message] { state.log.withLock { $0.requests } }
     /// How many times its message list was asked for.
     public var listings: Int { state.log.withLock { $0.listings } }
+    /// How many times its account was read (a probe).
+    public var accountReads: Int { state.log.withLock { $0.accountReads } }
 
     final class State: Sendable {
         struct Log {
@@ -73,6 +77,7 @@ public final class StandInTwilio: Sendable {
             var requests: [Message] = []
             var attempts: [String: Int] = [:]
             var listings = 0
+            var accountReads = 0
         }
         let log = Mutex(Log())
     }
@@ -92,6 +97,9 @@ public final class StandInTwilio: Sendable {
                              script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
+            if request.method == .GET, request.path == "/2010-04-01/Accounts/\(accountSID).json" {
+                return (account(request, accountSID: accountSID, authToken: authToken, state: state, answer: listing()), latency)
+            }
             if request.method == .GET {
                 return (list(request, accountSID: accountSID, authToken: authToken, state: state, answer: listing()), latency)
             }
@@ -165,6 +173,23 @@ public final class StandInTwilio: Sendable {
         case .hang:
             return .silence
         }
+    }
+
+    /// `GET` the account: its JSON, after its credentials are checked.
+    private static func account(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+                                answer: Answer) -> StandInHTTPServer.Reply {
+        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
+        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        state.log.withLock { $0.accountReads += 1 }
+        switch answer {
+        case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
+        case .hang, .acceptSilently: return .silence
+        case .accept: break
+        }
+        return .respond(status: 200, headers: [], body: standInJSON([
+            "sid": accountSID, "owner_account_sid": accountSID, "friendly_name": "FitCircle", "status": "active", "type": "Full",
+            "date_created": "Thu, 01 Jan 2026 00:00:00 +0000", "uri": "/2010-04-01/Accounts/\(accountSID).json",
+        ]))
     }
 
     /// `GET Messages.json`: the messages taken, newest first, filtered by `To`, at most `PageSize` (50).

@@ -798,8 +798,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     }
 
     /// Twilio answers 503 to everything for four minutes while 300 SMS previews fall due, about
-    /// one a second: none is failed for good, while Twilio is known down only a probe's few
-    /// requests go to it, none is sent twice, and once it is back every preview goes, before
+    /// one a second: none is failed for good, while Twilio is known down only probes that send
+    /// nothing go to it (a read of the account), none is sent twice, and once it is back every preview goes, before
     /// its call, with its log naming the message Twilio took.
     @Test func aFourMinuteTwilioOutageOverThreeHundredPreviewsLosesNoneAndDoublesNone() async throws {
         let down = Mutex(true)
@@ -839,6 +839,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // While Twilio was down, the previews waited: far fewer requests than previews due.
         let tried = duringOutage.withLock { $0 }
         #expect(tried < 60, "\(tried) requests went to Twilio while it was down")
+        // Found down, Twilio was probed by reading its account, which sends nothing.
+        #expect(world.twilio.accountReads > 0)
         #expect(try world.database.count("""
             select count(*) from notification_logs where channel = 'sms' and status = 'sent' and provider_id like 'SM%'
             """) == 300)

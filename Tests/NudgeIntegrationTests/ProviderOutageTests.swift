@@ -15,6 +15,11 @@ private final class Outage: Sendable {
 
     func end() { state.withLock { $0.down = false } }
 
+    /// What a stand-in answers a probe (a request that sends nothing): an error during the outage.
+    func probe<Answer: Sendable>(down: Answer, up: Answer) -> Answer {
+        isDown ? down : up
+    }
+
     /// What the stand-in answers: an error during the outage, else it takes `what`.
     func answer<Answer: Sendable>(_ what: String, down: Answer, up: Answer) -> Answer {
         let isDown = state.withLock { state in
@@ -39,11 +44,14 @@ private final class Outage: Sendable {
                               down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
             },
             fcm: { request in
-                outage.answer("fcm \(request.deviceToken) \(request.collapseKey ?? "")",
-                              down: .reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable."), up: .accept)
+                let down = StandInFCM.Answer.reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable.")
+                if request.validateOnly { return outage.probe(down: down, up: .accept) }
+                return outage.answer("fcm \(request.deviceToken) \(request.collapseKey ?? "")", down: down, up: .accept)
             })
         defer { Task { await push.shutdown() } }
-        let resend = try await StandInResend.start(script: { email in
+        let resend = try await StandInResend.start(reading: {
+            outage.probe(down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
+        }, script: { email in
             outage.answer("resend \(email.to)",
                           down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
         })
@@ -84,7 +92,11 @@ private final class Outage: Sendable {
         let unsent = try database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
         #expect(statuses == "sent|150", "\(unsent)")
         let taken = outage.taken
-        #expect(taken.count == pushes + 50)
+        // Each reached every device of users with one; of the ten users with an iPhone and an
+        // Android phone, at least one device each: FCM, probed harmlessly, may answer again before
+        // APNs, and a notification one device has is the user's (docs/jobs/dispatch.md).
+        #expect((pushes + 50 - 20...pushes + 50).contains(taken.count), "\(taken.count) of \(pushes + 50)")
+        #expect(try database.count("select count(*) from notification_outbox where channel = 'push' and cardinality(delivered_to) = 0") == 0)
         #expect(Set(taken).count == taken.count, "a device or an address got one notification twice")
         #expect(resend.sent.count == 50)
         // While down, each minute asked each provider a probe's few sends, not its whole backlog.
@@ -170,6 +182,59 @@ private final class Outage: Sendable {
         #expect(try database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 apns")
     }
 
+    /// FCM and Resend found down are probed with requests that send nobody anything (a message
+    /// validated only, a read of the team's domains), never with a parked notification: while
+    /// they answer 503, no notification is asked of them and none spends an attempt; the first
+    /// probe they answer brings them up, and what was parked goes in that same run, each once.
+    @Test func aProviderDownIsProbedWithRequestsThatSendNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        let outage = Outage()
+        let push = try await PushStandIns.start(fcm: { request in
+            let down = StandInFCM.Answer.reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable.")
+            if request.validateOnly { return outage.probe(down: down, up: .accept) }
+            return outage.answer("fcm \(request.deviceToken)", down: down, up: .accept)
+        })
+        defer { Task { await push.shutdown() } }
+        let resendDown = StandInResend.Answer.reject(status: 503, name: "service_unavailable", message: "Resend is unavailable")
+        let resend = try await StandInResend.start(reading: { outage.probe(down: resendDown, up: .accept) },
+                                                   script: { email in outage.answer("resend \(email.to)", down: resendDown, up: .accept) })
+        defer { Task { await resend.shutdown() } }
+        var environment = push.environment
+        environment.merge(["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
+                           "RESEND_BASE_URL": resend.baseURL]) { _, new in new }
+        for n in 1...4 {
+            try Outbox.user(database, n, ios: 0, android: 1)
+            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")
+            try Outbox.email(database, n, at: "2026-03-10T12:00:00Z")
+        }
+        // Both were found down a minute ago; their notifications are parked.
+        try database.psql("""
+            update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
+             where provider in ('fcm', 'resend');
+            update notification_outbox set waiting_for = case channel when 'email' then 'resend' else 'fcm' end,
+                                           next_attempt_at = '2026-03-11T12:00:00Z';
+            """)
+        for k in 0..<2 {
+            let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:01Z").addingTimeInterval(30 * Double(k)))
+            #expect(summary.exitCode == 0, "\(summary.message ?? "")")
+            #expect(push.fcm.validations == k + 1 && resend.reads == k + 1, "probe \(k): \(push.fcm.validations) \(resend.reads)")
+        }
+        #expect(push.fcm.requestCount == 0 && resend.requestCount == 0, "a notification went out as a probe")
+        #expect(try database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+                == "fcm|down\nresend|down")
+        #expect(try database.psql("select distinct status || ' ' || attempts from notification_outbox") == "pending 0")
+
+        outage.end()
+        let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:01:01Z"))
+        #expect(summary.exitCode == 0, "\(summary.message ?? "")")
+        #expect(try database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+                == "fcm|up\nresend|up")
+        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|8")
+        #expect(outage.taken.count == 8 && Set(outage.taken).count == 8, "\(outage.taken)")
+        #expect(push.fcm.validations == 3 && resend.reads == 3)
+    }
+
     /// One push a minute through a 15-minute FCM 503: FCM never counts as down (each minute
     /// has one answer), and no row fails for good: each waits, spending no attempt, and is sent
     /// once FCM is back.
@@ -177,8 +242,9 @@ private final class Outage: Sendable {
         let database = try await TestDatabase.fresh()
         let outage = Outage()
         let push = try await PushStandIns.start(fcm: { request in
-            outage.answer("fcm \(request.deviceToken)", down: .reject(status: 503, code: "UNAVAILABLE", message: "The service is unavailable."),
-                          up: .accept)
+            let down = StandInFCM.Answer.reject(status: 503, code: "UNAVAILABLE", message: "The service is unavailable.")
+            if request.validateOnly { return outage.probe(down: down, up: .accept) }
+            return outage.answer("fcm \(request.deviceToken)", down: down, up: .accept)
         })
         defer { Task { await push.shutdown() } }
         let start = at("2026-03-10T12:00:00Z")

@@ -11,6 +11,8 @@ import NIOHTTP1
 /// `authorization: Bearer <OAuth2 access token>`, body `{"message": {"token", "notification",
 /// "data", "android": {…}}}`; 200 `{"name": "projects/…/messages/…"}`; an error is
 /// `{"error": {"code", "message", "status", "details": [{"@type": "…FcmError", "errorCode"}, …]}}`.
+/// A probe is the same request with `"validate_only": true` and the topic `nudge-probe` for its
+/// target: FCM validates it and sends nothing, answering `{"name": "projects/…/messages/fake_message_id"}`.
 /// The access token comes from the service account's `token_uri` (OAuth2 JWT-bearer grant: an
 /// RS256 JWT `{iss: client_email, scope: …/firebase.messaging, aud: token_uri, iat, exp}`),
 /// answered `{"access_token", "expires_in", "token_type": "Bearer"}`; it is reused until
@@ -174,6 +176,32 @@ public final class FCMClient: PushService {
         }
         return .configuration("FCM refused two access tokens in a row")
     }
+
+    /// A message to no device, validated and not sent: whether FCM answers again, asking nothing
+    /// of anyone's phone.
+    public func probe(context: SendContext) async -> ProbeAnswer? {
+        let token: String
+        do {
+            token = try await tokens.token(database: context.database, logger: context.logger)
+        } catch let error as NudgeError where error.kind == .configuration {
+            // Google's token endpoint answered; the sends will say what FCM makes of it.
+            return .answered("could not get an FCM access token: \(error)")
+        } catch {
+            return .unavailable("could not get an FCM access token: \(describe(error))")
+        }
+        let url = "\(configuration.baseURL)/v1/projects/\(configuration.projectID)/messages:send"
+        return await http.probe("FCM", on: client, in: slots) {
+            var request = HTTPClientRequest(url: url)
+            request.method = .POST
+            request.headers.add(name: "authorization", value: "Bearer \(token)")
+            request.headers.add(name: "content-type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: Self.probeBody))
+            return request
+        }
+    }
+
+    /// The probe's body: a data message to a topic no device subscribes to, validated only.
+    static let probeBody = #"{"message":{"data":{"nudge":"probe"},"topic":"nudge-probe"},"validate_only":true}"#
 
     /// The request for `push` with `keepFor` seconds of its shelf life left as it leaves (its `ttl`).
     func request(for push: PushRequest, token: String, keepFor: TimeInterval) -> HTTPClientRequest {

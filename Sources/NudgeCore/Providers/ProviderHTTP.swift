@@ -104,6 +104,29 @@ public struct ProviderHTTP: Sendable {
         }
     }
 
+    /// A harmless request (one that sends nobody anything) that tells whether `provider` answers
+    /// again: any answer but a 5xx says it does, whatever it says of the request. Its wait for a
+    /// slot and its exchange are bounded together, by the time-out and as long again.
+    public func probe(_ provider: String, on client: HTTPClient, in slots: ProviderSlots,
+                      building: @escaping @Sendable () -> HTTPClientRequest) async -> ProbeAnswer {
+        let timeout = self.timeout
+        do {
+            let answered = try await withTimeout(timeout * 2) {
+                await slots.run { () async -> ProbeAnswer in
+                    do {
+                        let (head, _) = try await exchange(building(), on: client)
+                        return ProbeAnswer(provider, status: Int(head.status.code))
+                    } catch {
+                        return .unavailable("\(provider): \(Self.describe(error))")
+                    }
+                }
+            }
+            return answered ?? .notAsked("\(provider): no connection was free for the probe")
+        } catch {
+            return .notAsked("\(provider): no connection was free for the probe within \(timeout * 2)")
+        }
+    }
+
     /// Why an exchange had no answer, in an operator's words.
     public struct ExchangeFailure: Error, Sendable, CustomStringConvertible {
         public let description: String
@@ -213,5 +236,26 @@ public final class ProviderSlots: Sendable {
             return state.waiters.removeFirst().continuation
         }
         next?.resume(returning: true)
+    }
+}
+
+/// What a harmless probe learnt of a provider found down (`ProviderHTTP.probe`).
+public enum ProbeAnswer: Sendable, Equatable {
+    /// It answered (any status but a 5xx): it is up again.
+    case answered(String)
+    /// A 5xx, no answer within the time-out, a refused connection: still down.
+    case unavailable(String)
+    /// It was not asked (no connection, no turn under the pace): nothing learnt.
+    case notAsked(String)
+
+    /// An HTTP answer's meaning: a 5xx is no answer about anything.
+    public init(_ provider: String, status: Int) {
+        self = status >= 500 ? .unavailable("\(provider) answered \(status)") : .answered("\(provider) answered \(status)")
+    }
+
+    public var description: String {
+        switch self {
+        case .answered(let why), .unavailable(let why), .notAsked(let why): why
+        }
     }
 }

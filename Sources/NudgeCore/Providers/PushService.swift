@@ -10,8 +10,17 @@ public protocol PushService: Sendable {
     /// Sends one delivery to one device; never throws: every failure is a `SendResult`.
     func send(_ push: PushRequest, context: SendContext) async -> SendResult
 
+    /// A harmless request that tells whether the provider answers again, sending nobody
+    /// anything (FCM: a message validated, not sent); nil for a provider that offers none (APNs),
+    /// whose probe is a few real notifications.
+    func probe(context: SendContext) async -> ProbeAnswer?
+
     /// Ends the service's connections.
     func shutdown() async
+}
+
+extension PushService {
+    public func probe(context: SendContext) async -> ProbeAnswer? { nil }
 }
 
 /// One push for one device.
@@ -86,6 +95,26 @@ public struct DeliveryServices: Sendable {
         self.states = states
         self.timeout = timeout
         self.identities = identities
+    }
+
+    /// Whether `provider` offers a harmless probe (one that sends nobody anything): FCM, Resend
+    /// and Twilio do; APNs does not, and is probed with a few real notifications.
+    public static func probesHarmlessly(_ provider: DeliveryProvider) -> Bool {
+        provider != .apns
+    }
+
+    /// `provider`'s harmless probe; nil when it has none or is not configured here. Resend's
+    /// takes its turn under the run's shared pace.
+    public func probe(_ provider: DeliveryProvider, context: SendContext) async -> ProbeAnswer? {
+        switch provider {
+        case .apns, .fcm:
+            return await services[provider]?.probe(context: context)
+        case .resend:
+            guard let email else { return nil }
+            return await email.probe(pace: context.database.map { email.sharedPace($0, logger: context.logger) })
+        case .twilio:
+            return await sms?.probe()
+        }
     }
 
     /// Builds the services the environment configures, runs `body` with them, and shuts them

@@ -21,7 +21,9 @@ import NIOHTTP1
 /// refuses (`validation_error`, `invalid_from_address`…), 401/403 the key or an unverified
 /// domain, 409 the idempotency key (`concurrent_idempotent_requests`: the first request is still
 /// at work), 429 the team's rate limit (`retry-after`, `ratelimit-reset` in seconds) or its daily
-/// or monthly quota, 5xx Resend's own trouble.
+/// or monthly quota, 5xx Resend's own trouble. A probe is `GET /domains?limit=1` with the same
+/// key, which sends nothing: any answer but a 5xx (a key allowed only to send gets 401
+/// `restricted_api_key`) says Resend answers.
 public struct ResendConfiguration: Sendable {
     public let from: String
     public let baseURL: String
@@ -212,6 +214,27 @@ public final class ResendClient: Sendable {
         }
         return answered ?? Array(repeating: .notSent("Resend: no connection was free for it before the batch's bound (it never left)",
                                                      after: 1), count: count)
+    }
+
+    /// A read that sends nothing (`GET /domains?limit=1`): whether Resend answers again. It takes
+    /// its turn under `pace` like any of the team's requests.
+    public func probe(pace: (any ProviderPace)? = nil) async -> ProbeAnswer {
+        do {
+            guard let turn = try await (pace ?? localPace).reserve(within: Self.longestWaitForTurn) else {
+                return .notAsked("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now")
+            }
+            if turn > .zero { try? await Task.sleep(for: turn) }
+        } catch {
+            return .notAsked("Resend: \(describe(error))")
+        }
+        let url = "\(configuration.baseURL)/domains?limit=1", key = configuration.apiKey
+        return await http.probe("Resend", on: client, in: slots) {
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            request.headers.add(name: "authorization", value: "Bearer \(key)")
+            request.headers.add(name: "user-agent", value: Self.userAgent)
+            return request
+        }
     }
 
     /// A batch's answer, email by email: on 200, `{"data": [{"id"}…], "errors": [{"index",

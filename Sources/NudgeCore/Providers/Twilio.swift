@@ -21,6 +21,7 @@ import NIOPosix
 /// retried; after a time-out or a 5xx once the request left, Twilio is asked (`find`: `GET
 /// Messages.json?To=…&PageSize=20`, the newest first, each with its `sid`, `to`, `body`,
 /// `direction` and `date_created` in RFC 2822) whether it has the message before it goes again.
+/// A probe is `GET /2010-04-01/Accounts/{AccountSid}.json` (the account), which sends nothing.
 public struct TwilioConfiguration: Sendable {
     public let accountSID: String
     /// `TWILIO_FROM`: a number in E.164, or a Messaging Service (`MG…`).
@@ -187,6 +188,20 @@ public final class TwilioClient: Sendable {
         case unanswered(String, SendResult)
         /// It was not asked: no connection was free before the batch's bound.
         case notAsked(String)
+    }
+
+    /// A read that sends nothing (`GET /2010-04-01/Accounts/{AccountSid}.json`, the account
+    /// itself): whether Twilio answers again.
+    public func probe() async -> ProbeAnswer {
+        let url = "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID).json"
+        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
+        return await http.probe("Twilio", on: client, in: slots) {
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            request.headers.add(name: "authorization", value: "Basic \(credentials)")
+            request.headers.add(name: "user-agent", value: ResendClient.userAgent)
+            return request
+        }
     }
 
     /// Asks Twilio for the newest messages to the SMS's number and looks for one with its body

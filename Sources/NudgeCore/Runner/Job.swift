@@ -94,6 +94,12 @@ public protocol Job: Sendable {
     /// run goes on.
     func tend(run: RunContext, on connection: PostgresConnection) async throws
 
+    /// Outside calls the shared state asks for, made with no connection held, after each `tend`
+    /// and each `afterBatch` (dispatch: the harmless probes of providers found down, which its
+    /// `tend` claimed). Each of its waits has its own bound; it never fails the run. True when
+    /// they learnt something `tend` should write at once: the runner then calls `tend` again.
+    func tendOutside(run: RunContext) async -> Bool
+
     /// A configuration error the job met on its way without stopping (dispatch: a provider
     /// paused for the rest of the run): the run goes to its end, then reports it and exits 1.
     var runProblem: String? { get }
@@ -136,6 +142,8 @@ extension Job {
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
 
     public func tend(run: RunContext, on connection: PostgresConnection) async throws {}
+
+    public func tendOutside(run: RunContext) async -> Bool { false }
 
     public var bookkeepingStatements: Int { readStatements }
 

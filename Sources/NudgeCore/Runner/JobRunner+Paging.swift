@@ -64,9 +64,24 @@ extension JobRunner {
         return false
     }
 
-    /// The job's `tend`, at the time it is now; an error is logged and the run goes on (unless the
-    /// connection is gone, which the next use of it reports).
+    /// The job's `tend`, at the time it is now, then its outside calls (`tendOutside`); an error
+    /// is logged and the run goes on (unless the connection is gone, which the next use of it
+    /// reports).
     func tend(context: RunContext, on db: BoundedConnection) async {
+        await tendShared(context: context, on: db)
+        await tendOutside(context: context, on: db)
+    }
+
+    /// The job's outside calls for its shared state, and, when they learnt something, its `tend`
+    /// at once to write it.
+    func tendOutside(context: RunContext, on db: BoundedConnection) async {
+        var context = context
+        context.now = max(context.now, options.clock.now())
+        guard await job.tendOutside(run: context) else { return }
+        await tendShared(context: context, on: db)
+    }
+
+    private func tendShared(context: RunContext, on db: BoundedConnection) async {
         var context = context
         context.now = max(context.now, options.clock.now())
         let now = context

@@ -603,6 +603,7 @@ public struct JobRunner<J: Job>: Sendable {
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
+        if laneEnds == nil && systemic == nil { await tendOutside(context: context, on: db) }
         if let systemic { throw systemic }
         for (userID, reason) in skipped {
             var userLogger = logger

@@ -22,6 +22,8 @@ public final class ChannelHealth: Sendable {
         /// The version of each shared row as last read: a lane that read before another replaces
         /// nothing newer.
         var versions: [DeliveryProvider: Int64] = [:]
+        /// The harmless probes this dispatcher claimed and has not made yet (`takeOwedProbes`).
+        var owedProbes: Set<DeliveryProvider> = []
     }
 
     private let state = Mutex(State())
@@ -164,12 +166,41 @@ public final class ChannelHealth: Sendable {
         }
     }
 
+    // MARK: Probes
+
+    /// The harmless probes this dispatcher claimed in its last `sync`s, which it now makes: each
+    /// provider's once.
+    public func takeOwedProbes() -> [DeliveryProvider] {
+        state.withLock { state in
+            defer { state.owedProbes = [] }
+            return DeliveryProvider.allCases.filter { state.owedProbes.contains($0) }
+        }
+    }
+
+    /// Takes a harmless probe's answer into account: answered, the provider is up again at the
+    /// next `sync` (and its parked rows are woken); unanswered, it stays down until the next probe.
+    public func recordProbe(_ answer: ProbeAnswer, of provider: DeliveryProvider) {
+        state.withLock { state in
+            var delta = state.pending[provider] ?? ProviderHealth.Delta()
+            switch answer {
+            case .answered:
+                delta.trialAnswers += 1
+            case .unavailable(let why):
+                delta.trialOutages += 1
+                delta.lastOutage = why
+            case .notAsked:
+                return
+            }
+            state.pending[provider] = delta
+        }
+    }
+
     // MARK: The shared rows
 
     /// Writes what this dispatcher learnt since it last did, reads every provider's row back,
     /// and then, for each provider it is configured for: when it is not up and a probe is due,
-    /// wakes a few of its parked rows to try it; when it is up, wakes the next of its parked
-    /// rows. Each row is written only as it was read (its `version`), read again when another
+    /// claims a harmless probe (a provider down that offers one: `takeOwedProbes`) or wakes a few
+    /// of its parked rows to try it; when it is up, wakes the next of its parked rows. Each row is written only as it was read (its `version`), read again when another
     /// dispatcher wrote it first. Nothing is written on a dry run. At most
     /// `statements` statements.
     public func sync(now: Date, dryRun: Bool, on connection: PostgresConnection, logger: Logger) async throws {
@@ -201,11 +232,18 @@ public final class ChannelHealth: Sendable {
             if !taken.isEmpty { throw NudgeError(.database, "provider_health kept changing under this dispatcher's write") }
             var shared = rows.mapValues(\.health)
             let versions = rows.mapValues(\.version)
+            var owed: Set<DeliveryProvider> = []
             if !dryRun {
                 var ready: [DeliveryProvider] = []
                 for provider in DeliveryProvider.allCases where configured[provider] == .ready {
                     guard let health = shared[provider] else { continue }
-                    if health.probeDue(at: now) {
+                    if health.probeDue(at: now), health.state == .down, DeliveryServices.probesHarmlessly(provider) {
+                        if try await claimHarmlessProbe(provider, health: health, now: now, on: connection, logger: logger) {
+                            owed.insert(provider)
+                            shared[provider]?.probeRows = []
+                            shared[provider]?.probeAt = now.addingTimeInterval(health.probeInterval)
+                        }
+                    } else if health.probeDue(at: now) {
                         if let probe = try await claimProbe(provider, health: health, now: now, on: connection, logger: logger) {
                             shared[provider]?.probeRows = probe
                             shared[provider]?.probeAt = now.addingTimeInterval(health.probeInterval)
@@ -223,6 +261,7 @@ public final class ChannelHealth: Sendable {
                     state.shared[provider] = health
                     state.versions[provider] = versions[provider] ?? 0
                 }
+                state.owedProbes.formUnion(owed)
                 state.writing[token] = nil
             }
         } catch {
@@ -329,6 +368,21 @@ public final class ChannelHealth: Sendable {
             if let provider = DeliveryProvider(rawValue: name) { written.append(provider) }
         }
         return written
+    }
+
+    /// Takes the next probe of a provider that is down and offers a harmless one, unless another
+    /// dispatcher took it first: only the dispatcher whose claim moved `probe_at` makes it
+    /// (`takeOwedProbes`). No parked row is woken: the probe sends nobody anything.
+    private func claimHarmlessProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
+                                    on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let next = now.addingTimeInterval(health.probeInterval)
+        let claimed = try await connection.query("""
+            update provider_health set probe_at = \(next), probe_rows = '{}', version = version + 1, updated_at = now()
+             where provider = \(provider.rawValue) and state = 'down' and (probe_at is null or probe_at <= \(now))
+            returning provider
+            """, logger: logger)
+        for try await _ in claimed.decode(String.self) { return true }
+        return false
     }
 
     /// Takes the provider's next probe, unless another dispatcher took it first (only the

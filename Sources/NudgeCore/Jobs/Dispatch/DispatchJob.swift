@@ -89,6 +89,33 @@ public struct DispatchJob: Job {
         if !dryRun { _ = try await SMSStatus.applyKept(on: connection, logger: run.logger) }
     }
 
+    /// The harmless probes `tend` or `afterBatch` claimed for providers found down (FCM, Resend,
+    /// Twilio: requests that send nobody anything), made together: each answer goes into the
+    /// providers' health, written by the `tend` that follows (docs/jobs/dispatch.md, "Provider
+    /// health").
+    public func tendOutside(run: RunContext) async -> Bool {
+        let owed = health.takeOwedProbes()
+        guard !owed.isEmpty, !dryRun else { return false }
+        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock)
+        let push = self.push
+        return await withTaskGroup(of: (DeliveryProvider, ProbeAnswer?).self) { group in
+            for provider in owed {
+                group.addTask { (provider, await push.probe(provider, context: context)) }
+            }
+            var learnt = false
+            for await (provider, answer) in group {
+                guard let answer else { continue }
+                run.logger.info("probed a provider that is down", metadata: [
+                    "nudge.provider": "\(provider.rawValue)", LogKey.reason: "\(answer.description)",
+                ])
+                health.recordProbe(answer, of: provider)
+                if case .notAsked = answer { continue }
+                learnt = true
+            }
+            return learnt
+        }
+    }
+
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
         try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
         // Resend's events that came while this batch wrote its emails' logs.

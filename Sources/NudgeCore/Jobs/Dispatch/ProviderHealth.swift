@@ -7,8 +7,10 @@ import Foundation
 ///   from at least `outageMinimum` distinct devices (or addresses, or requests), and twice as
 ///   many as its other answers: one token that always draws a 5xx is that token's trouble, not
 ///   an outage. Its notifications are parked without spending an attempt; every
-///   `downProbeInterval` a dispatcher probes it with a few parked rows (never the same ones twice
-///   running), and it is up as soon as any request of a probe is answered;
+///   `downProbeInterval` a dispatcher probes it, with a request that sends nobody anything where
+///   the provider offers one (FCM, Resend, Twilio) and otherwise (APNs) with a few parked rows
+///   (never the same ones twice running), and it is up as soon as any request of a probe is
+///   answered;
 /// - **paused**: it refused Nudge's configuration (a key, a topic, a project), or called many
 ///   distinct tokens unknown at once (`BadDeviceToken`, `SENDER_ID_MISMATCH` from at least
 ///   `burstMinimum` devices and half its answers: a wrong `APNS_ENVIRONMENT`, bundle id or
