@@ -109,8 +109,9 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
 /// the first one's write leaves them, their logs and their effects alone.
 @Suite(.serialized) struct LapsedClaimTests {
     /// The rows of a push and an email are taken by another claim while their requests are on
-    /// the wire: the first run writes no log, no email log, and leaves the rows to the other
-    /// claim; once that one lapses too, the next run sends the push again under its collapse id
+    /// the wire: the first run's renewal of its claims before the write comes back without their
+    /// users, whom it reports skipped; it writes no log, no email log, and leaves the rows to the
+    /// other claim; once that one lapses too, the next run sends the push again under its collapse id
     /// and the email under its key (Resend sends nothing twice), and each is logged once.
     @Test func aBatchWhoseClaimLapsedWritesNothingForTheRowsItLost() async throws {
         let database = try await TestDatabase.fresh()
@@ -121,7 +122,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
             _ = try? database.psql("""
                 update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
                  where user_id = '\(Fixture.userID(n))';
-                update dispatch_leases set leased_until = now() + interval '1 hour' where user_id = '\(Fixture.userID(n))';
+                update dispatch_leases set run_id = -7, leased_until = now() + interval '1 hour' where user_id = '\(Fixture.userID(n))';
                 """)
         }
         let push = try await PushStandIns.start(apns: { _ in
@@ -145,6 +146,11 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(first.exitCode == 0, "\(first)")
         #expect(push.apns.requests.count == 1)
         #expect(resend.sent.count == 1)
+        // The claims renewed before the write came back without the two users: the batch says so.
+        #expect(first.counts.skipped == 2, "\(first.counts)")
+        #expect(try database.psql("""
+            select count(*) from job_run_failures where run_id = (select max(id) from job_runs) and reason like 'its claim ran out while%'
+            """) == "2")
         #expect(try database.count("select count(*) from notification_logs") == 0)
         #expect(try database.count("select count(*) from email_logs") == 0)
         #expect(try database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")

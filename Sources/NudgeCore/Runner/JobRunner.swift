@@ -503,13 +503,16 @@ public struct JobRunner<J: Job>: Sendable {
         let unindexed = options.sweep ? Set(placed.filter { source.lacksIndexRow($0.item) }.map(\.id)) : []
 
         var undone: Set<UUID> = []
-        if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit {
+        // When the page's claims end, on this process's clock (nil: a source without claims).
+        var heldUntil = source.claimLasts.map { claimedAt + .seconds($0) }
+        if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit, let until = heldUntil {
             // The claims must outlast the outside calls (each user's, then the batch's together)
             // and the write: renewed when reading took long, and the users whose claim went to
             // another run meanwhile are left to it, nothing sent for them.
             let needed = (limit * 2).seconds + 20
-            let ids = planned.map(\.itemID)
-            let held = try await db { try await source.keep(page: ids, for: needed, claimedAt: claimedAt, run: context, on: db.connection) }
+            let ids = planned.map(\.itemID), renewing = ContinuousClock.now
+            let held = try await db { try await source.keep(page: ids, for: needed, heldUntil: until, run: context, on: db.connection) }
+            heldUntil = max(until, renewing + .seconds(needed))
             for id in ids where !held.contains(id) {
                 skipped.append((id, "its claim ran out before its outside calls and another run holds it now"))
             }
@@ -529,6 +532,26 @@ public struct JobRunner<J: Job>: Sendable {
             state.interrupted = state.interrupted || outside.interrupted
             state.outsideCallsEnded = .now
             state.pauseOwed = pause
+            if !context.dryRun, !planned.isEmpty, let until = heldUntil {
+                // The write must end before the claims do: renewed when less than its bound is
+                // left. A user whose claim ran out and went to another run while the sends were
+                // under way is that run's now: this batch writes nothing for them, and says so
+                // (what was sent for them may be sent again).
+                // (At most a claim's own length: a database without a statement time-out bounds
+                // its write by an hour, and a dispatcher that died would hold its users as long.)
+                let bound = min(database.limits.answerTimeout.seconds, source.claimLasts ?? 0)
+                let ids = planned.map(\.itemID)
+                let held = await keepBeforeWrite(ids, for: bound, heldUntil: until, context: context, on: db)
+                for id in ids where !held.contains(id) {
+                    logger.error("a claim ran out while its sends were under way", metadata: [
+                        LogKey.userID: "\(id.uuidString.lowercased())",
+                        LogKey.reason: "another run holds the user now: this run writes nothing for them, and what it sent may be sent again",
+                    ])
+                    skipped.append((id, "its claim ran out while its outside calls were under way and another run holds it now: "
+                                        + "nothing of them is written by this run"))
+                }
+                planned.removeAll { !held.contains($0.itemID) }
+            }
         }
         // The checkpoint stops short of the first item left undone (a spent budget, a signal); a
         // queue keeps none: what is not done stays in it.
@@ -901,6 +924,30 @@ public struct JobRunner<J: Job>: Sendable {
     /// (Dispatch's write is compare-and-set on its claims: one that had in fact been written
     /// changes nothing the second time.) Returns the error the lane ends on once the batch is
     /// accounted for, when the batch's own connection is gone.
+    /// The page's claims renewed before a write that follows sends (`WorkSource.keep`): on the
+    /// batch's connection, or, when it went during the sends, on a fresh one, as the write will
+    /// be (`sendAfterSends`). When neither answers, every user counts as held: the write, behind
+    /// the claims, changes nothing of a user another run took.
+    private func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant,
+                                 context: RunContext, on db: BoundedConnection) async -> Set<UUID> {
+        do {
+            return try await db { try await source.keep(page: ids, for: duration, heldUntil: heldUntil, run: context, on: db.connection) }
+        } catch {
+            do {
+                return try await database.withNewConnection { connection in
+                    try await database.bounded(connection) {
+                        try await source.keep(page: ids, for: duration, heldUntil: heldUntil, run: context, on: connection)
+                    }
+                }
+            } catch let again {
+                context.logger.warning("the batch's claims could not be renewed before its write", metadata: [
+                    LogKey.reason: "\(describe(error)); on a fresh connection: \(describe(again))",
+                ])
+                return Set(ids)
+            }
+        }
+    }
+
     private func sendAfterSends(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws -> (any Error)? {
         do {
             try await send(writes, context: context, on: db)

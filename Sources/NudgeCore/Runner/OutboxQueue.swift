@@ -102,12 +102,15 @@ public struct OutboxQueue: WorkSource {
         }
     }
 
+    public var claimLasts: TimeInterval? { lease }
+
     /// Renews the page's claims (the users' leases and their rows') for `duration` from now, when
-    /// the lease taken at `claimedAt` has less than that left (reading the facts took long); the
-    /// users still held: not one whose lease ran out and another dispatcher took.
-    public func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+    /// what is left of them (until `heldUntil`) is less than that (reading the facts, or the
+    /// sends, took long); the users still held: not one whose lease ran out and another
+    /// dispatcher took.
+    public func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
                      on connection: PostgresConnection) async throws -> Set<UUID> {
-        guard !ids.isEmpty, claimedAt.duration(to: .now).seconds + duration > lease else { return Set(ids) }
+        guard !ids.isEmpty, ContinuousClock.now.duration(to: heldUntil).seconds < duration else { return Set(ids) }
         let answer = try await connection.query("""
             with kept as (
                 update dispatch_leases set leased_until = now() + make_interval(secs => \(duration))

@@ -39,11 +39,16 @@ public protocol WorkSource: Sendable {
     /// statement writes: no step may touch their rows.
     func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites
 
-    /// Before a batch's outside calls (a queue's claims): makes the page's claims last `duration`
-    /// more when what is left of them (they began at `claimedAt`) might not cover it; the items
-    /// still held, without those whose claim ran out and went to another run meanwhile, which
-    /// the batch must leave alone. All of them for a source without claims.
-    func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+    /// How long a claim of a page lasts from when it is taken (a queue's lease); nil for a source
+    /// without claims.
+    var claimLasts: TimeInterval? { get }
+
+    /// Before a batch's outside calls and before its write (a queue's claims): makes the page's
+    /// claims last `duration` more when what is left of them (they end at `heldUntil`, on this
+    /// process's clock) might not cover it; the items still held, without those whose claim ran
+    /// out and went to another run meanwhile, which the batch must leave alone. All of them for
+    /// a source without claims.
+    func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
               on connection: PostgresConnection) async throws -> Set<UUID>
 
     /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
@@ -77,7 +82,9 @@ extension WorkSource {
         BatchWrites()
     }
 
-    public func keep(page ids: [UUID], for duration: TimeInterval, claimedAt: ContinuousClock.Instant, run: RunContext,
+    public var claimLasts: TimeInterval? { nil }
+
+    public func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
                      on connection: PostgresConnection) async throws -> Set<UUID> {
         Set(ids)
     }
