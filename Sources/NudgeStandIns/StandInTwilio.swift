@@ -17,7 +17,7 @@ import Synchronization
 /// it; each message with `sid`, `to`, `from`, `body`, `status`, `direction` and `date_created`
 /// in RFC 2822); `listing` can answer otherwise (an error, silence). `GET` on the account
 /// (`/2010-04-01/Accounts/{AccountSid}.json`, what a probe asks) answers its JSON, or as
-/// `listing` says.
+/// `account` says.
 ///
 /// `report` posts a status callback for a message to its `StatusCallback`, as Twilio does: a
 /// form with `MessageSid`, `MessageStatus`, `ErrorCode`, signed in `X-Twilio-Signature`
@@ -94,11 +94,12 @@ public final class StandInTwilio: Sendable {
                              authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
                              onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
                              listing: @escaping @Sendable () -> Answer = { .accept },
+                             account: @escaping @Sendable () -> Answer = { .accept },
                              script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
             if request.method == .GET, request.path == "/2010-04-01/Accounts/\(accountSID).json" {
-                return (account(request, accountSID: accountSID, authToken: authToken, state: state, answer: listing()), latency)
+                return (readAccount(request, accountSID: accountSID, authToken: authToken, state: state, answer: account()), latency)
             }
             if request.method == .GET {
                 return (list(request, accountSID: accountSID, authToken: authToken, state: state, answer: listing()), latency)
@@ -176,7 +177,7 @@ public final class StandInTwilio: Sendable {
     }
 
     /// `GET` the account: its JSON, after its credentials are checked.
-    private static func account(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+    private static func readAccount(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
                                 answer: Answer) -> StandInHTTPServer.Reply {
         let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
         guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }

@@ -129,6 +129,44 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(settled.status == .sent)
     }
 
+    /// A user with an iPhone and an Android phone while APNs is down (for every dispatcher): the
+    /// Android phone gets the notification, and it waits, parked for APNs, for the iPhone; once
+    /// APNs is back the iPhone gets it and it is sent. Had APNs not come back before its shelf
+    /// life ended, it would stand sent, with why, the iPhone never getting a stale push.
+    @Test func aNotificationWaitsForEveryDeviceWhileTheirProviderIsDown() {
+        let apnsDown: [DeliveryProvider: ProviderState] = [.apns: .down("APNs is down"), .fcm: .ready]
+        let first = row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z")
+        let planned = plan([first], providers: apnsDown)
+        #expect(planned.deliveries[0].targets == [pixel] && planned.deliveries[0].waitsForReturn)
+        let waiting = DispatchRules.settle(first, delivery: planned.deliveries[0],
+                                           results: [pixel.key: .delivered(providerID: "projects/x/messages/1")],
+                                           now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(waiting.status == .pending && waiting.deliveredTo == [pixel.key] && waiting.parkedFor == .apns)
+        #expect(waiting.sentAt == at("2026-03-10T12:00:00Z"))
+
+        // Still down at its next look: it keeps waiting; no device is asked twice.
+        let again = row(1, "streak_at_risk", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [pixel.key], deliveryID: 1,
+                        sentAt: at("2026-03-10T12:00:00Z"))
+        #expect(plan([again], providers: apnsDown, now: "2026-03-10T12:10:00Z").outcomes[1]
+                == .waiting(until: at("2026-03-11T12:00:00Z"), reason: "APNs is down", parkedFor: .apns))
+        // Back: the iPhone alone gets it, and it is sent.
+        let back = plan([again], now: "2026-03-10T12:10:00Z")
+        #expect(back.deliveries[0].targets == [iphone])
+        let sent = DispatchRules.settle(again, delivery: back.deliveries[0], results: [iphone.key: .delivered(providerID: "a")],
+                                        now: at("2026-03-10T12:10:00Z"), jitter: 0)
+        #expect(sent.status == .sent && sent.deliveredTo == [pixel.key, iphone.key])
+        // Past its shelf life with APNs still down: it stands sent (the Android phone has it).
+        guard case .reached(let why)? = plan([again], providers: apnsDown, now: "2026-03-11T12:00:00Z").outcomes[1] else {
+            Issue.record("not reached"); return
+        }
+        #expect(why.hasPrefix("1 of its devices had it;"))
+        // Found down mid-batch (the iPhone's send held as APNs went down): it waits too.
+        let midBatch = DispatchRules.settle(first, delivery: plan([first]).deliveries[0],
+                                            results: [pixel.key: .delivered(providerID: "b"), iphone.key: .notSent("APNs is down", after: nil)],
+                                            now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(midBatch.status == .pending && midBatch.parkedFor == .apns)
+    }
+
     @Test func aProviderHeldByItsQuotaMakesItsNotificationsWaitThatLong() {
         let held: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .held("FCM is over its quota", for: 75)]
         let result = plan([row(1, "preview_push", due: "2026-03-10T12:00:00Z")], devices: [pixel], providers: held)

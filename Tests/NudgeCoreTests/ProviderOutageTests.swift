@@ -253,6 +253,40 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         #expect(back.state == .up)
     }
 
+    /// A harmless probe's answer brings up a provider that is down, never one paused meanwhile (it
+    /// asks nothing of the configuration); a probe refused for the configuration pauses it.
+    @Test func aHarmlessProbeBringsUpOnlyAProviderThatIsDown() {
+        let down = ProviderHealth().applying(answers(0, outages: 10), now: now, config: "c")
+        var probe = ProviderHealth.Delta()
+        probe.probeAnswers = 1
+        #expect(down.applying(probe, now: now.addingTimeInterval(31), config: "c").state == .up)
+        var refusal = ProviderHealth.Delta()
+        refusal.configuration = "FCM 403 PERMISSION_DENIED"
+        let paused = down.applying(refusal, now: now.addingTimeInterval(31), config: "c")
+        #expect(paused.state == .paused)
+        #expect(paused.applying(probe, now: now.addingTimeInterval(62), config: "c").state == .paused)
+    }
+
+    /// What a probe's HTTP answer says: any answer but a 5xx or a 408 is an answer; a refusal of
+    /// the key, the account or the project pauses; Resend's refusal of a read to a key allowed
+    /// only to send is an answer.
+    @Test func aProbesAnswerIsReadAsTheProvidersOwn() {
+        for status in [200, 400, 401, 404, 429] { #expect(ProbeAnswer("X", status: status) == .answered("X answered \(status)")) }
+        for status in [408, 500, 502, 503] { #expect(ProbeAnswer("X", status: status) == .unavailable("X answered \(status)")) }
+        let restricted = Data(#"{"statusCode":401,"name":"restricted_api_key","message":"This API key is restricted to only send emails"}"#.utf8)
+        #expect(ResendClient.probeReading(status: 401, body: restricted) == .answered("Resend answered 401 restricted_api_key"))
+        let invalid = Data(#"{"statusCode":403,"name":"invalid_api_key","message":"API key is invalid"}"#.utf8)
+        #expect(ResendClient.probeReading(status: 403, body: invalid) == .refused("Resend 403 invalid_api_key"))
+        #expect(ResendClient.probeReading(status: 503, body: Data()) == nil)
+        #expect(TwilioClient.probeReading(status: 401, body: Data())?.description.hasPrefix("Twilio 401") == true)
+        #expect(TwilioClient.probeReading(status: 200, body: Data()) == nil)
+        let denied = Data(#"{"error":{"code":403,"message":"Permission denied","status":"PERMISSION_DENIED"}}"#.utf8)
+        if case .refused? = FCMClient.probeReading(status: 403, body: denied) {} else { Issue.record("FCM 403 is not a refusal") }
+        let unavailable = Data(#"{"error":{"code":503,"message":"Unavailable","status":"UNAVAILABLE"}}"#.utf8)
+        #expect(FCMClient.probeReading(status: 503, body: unavailable) == nil)
+        #expect(FCMClient.probeReading(status: 200, body: Data(#"{"name":"projects/p/messages/fake_message_id"}"#.utf8)) == nil)
+    }
+
     /// While the provider answers other requests, a 5xx for one row is about that row: an
     /// attempt, so a poisoned token ends after its attempts instead of waiting all day; while it
     /// does not, the row waits without spending one.
@@ -286,7 +320,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         }
         #expect(why.hasPrefix("APNs is down since 2026-03-09T16:00:00Z"))
         #expect(health.hold(.apns) != nil)
-        #expect(health.states()[.apns] == .unavailable(health.hold(.apns)!.reason))
+        #expect(health.states()[.apns] == .down(health.hold(.apns)!.reason))
         #expect(health.hold(.fcm) == nil)
         // A lone unknown token from FCM, which has confirmed nothing yet: kept, the row waits.
         guard case .notSent(_, DispatchRules.providerWait?) = health.interpret(.invalidToken("FCM 400 INVALID_ARGUMENT", unknownToProvider: true),

@@ -77,11 +77,13 @@ struct PreviewWorld: Sendable {
     static func start(confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
                       fcm: @escaping StandInFCM.Script = { _ in .accept }, twilioLatency: Duration = .zero,
                       twilioListing: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
+                      twilioAccount: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
                       twilio script: @escaping StandInTwilio.Script = { _ in .accept }) async throws -> PreviewWorld {
         let database = try await TestDatabase.fresh()
         try Calls.coaches(database)
         return PreviewWorld(database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
-                            twilio: try await StandInTwilio.start(latency: twilioLatency, listing: twilioListing, script: script),
+                            twilio: try await StandInTwilio.start(latency: twilioLatency, listing: twilioListing,
+                                                                account: twilioAccount, script: script),
                             confirming: confirming)
     }
 
@@ -806,6 +808,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let duringOutage = Mutex(0)
         let world = try await PreviewWorld.start(
             twilioListing: { down.withLock { $0 } ? .reject(status: 503, code: 20500, message: "Service Unavailable") : .accept },
+            twilioAccount: { down.withLock { $0 } ? .reject(status: 503, code: 20500, message: "Service Unavailable") : .accept },
             twilio: { _ in
                 down.withLock { down in
                     if down { duringOutage.withLock { $0 += 1 } }

@@ -117,9 +117,12 @@ public struct Device: Sendable, Equatable, Hashable {
 /// Whether a push service can be used now.
 public enum ProviderState: Sendable, Equatable {
     case ready
-    /// Not configured, or paused for the rest of the run after a configuration error: its
-    /// notifications wait, nothing is dropped.
+    /// Not configured: its notifications wait, nothing is dropped; a notification another
+    /// device of the user has does not wait for it.
     case unavailable(String)
+    /// Down or paused for every dispatcher (`provider_health`): it comes back, and its
+    /// notifications wait for it on every device, until it is back or their shelf life ends.
+    case down(String)
     /// Held for a while (a project's quota): its notifications wait that long.
     case held(String, for: TimeInterval)
 }

@@ -106,7 +106,8 @@ extension DispatchRules {
     /// devices are remembered; a retryable failure leaves it pending for a later attempt while
     /// attempts remain; a provider that cannot be used now (down, paused, not configured, over
     /// its quota, or giving no answer: `outageWait`) leaves it waiting without spending one,
-    /// unless some device already has it;
+    /// unless some device already has it and the provider is only not configured (one that
+    /// comes back is waited for, on every device, until the shelf life ends);
     /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
     public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
                               now: Date, jitter: Double) -> Settlement {
@@ -117,6 +118,9 @@ extension DispatchRules {
         var blocked = !delivery.waiting.isEmpty
         var blockedFor: TimeInterval?
         var parkedFor = Set(delivery.waiting.map(\.provider))
+        // Whether what holds it comes back (an outage, a pause, a quota): then it waits for those
+        // devices even when another has it.
+        var comesBack = delivery.waitsForReturn
         var askedAProvider = false
         var lastError: String?
         for device in delivery.targets {
@@ -133,6 +137,7 @@ extension DispatchRules {
             case .unavailable(let why, let after)?:
                 // The provider's trouble: a wait, no attempt (`outageWait`).
                 blocked = true
+                comesBack = true
                 var wait = outageWait(since: row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
                 if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
                 blockedFor = min(blockedFor ?? .infinity, wait)
@@ -142,14 +147,17 @@ extension DispatchRules {
                 askedAProvider = true
             case .throttled(let why, let after)?, .notSent(let why, let after?)?:
                 blocked = true
+                comesBack = true
                 blockedFor = min(blockedFor ?? .infinity, after)
                 lastError = "\(name): \(why)"
             case .configuration(let why)?, .notSent(let why, nil)?:
                 blocked = true
+                comesBack = true
                 parkedFor.insert(device.provider)
                 lastError = "\(name): \(why)"
             case nil:
                 blocked = true
+                comesBack = true
                 blockedFor = min(blockedFor ?? .infinity, firstRetryDelay)
                 lastError = "\(name): no result (the run stopped before this device's turn)"
             }
@@ -170,10 +178,12 @@ extension DispatchRules {
             return Settlement(status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
                               sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
         }
-        // Nothing is dropped for a provider that cannot be used now, unless a device has it: then
-        // the user has it.
+        // Nothing is dropped for a provider that cannot be used now: the row waits, for all its
+        // devices while the provider comes back and its shelf life lasts; for one not configured,
+        // only while no device has it.
         // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
-        if blocked && !retryable && delivered.isEmpty && !(askedAProvider && row.attempts >= maxAttempts) {
+        let waitsForOthers = comesBack && now < delivery.expiresAt
+        if blocked && !retryable && (delivered.isEmpty || waitsForOthers) && !(askedAProvider && row.attempts >= maxAttempts) {
             return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
                               lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)
         }

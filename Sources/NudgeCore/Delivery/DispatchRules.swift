@@ -127,6 +127,9 @@ public enum DispatchRules {
         case waiting(until: Date, reason: String, parkedFor: DeliveryProvider? = nil)
         /// Claimed ahead of its time to join a delivery, it joined none: back as it was.
         case released
+        /// Some of its devices had it, and its shelf life ended before the provider of the others
+        /// was back: it stands sent, with why.
+        case reached(String)
         case failed(String)
     }
 
@@ -182,10 +185,14 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: "once", reason: already)
                 continue
             }
-            // Past its shelf life, a notification is stale: not sent, whatever held it.
+            // Past its shelf life, a notification is stale: not sent, whatever held it. One that some
+            // device has already stands sent: its other devices' provider was not back in time.
             let expiry = shelfLife.expiry(of: row, calendar: calendar)
             if row.dueAt.timeIntervalSince(now) <= 0.001, now >= expiry {
-                plan.outcomes[row.id] = .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
+                plan.outcomes[row.id] = row.deliveredTo.isEmpty
+                    ? .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
+                    : .reached("\(row.deliveredTo.count) of its devices had it; " + expired(row, at: expiry, shelfLife: shelfLife)
+                               + ", and the provider of the others was not back before")
                 continue
             }
             // What it asks the user to do is done: it is not sent, whatever channel it is on.
@@ -287,8 +294,10 @@ public enum DispatchRules {
             }
             let targets = facts.devices.filter { !lead.deliveredTo.contains($0.key) }
             let ready = targets.filter { providers[$0.provider] == .ready }
-            // Waiting for a provider only while no device has it: once one has, the user has it.
-            if ready.isEmpty && !targets.isEmpty && lead.deliveredTo.isEmpty {
+            // Every device of the user gets it: it waits for a provider that comes back (down,
+            // paused, over its quota) even when another device has it; for one not configured,
+            // only while no device has it.
+            if ready.isEmpty && !targets.isEmpty && (lead.deliveredTo.isEmpty || targets.contains { Self.comesBack(providers[$0.provider]) }) {
                 // Held for a while (a quota): looked at again then. Otherwise parked for a provider
                 // until it is back or the group's shelf life ends.
                 var reasons: Set<String> = []
@@ -299,7 +308,7 @@ public enum DispatchRules {
                     case .held(let why, let seconds)?:
                         reasons.insert(why)
                         heldFor = min(heldFor ?? .infinity, max(1, seconds))
-                    case .unavailable(let why)?:
+                    case .unavailable(let why)?, .down(let why)?:
                         reasons.insert(why)
                         parkedFor.insert(device.provider)
                     default:
@@ -333,6 +342,7 @@ public enum DispatchRules {
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
+                                                   waitsForReturn: targets.contains { Self.comesBack(providers[$0.provider]) },
                                                    keepUntil: keepUntil(lead, expiry: expiry), expiresAt: expiry))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
@@ -423,10 +433,19 @@ public enum DispatchRules {
             return nil
         case .held(let why, let seconds)?:
             return .waiting(until: min(now.addingTimeInterval(max(1, min(seconds, providerWait))), expiry), reason: why)
-        case .unavailable(let why)?:
+        case .unavailable(let why)?, .down(let why)?:
             return .waiting(until: expiry, reason: why, parkedFor: provider)
         case nil:
             return .waiting(until: expiry, reason: "\(provider.displayName) is not configured", parkedFor: provider)
+        }
+    }
+
+    /// Whether a provider in `state` comes back by itself or once fixed (down, paused, over its
+    /// quota), as a provider not configured does not: a notification waits for its devices.
+    static func comesBack(_ state: ProviderState?) -> Bool {
+        switch state {
+        case .down?, .held?: true
+        case .ready?, .unavailable?, nil: false
         }
     }
 
@@ -584,8 +603,11 @@ public struct PlannedDelivery: Sendable, Equatable {
     /// The devices to send to now.
     public let targets: [Device]
     /// The devices whose provider cannot be used now: the rows wait for them, unless another
-    /// device has it.
+    /// device has it and none of them comes back (`waitsForReturn`).
     public let waiting: [Device]
+    /// Whether a device of `waiting` is on a provider that comes back (down, paused, over its
+    /// quota): the rows then wait for it even when another device has them.
+    public var waitsForReturn = false
     /// Until when APNs and FCM keep it for an offline device.
     public let keepUntil: Date
     /// When its rows' shelf life ends (the earliest of them).

@@ -184,13 +184,13 @@ public final class FCMClient: PushService {
         do {
             token = try await tokens.token(database: context.database, logger: context.logger)
         } catch let error as NudgeError where error.kind == .configuration {
-            // Google's token endpoint answered; the sends will say what FCM makes of it.
-            return .answered("could not get an FCM access token: \(error)")
+            // The token endpoint refused the service account: FCM is paused, as a send would pause it.
+            return .refused("could not get an FCM access token: \(error)")
         } catch {
             return .unavailable("could not get an FCM access token: \(describe(error))")
         }
         let url = "\(configuration.baseURL)/v1/projects/\(configuration.projectID)/messages:send"
-        return await http.probe("FCM", on: client, in: slots) {
+        return await http.probe("FCM", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
             request.method = .POST
             request.headers.add(name: "authorization", value: "Bearer \(token)")
@@ -198,6 +198,13 @@ public final class FCMClient: PushService {
             request.body = .bytes(ByteBuffer(string: Self.probeBody))
             return request
         }
+    }
+
+    /// A probe's answer: the same endpoint and the same reading as a send's, so that a refused
+    /// project or key pauses FCM; nil for the usual reading (`ProbeAnswer(_:status:)`).
+    static func probeReading(status: Int, body: Data) -> ProbeAnswer? {
+        guard status != 200, case .configuration(let why) = classify(status: status, body: body, retryAfter: nil) else { return nil }
+        return .refused(why)
     }
 
     /// The probe's body: a data message to a topic no device subscribes to, validated only.

@@ -105,17 +105,20 @@ public struct ProviderHTTP: Sendable {
     }
 
     /// A harmless request (one that sends nobody anything) that tells whether `provider` answers
-    /// again: any answer but a 5xx says it does, whatever it says of the request. Its wait for a
-    /// slot and its exchange are bounded together, by the time-out and as long again.
+    /// again, its answer read by `reading` (by default: any answer but a 5xx or a 408 says it
+    /// does, whatever it says of the request). Its wait for a slot and its exchange are bounded
+    /// together, by the time-out and as long again.
     public func probe(_ provider: String, on client: HTTPClient, in slots: ProviderSlots,
+                      reading: @escaping @Sendable (Int, Data) -> ProbeAnswer? = { _, _ in nil },
                       building: @escaping @Sendable () -> HTTPClientRequest) async -> ProbeAnswer {
         let timeout = self.timeout
         do {
             let answered = try await withTimeout(timeout * 2) {
                 await slots.run { () async -> ProbeAnswer in
                     do {
-                        let (head, _) = try await exchange(building(), on: client)
-                        return ProbeAnswer(provider, status: Int(head.status.code))
+                        let (head, body) = try await exchange(building(), on: client)
+                        let status = Int(head.status.code)
+                        return reading(status, body) ?? ProbeAnswer(provider, status: status)
                     } catch {
                         return .unavailable("\(provider): \(Self.describe(error))")
                     }
@@ -123,7 +126,7 @@ public struct ProviderHTTP: Sendable {
             }
             return answered ?? .notAsked("\(provider): no connection was free for the probe")
         } catch {
-            return .notAsked("\(provider): no connection was free for the probe within \(timeout * 2)")
+            return .unavailable("\(provider): the probe had no answer within \(timeout * 2), its wait for a connection included")
         }
     }
 
@@ -241,21 +244,24 @@ public final class ProviderSlots: Sendable {
 
 /// What a harmless probe learnt of a provider found down (`ProviderHTTP.probe`).
 public enum ProbeAnswer: Sendable, Equatable {
-    /// It answered (any status but a 5xx): it is up again.
+    /// It answered (any status but a 5xx or a 408): it is up again.
     case answered(String)
-    /// A 5xx, no answer within the time-out, a refused connection: still down.
+    /// It answered by refusing Nudge's configuration (a key, an account, a project): it is
+    /// paused, as a send refused so would pause it.
+    case refused(String)
+    /// A 5xx, a 408, no answer within the time-out, a refused connection: still down.
     case unavailable(String)
     /// It was not asked (no connection, no turn under the pace): nothing learnt.
     case notAsked(String)
 
     /// An HTTP answer's meaning: a 5xx is no answer about anything.
     public init(_ provider: String, status: Int) {
-        self = status >= 500 ? .unavailable("\(provider) answered \(status)") : .answered("\(provider) answered \(status)")
+        self = status >= 500 || status == 408 ? .unavailable("\(provider) answered \(status)") : .answered("\(provider) answered \(status)")
     }
 
     public var description: String {
         switch self {
-        case .answered(let why), .unavailable(let why), .notAsked(let why): why
+        case .answered(let why), .refused(let why), .unavailable(let why), .notAsked(let why): why
         }
     }
 }

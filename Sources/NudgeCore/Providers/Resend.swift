@@ -228,13 +228,23 @@ public final class ResendClient: Sendable {
             return .notAsked("Resend: \(describe(error))")
         }
         let url = "\(configuration.baseURL)/domains?limit=1", key = configuration.apiKey
-        return await http.probe("Resend", on: client, in: slots) {
+        return await http.probe("Resend", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
             request.method = .GET
             request.headers.add(name: "authorization", value: "Bearer \(key)")
             request.headers.add(name: "user-agent", value: Self.userAgent)
             return request
         }
+    }
+
+    /// A probe's answer: a key allowed only to send is refused the read (401
+    /// `restricted_api_key`), which is an answer; any other 401 or 403 refuses the key itself.
+    /// Nil for the usual reading (`ProbeAnswer(_:status:)`).
+    static func probeReading(status: Int, body: Data) -> ProbeAnswer? {
+        guard status == 401 || status == 403 else { return nil }
+        struct Refusal: Decodable { let name: String? }
+        let name = (try? JSONDecoder().decode(Refusal.self, from: body))?.name ?? "HTTP \(status)"
+        return name == "restricted_api_key" ? .answered("Resend answered \(status) \(name)") : .refused("Resend \(status) \(name)")
     }
 
     /// A batch's answer, email by email: on 200, `{"data": [{"id"}…], "errors": [{"index",

@@ -195,13 +195,19 @@ public final class TwilioClient: Sendable {
     public func probe() async -> ProbeAnswer {
         let url = "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID).json"
         let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
-        return await http.probe("Twilio", on: client, in: slots) {
+        return await http.probe("Twilio", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
             request.method = .GET
             request.headers.add(name: "authorization", value: "Basic \(credentials)")
             request.headers.add(name: "user-agent", value: ResendClient.userAgent)
             return request
         }
+    }
+
+    /// A probe's answer: 401 or 403 on its own account refuses the credentials; nil for the usual
+    /// reading (`ProbeAnswer(_:status:)`).
+    static func probeReading(status: Int, body: Data) -> ProbeAnswer? {
+        status == 401 || status == 403 ? .refused("Twilio \(status): the account refused its credentials") : nil
     }
 
     /// Asks Twilio for the newest messages to the SMS's number and looks for one with its body

@@ -94,10 +94,10 @@ public protocol Job: Sendable {
     /// run goes on.
     func tend(run: RunContext, on connection: PostgresConnection) async throws
 
-    /// Outside calls the shared state asks for, made with no connection held, after each `tend`
-    /// and each `afterBatch` (dispatch: the harmless probes of providers found down, which its
-    /// `tend` claimed). Each of its waits has its own bound; it never fails the run. True when
-    /// they learnt something `tend` should write at once: the runner then calls `tend` again.
+    /// Outside calls the shared state asks for, made after each `tend`, outside the bound of its
+    /// statements (dispatch: the harmless probes of providers found down, which its `tend`
+    /// claimed). Each of its waits has its own bound; it never fails the run. True when they
+    /// learnt something `tend` should write at once: the runner then calls `tend` again.
     func tendOutside(run: RunContext) async -> Bool
 
     /// A configuration error the job met on its way without stopping (dispatch: a provider

@@ -537,9 +537,10 @@ public struct JobRunner<J: Job>: Sendable {
                 // left. A user whose claim ran out and went to another run while the sends were
                 // under way is that run's now: this batch writes nothing for them, and says so
                 // (what was sent for them may be sent again).
-                // (At most a claim's own length: a database without a statement time-out bounds
-                // its write by an hour, and a dispatcher that died would hold its users as long.)
-                let bound = min(database.limits.answerTimeout.seconds, source.claimLasts ?? 0)
+                // The write's bound is that of its two statements (`send`). (At most a claim's own
+                // length: a database without a statement time-out bounds its write by two hours,
+                // and a dispatcher that died would hold its users as long.)
+                let bound = min(database.limits.answerTimeout(statements: 2).seconds, source.claimLasts ?? 0)
                 let ids = planned.map(\.itemID)
                 let held = await keepBeforeWrite(ids, for: bound, heldUntil: until, context: context, on: db)
                 for id in ids where !held.contains(id) {
@@ -626,7 +627,6 @@ public struct JobRunner<J: Job>: Sendable {
         } catch where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
-        if laneEnds == nil && systemic == nil { await tendOutside(context: context, on: db) }
         if let systemic { throw systemic }
         for (userID, reason) in skipped {
             var userLogger = logger
@@ -917,17 +917,10 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
-    /// A batch's write. After its sends (a job that completes outside), a write that failed for
-    /// the run (a lost connection, a statement cut off) is tried once more, on a fresh connection,
-    /// before the run gives up on it: without it the sends would go again once their claims lapse.
-    /// The connection is opened for it, outside the pool.
-    /// (Dispatch's write is compare-and-set on its claims: one that had in fact been written
-    /// changes nothing the second time.) Returns the error the lane ends on once the batch is
-    /// accounted for, when the batch's own connection is gone.
     /// The page's claims renewed before a write that follows sends (`WorkSource.keep`): on the
-    /// batch's connection, or, when it went during the sends, on a fresh one, as the write will
-    /// be (`sendAfterSends`). When neither answers, every user counts as held: the write, behind
-    /// the claims, changes nothing of a user another run took.
+    /// batch's connection, or, when that fails (it went during the sends), on a fresh one, as the
+    /// write will be (`sendAfterSends`). When neither answers, every user counts as held: the
+    /// write, behind the claims, changes nothing of a user another run took.
     private func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant,
                                  context: RunContext, on db: BoundedConnection) async -> Set<UUID> {
         do {
@@ -948,6 +941,13 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
+    /// A batch's write. After its sends (a job that completes outside), a write that failed for
+    /// the run (a lost connection, a statement cut off) is tried once more, on a fresh connection,
+    /// before the run gives up on it: without it the sends would go again once their claims lapse.
+    /// The connection is opened for it, outside the pool.
+    /// (Dispatch's write is compare-and-set on its claims: one that had in fact been written
+    /// changes nothing the second time.) Returns the error the lane ends on once the batch is
+    /// accounted for, when the batch's own connection is gone.
     private func sendAfterSends(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws -> (any Error)? {
         do {
             try await send(writes, context: context, on: db)

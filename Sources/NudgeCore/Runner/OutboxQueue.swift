@@ -113,12 +113,13 @@ public struct OutboxQueue: WorkSource {
         guard !ids.isEmpty, ContinuousClock.now.duration(to: heldUntil).seconds < duration else { return Set(ids) }
         let answer = try await connection.query("""
             with kept as (
-                update dispatch_leases set leased_until = now() + make_interval(secs => \(duration))
+                update dispatch_leases set leased_until = greatest(leased_until, now() + make_interval(secs => \(duration)))
                  where user_id = any(\(ids)) and run_id = \(run.claim)
                 returning user_id
             ), rows as (
-                update notification_outbox o set lease_until = now() + make_interval(secs => \(duration))
-                  from kept where o.user_id = kept.user_id and o.status = 'sending' and o.claimed_by = \(run.claim)
+                update notification_outbox o set lease_until = greatest(o.lease_until, now() + make_interval(secs => \(duration)))
+                  from kept where o.user_id = kept.user_id and \(unescaped: Self.open) and o.status = 'sending'
+                              and o.claimed_by = \(run.claim)
             )
             select user_id from kept
             """, logger: run.logger)

@@ -60,7 +60,7 @@ public final class ChannelHealth: Sendable {
     public func states(probing rows: [Int64] = []) -> [DeliveryProvider: ProviderState] {
         var states = configured
         for provider in DeliveryProvider.allCases where configured[provider] == .ready {
-            if let (why, after) = hold(provider, rows: rows) { states[provider] = after.map { .held(why, for: $0) } ?? .unavailable(why) }
+            if let (why, after) = hold(provider, rows: rows) { states[provider] = after.map { .held(why, for: $0) } ?? .down(why) }
         }
         return states
     }
@@ -178,17 +178,17 @@ public final class ChannelHealth: Sendable {
     }
 
     /// Takes a harmless probe's answer into account: answered, the provider is up again at the
-    /// next `sync` (and its parked rows are woken); unanswered, it stays down until the next probe.
+    /// next `sync` (and its parked rows are woken) if it is still down then, never if it was
+    /// paused meanwhile; refused, it is paused; unanswered, it stays down until the next probe.
     public func recordProbe(_ answer: ProbeAnswer, of provider: DeliveryProvider) {
         state.withLock { state in
             var delta = state.pending[provider] ?? ProviderHealth.Delta()
             switch answer {
             case .answered:
-                delta.trialAnswers += 1
-            case .unavailable(let why):
-                delta.trialOutages += 1
-                delta.lastOutage = why
-            case .notAsked:
+                delta.probeAnswers += 1
+            case .refused(let why):
+                delta.configuration = delta.configuration ?? why
+            case .unavailable, .notAsked:
                 return
             }
             state.pending[provider] = delta
@@ -201,9 +201,10 @@ public final class ChannelHealth: Sendable {
     /// and then, for each provider it is configured for: when it is not up and a probe is due,
     /// claims a harmless probe (a provider down that offers one: `takeOwedProbes`) or wakes a few
     /// of its parked rows to try it; when it is up, wakes the next of its parked rows. Each row is written only as it was read (its `version`), read again when another
-    /// dispatcher wrote it first. Nothing is written on a dry run. At most
-    /// `statements` statements.
-    public func sync(now: Date, dryRun: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+    /// dispatcher wrote it first. Nothing is written on a dry run. A harmless probe is claimed
+    /// only when `probing` (a dispatcher with nothing else to do for a moment: it makes the probe
+    /// next, `takeOwedProbes`). At most `statements` statements.
+    public func sync(now: Date, dryRun: Bool, probing: Bool = true, on connection: PostgresConnection, logger: Logger) async throws {
         let (token, took): (Int, [DeliveryProvider: ProviderHealth.Delta]) = state.withLock { state in
             state.nextSync += 1
             guard !dryRun else { return (state.nextSync, [:]) }
@@ -232,14 +233,14 @@ public final class ChannelHealth: Sendable {
             if !taken.isEmpty { throw NudgeError(.database, "provider_health kept changing under this dispatcher's write") }
             var shared = rows.mapValues(\.health)
             let versions = rows.mapValues(\.version)
-            var owed: Set<DeliveryProvider> = []
             if !dryRun {
                 var ready: [DeliveryProvider] = []
                 for provider in DeliveryProvider.allCases where configured[provider] == .ready {
                     guard let health = shared[provider] else { continue }
                     if health.probeDue(at: now), health.state == .down, DeliveryServices.probesHarmlessly(provider) {
-                        if try await claimHarmlessProbe(provider, health: health, now: now, on: connection, logger: logger) {
-                            owed.insert(provider)
+                        if probing, try await claimHarmlessProbe(provider, health: health, now: now, on: connection, logger: logger) {
+                            // Owed at once: a later statement of this sync that fails loses no probe claimed.
+                            state.withLock { _ = $0.owedProbes.insert(provider) }
                             shared[provider]?.probeRows = []
                             shared[provider]?.probeAt = now.addingTimeInterval(health.probeInterval)
                         }
@@ -261,7 +262,6 @@ public final class ChannelHealth: Sendable {
                     state.shared[provider] = health
                     state.versions[provider] = versions[provider] ?? 0
                 }
-                state.owedProbes.formUnion(owed)
                 state.writing[token] = nil
             }
         } catch {

@@ -89,10 +89,9 @@ public struct DispatchJob: Job {
         if !dryRun { _ = try await SMSStatus.applyKept(on: connection, logger: run.logger) }
     }
 
-    /// The harmless probes `tend` or `afterBatch` claimed for providers found down (FCM, Resend,
-    /// Twilio: requests that send nobody anything), made together: each answer goes into the
-    /// providers' health, written by the `tend` that follows (docs/jobs/dispatch.md, "Provider
-    /// health").
+    /// The harmless probes `tend` claimed for providers found down (FCM, Resend, Twilio:
+    /// requests that send nobody anything), made together: each answer goes into the providers'
+    /// health, written by the `tend` that follows (docs/jobs/dispatch.md, "Provider outages").
     public func tendOutside(run: RunContext) async -> Bool {
         let owed = health.takeOwedProbes()
         guard !owed.isEmpty, !dryRun else { return false }
@@ -104,20 +103,29 @@ public struct DispatchJob: Job {
             }
             var learnt = false
             for await (provider, answer) in group {
-                guard let answer else { continue }
+                guard let answer else {
+                    run.logger.warning("a provider found down could not be probed", metadata: [
+                        "nudge.provider": "\(provider.rawValue)", LogKey.reason: "no client for it in this dispatcher",
+                    ])
+                    continue
+                }
                 run.logger.info("probed a provider that is down", metadata: [
                     "nudge.provider": "\(provider.rawValue)", LogKey.reason: "\(answer.description)",
                 ])
                 health.recordProbe(answer, of: provider)
-                if case .notAsked = answer { continue }
-                learnt = true
+                switch answer {
+                case .answered, .refused: learnt = true
+                case .unavailable, .notAsked: break
+                }
             }
             return learnt
         }
     }
 
+    /// After a batch, no harmless probe is claimed: the lane goes on to its next batch, and a
+    /// dispatcher at rest (or the next run's start) makes it.
     public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] {
-        try await health.sync(now: run.now, dryRun: dryRun, on: connection, logger: run.logger)
+        try await health.sync(now: max(run.now, run.clock.now()), dryRun: dryRun, probing: false, on: connection, logger: run.logger)
         // Resend's events that came while this batch wrote its emails' logs.
         if !dryRun { _ = try await EmailEvents.applyWhileWritten(run: run.runID, on: connection, logger: run.logger) }
         return [:]
@@ -146,7 +154,7 @@ public struct DispatchJob: Job {
             case .suppressed(let step, _): tally["suppressed:\(step)", default: 0] += 1
             case .deferred: tally["deferred", default: 0] += 1
             case .waiting: tally["waiting", default: 0] += 1
-            case .released: break
+            case .released, .reached: break
             case .failed: tally["failed", default: 0] += 1
             }
         }
@@ -468,6 +476,9 @@ public struct DispatchJob: Job {
                     }
                     updates.add(row, status: "pending", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == "sms")
+                case .reached(let reason):
+                    updates.add(row, status: "sent", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: reason, attemptUndone: true)
                 case .failed(let reason):
                     updates.add(row, status: "failed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: reason, attemptUndone: false)

@@ -92,6 +92,9 @@ public struct ProviderHealth: Sendable, Equatable {
         public var trialOutages = 0
         /// Trial answers that were neither an unknown token nor a configuration error.
         public var trialAccepted = 0
+        /// Harmless probes answered (`ChannelHealth.recordProbe`): they bring up a provider that
+        /// is down, never one paused (they ask nothing of its configuration).
+        public var probeAnswers = 0
         /// Answers that prove the configuration: a notification taken, or a token the provider
         /// knows is gone.
         public var accepted = 0
@@ -111,6 +114,7 @@ public struct ProviderHealth: Sendable, Equatable {
             trialAnswers += other.trialAnswers
             trialOutages += other.trialOutages
             trialAccepted += other.trialAccepted
+            probeAnswers += other.probeAnswers
             accepted += other.accepted
             lastOutage = other.lastOutage ?? lastOutage
             configuration = configuration ?? other.configuration
@@ -152,7 +156,7 @@ public struct ProviderHealth: Sendable, Equatable {
         case .up:
             break
         case .down:
-            if delta.trialAnswers > 0 && delta.configuration == nil { next.markUp() }
+            if delta.trialAnswers + delta.probeAnswers > 0 && delta.configuration == nil { next.markUp() }
         case .paused:
             if next.burst ? delta.trialAccepted > 0 : delta.trialAnswers > 0 && delta.configuration == nil { next.markUp() }
         }
