@@ -165,6 +165,33 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
                                             results: [pixel.key: .delivered(providerID: "b"), iphone.key: .notSent("APNs is down", after: nil)],
                                             now: at("2026-03-10T12:00:00Z"), jitter: 0)
         #expect(midBatch.status == .pending && midBatch.parkedFor == .apns)
+
+        // While it waits, the user checks in: it ends there, standing sent; the iPhone never
+        // says "check in" after the check-in.
+        let checkIn = row(1, "daily_checkin", due: "2026-03-10T12:00:00Z", attempts: 2, deliveredTo: [pixel.key], deliveryID: 1,
+                          sentAt: at("2026-03-10T12:00:00Z"))
+        let checkedIn = UserActions(checkIns: [LocalDate(iso8601: "2026-03-10")!: at("2026-03-10T12:05:00Z")])
+        guard case .reached(let answered)? = plan([checkIn], now: "2026-03-10T13:00:00Z", actions: checkedIn).outcomes[1] else {
+            Issue.record("not reached after the check-in"); return
+        }
+        #expect(answered.hasPrefix("1 of its devices had it; answered: the user checked in"))
+        // APNs back during the user's quiet hours: the iPhone does not get it in the morning.
+        guard case .reached(let late)? = plan([again], now: "2026-03-10T22:30:00Z").outcomes[1] else {
+            Issue.record("not reached in quiet hours"); return
+        }
+        #expect(late.hasPrefix("1 of its devices had it; the others' would come late:"))
+        // A call's preview does not wait for the iPhone: late, it is worth nothing.
+        let preview = plan([row(1, "preview_push", due: "2026-03-10T12:00:00Z")], providers: apnsDown)
+        #expect(!preview.deliveries[0].waitsForReturn)
+        let previewSent = DispatchRules.settle(row(1, "preview_push", due: "2026-03-10T12:00:00Z"), delivery: preview.deliveries[0],
+                                               results: [pixel.key: .delivered(providerID: "c")], now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(previewSent.status == .sent)
+        // One device's 5xx from a provider that is not down is not waited for once another has it.
+        let oneFiveHundred = DispatchRules.settle(first, delivery: plan([first]).deliveries[0],
+                                                  results: [pixel.key: .delivered(providerID: "d"),
+                                                            iphone.key: .unavailable("APNs 500 InternalServerError", after: nil)],
+                                                  now: at("2026-03-10T12:00:00Z"), jitter: 0)
+        #expect(oneFiveHundred.status == .sent)
     }
 
     @Test func aProviderHeldByItsQuotaMakesItsNotificationsWaitThatLong() {
@@ -376,11 +403,13 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
                                                   reason: "the user checked in for 2026-03-10 at 2026-03-10T08:00:00Z, which it asks for"))
     }
 
-    /// A retry of a delivery a device already has goes on to the other devices as it began.
+    /// A delivery a device already has is not taken back, and its other devices never say "check
+    /// in" after the check-in: it stands sent, with why.
     @Test func aDeliveryThatReachedADeviceIsNotTakenBack() {
         let retry = row(1, "daily_checkin", due: "2026-03-10T12:00:00Z", deliveredTo: [iphone.key], deliveryID: 1,
                         sentAt: at("2026-03-10T11:59:00Z"))
-        #expect(plan([retry], actions: UserActions(checkIns: [day: at("2026-03-10T11:59:30Z")])).outcomes[1] == .deliver(0))
+        #expect(plan([retry], actions: UserActions(checkIns: [day: at("2026-03-10T11:59:30Z")])).outcomes[1]
+                == .reached("1 of its devices had it; answered: the user checked in for 2026-03-10 at 2026-03-10T11:59:30Z, which it asks for"))
     }
 
     /// The check-in reminder at a time Nudge learned is held by quiet hours (not by the weekend

@@ -135,9 +135,10 @@ extension DispatchRules {
                 lastError = "\(name) \(device.shortToken): \(why)"
                 askedAProvider = true
             case .unavailable(let why, let after)?:
-                // The provider's trouble: a wait, no attempt (`outageWait`).
+                // The provider's trouble: a wait, no attempt (`outageWait`). (Not waited for once
+                // another device has it, unless the provider is found down: one device's 5xx at
+                // a trickle would otherwise be tried all day.)
                 blocked = true
-                comesBack = true
                 var wait = outageWait(since: row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
                 if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
                 blockedFor = min(blockedFor ?? .infinity, wait)
@@ -182,7 +183,7 @@ extension DispatchRules {
         // devices while the provider comes back and its shelf life lasts; for one not configured,
         // only while no device has it.
         // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
-        let waitsForOthers = comesBack && now < delivery.expiresAt
+        let waitsForOthers = comesBack && !row.kind.isTimeCritical && now < delivery.expiresAt
         if blocked && !retryable && (delivered.isEmpty || waitsForOthers) && !(askedAProvider && row.attempts >= maxAttempts) {
             return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
                               lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)

@@ -185,14 +185,10 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: "once", reason: already)
                 continue
             }
-            // Past its shelf life, a notification is stale: not sent, whatever held it. One that some
-            // device has already stands sent: its other devices' provider was not back in time.
+            // Past its shelf life, a notification is stale: not sent, whatever held it.
             let expiry = shelfLife.expiry(of: row, calendar: calendar)
             if row.dueAt.timeIntervalSince(now) <= 0.001, now >= expiry {
-                plan.outcomes[row.id] = row.deliveredTo.isEmpty
-                    ? .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
-                    : .reached("\(row.deliveredTo.count) of its devices had it; " + expired(row, at: expiry, shelfLife: shelfLife)
-                               + ", and the provider of the others was not back before")
+                plan.outcomes[row.id] = .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife))
                 continue
             }
             // What it asks the user to do is done: it is not sent, whatever channel it is on.
@@ -295,9 +291,11 @@ public enum DispatchRules {
             let targets = facts.devices.filter { !lead.deliveredTo.contains($0.key) }
             let ready = targets.filter { providers[$0.provider] == .ready }
             // Every device of the user gets it: it waits for a provider that comes back (down,
-            // paused, over its quota) even when another device has it; for one not configured,
-            // only while no device has it.
-            if ready.isEmpty && !targets.isEmpty && (lead.deliveredTo.isEmpty || targets.contains { Self.comesBack(providers[$0.provider]) }) {
+            // paused, over its quota) even when another device has it, unless it is time-critical
+            // (a call's preview is worth nothing late); for one not configured, only while no
+            // device has it.
+            let waitsForReturn = !kind.isTimeCritical && targets.contains { Self.comesBack(providers[$0.provider]) }
+            if ready.isEmpty && !targets.isEmpty && (lead.deliveredTo.isEmpty || waitsForReturn) {
                 // Held for a while (a quota): looked at again then. Otherwise parked for a provider
                 // until it is back or the group's shelf life ends.
                 var reasons: Set<String> = []
@@ -342,9 +340,21 @@ public enum DispatchRules {
             plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
                                                    content: content, targets: ready,
                                                    waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   waitsForReturn: targets.contains { Self.comesBack(providers[$0.provider]) },
+                                                   waitsForReturn: waitsForReturn,
                                                    keepUntil: keepUntil(lead, expiry: expiry), expiresAt: expiry))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
+        }
+        // A row some device already has (waiting for the others' provider) that ends now, held,
+        // refused or stale for the rest (quiet hours, a preference, its reason gone, its shelf
+        // life): it stands sent, with why; the rest never get it late.
+        for row in rows where !row.deliveredTo.isEmpty {
+            let reached = "\(row.deliveredTo.count) of its devices had it; "
+            switch plan.outcomes[row.id] {
+            case .suppressed(let step, let reason)?: plan.outcomes[row.id] = .reached(reached + "\(step): \(reason)")
+            case .deferred(_, let reason)?: plan.outcomes[row.id] = .reached(reached + "the others' would come late: \(reason)")
+            case .failed(let reason)?: plan.outcomes[row.id] = .reached(reached + "the others' failed: \(reason)")
+            default: break
+            }
         }
         return plan
     }

@@ -24,10 +24,10 @@ extension DispatchRules {
     /// Why `row` is no longer worth sending, or nil: what it asks the user to do on its day
     /// (`NotificationKind.asks`) is done. One rule for every type that asks something: the daily
     /// check-in reminder, the streak notifications (for the day after the missed one) and the data
-    /// submission reminder, by push or by email. Only a row that reached no device yet: a retry
-    /// of a delivery some device has goes on as it began.
+    /// submission reminder, by push or by email. Not a row whose request left (an email, an
+    /// SMS); a push some device has and that waits for the others ends there (`.reached`).
     static func answered(_ row: QueuedNotification, actions: UserActions) -> String? {
-        guard let ask = row.kind.asks, row.sentAt == nil, row.deliveredTo.isEmpty else { return nil }
+        guard let ask = row.kind.asks, row.sentAt == nil || !row.deliveredTo.isEmpty else { return nil }
         switch ask {
         case .checkIn:
             guard let made = actions.checkIns[row.localDay] else { return nil }
