@@ -382,6 +382,7 @@ struct Serve: AsyncParsableCommand {
             // a lost database answers 503 at /health instead of holding requests.
             try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
                                              connections: 8) { database in
+                try await database.refuseRoleThatMayCreateOnItsPath(command: "serve")
                 try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
                                           resendWebhookSecret: resendSecret, limits: limits, host: host, port: port,
                                           logger: logger) { bound in

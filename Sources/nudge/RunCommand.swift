@@ -176,6 +176,7 @@ struct Run: AsyncParsableCommand {
                     guard pending.isEmpty else {
                         throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
                     }
+                    try await database.refuseRoleThatMayCreateOnItsPath(command: "run \(name)")
                     return try await runJob(implementation, options: options, database: database, observer: observer)
                 }
             }

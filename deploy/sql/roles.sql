@@ -26,6 +26,20 @@ $$;
 
 grant usage on schema public to nudge_jobs, nudge_serve;
 
+-- No role but the owner creates anything where Nudge's functions look: PostgreSQL 14 and older,
+-- and clusters upgraded from one, let every role create in public (a function of a closer
+-- signature than pg_catalog's would be taken by a function running with the owner's rights).
+-- No Nudge role needs temporary tables of its own (the owner's seeds keep theirs): none may plant
+-- one in a session's path. `nudge run` and `nudge serve` refuse to start as a role that may
+-- create in a schema on their path (docs/security.md).
+revoke create on schema public from public;
+do $$
+begin
+    execute format('revoke temporary on database %I from public', current_database());
+    execute format('grant temporary on database %I to %I', current_database(), current_user);
+end
+$$;
+
 -- The jobs: every row of every table, no DDL.
 grant select, insert, update, delete on all tables in schema public to nudge_jobs;
 grant usage, select on all sequences in schema public to nudge_jobs;

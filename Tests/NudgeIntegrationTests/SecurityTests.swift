@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+@testable import NudgeCore
+
+/// The database's own defences (docs/security.md): functions that run with the owner's rights
+/// cannot be borrowed through a session's temporary schema nor through `public`, and the jobs'
+/// and serve's roles refuse to start where they could plant either.
+@Suite struct DefinerFunctionTests {
+    /// `deploy/sql/roles.sql` on `database`, as the owner of Nudge's tables.
+    private func grantRoles(_ database: TestDatabase) throws {
+        let roles = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
+                                                      "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        #expect(roles.status == 0, "\(roles.stderr)")
+    }
+
+    /// `sql` run as `role` (the jobs' or serve's), in one session.
+    private func psql(as role: String, _ database: TestDatabase, _ sql: String) throws -> ProcessResult {
+        let url = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://\(role)@")
+        #expect(url != database.url)
+        return try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+    }
+
+    /// Every function of the database that runs with its owner's rights searches pg_catalog first
+    /// and the session's temporary schema last: none is left to the search path of whoever
+    /// migrated, nor to the caller's.
+    @Test func everyDefinerFunctionSearchesPgCatalogFirstAndPgTempLast() async throws {
+        let database = try await TestDatabase.fresh()
+        let definers = try database.count("""
+            select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+             where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
+            """)
+        #expect(definers >= 9)
+        let unpinned = try database.psql("""
+            select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+             where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
+               and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
+                                where c ~ '^search_path=pg_catalog, .*pg_temp$')
+             order by 1
+            """)
+        #expect(unpinned == "", "definer functions without a pinned search path: \(unpinned)")
+    }
+
+    /// The jobs' role, which may write the submissions, plants a temporary
+    /// `fitcircle_submission_marks` with a trigger and touches no submission: the marks' function,
+    /// running as the owner, writes to the real table, and the trigger never runs (no table of its
+    /// making appears). Without an explicit grant, the role cannot make a temporary table at all.
+    @Test func aTemporaryTableCannotBorrowTheOwnersRights() async throws {
+        let database = try await TestDatabase.fresh()
+        try grantRoles(database)
+        let noTemp = try psql(as: "nudge_jobs", database, "create temp table t (x int)")
+        #expect(noTemp.status != 0 && noTemp.stderr.contains("permission denied"), "\(noTemp.stderr)")
+
+        // An install that still lets every role make temporary tables.
+        try database.psql("grant temporary on database \(database.name) to nudge_jobs")
+        let planted = try psql(as: "nudge_jobs", database, """
+            create temp table fitcircle_submission_marks (fitcircle_id uuid primary key, change bigint);
+            create function pg_temp.plant() returns trigger language plpgsql as $$
+            begin
+                create table if not exists public.planted_through_temp (x int);
+                return null;
+            end $$;
+            create trigger plant before insert on pg_temp.fitcircle_submission_marks
+                for each statement execute function pg_temp.plant();
+            update fitcircle_data_submissions set steps = steps where false;
+            insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps)
+            select gen_random_uuid(), gen_random_uuid(), current_date, 1 where false;
+            """)
+        #expect(planted.status == 0, "\(planted.stderr)")
+        #expect(try database.value("select coalesce(to_regclass('public.planted_through_temp')::text, 'none')") == "none")
+    }
+
+    /// Every role could create in `public` (PostgreSQL 14, or a cluster upgraded from one), and the
+    /// jobs' role planted `public.array_agg(text)` before `roles.sql` ran. An email's bounce then
+    /// applied by the owner's function finds pg_catalog's aggregate, not the planted one.
+    @Test func aPlantedAggregateInPublicIsNeverTaken() async throws {
+        let database = try await TestDatabase.fresh()
+        try database.psql("grant create on schema public to public")
+        try grantRoles(database)
+        try database.psql("grant create on schema public to nudge_jobs")
+        let planted = try psql(as: "nudge_jobs", database, """
+            create function public.plant_step(text[], text) returns text[] language plpgsql as $$
+            begin
+                create table if not exists public.planted_through_public (x int);
+                return $1 || $2;
+            end $$;
+            create aggregate public.array_agg(text) (sfunc = public.plant_step, stype = text[]);
+            """)
+        #expect(planted.status == 0, "\(planted.stderr)")
+        try database.psql("revoke create on schema public from nudge_jobs")
+        try grantRoles(database)
+        let user = UUID()
+        try database.psql("""
+            insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'someone@example.test');
+            insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
+            values ('\(user)', 'weekly_digest', 'email', 'sent', 'e-planted-0001', now());
+            insert into email_events (svix_id, svix_timestamp, email_id, type, occurred_at, bounce_type, bounce_subtype, detail)
+            values ('msg_planted_1', 0, 'e-planted-0001', 'email.bounced', now(), 'Permanent', 'General', 'no such mailbox');
+            """)
+        let applied = try psql(as: "nudge_jobs", database, "select nudge_apply_email_receipts(array['e-planted-0001'])")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(try database.value("select status from notification_logs where provider_id = 'e-planted-0001'") == "failed")
+        #expect(try database.value("select coalesce(to_regclass('public.planted_through_public')::text, 'none')") == "none")
+    }
+
+    /// `nudge run` as a role that may create in `public` refuses to start, naming the fix; once
+    /// `roles.sql` revoked it, it runs.
+    @Test func aJobRoleThatMayCreateOnItsPathIsRefused() async throws {
+        let database = try await TestDatabase.fresh()
+        try grantRoles(database)
+        try database.psql("grant create on schema public to nudge_jobs")
+        let jobsURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_jobs@")
+        let refused = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
+                                               environment: ["DATABASE_URL": jobsURL])
+        #expect(refused.status == 1, "\(refused.status) \(refused.stderr)")
+        #expect(refused.stderr.contains("the role nudge_jobs may create objects in schema public"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("deploy/sql/roles.sql"))
+        try grantRoles(database)
+        try database.psql("revoke create on schema public from nudge_jobs")
+        let ran = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
+                                           environment: ["DATABASE_URL": jobsURL])
+        #expect(ran.status == 0, "\(ran.stderr)")
+    }
+}
