@@ -498,6 +498,9 @@ import Testing
         #expect(!TwilioClient.isOptOut(TwilioClient.classify(status: 400, headers: [:], body: Data(#"{"code":21211,"message":"x"}"#.utf8))))
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": " stop. "]) == true)
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "Unstop"]) == false)
+        // Twilio's current list: REVOKE and OPTOUT opt out too.
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "revoke"]) == true)
+        #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "OptOut"]) == true)
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "stop calling me at 6"]) == nil)
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "x", "OptOutType": "STOP"]) == true)
         #expect(SMSStatus.optOut(["MessageStatus": "delivered", "Body": "STOP"]) == nil)

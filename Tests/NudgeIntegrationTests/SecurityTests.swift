@@ -34,7 +34,7 @@ import Testing
             select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
              where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
                and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
-                                where c ~ '^search_path=pg_catalog, .*pg_temp$')
+                                where c = 'search_path=pg_catalog, public, pg_temp')
              order by 1
             """)
         #expect(unpinned == "", "definer functions without a pinned search path: \(unpinned)")
@@ -86,8 +86,9 @@ import Testing
             create aggregate public.array_agg(text) (sfunc = public.plant_step, stype = text[]);
             """)
         #expect(planted.status == 0, "\(planted.stderr)")
-        try database.psql("revoke create on schema public from nudge_jobs")
         try grantRoles(database)
+        // roles.sql took CREATE back from the jobs' role as well as from PUBLIC.
+        #expect(try database.value("select has_schema_privilege('nudge_jobs', 'public', 'CREATE')") == "f")
         let user = UUID()
         try database.psql("""
             insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'someone@example.test');
@@ -113,11 +114,41 @@ import Testing
                                                environment: ["DATABASE_URL": jobsURL])
         #expect(refused.status == 1, "\(refused.status) \(refused.stderr)")
         #expect(refused.stderr.contains("the role nudge_jobs may create objects in schema public"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("deploy/sql/roles.sql"))
+        #expect(refused.stderr.contains("revoke create on schema public from public, nudge_jobs"))
         try grantRoles(database)
-        try database.psql("revoke create on schema public from nudge_jobs")
         let ran = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
                                            environment: ["DATABASE_URL": jobsURL])
         #expect(ran.status == 0, "\(ran.stderr)")
+    }
+}
+
+/// SMS replies (docs/serve.md): each is applied once, by its MessageSid.
+@Suite struct SMSReplyTests {
+    /// A user replies START, later STOP; the START, captured and replayed (Twilio's signature holds
+    /// no time), changes nothing: SMS to the number stay stopped. REVOKE and OPTOUT stop them too.
+    @Test func aReplayedStartAfterAStopChangesNothing() async throws {
+        let database = try await TestDatabase.fresh()
+        let phone = "+15551230042"
+        func reply(_ body: String, sid: String) async throws -> SMSStatus.Outcome {
+            try await database.withDatabase { db in
+                try await db.withConnection { connection in
+                    try await SMSStatus.record(fields: [("MessageSid", sid), ("From", phone), ("Body", body), ("SmsStatus", "received")],
+                                               outboxID: nil, on: connection, logger: db.logger)
+                }
+            }
+        }
+        #expect(try await reply("START", sid: "SM00000000000000000000000000000001") == .optOut(false))
+        #expect(try await reply("STOP", sid: "SM00000000000000000000000000000002") == .optOut(true))
+        #expect(try await reply("START", sid: "SM00000000000000000000000000000001") == .ignored)
+        #expect(try database.count("select count(*) from sms_opt_outs where phone_number = '\(phone)'") == 1)
+        // A new START from the user is theirs to send.
+        #expect(try await reply("START", sid: "SM00000000000000000000000000000003") == .optOut(false))
+        #expect(try database.count("select count(*) from sms_opt_outs") == 0)
+        for (word, n) in [("REVOKE", 4), ("optout", 5)] {
+            #expect(try await reply(word, sid: "SM0000000000000000000000000000000\(n)") == .optOut(true))
+            #expect(try database.count("select count(*) from sms_opt_outs") == 1)
+            try database.psql("delete from sms_opt_outs")
+        }
+        #expect(try database.count("select count(*) from sms_replies") == 5)
     }
 }

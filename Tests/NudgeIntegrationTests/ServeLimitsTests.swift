@@ -255,10 +255,12 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
                                        base + "/webhooks/twilio?outbox=1"])
         let page = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", link])
         // A reply of STOP from the user's number: SMS to it stops.
-        let stop = [("From", "+15551230000"), ("Body", "STOP"), ("SmsStatus", "received")]
+        let stop = [("MessageSid", "SM00000000000000000000000000000007"), ("From", "+15551230000"), ("Body", "STOP"),
+                    ("SmsStatus", "received")]
         let stopSignature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: stop, authToken: token)
         let stopped = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
                                       "-H", "X-Twilio-Signature: \(stopSignature)",
+                                      "-d", "MessageSid=SM00000000000000000000000000000007",
                                       "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
                                       "-d", "SmsStatus=received", base + "/webhooks/twilio"])
         // Resend's hard bounce: the email's log is set, its address suppressed.

@@ -76,16 +76,26 @@ private func makeSeededMonth() async throws -> TestDatabase {
             """)
         let lead = try database.value("select id from notification_outbox where dedupe_key = 'a'")
         let token = try database.value("select device_token from user_push_tokens order by created_at, id limit 1")
-        #expect(try database.value("select nudge_push_receipt(\(lead), 'delivered', '2026-03-10T09:00:02Z', '\(token)')") == "2")
-        #expect(try database.value("select nudge_push_receipt(\(lead), 'opened', '2026-03-10T09:20:00Z')") == "4")
+        let user = "'\(Fixture.userID(1))'"
+        // Another user's receipt for this push (an app forwarding its clients' receipts), or one
+        // dated before the push was sent: the first marks nothing, the second marks it as sent.
+        try Outbox.user(database, 2, zone: "UTC", locale: "en", ios: 1, signup: "2026-01-01T00:00:00Z")
+        #expect(try database.value("select nudge_push_receipt('\(Fixture.userID(2))', \(lead), 'opened', '2026-03-10T09:00:05Z')") == "0")
+        #expect(try database.count("select count(*) from notification_logs where delivered or opened") == 0)
+        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-01T00:00:00Z', '\(token)')") == "2")
+        #expect(try database.psql("select distinct to_char(delivered_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS') from notification_logs where delivered")
+                == "2026-03-10 09:00:00")
+        try database.psql("update notification_logs set delivered = false, delivered_at = null, status = 'sent'")
+        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T09:00:02Z', '\(token)')") == "2")
+        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'opened', '2026-03-10T09:20:00Z')") == "4")
         #expect(try database.psql("""
             select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS'), to_char(opened_at at time zone 'UTC', 'HH24:MI')
               from notification_logs order by 3
             """) == "opened|t|09:00:02|09:20\nopened|t|09:00:02|09:20\nopened|t|09:20:00|09:20\nopened|t|09:20:00|09:20")
-        #expect(try database.value("select nudge_push_receipt(\(lead), 'delivered', '2026-03-10T10:00:00Z')") == "4")
+        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T10:00:00Z')") == "4")
         #expect(try database.value("select count(*) from notification_logs where status = 'opened'") == "4")
-        #expect(try database.value("select nudge_push_receipt(999999, 'opened')") == "0")
-        #expect(throws: (any Error).self) { try database.psql("select nudge_push_receipt(\(lead), 'clicked')") }
+        #expect(try database.value("select nudge_push_receipt(\(user), 999999, 'opened')") == "0")
+        #expect(throws: (any Error).self) { try database.psql("select nudge_push_receipt(\(user), \(lead), 'clicked')") }
     }
 
     /// Every metric of `nudge report --json`, for the period, each day and each type and channel,

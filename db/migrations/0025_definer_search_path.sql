@@ -95,7 +95,8 @@ declare
     f regprocedure;
 begin
     for f in select p.oid::regprocedure from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
-              where n.nspname = 'public' and p.proname like 'nudge\_%' loop
+              where n.nspname = 'public' and p.proname like 'nudge\_%' and p.prokind = 'f'
+                and pg_catalog.pg_has_role(p.proowner, 'USAGE') loop
         execute pg_catalog.format('alter function %s set search_path = pg_catalog, public, pg_temp', f);
     end loop;
 end

@@ -32,11 +32,34 @@ grant usage on schema public to nudge_jobs, nudge_serve;
 -- No Nudge role needs temporary tables of its own (the owner's seeds keep theirs): none may plant
 -- one in a session's path. `nudge run` and `nudge serve` refuse to start as a role that may
 -- create in a schema on their path (docs/security.md).
-revoke create on schema public from public;
+revoke create on schema public from public, nudge_jobs, nudge_serve;
 do $$
+declare
+    open_to text;
 begin
-    execute format('revoke temporary on database %I from public', current_database());
+    execute format('revoke temporary on database %I from public, nudge_jobs, nudge_serve', current_database());
     execute format('grant temporary on database %I to %I', current_database(), current_user);
+    -- Run by a role that owns Nudge's tables but not the database or schema public, the revokes
+    -- above change nothing (a warning only): stop, and say what their owners must run.
+    select string_agg(fix, '; ') into open_to from (
+        select format('as %I: revoke create on schema public from public, nudge_jobs, nudge_serve', pg_get_userbyid(n.nspowner)) as fix
+          from pg_namespace n
+         where n.nspname = 'public'
+           and (has_schema_privilege('nudge_jobs', n.oid, 'CREATE') or has_schema_privilege('nudge_serve', n.oid, 'CREATE')
+                or exists (select 1 from aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+                            where a.grantee = 0 and a.privilege_type = 'CREATE'))
+        union all
+        select format('as %I: revoke temporary on database %I from public, nudge_jobs, nudge_serve', pg_get_userbyid(d.datdba), d.datname)
+          from pg_database d
+         where d.datname = current_database()
+           and (has_database_privilege('nudge_jobs', d.oid, 'TEMPORARY') or has_database_privilege('nudge_serve', d.oid, 'TEMPORARY')
+                or exists (select 1 from aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+                            where a.grantee = 0 and a.privilege_type = 'TEMPORARY'))
+    ) left_open;
+    if open_to is not null then
+        raise exception 'roles.sql: every role may still create in public or make temporary tables here (this role owns neither '
+                        'the schema nor the database); run %', open_to;
+    end if;
 end
 $$;
 
@@ -69,3 +92,5 @@ grant select, insert on email_suppressions to nudge_serve;
 grant select, insert, update, delete on sms_status_early to nudge_serve;
 -- SMS replies: STOP and START.
 grant select, insert, delete on sms_opt_outs to nudge_serve;
+-- Each reply applied once, by its MessageSid (a replayed one changes nothing).
+grant select, insert on sms_replies to nudge_serve;

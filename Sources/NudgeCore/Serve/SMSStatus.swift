@@ -14,7 +14,8 @@ import PostgresNIO
 ///
 /// The same address takes the replies Twilio relays (the number's "A message comes in"
 /// webhook): a STOP (Twilio's `OptOutType`, or the reply's text when Advanced Opt-Out is off)
-/// records the number's opt-out (`sms_opt_outs`), a START lifts it.
+/// records the number's opt-out (`sms_opt_outs`), a START lifts it. Each reply is applied once,
+/// by its `MessageSid` (`sms_replies`): a captured START replayed later changes nothing.
 public enum SMSStatus {
     public enum Outcome: Sendable, Equatable {
         case recorded(String)
@@ -28,8 +29,8 @@ public enum SMSStatus {
         case optOut(Bool)
     }
 
-    /// Twilio's default opt-out and opt-in keywords.
-    static let stopWords: Set<String> = ["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"]
+    /// Twilio's default opt-out and opt-in keywords (its "Advanced Opt-Out" defaults).
+    static let stopWords: Set<String> = ["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "REVOKE", "OPTOUT"]
     static let startWords: Set<String> = ["START", "YES", "UNSTOP"]
 
     /// How long a kept status waits for its log.
@@ -39,14 +40,34 @@ public enum SMSStatus {
                               logger: Logger) async throws -> Outcome {
         let form = Dictionary(fields, uniquingKeysWith: { first, _ in first })
         if let stops = optOut(form), let from = form["From"].flatMap(PhoneNumber.init) {
+            // Once per reply: a request replayed (Twilio's signature holds no time) changes nothing.
+            guard let sid = form["MessageSid"] ?? form["SmsMessageSid"] ?? form["SmsSid"], !sid.isEmpty else { return .unknownMessage }
             let change: SQLFragment = stops
                 ? """
-                  insert into sms_opt_outs (phone_number, opted_out_at, source) values (\(from.e164), now(), 'reply')
-                  on conflict (phone_number) do nothing
+                  with reply as (
+                      insert into sms_replies (message_sid, phone_number, opts_out) values (\(sid), \(from.e164), true)
+                      on conflict (message_sid) do nothing
+                      returning phone_number
+                  ), stopped as (
+                      insert into sms_opt_outs (phone_number, opted_out_at, source)
+                      select phone_number, now(), 'reply' from reply
+                      on conflict (phone_number) do nothing
+                  )
+                  select count(*) from reply
                   """
-                : "delete from sms_opt_outs where phone_number = \(from.e164)"
-            try await connection.query(try change.query(), logger: logger)
-            return .optOut(stops)
+                : """
+                  with reply as (
+                      insert into sms_replies (message_sid, phone_number, opts_out) values (\(sid), \(from.e164), false)
+                      on conflict (message_sid) do nothing
+                      returning phone_number
+                  ), started as (
+                      delete from sms_opt_outs o using reply r where o.phone_number = r.phone_number
+                  )
+                  select count(*) from reply
+                  """
+            var applied = 0
+            for try await count in try await connection.query(try change.query(), logger: logger).decode(Int.self) { applied = count }
+            return applied > 0 ? .optOut(stops) : .ignored
         }
         guard let sid = form["MessageSid"] ?? form["SmsSid"], let reported = form["MessageStatus"] ?? form["SmsStatus"] else {
             return .unknownMessage

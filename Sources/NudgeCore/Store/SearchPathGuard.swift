@@ -31,9 +31,9 @@ extension Database {
         let list = found.schemas.joined(separator: ", ")
         throw NudgeError(.configuration, """
             nudge \(command): the role \(found.role) may create objects in schema \(list), which Nudge's functions search: one it \
-            made there could run with the rights of the owner of Nudge's tables. As that owner, run deploy/sql/roles.sql (it \
-            revokes CREATE on public from every role), or `revoke create on schema \(list) from public, \(found.role)` \
-            (docs/security.md)
+            made there could run with the rights of the owner of Nudge's tables. As the owner of the schema, run \
+            `revoke create on schema \(list) from public, \(found.role)` (deploy/sql/roles.sql does it for public, PUBLIC and \
+            Nudge's roles; a grant to a role \(found.role) is a member of needs its own revoke) (docs/security.md)
             """)
     }
 }

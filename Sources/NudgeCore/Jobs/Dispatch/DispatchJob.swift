@@ -154,7 +154,9 @@ public struct DispatchJob: Job {
             case .suppressed(let step, _): tally["suppressed:\(step)", default: 0] += 1
             case .deferred: tally["deferred", default: 0] += 1
             case .waiting: tally["waiting", default: 0] += 1
-            case .released, .reached: break
+            case .released: break
+            // Some device had it (earlier): it stands sent now.
+            case .reached: tally["sent", default: 0] += 1
             case .failed: tally["failed", default: 0] += 1
             }
         }
@@ -302,7 +304,8 @@ public struct DispatchJob: Job {
         switch settled.status {
         case .sent: tally[sent, default: 0] += 1
         case .failed: tally["failed", default: 0] += 1
-        case .pending: tally[settled.countsAsAttempt ? "retrying" : "waiting", default: 0] += 1
+        // (A row some device has, parked for the others' provider, waits: it retries nothing.)
+        case .pending: tally[settled.countsAsAttempt && settled.parkedFor == nil ? "retrying" : "waiting", default: 0] += 1
         }
     }
 
