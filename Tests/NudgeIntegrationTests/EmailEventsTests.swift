@@ -211,4 +211,64 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(try database.psql("select provider_id, status, delivered from notification_logs order by 1")
                 == "em-other-run|sent|f\nem-race|delivered|t")
     }
+
+    /// 500 opens of one email arrive, 48 at a time (under the server's cap of requests in flight,
+    /// which sheds the rest by itself): each is answered at once, 200 or 503 (another event of that email being recorded: Resend
+    /// sends it again later), only the first open is kept, and the server's other requests, a
+    /// database health check among them, keep answering meanwhile.
+    @Test func aBurstOfOneEmailsEventsHoldsNothingElse() async throws {
+        let database = try await TestDatabase.fresh()
+        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try database.psql("""
+            insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
+            values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-burst', '2026-03-22T20:01:00Z');
+            """)
+        let web = try await WebhookServer.start(database)
+        defer { web.server.cancel() }
+        let secret = try ResendWebhookSecret(webhookSecretText)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-burst-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let body = event("email.opened", email: "em-burst", to: "user1@example.test")
+        try Data(body.utf8).write(to: folder.appendingPathComponent("event.json"))
+        let timestamp = String(Int(Date().timeIntervalSince1970))
+        var config = ""
+        for n in 1...500 {
+            let id = "msg_burst_\(n)"
+            let signature = ResendWebhook.signature(id: id, timestamp: timestamp, body: Array(body.utf8), secret: secret)
+            config += """
+                url = "\(web.base + ResendWebhook.path)"
+                request = "POST"
+                header = "Content-Type: application/json"
+                header = "svix-id: \(id)"
+                header = "svix-timestamp: \(timestamp)"
+                header = "svix-signature: \(signature)"
+                data-binary = "@\(folder.appendingPathComponent("event.json").path)"
+                output = "/dev/null"
+                write-out = "%{http_code} %{errormsg}\\n"
+                max-time = 30
+                \(n < 500 ? "next" : "")
+
+                """
+        }
+        try Data(config.utf8).write(to: folder.appendingPathComponent("burst.curl"))
+        async let burst = runProcessOffThePool("/usr/bin/curl", ["-s", "-Z", "--parallel-max", "48", "-K",
+                                                                  folder.appendingPathComponent("burst.curl").path])
+        // Meanwhile, the server's other requests answer: its database's health among them.
+        var others: [String] = []
+        for _ in 0..<5 {
+            let health = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                                                          "--max-time", "10", web.base + "/health?db=1"])
+            others.append(health.stdout)
+        }
+        let lines = try await burst.stdout.split(separator: "\n").map(String.init)
+        let answers = lines.map { String($0.prefix(3)) }
+        let failures = Set(lines.filter { !$0.hasPrefix("200") && !$0.hasPrefix("503") })
+        #expect(answers.count == 500)
+        #expect(answers.allSatisfy { $0 == "200" || $0 == "503" }, "\(Dictionary(grouping: answers, by: { $0 }).mapValues(\.count)) \(failures)")
+        #expect(others.allSatisfy { $0 == "200" }, "\(others)")
+        #expect(try database.count("select count(*) from email_events where email_id = 'em-burst'") == 1)
+        #expect(try database.value("select status from notification_logs where provider_id = 'em-burst'") == "opened")
+    }
+
 }

@@ -20,7 +20,10 @@ import PostgresNIO
 /// that log is written (a trigger), or, when it came while the log was being written (neither saw
 /// the other), by the dispatcher right after its batch (`applyWhileWritten`); one for an email
 /// Nudge never sent is kept, answered and logged once, and changes nothing but the suppression
-/// of a hard-bounced address.
+/// of a hard-bounced address. Only an email's first open and first click are kept (later ones
+/// change nothing its log says), and an event that comes while another of the same email is being
+/// recorded is answered 503 at once, for Resend to send again (docs/serve.md): a burst of one
+/// email's events never holds the server's connections.
 public enum EmailEvents {
     public enum Outcome: Sendable, Equatable {
         /// Kept and applied; whether a log row is this email's.
@@ -33,17 +36,36 @@ public enum EmailEvents {
         case replayed
         /// Not an email event (`contact.*`, `domain.*`): nothing to record.
         case ignored(type: String)
+        /// An open or a click of an email already opened or clicked: nothing kept.
+        case repeated(type: String)
+        /// Another event of the same email is being recorded: answered 503, for Resend (Svix) to
+        /// send it again after a while.
+        case busy
     }
+
+    /// The types of which only an email's first event is kept.
+    static let firstOnly: Set<String> = ["email.opened", "email.clicked"]
 
     /// Records one verified event, in one transaction. `deliveredAt` is its `svix-timestamp`.
     /// The events of one email are recorded one at a time (a transaction-scoped advisory lock on
-    /// the email's id), so that two of them never apply over each other.
+    /// the email's id, tried: `.busy` when another holds it), so that two of them never apply
+    /// over each other and none waits for another.
     public static func record(_ event: ResendWebhook.Event, svixID: String, deliveredAt: Int64, receivedAt: Date,
                               on connection: PostgresConnection, logger: Logger) async throws -> Outcome {
         guard let emailID = event.emailID else { return .ignored(type: event.type) }
         return try await connection.withTransaction(logger: logger) { connection in
-            let lock: SQLFragment = "select pg_advisory_xact_lock(hashtext('nudge.email:' || \(emailID)))"
-            try await connection.query(try lock.query(), logger: logger)
+            let lock: SQLFragment = "select pg_try_advisory_xact_lock(hashtext('nudge.email:' || \(emailID)))"
+            var locked = false
+            for try await got in try await connection.query(try lock.query(), logger: logger).decode(Bool.self) { locked = got }
+            guard locked else { return .busy }
+            if firstOnly.contains(event.type) {
+                let seen: SQLFragment = """
+                    select exists (select 1 from email_events where email_id = \(emailID) and type = \(event.type) and svix_id <> \(svixID))
+                    """
+                for try await already in try await connection.query(try seen.query(), logger: logger).decode(Bool.self) where already {
+                    return .repeated(type: event.type)
+                }
+            }
             // The address as dispatch compares it (lower(btrim(users.email))); for an event
             // without one, its email's user's.
             let insert: SQLFragment = """

@@ -76,7 +76,12 @@ public enum NudgeServer {
             case .replayed:
                 database.logger.notice("Resend webhook refused: a delivery seen before (a replay)", metadata: metadata)
                 return page(.unauthorized, text: "unauthorized\n")
-            case .recorded(_, logged: true), .retried, .ignored:
+            case .busy:
+                database.logger.info("Resend webhook: another event of its email is being recorded; answered 503", metadata: metadata)
+                var busy = page(.serviceUnavailable, text: "another event of this email is being recorded; try again\n")
+                busy.headers[.retryAfter] = "5"
+                return busy
+            case .recorded(_, logged: true), .retried, .ignored, .repeated:
                 database.logger.info("Resend webhook", metadata: metadata.merging(["nudge.outcome": "\(outcome)"]) { $1 })
             case .recorded(_, logged: false):
                 // Kept: the email's log may be written yet (its batch's write applies it); if
