@@ -21,7 +21,8 @@ struct Bootstrap {
     func databaseURL() throws(NudgeError) -> DatabaseURL {
         try DatabaseURL(environment.require(
             "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"),
-            extraTrustedRoots: environment["NUDGE_CA_FILE"],
+            // The database's own roots: never those the providers' clients trust (NUDGE_CA_FILE).
+            extraTrustedRoots: environment["NUDGE_DB_CA_FILE"],
             allowInsecurePassword: environment.flag("NUDGE_DB_ALLOW_INSECURE_PASSWORD", default: false))
     }
 

@@ -313,6 +313,7 @@ struct Kubernetes: AsyncParsableCommand {
         guard !image.isEmpty, !image.contains(where: { $0.isWhitespace || "\"'`$".contains($0) }) else {
             throw ValidationError("--image must be an image reference, without spaces or quotes")
         }
+        if let problem = KubernetesSetup.imageProblem(image) { throw ValidationError(problem) }
         if let namespace, namespace.isEmpty || namespace.count > 63
             || !namespace.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) {
             throw ValidationError("--namespace must be a Kubernetes name: lower-case letters, digits and '-', at most 63")

@@ -45,7 +45,7 @@ struct Nudge: AsyncParsableCommand {
             Exit status: 0 success (also: disabled, nothing to do), 3 some users failed, 1 aborted, \
             64 usage error, 75 another run of the job holds its lock.
             """,
-        version: "0.1.0",
+        version: NudgeVersion.current,
         subcommands: [ListJobs.self, Run.self, Migrate.self, Seed.self, Runs.self, Pause.self, Resume.self, Crontab.self, Systemd.self, Kubernetes.self, Serve.self, Report.self, Grafana.self]
     )
 }

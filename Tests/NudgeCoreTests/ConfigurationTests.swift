@@ -45,7 +45,7 @@ import Testing
         }
     }
 
-    /// As libpq 16: the system's roots only with a host name checked; `NUDGE_CA_FILE` alone.
+    /// As libpq 16: the system's roots only with a host name checked; `NUDGE_DB_CA_FILE` alone.
     @Test func verifyCAIsRefusedWithTheSystemRootsAndSystemDefaultsToVerifyFull() throws {
         let weak = try #require(throws: NudgeError.self) { try DatabaseURL("postgres://u@db/n?sslmode=verify-ca&sslrootcert=system") }
         #expect(weak.message.contains("use sslmode=verify-full"))
@@ -116,7 +116,7 @@ import Testing
         #expect(Set(repositoryCatalog.definitions.map(\.name)) == JobRegistry.names)
         for definition in repositoryCatalog.definitions {
             let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
-            let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
+            let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
                                            "NUDGE_PUBLIC_URL": "https://nudge.example.com",
                                            "NUDGE_POSTAL_ADDRESS": "FitCircle Inc., 1 Example Street, Paris"])
             let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: environment, options: options)) {
@@ -136,7 +136,7 @@ import Testing
             // Nor without the sender's postal address, which every email's footer carries (CAN-SPAM).
             await #expect(throws: NudgeError.self) {
                 try await JobRegistry.withJob(JobSetup(
-                    definition: emailing, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "a-secret-of-at-least-thirty-two-characters",
+                    definition: emailing, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
                                                                     "NUDGE_PUBLIC_URL": "https://nudge.example.com"]),
                     options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
                     $0.definition.name
@@ -308,5 +308,19 @@ import Testing
                        InstallLayout(binary: "/opt/nudge/bin/nudge", envFile: "/etc/nudge/100%", logDirectory: "/var/log/nudge")] {
             #expect(throws: NudgeError.self) { try layout.validated() }
         }
+    }
+}
+
+/// The Kubernetes manifests run a pinned image: a version or a digest, never a moving tag.
+@Suite struct KubernetesImageTests {
+    @Test func anImageMustBePinnedToAVersionOrADigest() {
+        #expect(KubernetesSetup.standard.image == "registry.example.com/nudge:\(NudgeVersion.current)")
+        #expect(KubernetesSetup.imageProblem(KubernetesSetup.standard.image) == nil)
+        #expect(KubernetesSetup.imageProblem("registry.example.com:5000/nudge@sha256:" + String(repeating: "a", count: 64)) == nil)
+        #expect(KubernetesSetup.imageProblem("registry.example.com:5000/nudge:1.2.3") == nil)
+        #expect(KubernetesSetup.imageProblem("registry.example.com/nudge:latest")?.contains("not 'latest'") == true)
+        // (A registry's port is no tag.)
+        #expect(KubernetesSetup.imageProblem("registry.example.com:5000/nudge")?.contains("must name a version or a digest") == true)
+        #expect(KubernetesSetup.imageProblem("nudge") != nil)
     }
 }

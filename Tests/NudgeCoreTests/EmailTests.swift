@@ -4,7 +4,7 @@ import Testing
 @testable import NudgeCore
 
 @Suite struct UnsubscribeLinkTests {
-    let links = try! UnsubscribeLinks(secret: "a-secret-of-at-least-thirty-two-characters", publicURL: "https://nudge.example.com/")
+    let links = try! UnsubscribeLinks(secret: "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d", publicURL: "https://nudge.example.com/")
     let user = UUID(uuidString: "6f1c2a9e-0b7d-4c1e-9a51-3f0c5e8d2b74")!
 
     @Test func aTokenNamesItsUserAndTypeAndNothingElsePasses() throws {
@@ -19,7 +19,7 @@ import Testing
         #expect(links.verify("\(UUID().uuidString.lowercased()).\(parts[1]).\(parts[2]).\(parts[3])") == nil)
         #expect(links.verify("\(parts[0]).\(parts[1]).\(parts[2]).\(parts[3].dropLast())A") == nil)
         #expect(links.verify("\(parts[0]).\(parts[1]).00000000.\(parts[3])") == nil)
-        let other = try UnsubscribeLinks(secret: "another-secret-of-at-least-thirty-two-chars", publicURL: "https://nudge.example.com")
+        let other = try UnsubscribeLinks(secret: "5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c", publicURL: "https://nudge.example.com")
         #expect(other.verify(token) == nil)
         for junk in ["", "..", "abc", "\(parts[0]).\(parts[1])", token + ".x", "\(parts[0]).welcome.\(parts[2]).\(parts[3])"] {
             #expect(links.verify(junk) == nil, "\(junk)")
@@ -32,7 +32,7 @@ import Testing
     /// links are signed by the new one, and once the old secret is dropped its links stop.
     @Test func aRotationKeepsOldLinksWorkingThroughThePreviousSecret() throws {
         let old = links.token(user: user, type: .weeklyDigest)
-        let rotated = try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "a-secret-of-at-least-thirty-two-characters",
+        let rotated = try UnsubscribeLinks(secret: "e4d3c2b1a0f9e8d7c6b5a49382716051f4e3d2c1b0a998877665544332211ff0", previous: "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
                                            publicURL: "https://nudge.example.com")
         #expect(rotated.verify(old)?.user == user)
         let new = rotated.token(user: user, type: .weeklyDigest)
@@ -43,15 +43,32 @@ import Testing
         #expect(rotated.verify("\(oldParts[0]).\(oldParts[1]).\(newParts[2]).\(oldParts[3])") == nil)
         // A token from before key ids (user.type.signature) is checked against both secrets.
         #expect(rotated.verify("\(oldParts[0]).\(oldParts[1]).\(oldParts[3])")?.type == .weeklyDigest)
-        let after = try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", publicURL: "https://nudge.example.com")
+        let after = try UnsubscribeLinks(secret: "e4d3c2b1a0f9e8d7c6b5a49382716051f4e3d2c1b0a998877665544332211ff0", publicURL: "https://nudge.example.com")
         #expect(after.verify(old) == nil)
         #expect(after.verify(new)?.user == user)
         #expect(throws: NudgeError.self) {
-            try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "short", publicURL: "https://nudge.example.com")
+            try UnsubscribeLinks(secret: "e4d3c2b1a0f9e8d7c6b5a49382716051f4e3d2c1b0a998877665544332211ff0", previous: "short", publicURL: "https://nudge.example.com")
         }
         #expect(throws: NudgeError.self) {
-            try UnsubscribeLinks(secret: "the-new-secret-of-at-least-thirty-two-chars", previous: "the-new-secret-of-at-least-thirty-two-chars",
+            try UnsubscribeLinks(secret: "e4d3c2b1a0f9e8d7c6b5a49382716051f4e3d2c1b0a998877665544332211ff0", previous: "e4d3c2b1a0f9e8d7c6b5a49382716051f4e3d2c1b0a998877665544332211ff0",
                                  publicURL: "https://nudge.example.com")
+        }
+    }
+
+    /// The secret that signs every link must be worth 32 random bytes: a hex string of 64
+    /// characters or base64 of 44 pass; a short one, a 32-character hex one (16 bytes), a phrase,
+    /// and a long string of few characters are refused, the previous secret of a rotation too.
+    @Test func aWeakSecretIsRefusedWithWhy() {
+        #expect(UnsubscribeLinks.weakness(of: "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d") == nil)
+        #expect(UnsubscribeLinks.weakness(of: "q3Zk8vR1mT0xW7yB2nH5cJ9fL4sD6gP8aE1uI3oK7rM=") == nil)
+        #expect(UnsubscribeLinks.weakness(of: "0123456789abcdef0123456789abcdef")?.contains("fewer than 256 bits") == true)
+        #expect(UnsubscribeLinks.weakness(of: "correct horse battery staple and some more words to be long")?.contains("phrase") == true)
+        #expect(UnsubscribeLinks.weakness(of: "a-secret-of-at-least-thirty-two-characters-and-then-some-more")?.contains("phrase") == true)
+        #expect(UnsubscribeLinks.weakness(of: String(repeating: "ab1", count: 30))?.contains("distinct characters") == true)
+        #expect(UnsubscribeLinks.weakness(of: "short")?.contains("shorter than 32") == true)
+        #expect(throws: NudgeError.self) {
+            try UnsubscribeLinks(secret: "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
+                                 previous: "the-old-secret-was-a-phrase-of-words", publicURL: "https://nudge.example.com")
         }
     }
 
@@ -59,7 +76,7 @@ import Testing
         #expect(throws: NudgeError.self) { try UnsubscribeLinks(secret: "short", publicURL: "https://nudge.example.com") }
         for bad in ["nudge.example.com", "ftp://nudge.example.com", "https://nudge.example.com/?a=b", "", "http://nudge.example.com"] {
             #expect(throws: NudgeError.self, "\(bad)") {
-                try UnsubscribeLinks(secret: "a-secret-of-at-least-thirty-two-characters", publicURL: bad)
+                try UnsubscribeLinks(secret: "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d", publicURL: bad)
             }
         }
     }

@@ -47,10 +47,15 @@ struct TLSServer {
             let result = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, query)])
             #expect(result.status == 0, "\(query): \(result.stderr)")
         }
-        // NUDGE_CA_FILE is the root trusted when sslrootcert is not given.
+        // NUDGE_DB_CA_FILE is the root trusted when sslrootcert is not given; NUDGE_CA_FILE, the
+        // providers' roots, never vouches for the database.
         let extra = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
-                                                                     "NUDGE_CA_FILE": tls.certificate])
+                                                                     "NUDGE_DB_CA_FILE": tls.certificate])
         #expect(extra.status == 0, "\(extra.stderr)")
+        let providers = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
+                                                                         "NUDGE_CA_FILE": tls.certificate])
+        #expect(providers.status == 1)
+        #expect(providers.stderr.contains("NUDGE_DB_CA_FILE"), "\(providers.stderr)")
         // Without its root, a self-signed certificate is refused, and the error says it was TLS.
         let refused = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full")])
         #expect(refused.status == 1)

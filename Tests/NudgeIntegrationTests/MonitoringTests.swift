@@ -14,7 +14,10 @@ import Testing
                 def do_POST(self):
                     self.rfile.read(int(self.headers.get('Content-Length', 0)))
                     open(sys.argv[1], 'a').write(self.command + ' ' + self.path + '\\n')
-                    self.send_response(200); self.end_headers()
+                    if self.path.startswith('/moved'):
+                        self.send_response(307); self.send_header('Location', '/elsewhere' + self.path); self.end_headers()
+                    else:
+                        self.send_response(200); self.end_headers()
                 def log_message(self, *args): pass
             server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
             open(sys.argv[2], 'w').write(str(server.server_port))
@@ -56,6 +59,24 @@ import Testing
         #expect(down.status == 1)
         #expect(try String(contentsOf: log, encoding: .utf8).hasSuffix("POST /ping/abc123/start\nPOST /ping/abc123/fail\n"))
         #expect(!down.stderr.contains("abc123"))
+    }
+
+    /// The healthcheck URL carries its check's token: a redirect is not followed (the token would
+    /// go where it points), and a plain http URL to another machine is refused before the run.
+    @Test func aHealthcheckIsNeverRedirectedNorSentInClear() async throws {
+        let (database, metrics) = try await usersAndAMetricsFolder()
+        let (server, port, log) = try await healthcheckServer()
+        defer { server.signal(SIGKILL); _ = server.wait() }
+        let moved = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
+                                             environment: ["NUDGE_METRICS_DIR": metrics.path,
+                                                           "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/moved/t0k3n"])
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(try String(contentsOf: log, encoding: .utf8) == "POST /moved/t0k3n/start\nPOST /moved/t0k3n\n")
+        let clear = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
+                                             environment: ["NUDGE_HEALTHCHECK_URL": "http://hc-ping.example.com/t0k3n"])
+        #expect(clear.status == 1)
+        #expect(clear.stderr.contains("NUDGE_HEALTHCHECK_URL must be an https URL"), "\(clear.stderr)")
+        #expect(!clear.stderr.contains("t0k3n"))
     }
 
     /// Each job (and each shard) has its own healthcheck and metrics file; a dry run tells

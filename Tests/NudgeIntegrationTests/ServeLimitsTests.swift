@@ -201,7 +201,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let link = String(try #require(email.headers["List-Unsubscribe"]).dropFirst().dropLast())
         let path = String(link[try #require(link.range(of: "/unsubscribe?token=")).lowerBound...])
 
-        let newSecret = "a-new-unsubscribe-secret-0123456789abcdef"
+        let newSecret = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"
         func post(_ environment: [String: String]) async throws -> String {
             let serve = try await ServeProcess.start(database, environment: environment)
             defer { serve.stop() }

@@ -6,7 +6,7 @@ import Testing
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
 
 /// The secret and address the tests sign and link with.
-let digestSecret = "test-unsubscribe-secret-0123456789abcdef"
+let digestSecret = "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"
 let digestPostalAddress = "FitCircle Test, 1 Test Street, 75001 Paris"
 
 /// What the emailing jobs are given in the tests: `template`'s files, links signed with the tests' secret.

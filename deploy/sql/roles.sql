@@ -34,32 +34,9 @@ grant usage on schema public to nudge_jobs, nudge_serve;
 -- create in a schema on their path (docs/security.md).
 revoke create on schema public from public, nudge_jobs, nudge_serve;
 do $$
-declare
-    open_to text;
 begin
     execute format('revoke temporary on database %I from public, nudge_jobs, nudge_serve', current_database());
     execute format('grant temporary on database %I to %I', current_database(), current_user);
-    -- Run by a role that owns Nudge's tables but not the database or schema public, the revokes
-    -- above change nothing (a warning only): stop, and say what their owners must run.
-    select string_agg(fix, '; ') into open_to from (
-        select format('as %I: revoke create on schema public from public, nudge_jobs, nudge_serve', pg_get_userbyid(n.nspowner)) as fix
-          from pg_namespace n
-         where n.nspname = 'public'
-           and (has_schema_privilege('nudge_jobs', n.oid, 'CREATE') or has_schema_privilege('nudge_serve', n.oid, 'CREATE')
-                or exists (select 1 from aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
-                            where a.grantee = 0 and a.privilege_type = 'CREATE'))
-        union all
-        select format('as %I: revoke temporary on database %I from public, nudge_jobs, nudge_serve', pg_get_userbyid(d.datdba), d.datname)
-          from pg_database d
-         where d.datname = current_database()
-           and (has_database_privilege('nudge_jobs', d.oid, 'TEMPORARY') or has_database_privilege('nudge_serve', d.oid, 'TEMPORARY')
-                or exists (select 1 from aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                            where a.grantee = 0 and a.privilege_type = 'TEMPORARY'))
-    ) left_open;
-    if open_to is not null then
-        raise exception 'roles.sql: every role may still create in public or make temporary tables here (this role owns neither '
-                        'the schema nor the database); run %', open_to;
-    end if;
 end
 $$;
 
@@ -94,3 +71,34 @@ grant select, insert, update, delete on sms_status_early to nudge_serve;
 grant select, insert, delete on sms_opt_outs to nudge_serve;
 -- Each reply applied once, by its MessageSid (a replayed one changes nothing).
 grant select, insert on sms_replies to nudge_serve;
+
+-- Last, once every grant above is in place: what the revokes at the top could not do, run by a
+-- role that owns Nudge's tables but not the database or schema public (they only warn then). A
+-- role that may create in public is an error (`nudge run` and `nudge serve` refuse it too);
+-- temporary tables left to every role, a warning (Nudge's functions search them last).
+do $$
+declare
+    database_owner text := (select pg_get_userbyid(d.datdba) from pg_database d where d.datname = current_database());
+    create_open boolean;
+    temporary_open boolean;
+begin
+    select has_schema_privilege('nudge_jobs', n.oid, 'CREATE') or has_schema_privilege('nudge_serve', n.oid, 'CREATE')
+           or exists (select 1 from aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+                       where a.grantee = 0 and a.privilege_type = 'CREATE')
+      into create_open
+      from pg_namespace n where n.nspname = 'public';
+    select has_database_privilege('nudge_jobs', d.oid, 'TEMPORARY') or has_database_privilege('nudge_serve', d.oid, 'TEMPORARY')
+           or exists (select 1 from aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+                       where a.grantee = 0 and a.privilege_type = 'TEMPORARY')
+      into temporary_open
+      from pg_database d where d.datname = current_database();
+    if temporary_open then
+        raise warning 'roles.sql: every role may still make temporary tables in this database; as %, run: revoke temporary on database % from public, nudge_jobs, nudge_serve; grant temporary on database % to %',
+            database_owner, quote_ident(current_database()), quote_ident(current_database()), quote_ident(current_user);
+    end if;
+    if create_open then
+        raise exception 'roles.sql: a role other than the owner may still create in schema public (every grant above is applied); as %, run: revoke create on schema public from public, nudge_jobs, nudge_serve',
+            database_owner;
+    end if;
+end
+$$;

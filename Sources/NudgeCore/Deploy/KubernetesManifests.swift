@@ -6,7 +6,24 @@ public struct KubernetesSetup: Sendable, Equatable {
     /// The namespace the manifests are applied in (none: the one `kubectl` is given).
     public var namespace: String?
 
-    public static let standard = KubernetesSetup(image: "registry.example.com/nudge:latest", namespace: nil)
+    /// Pinned to this version: a moving tag (`:latest`) would run whatever was pushed last, a
+    /// build not yet migrated for, or one nobody reviewed.
+    public static let standard = KubernetesSetup(image: "registry.example.com/nudge:\(NudgeVersion.current)", namespace: nil)
+
+    /// Why `image` may not be deployed, or nil: it must name a version (a tag other than
+    /// `latest`) or a digest (`@sha256:…`).
+    public static func imageProblem(_ image: String) -> String? {
+        if image.contains("@sha256:") { return nil }
+        let last = image.split(separator: "/").last.map(String.init) ?? image
+        guard let colon = last.lastIndex(of: ":") else {
+            return "--image must name a version or a digest (…/nudge:\(NudgeVersion.current) or …@sha256:…), not '\(image)'"
+        }
+        let tag = last[last.index(after: colon)...]
+        guard !tag.isEmpty, tag != "latest" else {
+            return "--image must be pinned to a version or a digest, not '\(tag.isEmpty ? "an empty tag" : "latest")'"
+        }
+        return nil
+    }
 
     public init(image: String, namespace: String?) {
         self.image = image

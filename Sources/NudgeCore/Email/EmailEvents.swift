@@ -59,8 +59,10 @@ public enum EmailEvents {
             for try await got in try await connection.query(try lock.query(), logger: logger).decode(Bool.self) { locked = got }
             guard locked else { return .busy }
             if firstOnly.contains(event.type) {
+                // (Only one that happened no later: Resend may send an earlier one after a later one.)
                 let seen: SQLFragment = """
-                    select exists (select 1 from email_events where email_id = \(emailID) and type = \(event.type) and svix_id <> \(svixID))
+                    select exists (select 1 from email_events where email_id = \(emailID) and type = \(event.type) and svix_id <> \(svixID)
+                                      and occurred_at <= \(event.occurredAt ?? receivedAt))
                     """
                 for try await already in try await connection.query(try seen.query(), logger: logger).decode(Bool.self) where already {
                     return .repeated(type: event.type)

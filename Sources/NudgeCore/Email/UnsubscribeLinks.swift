@@ -29,13 +29,17 @@ public struct UnsubscribeLinks: Sendable {
 
     /// A secret shorter than this many bytes is refused.
     public static let shortestSecret = 32
+    /// What a secret must be worth: 32 random bytes.
+    public static let leastBits = 256
 
     public init(secret: String, previous: String? = nil, publicURL: String) throws(NudgeError) {
-        for (name, value) in [("NUDGE_UNSUBSCRIBE_SECRET", secret), ("NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS", previous ?? String(repeating: "x", count: Self.shortestSecret))]
-        where value.utf8.count < Self.shortestSecret {
-            throw NudgeError(.configuration, """
-                \(name) must be at least \(Self.shortestSecret) characters (for example the output of `openssl rand -hex 32`)
-                """)
+        for (name, value) in [("NUDGE_UNSUBSCRIBE_SECRET", secret)] + (previous.map { [("NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS", $0)] } ?? []) {
+            if let weakness = Self.weakness(of: value) {
+                throw NudgeError(.configuration, """
+                    \(name) \(weakness): it signs every unsubscribe link, and one guessed would let anyone stop anyone's \
+                    emails. Use 32 random bytes, such as the output of `openssl rand -hex 32`
+                    """)
+            }
         }
         keys = [Key(secret)] + (previous.map { [Key($0)] } ?? [])
         if keys.count == 2 && keys[0].id == keys[1].id {
@@ -53,6 +57,31 @@ public struct UnsubscribeLinks: Sendable {
         let url = try environment.require("NUDGE_PUBLIC_URL", hint: "the https address `nudge serve` is reached at, for the links")
         let previous = environment["NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 }
         try self.init(secret: secret, previous: previous, publicURL: url)
+    }
+
+    /// Why `secret` is too weak to sign links, or nil: shorter than `shortestSecret`, worth fewer
+    /// than `leastBits` at the most its alphabet allows (hex 4 bits a character, base64 6,
+    /// anything else about 6.5), a phrase (words joined by spaces or punctuation), or made of few
+    /// distinct characters.
+    public static func weakness(of secret: String) -> String? {
+        let characters = Array(secret.unicodeScalars)
+        guard characters.count >= shortestSecret else { return "is shorter than \(shortestSecret) characters" }
+        let hex = CharacterSet(charactersIn: "0123456789abcdefABCDEF")
+        let base64 = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
+            .union(CharacterSet(charactersIn: "+/=_-"))
+        let perCharacter: Double = characters.allSatisfy(hex.contains) ? 4 : characters.allSatisfy(base64.contains) ? 6 : 6.5
+        if Double(characters.count) * perCharacter < Double(leastBits) {
+            return "is worth fewer than \(leastBits) bits (\(characters.count) characters of its kind)"
+        }
+        // Words joined by spaces or punctuation ("correct-horse-battery-staple-…").
+        if characters.contains(where: CharacterSet.whitespaces.contains)
+            || secret.range(of: #"^[A-Za-z]+([-_.,:;'][A-Za-z]+)+[0-9!?.]*$"#, options: .regularExpression) != nil {
+            return "reads as a phrase, not random bytes"
+        }
+        if Set(characters).count < 12 {
+            return "has only \(Set(characters).count) distinct characters"
+        }
+        return nil
     }
 
     public func token(user: UUID, type: EmailType) -> String {

@@ -25,8 +25,15 @@ public struct RunMonitoring: Sendable {
         metricsDirectory = environment["NUDGE_METRICS_DIR"].map { URL(fileURLWithPath: $0, isDirectory: true) }
         let own = "NUDGE_HEALTHCHECK_URL_" + job.uppercased().replacingOccurrences(of: "-", with: "_")
         if let (name, raw) = [own, "NUDGE_HEALTHCHECK_URL"].lazy.compactMap({ name in environment[name].map { (name, $0) } }).first {
-            guard let url = URL(string: raw), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw NudgeError(.configuration, "\(name) must be an http(s) URL")
+            // Its path usually carries the check's secret token: https only (plain http to this
+            // machine alone), and never followed elsewhere by a redirect (`ping`).
+            guard let url = URL(string: raw), url.host != nil else {
+                throw NudgeError(.configuration, "\(name) must be an https URL")
+            }
+            do {
+                try ProviderHTTP.check(raw, name: name)
+            } catch {
+                throw NudgeError(.configuration, "\(name) must be an https URL (plain http only to this machine: 127.0.0.1, localhost, ::1)")
             }
             healthcheckURL = url
         } else {
@@ -135,8 +142,11 @@ public struct RunMonitoring: Sendable {
         var request = URLRequest(url: url, timeoutInterval: 5)
         request.httpMethod = "POST"
         request.httpBody = Data(job.utf8)
+        // A redirect is an answer, never followed: it would carry the check's token elsewhere.
+        let session = URLSession(configuration: .ephemeral, delegate: RefuseRedirects(), delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
         do {
-            let (_, response) = try await URLSession.shared.data(for: request)
+            let (_, response) = try await session.data(for: request)
             if let status = (response as? HTTPURLResponse)?.statusCode, !(200..<300).contains(status) {
                 logger.warning("healthcheck ping refused", metadata: ["nudge.status": "\(status)"])
             }
@@ -144,5 +154,13 @@ public struct RunMonitoring: Sendable {
             // The URL may carry a secret token: log that the ping failed, never where it went.
             logger.warning("healthcheck ping failed", metadata: ["nudge.reason": "\(type(of: error))"])
         }
+    }
+}
+
+/// Answers every redirect with "do not follow": the 3xx itself is the ping's answer.
+private final class RefuseRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
     }
 }

@@ -41,7 +41,19 @@ public enum SMSStatus {
         let form = Dictionary(fields, uniquingKeysWith: { first, _ in first })
         if let stops = optOut(form), let from = form["From"].flatMap(PhoneNumber.init) {
             // Once per reply: a request replayed (Twilio's signature holds no time) changes nothing.
-            guard let sid = form["MessageSid"] ?? form["SmsMessageSid"] ?? form["SmsSid"], !sid.isEmpty else { return .unknownMessage }
+            // A STOP without its SID (Twilio always sends one) is applied all the same: an opt-out
+            // is never lost; a START without one lifts nothing.
+            let sid = ["MessageSid", "SmsMessageSid", "SmsSid"].lazy.compactMap { form[$0].flatMap { $0.isEmpty ? nil : $0 } }.first
+            guard let sid else {
+                guard stops else { return .unknownMessage }
+                logger.warning("an SMS reply of STOP came without its MessageSid: applied, without replay protection")
+                let stop: SQLFragment = """
+                    insert into sms_opt_outs (phone_number, opted_out_at, source) values (\(from.e164), now(), 'reply')
+                    on conflict (phone_number) do nothing
+                    """
+                try await connection.query(try stop.query(), logger: logger)
+                return .optOut(true)
+            }
             let change: SQLFragment = stops
                 ? """
                   with reply as (

@@ -190,7 +190,7 @@ public struct Database: Sendable {
                 let verification = url.tlsMode == .verifyCA || url.tlsMode == .verifyFull || url.rootCertificate != nil
                 if text.contains("CERTIFICATE_VERIFY_FAILED") {
                     return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): the server's certificate could not be verified"
-                        + (verification ? "; is it signed by a root in sslrootcert or NUDGE_CA_FILE, and issued for this host?" : "")
+                        + (verification ? "; is it signed by a root in sslrootcert or NUDGE_DB_CA_FILE (NUDGE_CA_FILE is the providers' alone), and issued for this host?" : "")
                 }
                 return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): \(text)"
             }

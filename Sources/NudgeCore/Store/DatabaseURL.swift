@@ -43,12 +43,13 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     public let tlsMode: TLSMode
     /// `sslrootcert`: the only roots trusted for the server's certificate (`system`: the system's).
     public let rootCertificate: String?
-    /// `NUDGE_CA_FILE`: the roots trusted for the server's certificate when `sslrootcert` is not
-    /// given (alone, as `sslrootcert` would be).
+    /// `NUDGE_DB_CA_FILE`: the roots trusted for the server's certificate when `sslrootcert` is
+    /// not given (alone, as `sslrootcert` would be). Not `NUDGE_CA_FILE`, the providers': a
+    /// private CA trusted for a stand-in or a proxy may not vouch for the database too.
     public let extraTrustedRoots: String?
 
     /// - Parameters:
-    ///   - extraTrustedRoots: `NUDGE_CA_FILE`.
+    ///   - extraTrustedRoots: `NUDGE_DB_CA_FILE`.
     ///   - allowInsecurePassword: `NUDGE_DB_ALLOW_INSECURE_PASSWORD`: the password may go to a
     ///     server that is not verified.
     public init(_ text: String, extraTrustedRoots: String? = nil, allowInsecurePassword: Bool = false) throws(NudgeError) {
@@ -89,7 +90,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         }
         if mode == .verifyCA && rootCertificate == nil && self.extraTrustedRoots == nil {
             throw NudgeError(.configuration, """
-                DATABASE_URL: sslmode=verify-ca needs the server's own root certificate in sslrootcert (or NUDGE_CA_FILE): \
+                DATABASE_URL: sslmode=verify-ca needs the server's own root certificate in sslrootcert (or NUDGE_DB_CA_FILE): \
                 against the system's roots it checks no host name, and any certificate a public authority issued, to \
                 anyone, would pass; give sslrootcert=/path/to/root.crt, or use sslmode=verify-full
                 """)
