@@ -7,8 +7,8 @@ import NIOHTTP1
 import Synchronization
 
 /// A local Twilio: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` as Twilio's API takes
-/// it. It checks HTTP Basic authentication against its account SID and auth token (401, code
-/// 20003), the form body (`application/x-www-form-urlencoded`): `To` in E.164 (400, 21211),
+/// it. It checks HTTP Basic authentication against its account SID and auth token, or its API
+/// key's SID and secret (401, code 20003; `authenticatedWith` says which each request used), the form body (`application/x-www-form-urlencoded`): `To` in E.164 (400, 21211),
 /// `From` or `MessagingServiceSid` (400, 21603), `Body` present and at most 1,600 characters
 /// (400, 21602 / 21617), `StatusCallback` an http(s) URL (400, 21609). Each message it takes
 /// gets a SID (`SM` and 32 hex digits) and a 201 with Twilio's JSON. A script can answer
@@ -56,6 +56,10 @@ public final class StandInTwilio: Sendable {
 
     public let accountSID: String
     public let authToken: String
+    /// An API key of the account (`SK…`) and its secret, which authenticate requests as the auth
+    /// token does.
+    public let apiKeySID: String
+    public let apiKeySecret: String
     private let server: StandInHTTPServer
     private let state: State
 
@@ -68,6 +72,9 @@ public final class StandInTwilio: Sendable {
     public var requests: [Message] { state.log.withLock { $0.requests } }
     /// How many times its message list was asked for.
     public var listings: Int { state.log.withLock { $0.listings } }
+    /// The user of each authenticated request's Basic authentication (the account SID, or the
+    /// API key's SID), in order.
+    public var authenticatedWith: [String] { state.log.withLock { $0.users } }
     /// How many times its account was read (a probe).
     public var accountReads: Int { state.log.withLock { $0.accountReads } }
 
@@ -78,13 +85,31 @@ public final class StandInTwilio: Sendable {
             var attempts: [String: Int] = [:]
             var listings = 0
             var accountReads = 0
+            var users: [String] = []
+        }
+        let keys: [String: String]
+
+        init(keys: [String: String]) {
+            self.keys = keys
+        }
+
+        /// Whether `header` is HTTP Basic authentication with a known user and its password.
+        func authenticates(_ header: String?) -> Bool {
+            guard let header, header.hasPrefix("Basic "), let data = Data(base64Encoded: String(header.dropFirst(6))),
+                  let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
+                  let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...]) else { return false }
+            log.withLock { $0.users.append(String(text[..<colon])) }
+            return true
         }
         let log = Mutex(Log())
     }
 
-    private init(accountSID: String, authToken: String, server: StandInHTTPServer, state: State) {
+    private init(accountSID: String, authToken: String, apiKeySID: String, apiKeySecret: String, server: StandInHTTPServer,
+                 state: State) {
         self.accountSID = accountSID
         self.authToken = authToken
+        self.apiKeySID = apiKeySID
+        self.apiKeySecret = apiKeySecret
         self.server = server
         self.state = state
     }
@@ -92,11 +117,13 @@ public final class StandInTwilio: Sendable {
     public static func start(port: Int = 0,
                              accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
                              authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+                             apiKeySID: String = "SK" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+                             apiKeySecret: String = UUID().uuidString.replacingOccurrences(of: "-", with: ""),
                              onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
                              listing: @escaping @Sendable () -> Answer = { .accept },
                              account: @escaping @Sendable () -> Answer = { .accept },
                              script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
-        let state = State()
+        let state = State(keys: [accountSID: authToken, apiKeySID: apiKeySecret])
         let server = try await StandInHTTPServer.start(port: port) { request in
             if request.method == .GET, request.path == "/2010-04-01/Accounts/\(accountSID).json" {
                 return (readAccount(request, accountSID: accountSID, authToken: authToken, state: state, answer: account()), latency)
@@ -106,7 +133,8 @@ public final class StandInTwilio: Sendable {
             }
             return (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), latency)
         }
-        return StandInTwilio(accountSID: accountSID, authToken: authToken, server: server, state: state)
+        return StandInTwilio(accountSID: accountSID, authToken: authToken, apiKeySID: apiKeySID, apiKeySecret: apiKeySecret,
+                             server: server, state: state)
     }
 
     public func shutdown() async {
@@ -124,8 +152,7 @@ public final class StandInTwilio: Sendable {
         let path = "/2010-04-01/Accounts/\(accountSID)/Messages.json"
         guard request.path == path else { return error(404, 20404, "The requested resource \(request.path) was not found") }
         guard request.method == .POST else { return error(405, 20004, "Method not allowed") }
-        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
-        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
         guard request.headers["content-type"]?.hasPrefix("application/x-www-form-urlencoded") == true,
               let fields = form(String(decoding: request.body, as: UTF8.self)) else {
             return error(400, 20001, "The request body is not a form")
@@ -179,8 +206,7 @@ public final class StandInTwilio: Sendable {
     /// `GET` the account: its JSON, after its credentials are checked.
     private static func readAccount(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
                                 answer: Answer) -> StandInHTTPServer.Reply {
-        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
-        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
         state.log.withLock { $0.accountReads += 1 }
         switch answer {
         case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
@@ -200,8 +226,7 @@ public final class StandInTwilio: Sendable {
         guard parts.first.map(String.init) == "/2010-04-01/Accounts/\(accountSID)/Messages.json" else {
             return error(404, 20404, "The requested resource \(request.path) was not found")
         }
-        let expected = "Basic " + Data("\(accountSID):\(authToken)".utf8).base64EncodedString()
-        guard request.headers["authorization"] == expected else { return error(401, 20003, "Authenticate") }
+        guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
         state.log.withLock { $0.listings += 1 }
         switch answer {
         case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)

@@ -134,6 +134,7 @@ struct PushStandInCommand {
             export RESEND_API_KEY='\(resend.apiKey)' RESEND_FROM='FitCircle <coach@fitcircle.example>' RESEND_BASE_URL='\(resend.baseURL)' RESEND_REQUESTS_PER_SECOND=100
             export RESEND_WEBHOOK_SECRET='\(webhookSecret)'
             export TWILIO_ACCOUNT_SID='\(twilio.accountSID)' TWILIO_AUTH_TOKEN='\(twilio.authToken)' TWILIO_FROM='+15005550006' TWILIO_BASE_URL='\(twilio.baseURL)'
+            export TWILIO_API_KEY_SID='\(twilio.apiKeySID)' TWILIO_API_KEY_SECRET='\(twilio.apiKeySecret)'
 
             """
         try Data(env.utf8).write(to: directory.appendingPathComponent("env"))

@@ -385,6 +385,7 @@ struct Serve: AsyncParsableCommand {
                                              connections: 8) { database in
                 try await database.refuseRoleThatMayCreateOnItsPath(command: "serve")
                 try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
+                                          twilioPreviousAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 },
                                           resendWebhookSecret: resendSecret, limits: limits, host: host, port: port,
                                           logger: logger) { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",

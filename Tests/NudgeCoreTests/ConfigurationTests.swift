@@ -324,3 +324,36 @@ import Testing
         #expect(KubernetesSetup.imageProblem("nudge") != nil)
     }
 }
+
+/// The jobs send to Twilio with an API key when one is set; the account's auth token then stays
+/// `nudge serve`'s, for the callbacks' signatures alone.
+@Suite struct TwilioCredentialTests {
+    let account = "AC" + String(repeating: "0", count: 32)
+    let key = "SK" + String(repeating: "1", count: 32)
+
+    @Test func anAPIKeyIsUsedWhenSetAndHalfAKeyIsRefused() throws {
+        let withKey = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": account, "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret", "TWILIO_FROM": "+15005550006",
+        ])))
+        #expect(withKey.usesAPIKey)
+        #expect(withKey.authorization == "Basic " + Data("\(key):key-secret".utf8).base64EncodedString())
+        // Both set: the key sends; the token is for signatures.
+        let both = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret",
+            "TWILIO_FROM": "+15005550006",
+        ])))
+        #expect(both.authorization == withKey.authorization)
+        let withToken = try #require(try TwilioConfiguration(environment: Environment([
+            "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_FROM": "+15005550006",
+        ])))
+        #expect(!withToken.usesAPIKey)
+        #expect(withToken.authorization == "Basic " + Data("\(account):token".utf8).base64EncodedString())
+        for half in [["TWILIO_API_KEY_SID": key], ["TWILIO_API_KEY_SECRET": "key-secret"], ["TWILIO_API_KEY_SID": "AB" + String(repeating: "1", count: 32),
+                                                                                            "TWILIO_API_KEY_SECRET": "key-secret"]] {
+            let environment = Environment(["TWILIO_ACCOUNT_SID": account, "TWILIO_FROM": "+15005550006"].merging(half) { _, new in new })
+            #expect(throws: NudgeError.self, "\(half.keys.sorted())") { try TwilioConfiguration(environment: environment) }
+        }
+        // serve refuses the key's secret: it sends on Nudge's behalf.
+        #expect(throws: NudgeError.self) { try ServeEnvironment.check(Environment(["TWILIO_API_KEY_SECRET": "key-secret"])) }
+    }
+}

@@ -89,7 +89,9 @@ struct PreviewWorld: Sendable {
 
     var environment: [String: String] {
         push.environment.merging([
-            "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
+            // The jobs send with an API key: the auth token is serve's alone, for signatures.
+            "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_API_KEY_SID": twilio.apiKeySID, "TWILIO_API_KEY_SECRET": twilio.apiKeySecret,
+            "TWILIO_FROM": "+15005550006",
             "TWILIO_BASE_URL": twilio.baseURL, "NUDGE_PUBLIC_URL": "http://127.0.0.1:9",
         ]) { _, new in new }
     }
@@ -869,6 +871,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // User 3's preview is due at 06:17, queued at 06:16 and not yet sent when the simulation ends.
         try Calls.call(world.database, 3, at: "2026-03-29T06:22:00Z")
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 3, environment: ["NUDGE_PUSH_TIMEOUT_SECONDS": "1"])
+        // Every request, the list's included, went with the API key, never the auth token.
+        #expect(!world.twilio.authenticatedWith.isEmpty && Set(world.twilio.authenticatedWith) == [world.twilio.apiKeySID])
         #expect(world.twilio.requests.filter { $0.to == Calls.phone(1) }.count == 1)
         let first = try #require(world.twilio.sent.first { $0.to == Calls.phone(1) })
         #expect(try world.database.value("""

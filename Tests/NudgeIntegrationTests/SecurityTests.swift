@@ -152,3 +152,29 @@ import Testing
         #expect(try database.count("select count(*) from sms_replies") == 5)
     }
 }
+
+/// Twilio's auth token is serve's alone, and rotates without losing a callback (docs/serve.md).
+@Suite struct TwilioTokenRotationTests {
+    /// Through a rotation, a reply signed with the token being replaced
+    /// (`TWILIO_AUTH_TOKEN_PREVIOUS`) is accepted like one signed with the new token; one signed
+    /// with any other is refused.
+    @Test func aCallbackSignedWithThePreviousTokenIsAcceptedThroughARotation() async throws {
+        let database = try await TestDatabase.fresh()
+        let new = "twilio-auth-token-new-0000000000000", old = "twilio-auth-token-old-1111111111111"
+        let serve = try await ServeProcess.start(database, environment: ["TWILIO_AUTH_TOKEN": new, "TWILIO_AUTH_TOKEN_PREVIOUS": old])
+        defer { serve.stop() }
+        func reply(_ sid: String, from phone: String, signedWith token: String) async throws -> String {
+            let fields = [("MessageSid", sid), ("From", phone), ("Body", "STOP"), ("SmsStatus", "received")]
+            let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: fields, authToken: token)
+            return try await runProcessOffThePool("/usr/bin/curl", [
+                "--max-time", "10", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "X-Twilio-Signature: \(signature)",
+                "-d", "MessageSid=\(sid)", "--data-urlencode", "From=\(phone)", "-d", "Body=STOP",
+                "-d", "SmsStatus=received", "http://127.0.0.1:\(serve.port)/webhooks/twilio",
+            ]).stdout
+        }
+        #expect(try await reply("SM00000000000000000000000000000011", from: "+15551230011", signedWith: new) == "200")
+        #expect(try await reply("SM00000000000000000000000000000012", from: "+15551230012", signedWith: old) == "200")
+        #expect(try await reply("SM00000000000000000000000000000013", from: "+15551230013", signedWith: "someone-else") == "403")
+        #expect(try database.psql("select phone_number from sms_opt_outs order by 1") == "+15551230011\n+15551230012")
+    }
+}

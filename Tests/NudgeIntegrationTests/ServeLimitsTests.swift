@@ -8,7 +8,7 @@ import Testing
 ///
 /// Holds one of the test process's slots for a `nudge` (`ProcessSlots`) until `stop`, which each
 /// test defers: a test that throws half-way leaves neither the process nor its slot behind.
-private final class ServeProcess: Sendable {
+final class ServeProcess: Sendable {
     let process: RunningProcess
     let port: Int
     private let stderr: URL

@@ -3,7 +3,7 @@
 -- table gets its grants here). Idempotent.
 --
 --   psql "$OWNER_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
---   psql "$OWNER_URL" -c "alter role nudge_jobs password '…'"     (and nudge_serve)
+--   psql "$OWNER_URL" -c '\password nudge_jobs'     (and nudge_serve; never a password on a command line)
 --
 -- nudge_jobs: the jobs (`nudge run`, `nudge runs`, `pause`, `report`…). Reads and writes rows,
 --   changes no table (the owner runs `nudge migrate`, `nudge seed` and `nudge prune --vacuum`).

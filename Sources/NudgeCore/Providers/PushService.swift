@@ -158,7 +158,7 @@ public struct DeliveryServices: Sendable {
                 states[.twilio] = .ready
                 identities[.twilio] = [configuration.accountSID, configuration.from, configuration.baseURL].joined(separator: " ")
             } else {
-                states[.twilio] = .unavailable("Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM)")
+                states[.twilio] = .unavailable("Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM)")
             }
         } catch {
             for service in services.values { await service.shutdown() }
@@ -204,9 +204,11 @@ public struct DeliveryServices: Sendable {
                     return (provider, "configured: from \(configuration.from)")
                 case .twilio:
                     guard let configuration = try TwilioConfiguration(environment: environment) else {
-                        return (provider, "not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM)")
+                        return (provider, "not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM)")
                     }
                     return (provider, "configured: from \(configuration.from)"
+                                      + (configuration.usesAPIKey ? ", with an API key"
+                                         : ", with the account's auth token (an API key would keep it for signatures alone)")
                                       + (configuration.statusCallback == nil ? ", no status callbacks (NUDGE_PUBLIC_URL not set)" : ""))
                 }
             } catch {

@@ -8,7 +8,8 @@ import NIOPosix
 /// Twilio, the SMS channel (seed 000's preview fallback).
 ///
 /// Wire format: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` on `api.twilio.com`,
-/// HTTP Basic authentication (the account SID and the auth token), a form-encoded body
+/// HTTP Basic authentication (an API key's SID and secret, or the account SID and its auth
+/// token), a form-encoded body
 /// (`application/x-www-form-urlencoded`): `To` (E.164), `From` (a Twilio number) or
 /// `MessagingServiceSid` (`MG…`), `Body`, `StatusCallback`, the URL Twilio posts the
 /// message's statuses to, and `ValidityPeriod` (seconds Twilio may queue it, 1 to 36,000). 201 `{"sid": "SM…", "status": "queued", …}`; an error is `{"code",
@@ -33,24 +34,53 @@ public struct TwilioConfiguration: Sendable {
     /// How many requests at once (`TWILIO_CONNECTIONS`, one HTTP/1 connection each): beyond the
     /// account's concurrency limit Twilio answers 429 (20429) and takes nothing.
     public let connections: Int
-    let authToken: String
+    /// Whether the jobs send with an API key (`TWILIO_API_KEY_SID`, `TWILIO_API_KEY_SECRET`): the
+    /// account's auth token then only signs Twilio's callbacks, in `nudge serve` (docs/serve.md).
+    public let usesAPIKey: Bool
+    /// HTTP Basic authentication's user and password: the API key's SID and secret, or else the
+    /// account's SID and auth token.
+    let credentials: (user: String, password: String)
 
-    /// Reads `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN`, `TWILIO_FROM`, `TWILIO_CONNECTIONS`,
-    /// `TWILIO_BASE_URL` (tests) and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when
-    /// none of the three is set.
+    /// `Authorization` for each request to Twilio's REST API.
+    var authorization: String {
+        "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+    }
+
+    /// Reads `TWILIO_ACCOUNT_SID`, `TWILIO_API_KEY_SID` and `TWILIO_API_KEY_SECRET` (or, without a
+    /// key, `TWILIO_AUTH_TOKEN`), `TWILIO_FROM`, `TWILIO_CONNECTIONS`, `TWILIO_BASE_URL` (tests)
+    /// and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when none of them is set.
     public init?(environment: Environment) throws(NudgeError) {
         let sid = environment["TWILIO_ACCOUNT_SID"], token = environment["TWILIO_AUTH_TOKEN"], from = environment["TWILIO_FROM"]
-        if sid == nil && token == nil && from == nil { return nil }
+        let keySID = environment["TWILIO_API_KEY_SID"].flatMap { $0.isEmpty ? nil : $0 }
+        let keySecret = environment["TWILIO_API_KEY_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        if sid == nil && token == nil && from == nil && keySID == nil && keySecret == nil { return nil }
         guard let sid, sid.hasPrefix("AC"), sid.count == 34 else {
             throw NudgeError(.configuration, "TWILIO_ACCOUNT_SID must be the account's SID (AC and 32 characters)")
         }
-        guard let token, !token.isEmpty else { throw NudgeError(.configuration, "Twilio is half configured: TWILIO_AUTH_TOKEN not set") }
+        switch (keySID, keySecret) {
+        case (let key?, let secret?):
+            guard key.hasPrefix("SK"), key.count == 34 else {
+                throw NudgeError(.configuration, "TWILIO_API_KEY_SID must be an API key's SID (SK and 32 characters)")
+            }
+            credentials = (key, secret)
+            usesAPIKey = true
+        case (nil, nil):
+            guard let token, !token.isEmpty else {
+                throw NudgeError(.configuration, """
+                    Twilio is half configured: set TWILIO_API_KEY_SID and TWILIO_API_KEY_SECRET (an API key for sending), \
+                    or TWILIO_AUTH_TOKEN
+                    """)
+            }
+            credentials = (sid, token)
+            usesAPIKey = false
+        default:
+            throw NudgeError(.configuration, "Twilio is half configured: TWILIO_API_KEY_SID and TWILIO_API_KEY_SECRET go together")
+        }
         guard let from, from.hasPrefix("MG") || PhoneNumber(from)?.e164 == from else {
             throw NudgeError(.configuration, "TWILIO_FROM must be a number in E.164 (+15551234567) or a Messaging Service SID (MG…)")
         }
         let base = try ProviderHTTP.baseURL(environment, "TWILIO_BASE_URL", default: "https://api.twilio.com")
         self.accountSID = sid
-        self.authToken = token
         self.from = from
         self.baseURL = base
         self.connections = try environment.integer("TWILIO_CONNECTIONS", default: 20, in: 1...100)
@@ -141,8 +171,7 @@ public final class TwilioClient: Sendable {
     private func exchange(_ sms: SMSRequest, at now: Date) async -> SendResult {
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json")
         request.method = .POST
-        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
-        request.headers.add(name: "authorization", value: "Basic \(credentials)")
+        request.headers.add(name: "authorization", value: configuration.authorization)
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "user-agent", value: ResendClient.userAgent)
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields(for: sms, at: now))))
@@ -194,11 +223,11 @@ public final class TwilioClient: Sendable {
     /// itself): whether Twilio answers again.
     public func probe() async -> ProbeAnswer {
         let url = "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID).json"
-        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
+        let authorization = configuration.authorization
         return await http.probe("Twilio", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
             request.method = .GET
-            request.headers.add(name: "authorization", value: "Basic \(credentials)")
+            request.headers.add(name: "authorization", value: authorization)
             request.headers.add(name: "user-agent", value: ResendClient.userAgent)
             return request
         }
@@ -218,8 +247,7 @@ public final class TwilioClient: Sendable {
         let to = FormEncoding.escape(sms.to.e164)
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json?To=\(to)&PageSize=20")
         request.method = .GET
-        let credentials = Data("\(configuration.accountSID):\(configuration.authToken)".utf8).base64EncodedString()
-        request.headers.add(name: "authorization", value: "Basic \(credentials)")
+        request.headers.add(name: "authorization", value: configuration.authorization)
         request.headers.add(name: "user-agent", value: ResendClient.userAgent)
         let http = self.http, client = self.client
         let answered = await slots.run { () async -> Found in

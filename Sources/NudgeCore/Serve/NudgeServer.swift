@@ -37,7 +37,10 @@ public enum NudgeServer {
     static let healthEvery: Duration = .seconds(5)
     static let healthFreshFor: Duration = .seconds(15)
 
+    /// `twilioPreviousAuthToken`: through a rotation of Twilio's auth token, the one replaced
+    /// (`TWILIO_AUTH_TOKEN_PREVIOUS`): a callback signed with either is Twilio's.
     public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+                              twilioPreviousAuthToken: String? = nil,
                               resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
                               health: HealthCheck? = nil, clock: any RunClock = SystemClock()) -> Router<ServeContext> {
         let router = Router(context: ServeContext.self)
@@ -94,9 +97,11 @@ public enum NudgeServer {
             let body = try await collect(request, upTo: largestForm)
             // Twilio signs the URL it was given: NUDGE_PUBLIC_URL's, whatever proxy is in between.
             let url = links.publicURL + TwilioWebhook.path + (request.uri.query.map { "?" + $0 } ?? "")
-            guard let token = twilioAuthToken, let fields = FormEncoding.decode(String(buffer: body)),
-                  TwilioWebhook.isGenuine(signature: request.headers[.init("X-Twilio-Signature")!], url: url, fields: fields,
-                                          authToken: token) else {
+            let signature = request.headers[.init("X-Twilio-Signature")!]
+            guard let fields = FormEncoding.decode(String(buffer: body)),
+                  [twilioAuthToken, twilioPreviousAuthToken].contains(where: { token in
+                      token.map { TwilioWebhook.isGenuine(signature: signature, url: url, fields: fields, authToken: $0) } ?? false
+                  }) else {
                 database.logger.notice("Twilio callback refused: not signed with TWILIO_AUTH_TOKEN")
                 return page(.forbidden, text: "forbidden\n")
             }
@@ -177,13 +182,15 @@ public enum NudgeServer {
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0).
     public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+                           twilioPreviousAuthToken: String? = nil,
                            resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
                            clock: any RunClock = SystemClock(), host: String, port: Int,
                            logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let health = HealthCheck()
         let connections = OpenConnections(limit: limits.maxConnections)
         let app = Application(
-            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken, resendWebhookSecret: resendWebhookSecret,
+            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken,
+                           twilioPreviousAuthToken: twilioPreviousAuthToken, resendWebhookSecret: resendWebhookSecret,
                            limits: limits, health: health, clock: clock),
             server: .http1(configuration: .init(
                 additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: connections)],

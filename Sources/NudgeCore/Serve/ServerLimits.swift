@@ -59,7 +59,7 @@ public enum FileDescriptors {
 public enum ServeEnvironment {
     /// The keys that send on Nudge's behalf or cost money: the jobs' alone.
     public static let providerKeys = ["APNS_PRIVATE_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "RESEND_API_KEY",
-                                      "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+                                      "TWILIO_API_KEY_SECRET", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
 
     public static func check(_ environment: Environment) throws(NudgeError) {
         let held = providerKeys.filter { environment[$0].map { !$0.isEmpty } ?? false }
