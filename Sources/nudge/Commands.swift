@@ -363,8 +363,9 @@ struct Serve: AsyncParsableCommand {
             Listens on NUDGE_HTTP_HOST (default 127.0.0.1) and NUDGE_HTTP_PORT (default 8080); the unsubscribe links in \
             emails point at NUDGE_PUBLIC_URL, signed with NUDGE_UNSUBSCRIBE_SECRET; Twilio posts to \
             NUDGE_PUBLIC_URL/webhooks/twilio, signed with TWILIO_AUTH_TOKEN; Resend's webhooks to \
-            NUDGE_PUBLIC_URL/webhooks/resend, signed with RESEND_WEBHOOK_SECRET. SIGTERM or SIGINT lets the requests in \
-            flight finish, then stops.
+            NUDGE_PUBLIC_URL/webhooks/resend, signed with RESEND_WEBHOOK_SECRET. With NUDGE_HEALTH_PORT, a second \
+            listener on 127.0.0.1 answers GET /health?db=1 (the database asked now) for a monitor on this machine. \
+            SIGTERM or SIGINT lets the requests in flight finish, then stops.
             """)
 
     func run() async throws {
@@ -375,6 +376,9 @@ struct Serve: AsyncParsableCommand {
             let resendSecret = try ResendWebhookSecret.from(bootstrap.environment)
             let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"
             let port = try bootstrap.environment.integer("NUDGE_HTTP_PORT", default: 8080, in: 0...65_535)
+            let healthPort = try bootstrap.environment["NUDGE_HEALTH_PORT"].map { _ throws(NudgeError) in
+                try bootstrap.environment.integer("NUDGE_HEALTH_PORT", default: 0, in: 0...65_535)
+            }
             let limits = try ServerLimits(environment: bootstrap.environment)
             let logger = bootstrap.logger
             // Room for every connection the cap allows, and the database's and the logs' besides.
@@ -386,12 +390,15 @@ struct Serve: AsyncParsableCommand {
                 try await database.refuseRoleThatMayCreateOnItsPath(command: "serve")
                 try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
                                           twilioPreviousAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 },
-                                          resendWebhookSecret: resendSecret, limits: limits, host: host, port: port,
-                                          logger: logger) { bound in
+                                          resendWebhookSecret: resendSecret, limits: limits, host: host, port: port, healthPort: healthPort,
+                                          logger: logger, onRunning: { bound in
                     logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
                                                           "nudge.public_url": "\(links.publicURL)"])
                     StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")
-                }
+                }, onHealthRunning: { bound in
+                    logger.notice("health check listening", metadata: ["nudge.address": "http://127.0.0.1:\(bound)/health?db=1"])
+                    StandardError.write("nudge serve: the database's health check on http://127.0.0.1:\(bound)/health?db=1\n")
+                })
             }
         }
     }

@@ -349,7 +349,7 @@ extension DispatchDeliveryTests {
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("waiting 1"))
-        #expect(result.stdout.contains("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID); Resend is not configured (RESEND_API_KEY, RESEND_FROM); Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM); notifications waiting for a provider: 1 (each until it is back or its shelf life ends)"))
+        #expect(result.stdout.contains("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID); Resend is not configured (RESEND_API_KEY, RESEND_FROM); Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM); notifications waiting for a provider: 1 (each until it is back or its shelf life ends)"))
         #expect(try database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
                 == "pending waiting: APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)\nsent ")
         let list = try await database.nudge(["list"], environment: environment)

@@ -12,19 +12,22 @@ private let webhookSecretText = "whsec_" + Data((0..<32).map { UInt8($0 * 7 % 25
 /// `nudge serve` on a free port with Resend's webhook secret, and a way to post to it.
 private struct WebhookServer {
     let base: String
+    /// The health listener's address (`/health?db=1`).
+    let health: String
     let server: Task<Void, any Error>
 
     static func start(_ database: TestDatabase) async throws -> WebhookServer {
-        let port = Mutex(0)
+        let port = Mutex(0), healthPort = Mutex(0)
         let secret = try ResendWebhookSecret(webhookSecretText)
         let server = Task {
             try await database.withDatabase { db in
                 try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
-                                          twilioAuthToken: nil, resendWebhookSecret: secret, host: "127.0.0.1", port: 0,
-                                          logger: db.logger) { bound in port.withLock { $0 = bound } }
+                                          twilioAuthToken: nil, resendWebhookSecret: secret, host: "127.0.0.1", port: 0, healthPort: 0,
+                                          logger: db.logger, onRunning: { bound in port.withLock { $0 = bound } },
+                                          onHealthRunning: { bound in healthPort.withLock { $0 = bound } })
             }
         }
-        let started = try await eventuallyHere(seconds: 120) { port.withLock { $0 } > 0 }
+        let started = try await eventuallyHere(seconds: 120) { port.withLock { $0 } > 0 && healthPort.withLock { $0 } > 0 }
         #expect(started)
         let base = "http://127.0.0.1:\(port.withLock { $0 })"
         // Its database answers: the first event is not the one that waits for the connection.
@@ -32,7 +35,7 @@ private struct WebhookServer {
             (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--max-time", "10", base + "/health"]))?.status == 0
         }
         #expect(healthy)
-        return WebhookServer(base: base, server: server)
+        return WebhookServer(base: base, health: "http://127.0.0.1:\(healthPort.withLock { $0 })", server: server)
     }
 
     /// Posts `body` as Resend's webhook delivery `id` would come, signed `timestamp` seconds from
@@ -258,7 +261,7 @@ private func event(_ type: String, email: String, to address: String, at time: S
         var others: [String] = []
         for _ in 0..<5 {
             let health = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}",
-                                                                          "--max-time", "10", web.base + "/health?db=1"])
+                                                                          "--max-time", "10", web.health + "/health?db=1"])
             others.append(health.stdout)
         }
         let lines = try await burst.stdout.split(separator: "\n").map(String.init)

@@ -11,13 +11,16 @@ import Testing
 final class ServeProcess: Sendable {
     let process: RunningProcess
     let port: Int
+    /// The health listener's port (`NUDGE_HEALTH_PORT`, on 127.0.0.1), 0 when none.
+    let healthPort: Int
     private let stderr: URL
     private let slot: ProcessSlots.Slot
     private let stopped = Mutex(false)
 
-    private init(process: RunningProcess, port: Int, stderr: URL, slot: ProcessSlots.Slot) {
+    private init(process: RunningProcess, port: Int, healthPort: Int = 0, stderr: URL, slot: ProcessSlots.Slot) {
         self.process = process
         self.port = port
+        self.healthPort = healthPort
         self.stderr = stderr
         self.slot = slot
     }
@@ -26,7 +29,7 @@ final class ServeProcess: Sendable {
         let slot = await ProcessSlots.shared.acquire("nudge serve")
         let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
         let environment = database.nudgeEnvironment([
-            "NUDGE_HTTP_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
+            "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
             "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
         ].merging(extra) { $1 })
         // Its standard error to a file of ours, to read the port it listens on.
@@ -38,21 +41,26 @@ final class ServeProcess: Sendable {
             await ProcessSlots.shared.release(slot)
             throw error
         }
-        var port = 0
+        var port = 0, healthPort = 0
         let listening: Bool
+        func portAfter(_ marker: String, in text: String) -> Int {
+            guard let range = text.range(of: marker) else { return 0 }
+            return Int(text[range.upperBound...].prefix { $0.isNumber }) ?? 0
+        }
         do {
             listening = try await eventuallyHere(seconds: 60) {
                 let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
                 guard let range = text.range(of: "listening on http://") else { return false }
                 let address = text[range.upperBound...].prefix { !$0.isWhitespace }
                 port = address.split(separator: ":").last.flatMap { Int($0) } ?? 0
-                return port > 0
+                healthPort = portAfter("health check on http://127.0.0.1:", in: text)
+                return port > 0 && (environment["NUDGE_HEALTH_PORT"] == nil || healthPort > 0)
             }
         } catch {
             _ = ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
             throw error
         }
-        let serve = ServeProcess(process: process, port: port, stderr: stderr, slot: slot)
+        let serve = ServeProcess(process: process, port: port, healthPort: healthPort, stderr: stderr, slot: slot)
         guard listening else {
             throw TestFailure("nudge serve did not start listening within 60 s: \(serve.stop())")
         }
@@ -150,13 +158,21 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(try await eventuallyHere(seconds: 30) {
             (try? runProcess("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
         })
-        let live = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
+        // The database is asked now only on the health listener (127.0.0.1, NUDGE_HEALTH_PORT), never
+        // on the one the internet reaches, whoever seems to ask: a proxy on this machine makes
+        // every request local.
+        let live = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null", "http://127.0.0.1:\(serve.healthPort)/health?db=1"])
         #expect(live.stdout == "200")
+        let local = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
+        #expect(local.stdout == "404")
         // From another machine (here: this one's address that is not loopback), only from memory.
         let outside = try outsideAddress()
         let remote = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
                                      "http://\(outside):\(serve.port)/health?db=1"])
-        #expect(remote.stdout == "403")
+        #expect(remote.stdout == "404")
+        let healthFromOutside = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
+                                                "http://\(outside):\(serve.healthPort)/health?db=1"])
+        #expect(healthFromOutside.stdout == "000", "the health listener answered another machine")
         let remoteMemory = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
                                            "http://\(outside):\(serve.port)/health"])
         #expect(remoteMemory.stdout == "200")

@@ -20,8 +20,10 @@ import Synchronization
 ///   a `svix-timestamp` not newer), which changes nothing; 200 for an event recorded, a retry of
 ///   one (the same `svix-id`, newer: not applied again), or one Nudge has nothing to record of.
 /// - `GET /health`: 200 when the database answered its last check (every 5 seconds, in the
-///   background: a load balancer's probes never reach the database), 503 when it did not;
-///   `GET /health?db=1` asks the database now, from this machine only.
+///   background: a load balancer's probes never reach the database), 503 when it did not.
+///   `GET /health?db=1`, which asks the database now, is answered only on a listener of its own
+///   (`NUDGE_HEALTH_PORT`, on 127.0.0.1: `healthRouter`), which no proxy forwards: a proxy on this
+///   machine that adds no forwarding header makes the internet's requests look local.
 ///
 /// Fit for the internet (`ServerLimits`): idle and slow connections are closed, a body too large
 /// is refused unread, past a cap the longest-idle connection makes room for a new one, past the
@@ -42,10 +44,19 @@ public enum NudgeServer {
     public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
                               twilioPreviousAuthToken: String? = nil,
                               resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
-                              health: HealthCheck? = nil, clock: any RunClock = SystemClock()) -> Router<ServeContext> {
+                              health: HealthCheck? = nil,
+                              clock: any RunClock = SystemClock()) -> Router<ServeContext> {
+        router(database: database, links: links, twilioAuthToken: twilioAuthToken, twilioPreviousAuthToken: twilioPreviousAuthToken,
+               resendWebhookSecret: resendWebhookSecret, limits: limits, health: health, slots: nil, clock: clock)
+    }
+
+    /// The routes, their database work under `slots` (shared with the health listener's).
+    static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?, twilioPreviousAuthToken: String?,
+                       resendWebhookSecret: ResendWebhookSecret?, limits: ServerLimits, health: HealthCheck?,
+                       slots: DatabaseSlots?, clock: any RunClock) -> Router<ServeContext> {
         let router = Router(context: ServeContext.self)
         router.add(middleware: ServeMiddleware(logger: database.logger))
-        let slots = DatabaseSlots(limit: limits.maxInFlight)
+        let slots = slots ?? DatabaseSlots(limit: limits.maxInFlight)
         let health = health ?? HealthCheck()
         let formOrigin = PublicURL.origin(of: links.publicURL)
         router.post(RouterPath(stringLiteral: ResendWebhook.path)) { request, _ -> Response in
@@ -112,12 +123,10 @@ public enum NudgeServer {
             database.logger.info("Twilio callback", metadata: ["nudge.outcome": "\(outcome)", "nudge.outbox_id": "\(outbox ?? 0)"])
             return page(.ok, text: "ok\n")
         }
-        router.get("/health") { request, context -> Response in
+        router.get("/health") { request, _ -> Response in
             if request.uri.queryParameters.get("db") == "1" {
-                // From this machine, and not through a proxy on it (which forwards the internet's requests).
-                let forwarded = ["Forwarded", "X-Forwarded-For", "X-Real-IP"].contains { request.headers[.init($0)!] != nil }
-                guard context.isFromThisMachine && !forwarded else { return page(.forbidden, text: "only from this machine\n") }
-                return await health.check(database) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
+                // Never here, whoever seems to ask: a proxy on this machine makes everyone local.
+                return page(.notFound, text: "the database check is answered on NUDGE_HEALTH_PORT, at 127.0.0.1\n")
             }
             return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
         }
@@ -179,27 +188,58 @@ public enum NudgeServer {
         }
     }
 
+    /// The health listener's routes (`NUDGE_HEALTH_PORT`, bound to 127.0.0.1 alone, for a monitor
+    /// on this machine): `GET /health` as on the main listener, and `GET /health?db=1`, which asks
+    /// the database now, under the same slots as the other routes' database work.
+    static func healthRouter(database: Database, health: HealthCheck, slots: DatabaseSlots) -> Router<ServeContext> {
+        let router = Router(context: ServeContext.self)
+        router.add(middleware: ServeMiddleware(logger: database.logger))
+        router.get("/health") { request, _ -> Response in
+            guard request.uri.queryParameters.get("db") == "1" else {
+                return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
+            }
+            guard slots.take() else { return page(.serviceUnavailable, text: "busy: every slot for the database is taken\n") }
+            defer { slots.give() }
+            return await health.check(database) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
+        }
+        return router
+    }
+
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
-    /// `onRunning` gets the port it listens on (useful with port 0).
+    /// `onRunning` gets the port it listens on (useful with port 0); with `healthPort`, the
+    /// health listener is opened on 127.0.0.1 too, and `onHealthRunning` gets its port.
     public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
                            twilioPreviousAuthToken: String? = nil,
                            resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
-                           clock: any RunClock = SystemClock(), host: String, port: Int,
-                           logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+                           clock: any RunClock = SystemClock(), host: String, port: Int, healthPort: Int? = nil,
+                           logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+                           onHealthRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let health = HealthCheck()
         let connections = OpenConnections(limit: limits.maxConnections)
+        let slots = DatabaseSlots(limit: limits.maxInFlight)
         let app = Application(
             router: router(database: database, links: links, twilioAuthToken: twilioAuthToken,
                            twilioPreviousAuthToken: twilioPreviousAuthToken, resendWebhookSecret: resendWebhookSecret,
-                           limits: limits, health: health, clock: clock),
+                           limits: limits, health: health, slots: slots, clock: clock),
             server: .http1(configuration: .init(
                 additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: connections)],
                 idleTimeout: TimeAmount(limits.idleTimeout))),
             configuration: .init(address: .hostname(host, port: port), serverName: "nudge", backlog: 1_024),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)
+        let healthApp = healthPort.map { healthPort in
+            Application(
+                router: healthRouter(database: database, health: health, slots: slots),
+                server: .http1(configuration: .init(
+                    additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: OpenConnections(limit: 64))],
+                    idleTimeout: TimeAmount(limits.idleTimeout))),
+                configuration: .init(address: .hostname("127.0.0.1", port: healthPort), serverName: "nudge", backlog: 64),
+                onServerRunning: { channel in await onHealthRunning(channel.localAddress?.port ?? healthPort) },
+                logger: logger)
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await health.keepChecking(database, every: healthEvery) }
+            if let healthApp { group.addTask { try await healthApp.run() } }
             try await app.run()
             group.cancelAll()
         }
