@@ -75,7 +75,9 @@ public final class StandInTwilio: Sendable {
     /// The user of each authenticated request's Basic authentication (the account SID, or the
     /// API key's SID), in order.
     public var authenticatedWith: [String] { state.log.withLock { $0.users } }
-    /// How many times its account was read (a probe).
+    /// How many times its message list was read without a number (`PageSize=1`: a probe).
+    public var probes: Int { state.log.withLock { $0.probes } }
+    /// How many times its account was read.
     public var accountReads: Int { state.log.withLock { $0.accountReads } }
 
     final class State: Sendable {
@@ -85,12 +87,22 @@ public final class StandInTwilio: Sendable {
             var attempts: [String: Int] = [:]
             var listings = 0
             var accountReads = 0
+            var probes = 0
             var users: [String] = []
         }
         let keys: [String: String]
 
         init(keys: [String: String]) {
             self.keys = keys
+        }
+
+        /// The user of `header`'s HTTP Basic authentication, when it names a known user with its
+        /// password.
+        func user(_ header: String?) -> String? {
+            guard let header, header.hasPrefix("Basic "), let data = Data(base64Encoded: String(header.dropFirst(6))),
+                  let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
+                  let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...]) else { return nil }
+            return String(text[..<colon])
         }
 
         /// Whether `header` is HTTP Basic authentication with a known user and its password.
@@ -206,8 +218,11 @@ public final class StandInTwilio: Sendable {
     /// `GET` the account: its JSON, after its credentials are checked.
     private static func readAccount(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
                                 answer: Answer) -> StandInHTTPServer.Reply {
-        guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
-        state.log.withLock { $0.accountReads += 1 }
+        // As Twilio's: a Standard API key may not read the account resource.
+        guard let user = state.user(request.headers["authorization"]), !user.hasPrefix("SK") else {
+            return error(401, 20003, "Authenticate")
+        }
+        state.log.withLock { $0.accountReads += 1; $0.users.append(user) }
         switch answer {
         case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
         case .hang, .acceptSilently: return .silence
@@ -227,7 +242,10 @@ public final class StandInTwilio: Sendable {
             return error(404, 20404, "The requested resource \(request.path) was not found")
         }
         guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
-        state.log.withLock { $0.listings += 1 }
+        state.log.withLock { log in
+            log.listings += 1
+            if !request.path.contains("To=") { log.probes += 1 }
+        }
         switch answer {
         case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
         case .hang, .acceptSilently: return .silence

@@ -379,6 +379,12 @@ struct Serve: AsyncParsableCommand {
             let healthPort = try bootstrap.environment["NUDGE_HEALTH_PORT"].map { _ throws(NudgeError) in
                 try bootstrap.environment.integer("NUDGE_HEALTH_PORT", default: 0, in: 0...65_535)
             }
+            if let healthPort, healthPort != 0, healthPort == port {
+                throw NudgeError(.configuration, "NUDGE_HEALTH_PORT must differ from NUDGE_HTTP_PORT: the health listener is one of its own")
+            }
+            if bootstrap.environment["TWILIO_AUTH_TOKEN_PREVIOUS"] != nil && bootstrap.environment["TWILIO_AUTH_TOKEN"] == nil {
+                throw NudgeError(.configuration, "TWILIO_AUTH_TOKEN_PREVIOUS is set without TWILIO_AUTH_TOKEN: give the new token too")
+            }
             let limits = try ServerLimits(environment: bootstrap.environment)
             let logger = bootstrap.logger
             // Room for every connection the cap allows, and the database's and the logs' besides.

@@ -156,7 +156,8 @@ public struct DeliveryServices: Sendable {
             if let configuration = try TwilioConfiguration(environment: environment) {
                 if !dryRun { sms = try TwilioClient(configuration: configuration, http: http) }
                 states[.twilio] = .ready
-                identities[.twilio] = [configuration.accountSID, configuration.from, configuration.baseURL].joined(separator: " ")
+                identities[.twilio] = [configuration.accountSID, configuration.credentialID, configuration.from, configuration.baseURL]
+                    .joined(separator: " ")
             } else {
                 states[.twilio] = .unavailable("Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM)")
             }

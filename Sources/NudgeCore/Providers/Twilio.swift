@@ -22,7 +22,7 @@ import NIOPosix
 /// retried; after a time-out or a 5xx once the request left, Twilio is asked (`find`: `GET
 /// Messages.json?To=…&PageSize=20`, the newest first, each with its `sid`, `to`, `body`,
 /// `direction` and `date_created` in RFC 2822) whether it has the message before it goes again.
-/// A probe is `GET /2010-04-01/Accounts/{AccountSid}.json` (the account), which sends nothing.
+/// A probe is `GET …/Messages.json?PageSize=1` (the newest message), which sends nothing.
 public struct TwilioConfiguration: Sendable {
     public let accountSID: String
     /// `TWILIO_FROM`: a number in E.164, or a Messaging Service (`MG…`).
@@ -40,6 +40,9 @@ public struct TwilioConfiguration: Sendable {
     /// HTTP Basic authentication's user and password: the API key's SID and secret, or else the
     /// account's SID and auth token.
     let credentials: (user: String, password: String)
+
+    /// Who the requests authenticate as: the API key's SID, or the account's (never a secret).
+    public var credentialID: String { credentials.user }
 
     /// `Authorization` for each request to Twilio's REST API.
     var authorization: String {
@@ -219,10 +222,11 @@ public final class TwilioClient: Sendable {
         case notAsked(String)
     }
 
-    /// A read that sends nothing (`GET /2010-04-01/Accounts/{AccountSid}.json`, the account
-    /// itself): whether Twilio answers again.
+    /// A read that sends nothing (`GET …/Messages.json?PageSize=1`, the newest message): whether
+    /// Twilio answers again. The message list, not the account: a Standard API key may read the
+    /// one and not the other.
     public func probe() async -> ProbeAnswer {
-        let url = "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID).json"
+        let url = "\(configuration.baseURL)/2010-04-01/Accounts/\(configuration.accountSID)/Messages.json?PageSize=1"
         let authorization = configuration.authorization
         return await http.probe("Twilio", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
@@ -233,8 +237,8 @@ public final class TwilioClient: Sendable {
         }
     }
 
-    /// A probe's answer: 401 or 403 on its own account refuses the credentials; nil for the usual
-    /// reading (`ProbeAnswer(_:status:)`).
+    /// A probe's answer: 401 or 403 refuses the credentials; nil for the usual reading
+    /// (`ProbeAnswer(_:status:)`).
     static func probeReading(status: Int, body: Data) -> ProbeAnswer? {
         status == 401 || status == 403 ? .refused("Twilio \(status): the account refused its credentials") : nil
     }

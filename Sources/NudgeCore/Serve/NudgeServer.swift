@@ -3,6 +3,8 @@ import Hummingbird
 import Logging
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
+import UnixSignals
 import Synchronization
 
 /// `nudge serve`: the small HTTP server for what comes back from the outside (SPEC §2). Routes:
@@ -113,7 +115,7 @@ public enum NudgeServer {
                   [twilioAuthToken, twilioPreviousAuthToken].contains(where: { token in
                       token.map { TwilioWebhook.isGenuine(signature: signature, url: url, fields: fields, authToken: $0) } ?? false
                   }) else {
-                database.logger.notice("Twilio callback refused: not signed with TWILIO_AUTH_TOKEN")
+                database.logger.notice("Twilio callback refused: not signed with TWILIO_AUTH_TOKEN (nor TWILIO_AUTH_TOKEN_PREVIOUS)")
                 return page(.forbidden, text: "forbidden\n")
             }
             let outbox = request.uri.queryParameters.get("outbox").flatMap { Int64($0) }
@@ -227,20 +229,26 @@ public enum NudgeServer {
             configuration: .init(address: .hostname(host, port: port), serverName: "nudge", backlog: 1_024),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)
+        let healthConnections = OpenConnections(limit: 64)
         let healthApp = healthPort.map { healthPort in
             Application(
                 router: healthRouter(database: database, health: health, slots: slots),
                 server: .http1(configuration: .init(
-                    additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: OpenConnections(limit: 64))],
+                    additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: healthConnections)],
                     idleTimeout: TimeAmount(limits.idleTimeout))),
                 configuration: .init(address: .hostname("127.0.0.1", port: healthPort), serverName: "nudge", backlog: 64),
                 onServerRunning: { channel in await onHealthRunning(channel.localAddress?.port ?? healthPort) },
                 logger: logger)
         }
+        // One group for both listeners: either ending, or failing (a port taken), ends serve; a
+        // graceful shutdown (SIGTERM, SIGINT) drains both.
+        var services = [ServiceGroupConfiguration.ServiceConfiguration(service: app)]
+        if let healthApp { services.append(.init(service: healthApp)) }
+        let listeners = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
+                                                          logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await health.keepChecking(database, every: healthEvery) }
-            if let healthApp { group.addTask { try await healthApp.run() } }
-            try await app.run()
+            try await listeners.run()
             group.cancelAll()
         }
     }
