@@ -126,8 +126,8 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(!log.contains("error"), "\(log)")
     }
 
-    /// A 10 MB body is refused (413) without being read to its end, announced or chunked, on a
-    /// route that reads a body and on one that does not.
+    /// A 10 MB body is refused (413) before it has ended, announced or chunked, on a route that
+    /// reads a body and on one that does not.
     @Test(arguments: [("/webhooks/resend", "length"), ("/webhooks/resend", "chunked"), ("/unsubscribe?token=x", "length"),
                       ("/webhooks/twilio", "chunked")])
     func aHugeBodyIsRefusedUnread(_ path: String, _ how: String) async throws {
@@ -136,11 +136,14 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         defer { serve.stop() }
         let report = try await serve.pressure(["body", path, how])
         serve.stop()
+        // Only the body's first megabyte ever comes: a server that read bodies to their end would
+        // still be waiting for the rest (or answer its time-out, 408). The answer, unless the
+        // close overtook it (the client then sees the connection reset).
         let sent = try #require(report["sent"] as? Int), size = try #require(report["size"] as? Int)
-        #expect(sent < size / 2, "\(report)")
-        // The answer, unless the close overtook it (the client then sees the connection reset).
-        #expect([413, 0].contains(report["status"] as? Int ?? -1), "\(report)")
-        if how == "length" { #expect(report["status"] as? Int == 413, "\(report)") }
+        #expect(sent < size, "\(report)")
+        let status = report["status"] as? Int, reset = report["reset"] as? Bool
+        #expect(status == 413 || (status == 0 && reset == true), "\(report)")
+        if how == "length" { #expect(status == 413, "\(report)") }
     }
 
     /// Pages say what they allow; `/health` answers from memory, `?db=1` asks the database.
