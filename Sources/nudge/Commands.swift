@@ -372,6 +372,7 @@ struct Serve: AsyncParsableCommand {
         try await reportingFailures {
             let bootstrap = try Bootstrap.make()
             try ServeEnvironment.check(bootstrap.environment)
+            try ServeEnvironment.refuseReadable(ServeEnvironment.jobsFiles(bootstrap.environment))
             let links = try UnsubscribeLinks(environment: bootstrap.environment)
             let resendSecret = try ResendWebhookSecret.from(bootstrap.environment)
             let host = bootstrap.environment["NUDGE_HTTP_HOST"] ?? "127.0.0.1"

@@ -28,7 +28,7 @@ private struct Installation {
         let installed = try Installation()
         defer { installed.remove() }
         let envFile = try String(contentsOf: installed.envFile, encoding: .utf8)
-        #expect(envFile.contains("DATABASE_URL=postgres://nudge:CHANGE-ME@"))   // the example, to be edited
+        #expect(envFile.contains("DATABASE_URL=postgres://nudge_jobs:CHANGE-ME@"))   // the example, to be edited
         try Data("DATABASE_URL=\(database.url)\nNUDGE_LOG_LEVEL=info\n".utf8).write(to: installed.envFile)
 
         let crontab = try String(contentsOf: installed.home.appendingPathComponent("crontab"), encoding: .utf8)
@@ -83,12 +83,67 @@ private struct Installation {
             #expect(!result.stderr.contains("Invalid") && !result.stderr.contains("Unknown"), "\(unit): \(result.stderr)")
         }
         let serve = try String(contentsOf: units.appendingPathComponent("nudge-serve.service"), encoding: .utf8)
-        #expect(serve.contains("Environment=NUDGE_ENV_FILE=\(installed.prefix.path)/etc/nudge/serve.env"))
+        let folder = installed.prefix.path + "/etc/nudge"
+        #expect(serve.contains("Environment=NUDGE_ENV_FILE=\(folder)/serve.env"))
+        // Its own user; the jobs' files hidden; nothing written, not even the metrics.
+        #expect(serve.contains("\nUser=nudge-serve\nGroup=nudge-serve\n"))
+        for hidden in ["env", "keys", "owner.env"] { #expect(serve.contains("\nInaccessiblePaths=-\(folder)/\(hidden)\n"), "\(hidden)") }
+        #expect(!serve.contains("ReadWritePaths"))
+        let job = try String(contentsOf: units.appendingPathComponent("nudge@.service"), encoding: .utf8)
+        #expect(job.contains("\nUser=nudge\nGroup=nudge\n"))
+        for hidden in ["serve.env", "owner.env"] { #expect(job.contains("\nInaccessiblePaths=-\(folder)/\(hidden)\n"), "\(hidden)") }
         let serveEnv = installed.prefix.appendingPathComponent("etc/nudge/serve.env").path
         let mode = try FileManager.default.attributesOfItem(atPath: serveEnv)[.posixPermissions] as? Int
         #expect(mode.map { $0 & 0o027 } == 0, "serve.env: its owner and group alone")
         let keys = try FileManager.default.attributesOfItem(atPath: installed.prefix.appendingPathComponent("etc/nudge/keys").path)
-        #expect((keys[.posixPermissions] as? Int).map { $0 & 0o077 } == 0)
+        #expect((keys[.posixPermissions] as? Int).map { $0 & 0o027 } == 0, "the keys: root's, and the jobs' group's to read")
+        if getuid() == 0 {
+            #expect(keys[.groupOwnerAccountName] as? String == "nudge")
+            let serveGroup = try FileManager.default.attributesOfItem(atPath: serveEnv)[.groupOwnerAccountName] as? String
+            #expect(serveGroup == "nudge-serve")
+        }
+    }
+
+    /// `nudge serve` faces the internet and runs as a user of its own: it cannot open the jobs'
+    /// env file, the owner's or the providers' key folder, and refuses to start where it can
+    /// (here, as root); the jobs' user cannot read serve's env file. (The units also hide those
+    /// files: `InaccessiblePaths=`.) Only root can switch users, so only root checks this.
+    @Test(.enabled(if: getuid() == 0, "switching to the installed users takes root"))
+    func theServerCannotReadTheJobsSecrets() async throws {
+        let installed = try Installation()
+        defer { installed.remove() }
+        let folder = installed.prefix.appendingPathComponent("etc/nudge")
+        let env = folder.appendingPathComponent("env").path, serveEnv = folder.appendingPathComponent("serve.env").path
+        let ownerEnv = folder.appendingPathComponent("owner.env").path, keys = folder.appendingPathComponent("keys").path
+        try Data("-----BEGIN PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: keys + "/apns-key.p8"))
+        /// Whether `user` (with its own group alone) can read `path` (a folder: list it).
+        func reads(_ user: String, _ path: String) async throws -> Bool {
+            let result = try await runProcessOffThePool("/usr/bin/setpriv", [
+                "--reuid=\(user)", "--regid=\(user)", "--clear-groups", "--", "/bin/sh", "-c", #"if [ -d "$0" ]; then ls "$0/" ; else cat "$0"; fi >/dev/null 2>&1"#, path])
+            return result.status == 0
+        }
+        for path in [env, ownerEnv, keys, keys + "/apns-key.p8"] {
+            #expect(try await !reads("nudge-serve", path), "nudge-serve reads \(path)")
+        }
+        #expect(try await reads("nudge-serve", serveEnv))
+        #expect(try await reads("nudge", env))
+        #expect(try await reads("nudge", keys))
+        #expect(try await !reads("nudge", serveEnv))
+        #expect(try await !reads("nudge", ownerEnv))
+
+        let binary = installed.home.appendingPathComponent("bin/nudge").path
+        let environment = ["NUDGE_ENV_FILE": serveEnv, "PATH": "/usr/bin:/bin", "NUDGE_HTTP_PORT": "0"]
+        // As root it could open them all: refused, naming what it could open.
+        let asRoot = try await runProcessOffThePool(binary, ["serve"], environment: environment)
+        #expect(asRoot.status == 1, "\(asRoot.stderr)")
+        #expect(asRoot.stderr.contains("must not be able to read the jobs' files"), "\(asRoot.stderr)")
+        #expect(asRoot.stderr.contains(env) && asRoot.stderr.contains(keys) && asRoot.stderr.contains(ownerEnv), "\(asRoot.stderr)")
+        // As nudge-serve it goes past that check (and stops at the example's placeholders).
+        let asServe = try await runProcessOffThePool("/usr/bin/setpriv", ["--reuid=nudge-serve", "--regid=nudge-serve", "--clear-groups",
+                                                                         "--", binary, "serve"], environment: environment)
+        #expect(asServe.status != 0)
+        #expect(!asServe.stderr.contains("the jobs' files"), "\(asServe.stderr)")
+        #expect(asServe.stderr.contains("NUDGE_UNSUBSCRIBE_SECRET") || asServe.stderr.contains("DATABASE_URL"), "\(asServe.stderr)")
     }
 
     /// systemd reads the units as written: `systemd-analyze verify` finds nothing wrong, and each

@@ -31,43 +31,67 @@ public struct InstallLayout: Sendable, Equatable {
         envFile.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
     }
 
-    /// The sandbox of every unit: a service that can read what it needs and write nothing but
-    /// the metrics, reach the network and nothing else of the kernel (`systemd-analyze security`
-    /// rates it OK).
-    static let hardening = """
-        # Sandbox (systemd-analyze security rates it OK): nothing written but the metrics, no
-        # privilege, no device, no kernel tunable, only the system calls of a network service.
-        UMask=0077
-        NoNewPrivileges=yes
-        CapabilityBoundingSet=
-        AmbientCapabilities=
-        PrivateTmp=yes
-        PrivateDevices=yes
-        PrivateUsers=yes
-        ProtectSystem=strict
-        ProtectHome=yes
-        ReadWritePaths=-/var/lib/prometheus/node-exporter
-        ProtectKernelTunables=yes
-        ProtectKernelModules=yes
-        ProtectKernelLogs=yes
-        ProtectControlGroups=yes
-        ProtectClock=yes
-        ProtectHostname=yes
-        ProtectProc=invisible
-        RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
-        RestrictNamespaces=yes
-        RestrictRealtime=yes
-        RestrictSUIDSGID=yes
-        LockPersonality=yes
-        MemoryDenyWriteExecute=yes
-        RemoveIPC=yes
-        KeyringMode=private
-        DevicePolicy=closed
-        SystemCallArchitectures=native
-        SystemCallFilter=@system-service
-        SystemCallFilter=~@privileged
-        SystemCallErrorNumber=EPERM
-        """
+    /// The owner's env file (`/etc/nudge/owner.env`, root's alone): `DATABASE_URL` as the role that
+    /// owns Nudge's tables, for whoever runs `nudge migrate`, `nudge seed` and `roles.sql`; never
+    /// read by a unit.
+    public var ownerEnvFile: String { configurationFolder + "/owner.env" }
+
+    /// The OS users (each with a group of its own) the units run as: the jobs, and `nudge serve`,
+    /// which faces the internet and may read none of the jobs' files.
+    public static let jobsUser = "nudge"
+    public static let serveUser = "nudge-serve"
+
+    /// The sandbox of a unit: a service that can read what it needs, write nothing but
+    /// `writable`, never see `hidden` (`-`: a missing path is no error), reach the network and
+    /// nothing else of the kernel (`systemd-analyze security` rates it OK).
+    static func hardening(writable: [String], hidden: [String]) -> String {
+        var lines = [
+            "# Sandbox (systemd-analyze security rates it OK): nothing written"
+                + (writable.isEmpty ? "," : " but"),
+        ]
+        lines += writable.map { "# \($0)," }
+        lines += [
+            "# nothing of the other processes' files seen, no privilege, no device, no kernel",
+            "# tunable, only the system calls of a network service.",
+            "UMask=0077",
+            "NoNewPrivileges=yes",
+            "CapabilityBoundingSet=",
+            "AmbientCapabilities=",
+            "PrivateTmp=yes",
+            "PrivateDevices=yes",
+            "PrivateUsers=yes",
+            "ProtectSystem=strict",
+            "ProtectHome=yes",
+        ]
+        lines += writable.map { "ReadWritePaths=-\($0)" }
+        lines += hidden.map { "InaccessiblePaths=-\($0)" }
+        lines += [
+            "ProtectKernelTunables=yes",
+            "ProtectKernelModules=yes",
+            "ProtectKernelLogs=yes",
+            "ProtectControlGroups=yes",
+            "ProtectClock=yes",
+            "ProtectHostname=yes",
+            "ProtectProc=invisible",
+            "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+            "RestrictNamespaces=yes",
+            "RestrictRealtime=yes",
+            "RestrictSUIDSGID=yes",
+            "LockPersonality=yes",
+            "MemoryDenyWriteExecute=yes",
+            "RemoveIPC=yes",
+            "KeyringMode=private",
+            "DevicePolicy=closed",
+            "SystemCallArchitectures=native",
+            "SystemCallFilter=@system-service",
+            "SystemCallFilter=~@privileged",
+            "SystemCallErrorNumber=EPERM",
+        ]
+        return lines.joined(separator: "\n")
+    }
+
+    /// Where node-exporter's textfile collector reads the jobs' metrics (`NUDGE_METRICS_DIR`).
+    static let metricsDirectory = "/var/lib/prometheus/node-exporter"
 
     /// Refuses paths cron or systemd would read as something else: relative ones, and ones with
     /// white space, quotes, `%` (a newline to cron) or `\`.
@@ -136,8 +160,8 @@ extension JobCatalog {
 
                 [Service]
                 Type=oneshot
-                User=nudge
-                Group=nudge
+                User=\(InstallLayout.jobsUser)
+                Group=\(InstallLayout.jobsUser)
                 # DATABASE_URL and the provider keys: nudge reads this file itself, as under cron.
                 Environment=NUDGE_ENV_FILE=\(layout.envFile)
                 ExecStart=\(layout.binary) run %i\(sweep ? " --sweep" : "")
@@ -152,7 +176,7 @@ extension JobCatalog {
                 # The providers' key files (APNS_PRIVATE_KEY, GOOGLE_APPLICATION_CREDENTIALS), root's
                 # alone in this folder, handed over by systemd.
                 \(credentials)
-                \(InstallLayout.hardening)
+                \(InstallLayout.hardening(writable: [InstallLayout.metricsDirectory], hidden: [layout.serveEnvFile, layout.ownerEnvFile]))
 
                 """
         }
@@ -166,8 +190,10 @@ extension JobCatalog {
 
             [Service]
             Type=simple
-            User=nudge
-            Group=nudge
+            # A user and group of its own: the jobs' env file and key files are not its to read,
+            # and the sandbox hides them besides; nudge serve refuses to start if it can open them.
+            User=\(InstallLayout.serveUser)
+            Group=\(InstallLayout.serveUser)
             # Its own env file, never the jobs': DATABASE_URL (the nudge_serve role), NUDGE_HTTP_HOST,
             # NUDGE_HTTP_PORT, NUDGE_PUBLIC_URL, NUDGE_UNSUBSCRIBE_SECRET, TWILIO_AUTH_TOKEN and
             # RESEND_WEBHOOK_SECRET; it refuses to start with a provider's key.
@@ -180,7 +206,7 @@ extension JobCatalog {
             RestartSec=5
             # A connection is a file: room for NUDGE_HTTP_MAX_CONNECTIONS and more.
             LimitNOFILE=65536
-            \(InstallLayout.hardening)
+            \(InstallLayout.hardening(writable: [], hidden: [layout.envFile, layout.keysDirectory, layout.ownerEnvFile]))
 
             [Install]
             WantedBy=multi-user.target

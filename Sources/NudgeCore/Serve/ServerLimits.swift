@@ -72,4 +72,33 @@ public enum ServeEnvironment {
                 """)
         }
     }
+
+    /// The jobs' files `nudge serve` must not be able to open: the jobs' env file
+    /// (`NUDGE_JOBS_ENV_FILE`, or `env` beside serve's own env file, `/etc/nudge/env` without
+    /// one), the owner's (`owner.env`) and the providers' key folder (`keys`) beside it.
+    public static func jobsFiles(_ environment: Environment) -> [String] {
+        let own = environment["NUDGE_ENV_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        let folder = own.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path } ?? "/etc/nudge"
+        let jobs = environment["NUDGE_JOBS_ENV_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? folder + "/env"
+        return [jobs, folder + "/owner.env", folder + "/keys"].filter { $0 != own }
+    }
+
+    /// Refuses to serve when this process can open one of `paths` (`jobsFiles`): a flaw in the
+    /// server would then give away the jobs' secrets. A path that does not exist passes.
+    public static func refuseReadable(_ paths: [String]) throws(NudgeError) {
+        let readable = paths.filter { path in
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            guard descriptor >= 0 else { return false }
+            close(descriptor)
+            return true
+        }
+        guard readable.isEmpty else {
+            throw NudgeError(.configuration, """
+                nudge serve faces the internet and must not be able to read the jobs' files, but it can open \
+                \(readable.joined(separator: ", ")): run it as its own user (nudge-serve, as the nudge-serve unit does; \
+                scripts/install makes the jobs' env file root:nudge 640 and the keys folder root:nudge 750), \
+                or, when the jobs' env file is elsewhere, name it with NUDGE_JOBS_ENV_FILE
+                """)
+        }
+    }
 }
