@@ -40,19 +40,27 @@ import Testing
         #expect(unpinned == "", "definer functions without a pinned search path: \(unpinned)")
     }
 
-    /// The jobs' role, which may write the submissions, plants a temporary
+    /// The app's role, which writes the submissions, plants a temporary
     /// `fitcircle_submission_marks` with a trigger and touches no submission: the marks' function,
     /// running as the owner, writes to the real table, and the trigger never runs (no table of its
-    /// making appears). Without an explicit grant, the role cannot make a temporary table at all.
+    /// making appears). Without an explicit grant, Nudge's roles cannot make a temporary table at all.
     @Test func aTemporaryTableCannotBorrowTheOwnersRights() async throws {
         let database = try await TestDatabase.fresh()
         try grantRoles(database)
         let noTemp = try psql(as: "nudge_jobs", database, "create temp table t (x int)")
         #expect(noTemp.status != 0 && noTemp.stderr.contains("permission denied"), "\(noTemp.stderr)")
+        // The jobs may not write the app's submissions (only the ranks they give them).
+        let noWrite = try psql(as: "nudge_jobs", database, "update fitcircle_data_submissions set steps = steps where false")
+        #expect(noWrite.status != 0 && noWrite.stderr.contains("permission denied"), "\(noWrite.stderr)")
 
-        // An install that still lets every role make temporary tables.
-        try database.psql("grant temporary on database \(database.name) to nudge_jobs")
-        let planted = try psql(as: "nudge_jobs", database, """
+        // An app's role on an install that still lets every role make temporary tables.
+        try database.psql("""
+            do $$ begin create role nudge_test_app login; exception when duplicate_object or unique_violation then null; end $$;
+            grant usage on schema public to nudge_test_app;
+            grant select, insert, update on fitcircle_data_submissions to nudge_test_app;
+            grant temporary on database \(database.name) to nudge_test_app;
+            """)
+        let planted = try psql(as: "nudge_test_app", database, """
             create temp table fitcircle_submission_marks (fitcircle_id uuid primary key, change bigint);
             create function pg_temp.plant() returns trigger language plpgsql as $$
             begin
@@ -101,6 +109,97 @@ import Testing
         #expect(applied.status == 0, "\(applied.stderr)")
         #expect(try database.value("select status from notification_logs where provider_id = 'e-planted-0001'") == "failed")
         #expect(try database.value("select coalesce(to_regclass('public.planted_through_public')::text, 'none')") == "none")
+    }
+
+    /// After `roles.sql`, each role may do what `deploy/sql/privileges.txt` lists and nothing
+    /// else: each table, column, sequence and function it may use, with what it may do there,
+    /// its connection limit and its sessions' settings. Running `roles.sql` over what an older one
+    /// granted (every table to the jobs, and every later one) leaves the same list.
+    @Test func eachRolesPrivilegesAreTheListInTheRepository() async throws {
+        let database = try await TestDatabase.fresh()
+        // What roles.sql granted before least privilege per table, and a later table.
+        try database.psql("""
+            do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
+            grant select, insert, update, delete on all tables in schema public to nudge_jobs;
+            alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
+            """)
+        try grantRoles(database)
+        let listed = try String(contentsOf: packageRoot.appendingPathComponent("deploy/sql/privileges.txt"), encoding: .utf8)
+            .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        let granted = try database.psql(Self.privileges).split(separator: "\n").map(String.init)
+        #expect(granted == listed, """
+            granted, not listed: \(granted.filter { !listed.contains($0) })
+            listed, not granted: \(listed.filter { !granted.contains($0) })
+            """)
+        // A table created later is nobody's until roles.sql names it.
+        try database.psql("create table later_table (x int)")
+        #expect(try database.value("select has_table_privilege('nudge_jobs', 'later_table', 'select')") == "f")
+        // The serve role cannot turn an email back on, nor delete an opt-out, nor read an address.
+        for refused in ["update email_preferences set weekly_digest = true", "delete from sms_opt_outs",
+                        "insert into notification_preferences (user_id) values (gen_random_uuid())", "select email from users",
+                        "select nudge_apply_email_receipts(array['x'])", "update notification_logs set opened = true"] {
+            let result = try psql(as: "nudge_serve", database, refused)
+            #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
+        }
+        // The jobs write the app's tables only in the columns Nudge keeps there.
+        for refused in ["update users set email = 'x@example.test'", "insert into fitcircle_data_submissions (fitcircle_id) values (gen_random_uuid())",
+                        "update scheduled_calls set scheduled_at = now()", "delete from user_push_tokens",
+                        "update email_preferences set weekly_digest = true", "delete from sms_opt_outs"] {
+            let result = try psql(as: "nudge_jobs", database, refused)
+            #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
+        }
+    }
+
+    /// Each role's privileges, one line each: `role|kind|object|privileges`, sorted.
+    static let privileges = """
+        with roles(name) as (values ('nudge_jobs'), ('nudge_serve')),
+        relations as (
+            select r.name::text, case c.relkind when 'S' then 'sequence' when 'v' then 'view' else 'table' end as kind,
+                   c.relname::text as object, string_agg(a.privilege_type, ',' order by a.privilege_type) as privileges
+              from pg_class c cross join lateral aclexplode(c.relacl) a join roles r on a.grantee = r.name::regrole
+             where c.relnamespace = 'public'::regnamespace
+             group by 1, 2, 3),
+        columns as (
+            select r.name, 'column' as kind, c.relname || '.' || t.attname as object,
+                   string_agg(a.privilege_type, ',' order by a.privilege_type) as privileges
+              from pg_attribute t join pg_class c on c.oid = t.attrelid
+             cross join lateral aclexplode(t.attacl) a join roles r on a.grantee = r.name::regrole
+             where c.relnamespace = 'public'::regnamespace and not t.attisdropped
+             group by 1, 2, 3),
+        functions as (
+            select r.name, 'function' as kind, p.oid::regprocedure::text as object, 'EXECUTE' as privileges
+              from pg_proc p join roles r on has_function_privilege(r.name, p.oid, 'EXECUTE')
+             where p.pronamespace = 'public'::regnamespace and p.proname like 'nudge%' and p.prorettype <> 'trigger'::regtype),
+        settings as (
+            select r.name, 'role' as kind, 'connection limit' as object, a.rolconnlimit::text as privileges
+              from pg_authid a join roles r on a.rolname = r.name
+            union all
+            select r.name, 'role', split_part(c, '=', 1), split_part(c, '=', 2)
+              from pg_db_role_setting s join roles r on s.setrole = r.name::regrole cross join unnest(s.setconfig) c
+            union all
+            select r.name, 'database', 'public', p
+              from roles r cross join unnest(array['CREATE', 'TEMPORARY', 'CONNECT']) p
+             where has_database_privilege(r.name, current_database(), p)
+            union all
+            select r.name, 'schema', 'public', p
+              from roles r cross join unnest(array['CREATE', 'USAGE']) p
+             where has_schema_privilege(r.name, 'public', p))
+        select name || '|' || kind || '|' || object || '|' || privileges
+          from (select * from relations union all select * from columns union all select * from functions union all select * from settings) x
+         order by 1
+        """
+
+    /// The owner's functions that serve calls know each email type by the same two switches as
+    /// Nudge, and refuse any other name (no column of the caller's choosing).
+    @Test func theServeFunctionsKnowEachEmailTypesSwitches() async throws {
+        let database = try await TestDatabase.fresh()
+        for type in EmailType.allCases {
+            #expect(try database.psql("select email_column, notification_column from nudge_email_type_columns('\(type.rawValue)')")
+                    == "\(type.emailPreference)|\(type.notificationPreference)")
+        }
+        let other = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url, "-c",
+                                                     "select * from nudge_unsubscribe(gen_random_uuid(), 'fitcircle_invites')"])
+        #expect(other.status != 0 && other.stderr.contains("no email type 'fitcircle_invites'"), "\(other.stderr)")
     }
 
     /// `nudge run` as a role that may create in `public` refuses to start, naming the fix; once

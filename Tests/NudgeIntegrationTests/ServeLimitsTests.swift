@@ -310,10 +310,14 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         for refused in ["select count(*) from notification_outbox", "update users set email = 'x@example.test'",
                         "select display_name from users", "select count(*) from job_runs", "delete from email_preferences",
                         "select body from notification_logs", "select title from notification_logs",
-                        "update job_due set due_at = 'infinity'", "select count(*) from email_logs"] {
+                        "update job_due set due_at = 'infinity'", "select count(*) from email_logs",
+                        "select count(*) from email_preferences", "update email_preferences set weekly_digest = true",
+                        "delete from sms_opt_outs", "select email from users"] {
             let result = try asServe(refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
-        #expect(try asServe("select count(*) from email_preferences").status == 0)
+        // What it reads of a user, it reads through the owner's function: the switch and the locale.
+        #expect(try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "f")
     }
 }

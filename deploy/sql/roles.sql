@@ -1,16 +1,21 @@
 -- Nudge's database roles, least privilege: run as the role that owns Nudge's tables (the one
 -- `nudge migrate` runs as), after migrating, and again after every upgrade (a migration's new
--- table gets its grants here). Idempotent.
+-- table or function gets its grants here, and nowhere else). Idempotent.
 --
 --   psql "$OWNER_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
 --   psql "$OWNER_URL" -c '\password nudge_jobs'     (and nudge_serve; never a password on a command line)
 --
--- nudge_jobs: the jobs (`nudge run`, `nudge runs`, `pause`, `report`…). Reads and writes rows,
---   changes no table (the owner runs `nudge migrate`, `nudge seed` and `nudge prune --vacuum`).
+-- nudge_jobs: the jobs (`nudge run`, `nudge runs`, `pause`, `report`…). Each table its SQL names,
+--   with the rights its statements need: it reads the app's tables and writes none of them but
+--   the columns Nudge keeps there; it writes Nudge's own; it changes no table, and a table a later
+--   migration creates is nobody's until this file names it (the owner runs `nudge migrate`,
+--   `nudge seed` and `nudge prune --vacuum`).
 -- nudge_serve: `nudge serve`, which faces the internet. It answers one-click unsubscribes, Twilio's
---   callbacks and replies, and Resend's webhooks, and can do nothing else: it reads no outbox and
---   no notification's copy (of the logs, only what finds a receipt's row), of `users` only the
---   id, locale and email address; it writes only preferences, receipts and opt-outs.
+--   callbacks and replies, and Resend's webhooks, and can do nothing else: its writes go through
+--   functions that run with the owner's rights and do only that (an email turned off, never on;
+--   a reply applied once; an event kept once), and of the tables it reads only what finds an
+--   SMS's log row. It reads no address, no outbox and no notification's copy.
+-- deploy/sql/privileges.txt lists what each role may do once this has run; a test compares.
 do $$
 begin
     if not exists (select 1 from pg_roles where rolname = 'nudge_jobs') then
@@ -40,37 +45,64 @@ begin
 end
 $$;
 
--- The jobs: every row of every table, no DDL.
-grant select, insert, update, delete on all tables in schema public to nudge_jobs;
-grant usage, select on all sequences in schema public to nudge_jobs;
-revoke insert, update, delete on nudge_migrations from nudge_jobs;
-grant execute on function nudge_apply_email_receipts(text[]) to nudge_jobs;
--- Tables and sequences a later migration creates (as the role running this) are the jobs' too.
-alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
-alter default privileges in schema public grant usage, select on sequences to nudge_jobs;
+-- Each role gets what is named below and nothing else: what an older roles.sql granted (every
+-- table to the jobs, and to every table created later) is taken back first.
+revoke all on all tables in schema public from nudge_jobs, nudge_serve;
+revoke all on all sequences in schema public from nudge_jobs, nudge_serve;
+revoke all on all functions in schema public from nudge_jobs, nudge_serve;
+alter default privileges in schema public revoke all on tables from nudge_jobs;
+alter default privileges in schema public revoke all on sequences from nudge_jobs;
 
--- serve: what its routes read and write, nothing else.
-revoke all on all tables in schema public from nudge_serve;
-revoke all on all sequences in schema public from nudge_serve;
-grant select (id, locale, email) on users to nudge_serve;
--- One-click unsubscribe (and a complaint's optional emails off).
-grant select, insert, update on email_preferences, notification_preferences to nudge_serve;
--- (A preferences row an unsubscribe creates makes its user due for reminders: a trigger, through
--- nudge_due_now, which runs with the owner's rights.)
--- Receipts: Twilio's statuses on the SMS's log row (found by its SID or its outbox row); Resend's
--- events are kept here and applied to the email's log by nudge_apply_email_receipts, which runs
--- with the owner's rights: no title, body or payload of any notification is serve's to read.
-grant select (id, user_id, channel, provider_id, outbox_id, status, error_msg, delivered, delivered_at)
-    on notification_logs to nudge_serve;
+-- The jobs. The app's tables: read; of them, only the columns Nudge keeps are written.
+grant select on users, daily_tracking, fitcircle_data_submissions, fitcircles, fitcircle_members, scheduled_calls,
+                user_push_tokens, push_tokens, conversations, messages, context_profiles, pattern_cache, coach_personas,
+                email_preferences, notification_preferences, nudge_migrations
+    to nudge_jobs;
+grant update (push_enabled) on users to nudge_jobs;                                -- an FCM token found gone
+grant update (streak_day) on daily_tracking to nudge_jobs;                         -- validate-streaks
+grant update (rank_after_submission, rank_change) on fitcircle_data_submissions to nudge_jobs;   -- leaderboard-refresh
+grant update (preview_sent, preview_sent_at, preview_note, preview_for, updated_at) on scheduled_calls to nudge_jobs;
+grant insert (user_id, device_token, platform, active, last_used), update (active, last_used)
+    on user_push_tokens to nudge_jobs;                                              -- dispatch: tokens found gone
+-- Nudge's own tables: what each job writes, and prune deletes.
+grant select, insert, update on daily_goals, weekly_goals, user_streaks, job_due, dispatch_leases,
+                                provider_health, provider_pace, provider_tokens to nudge_jobs;
+grant select, insert on user_badges, reminder_milestones, job_run_failures, email_logs, sms_opt_outs to nudge_jobs;
+grant select, insert, update, delete on notification_outbox, notification_logs, job_runs, job_work, job_pauses,
+                                        leaderboard_boards, fitcircle_leaderboard_entries to nudge_jobs;
+grant select, insert, delete on llm_calls, push_log to nudge_jobs;
+grant select, delete on email_events, user_timezone_history, sms_status_early to nudge_jobs;
+grant select on email_suppressions, fitcircle_submission_marks to nudge_jobs;
+grant usage on sequence job_runs_id_seq, notification_outbox_id_seq, llm_calls_id_seq to nudge_jobs;
+-- Nudge's own helpers: the jobs' alone (every role could call them before).
+revoke execute on function nudge_try_run_lock(integer, integer, integer), nudge_release_run_lock(integer, integer, integer),
+                           nudge_expect(boolean, text), nudge_email_receipts(notification_logs)
+    from public;
+grant execute on function nudge_apply_email_receipts(text[]), nudge_try_run_lock(integer, integer, integer),
+                          nudge_release_run_lock(integer, integer, integer), nudge_expect(boolean, text),
+                          nudge_email_receipts(notification_logs)
+    to nudge_jobs;
+
+-- serve: what its routes do, nothing else. Unsubscribe, SMS replies and Resend's events through
+-- the owner's functions (migration 0028); Twilio's statuses on the SMS's log row (found by its
+-- SID or its outbox row) and the statuses kept for a log not written yet.
+grant execute on function nudge_unsubscribe_state(uuid, text), nudge_unsubscribe(uuid, text),
+                          nudge_sms_reply(text, text, boolean),
+                          nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz, boolean)
+    to nudge_serve;
+grant select (id, channel, provider_id, outbox_id, status, error_msg, delivered, delivered_at) on notification_logs to nudge_serve;
 grant update (status, delivered, delivered_at, error_msg, provider_id) on notification_logs to nudge_serve;
-grant execute on function nudge_apply_email_receipts(text[]) to nudge_serve;
-grant select, insert, update on email_events to nudge_serve;
-grant select, insert on email_suppressions to nudge_serve;
 grant select, insert, update, delete on sms_status_early to nudge_serve;
--- SMS replies: STOP and START.
-grant select, insert, delete on sms_opt_outs to nudge_serve;
--- Each reply applied once, by its MessageSid (a replayed one changes nothing).
-grant select, insert on sms_replies to nudge_serve;
+
+-- Bounds of each role's sessions, whoever opens them: the jobs' processes set tighter ones of
+-- their own (NUDGE_DB_STATEMENT_TIMEOUT_SECONDS); these hold for an operator's psql as the role,
+-- and keep a runaway from taking every connection of the server.
+alter role nudge_jobs connection limit 100;
+alter role nudge_jobs set statement_timeout = '1h';
+alter role nudge_jobs set idle_in_transaction_session_timeout = '10min';
+alter role nudge_serve connection limit 40;
+alter role nudge_serve set statement_timeout = '5s';
+alter role nudge_serve set idle_in_transaction_session_timeout = '30s';
 
 -- Last, once every grant above is in place: what the revokes at the top could not do, run by a
 -- role that owns Nudge's tables but not the database or schema public (they only warn then). A

@@ -43,99 +43,30 @@ public enum EmailEvents {
         case busy
     }
 
-    /// The types of which only an email's first event is kept.
-    static let firstOnly: Set<String> = ["email.opened", "email.clicked"]
-
-    /// Records one verified event, in one transaction. `deliveredAt` is its `svix-timestamp`.
-    /// The events of one email are recorded one at a time (a transaction-scoped advisory lock on
-    /// the email's id, tried: `.busy` when another holds it), so that two of them never apply
-    /// over each other and none waits for another.
+    /// Records one verified event, in one statement (`nudge_email_event`, migration 0028, which runs
+    /// with its owner's rights: the server's role writes no table of events, suppressions or
+    /// preferences itself). `deliveredAt` is its `svix-timestamp`. The events of one email are
+    /// recorded one at a time (a transaction-scoped advisory lock on the email's id, tried:
+    /// `.busy` when another holds it), so that two of them never apply over each other and none
+    /// waits for another.
     public static func record(_ event: ResendWebhook.Event, svixID: String, deliveredAt: Int64, receivedAt: Date,
                               on connection: PostgresConnection, logger: Logger) async throws -> Outcome {
         guard let emailID = event.emailID else { return .ignored(type: event.type) }
-        return try await connection.withTransaction(logger: logger) { connection in
-            let lock: SQLFragment = "select pg_try_advisory_xact_lock(hashtext('nudge.email:' || \(emailID)))"
-            var locked = false
-            for try await got in try await connection.query(try lock.query(), logger: logger).decode(Bool.self) { locked = got }
-            guard locked else { return .busy }
-            if firstOnly.contains(event.type) {
-                // (Only one that happened no later: Resend may send an earlier one after a later one.)
-                let seen: SQLFragment = """
-                    select exists (select 1 from email_events where email_id = \(emailID) and type = \(event.type) and svix_id <> \(svixID)
-                                      and occurred_at <= \(event.occurredAt ?? receivedAt))
-                    """
-                for try await already in try await connection.query(try seen.query(), logger: logger).decode(Bool.self) where already {
-                    return .repeated(type: event.type)
-                }
-            }
-            // The address as dispatch compares it (lower(btrim(users.email))); for an event
-            // without one, its email's user's.
-            let insert: SQLFragment = """
-                insert into email_events (svix_id, svix_timestamp, email_id, type, occurred_at, address, bounce_type, bounce_subtype,
-                                          detail, received_at)
-                values (\(svixID), \(deliveredAt), \(emailID), \(event.type), \(event.occurredAt ?? receivedAt),
-                        coalesce(lower(btrim(\(event.to))),
-                                 (select lower(btrim(u.email)) from notification_logs l join users u on u.id = l.user_id
-                                   where l.channel = 'email' and l.provider_id = \(emailID) limit 1)),
-                        \(event.bounceType), \(event.bounceSubType), \(event.bounceMessage.map { String($0.prefix(1_000)) }), \(receivedAt))
-                on conflict (svix_id) do update set svix_timestamp = excluded.svix_timestamp
-                 where email_events.svix_timestamp < excluded.svix_timestamp
-                returning (xmax = 0), address
-                """
-            var written: (inserted: Bool, address: String?)?
-            for try await (inserted, address) in try await connection.query(try insert.query(), logger: logger).decode((Bool, String?).self) {
-                written = (inserted, address)
-            }
-            guard let written else { return .replayed }
-            guard written.inserted else { return .retried }
-            var logged = false
-            for try await _ in try await connection.query(try apply(emailIDs: [emailID]).query(), logger: logger).decode(String.self) {
-                logged = true
-            }
-            if let address = written.address, event.isHardBounce || event.type == "email.complained" {
-                try await suppress(address, event: event, emailID: emailID, receivedAt: receivedAt, on: connection, logger: logger)
-            }
-            return .recorded(type: event.type, logged: logged)
+        let query: SQLFragment = """
+            select nudge_email_event(\(svixID), \(deliveredAt), \(emailID), \(event.type), \(event.occurredAt), \(event.to),
+                                     \(event.bounceType), \(event.bounceSubType), \(event.bounceMessage.map { String($0.prefix(1_000)) }),
+                                     \(receivedAt), \(event.isHardBounce || event.type == "email.complained"))
+            """
+        var outcome = ""
+        for try await answer in try await connection.query(try query.query(), logger: logger).decode(String.self) { outcome = answer }
+        switch outcome {
+        case "busy": return .busy
+        case "repeated": return .repeated(type: event.type)
+        case "replayed": return .replayed
+        case "retried": return .retried
+        case "logged", "unlogged": return .recorded(type: event.type, logged: outcome == "logged")
+        default: throw NudgeError(.database, "nudge_email_event answered '\(outcome)'")
         }
-    }
-
-    /// Suppresses the address (the first reason stays) and, for a complaint, turns its user's
-    /// optional emails off: the user of the email's log, or, for an email Nudge has no log of,
-    /// the users with that address.
-    private static func suppress(_ address: String, event: ResendWebhook.Event, emailID: String, receivedAt: Date,
-                                 on connection: PostgresConnection, logger: Logger) async throws {
-        let complaint = event.type == "email.complained"
-        let detail = complaint ? "marked as spam" : [event.bounceSubType, event.bounceMessage].compactMap { $0 }.joined(separator: ": ")
-        let suppression: SQLFragment = """
-            insert into email_suppressions (address, reason, detail, email_id, suppressed_at)
-            values (\(address), \(complaint ? "complaint" : "hard_bounce"), \(String(detail.prefix(500))), \(emailID),
-                    \(event.occurredAt ?? receivedAt))
-            on conflict (address) do nothing
-            """
-        try await connection.query(try suppression.query(), logger: logger)
-        guard complaint else { return }
-        let optional = EmailType.allCases
-        let emailOff = optional.map { "\($0.emailPreference) = false" }.joined(separator: ", ")
-        let notificationOff = optional.map { "\($0.notificationPreference) = false" }.joined(separator: ", ")
-        let off: SQLFragment = """
-            with logged as (select distinct user_id from notification_logs where channel = 'email' and provider_id = \(emailID)),
-            target as (select user_id from logged
-                       union
-                       select id from users where not exists (select 1 from logged) and lower(btrim(email)) = \(address)),
-            emails as (
-                insert into email_preferences (user_id, \(unescaped: optional.map(\.emailPreference).joined(separator: ", ")), updated_at)
-                select user_id, \(unescaped: optional.map { _ in "false" }.joined(separator: ", ")), now() from target
-                on conflict (user_id) do update set \(unescaped: emailOff), updated_at = now()
-                returning 1),
-            notifications as (
-                insert into notification_preferences (user_id, \(unescaped: optional.map(\.notificationPreference).joined(separator: ", ")),
-                                                      updated_at)
-                select user_id, \(unescaped: optional.map { _ in "false" }.joined(separator: ", ")), now() from target
-                on conflict (user_id) do update set \(unescaped: notificationOff), updated_at = now()
-                returning 1)
-            select (select count(*) from emails) + (select count(*) from notifications)
-            """
-        try await connection.query(try off.query(), logger: logger)
     }
 
     /// Sets the log rows of these emails (and seed 003's `email_logs`) from all their events

@@ -44,42 +44,15 @@ public enum SMSStatus {
             // A STOP without its SID (Twilio always sends one) is applied all the same: an opt-out
             // is never lost; a START without one lifts nothing.
             let sid = ["MessageSid", "SmsMessageSid", "SmsSid"].lazy.compactMap { form[$0].flatMap { $0.isEmpty ? nil : $0 } }.first
-            guard let sid else {
+            if sid == nil {
                 guard stops else { return .unknownMessage }
                 logger.warning("an SMS reply of STOP came without its MessageSid: applied, without replay protection")
-                let stop: SQLFragment = """
-                    insert into sms_opt_outs (phone_number, opted_out_at, source) values (\(from.e164), now(), 'reply')
-                    on conflict (phone_number) do nothing
-                    """
-                try await connection.query(try stop.query(), logger: logger)
-                return .optOut(true)
             }
-            let change: SQLFragment = stops
-                ? """
-                  with reply as (
-                      insert into sms_replies (message_sid, phone_number, opts_out) values (\(sid), \(from.e164), true)
-                      on conflict (message_sid) do nothing
-                      returning phone_number
-                  ), stopped as (
-                      insert into sms_opt_outs (phone_number, opted_out_at, source)
-                      select phone_number, now(), 'reply' from reply
-                      on conflict (phone_number) do nothing
-                  )
-                  select count(*) from reply
-                  """
-                : """
-                  with reply as (
-                      insert into sms_replies (message_sid, phone_number, opts_out) values (\(sid), \(from.e164), false)
-                      on conflict (message_sid) do nothing
-                      returning phone_number
-                  ), started as (
-                      delete from sms_opt_outs o using reply r where o.phone_number = r.phone_number
-                  )
-                  select count(*) from reply
-                  """
-            var applied = 0
-            for try await count in try await connection.query(try change.query(), logger: logger).decode(Int.self) { applied = count }
-            return applied > 0 ? .optOut(stops) : .ignored
+            // nudge_sms_reply (migration 0028): the server's role cannot touch the opt-outs itself.
+            let change: SQLFragment = "select nudge_sms_reply(\(sid), \(from.e164), \(stops))"
+            var applied = false
+            for try await fresh in try await connection.query(try change.query(), logger: logger).decode(Bool.self) { applied = fresh }
+            return applied ? .optOut(stops) : .ignored
         }
         guard let sid = form["MessageSid"] ?? form["SmsSid"], let reported = form["MessageStatus"] ?? form["SmsStatus"] else {
             return .unknownMessage

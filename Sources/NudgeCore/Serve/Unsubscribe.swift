@@ -14,42 +14,21 @@ public enum Unsubscribe {
         case unknownUser
     }
 
-    /// Whether the email the token names is on for its user, and their locale; nil when the user is gone.
+    /// Whether the email the token names is on for its user, and their locale; nil when the user
+    /// is gone. (`nudge_unsubscribe_state`: the server's role reads no table of users or preferences.)
     public static func state(user: UUID, type: EmailType, on connection: PostgresConnection,
                              logger: Logger) async throws -> (locale: String, subscribed: Bool)? {
-        let query: SQLFragment = """
-            select u.locale, coalesce(ep.\(unescaped: type.emailPreference), true)
-                             and coalesce(np.\(unescaped: type.notificationPreference), true)
-              from users u
-              left join email_preferences ep on ep.user_id = u.id
-              left join notification_preferences np on np.user_id = u.id
-             where u.id = \(user)
-            """
+        let query: SQLFragment = "select locale, subscribed from nudge_unsubscribe_state(\(user), \(type.rawValue))"
         for try await (locale, subscribed) in try await connection.query(try query.query(), logger: logger).decode((String, Bool).self) {
             return (locale, subscribed)
         }
         return nil
     }
 
-    /// Turns the email off, in one statement.
+    /// Turns the email off, in one statement (`nudge_unsubscribe`, which can set a switch off and
+    /// never on, migration 0028).
     public static func apply(user: UUID, type: EmailType, on connection: PostgresConnection, logger: Logger) async throws -> Outcome {
-        let ep = type.emailPreference, np = type.notificationPreference
-        let query: SQLFragment = """
-            with target as (select id, locale from users where id = \(user)),
-            emails as (
-                insert into email_preferences (user_id, \(unescaped: ep), updated_at)
-                select id, false, now() from target
-                on conflict (user_id) do update set \(unescaped: ep) = false, updated_at = now()
-                 where email_preferences.\(unescaped: ep)
-                returning 1),
-            notifications as (
-                insert into notification_preferences (user_id, \(unescaped: np), updated_at)
-                select id, false, now() from target
-                on conflict (user_id) do update set \(unescaped: np) = false, updated_at = now()
-                 where notification_preferences.\(unescaped: np)
-                returning 1)
-            select locale, (select count(*) from emails) + (select count(*) from notifications) > 0 from target
-            """
+        let query: SQLFragment = "select locale, changed from nudge_unsubscribe(\(user), \(type.rawValue))"
         for try await (locale, changed) in try await connection.query(try query.query(), logger: logger).decode((String, Bool).self) {
             return .done(locale: locale, changed: changed)
         }
