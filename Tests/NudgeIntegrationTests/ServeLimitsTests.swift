@@ -183,6 +183,23 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
 }
 
 @Suite struct ServeFailureTests {
+    /// A health listener that cannot bind (its port taken, here by another serve's) ends serve
+    /// with an error, instead of serving without the database's health check.
+    @Test func aHealthListenerThatCannotBindEndsServe() async throws {
+        let database = try await TestDatabase.fresh()
+        let first = try await ServeProcess.start(database)
+        defer { first.stop() }
+        let second = try database.startNudge(["serve"], environment: [
+            "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": String(first.healthPort), "NUDGE_PUBLIC_URL": "http://127.0.0.1:1",
+            "NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_LOG_FORMAT": "text",
+        ])
+        let ended = try await ending(within: 60) { await second.finished() }
+        if ended == nil { second.signal(SIGKILL) }
+        let result = try #require(ended, "nudge serve kept running without its health listener")
+        #expect(result.status != 0, "\(result.stderr)")
+        #expect(result.stderr.contains("Address already in use") || result.stderr.contains("address already in use"), "\(result.stderr)")
+    }
+
     /// A request the database fails is answered 503 (retry later) and logged at warning with its
     /// route, never with its query, which carries the unsubscribe token.
     @Test func aFailureIsAnswered503AndLoggedWithItsRouteNotItsToken() async throws {
