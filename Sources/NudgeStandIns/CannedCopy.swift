@@ -1,12 +1,16 @@
 import Foundation
 
 /// The stand-in's copy when no test scripts it: put together from the prompt's PUSH TYPE, EVENT,
-/// PATTERN and LAST TOPIC lines, in the prompt's language. It is canned, not written by a model,
-/// and the demo says so.
+/// PATTERN and LAST TOPIC lines (the user's data without the marks around it), in the prompt's
+/// language. It is canned, not written by a model, and the demo says so.
 public enum CannedCopy {
     public static func reply(to prompt: String) -> String {
         func field(_ name: String) -> String? {
-            prompt.split(separator: "\n").first { $0.hasPrefix(name + ": ") }.map { String($0.dropFirst(name.count + 2)) }
+            guard let line = prompt.split(separator: "\n").first(where: { $0.hasPrefix(name + ": ") }) else { return nil }
+            let value = line.dropFirst(name.count + 2)
+            let opening = "<user_data>", closing = "</user_data>"
+            guard value.hasPrefix(opening), value.hasSuffix(closing) else { return String(value) }
+            return String(value.dropFirst(opening.count).dropLast(closing.count))
         }
         let french = prompt.contains("write the notification in French")
         let title: String, body: String

@@ -96,7 +96,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let once = Once()
         let server = try await StandInLLM.start { request in
             let prompt = request.prompt
-            func has(_ name: String) -> Bool { prompt.contains("Talk prep \(name) ") || prompt.contains("Talk prep \(name)\n") }
+            func has(_ name: String) -> Bool { prompt.contains("Talk prep \(name) ") || prompt.contains("Talk prep \(name)</user_data>") }
             if has("slow") { return (.reply(valid), .milliseconds(1500)) }
             if has("ratelimited") && once.first("ratelimited") { return (.status(429, retryAfter: "1"), .zero) }
             if has("overloaded") { return (.status(529), .zero) }

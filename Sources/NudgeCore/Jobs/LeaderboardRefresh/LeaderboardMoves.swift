@@ -53,12 +53,22 @@ public enum LeaderboardMoves {
         "h\(Int((now.timeIntervalSince1970 / spacing).rounded(.down)))"
     }
 
-    public static func title(circle: String) -> String { circle }
+    /// The circle's name (`UserText.circleName`); "Your FitCircle" when it cannot be shown.
+    public static func title(circle: String, locale: String) -> String {
+        UserText.circleName(circle) ?? (locale == "fr" ? "Ton FitCircle" : "Your FitCircle")
+    }
 
     /// The seed's copy, naming the board that moved: "📈 You moved up to #3 on today's board in
-    /// 'Work Warriors'! Can you reach #2?"; the way down, the place lost to win back.
+    /// 'Work Warriors'! Can you reach #2?"; the way down, the place lost to win back. A name that
+    /// cannot be shown (a link in it, say) reads "in your FitCircle".
     public static func body(_ move: Move, circle: String, locale: String) -> String {
         let french = locale == "fr"
+        let place = switch (french, UserText.circleName(circle)) {
+        case (true, let name?): "dans « \(name) »"
+        case (true, nil): "dans ton FitCircle"
+        case (false, let name?): "in '\(name)'"
+        case (false, nil): "in your FitCircle"
+        }
         let board = switch (french, move.period) {
         case (true, .weekly): "au classement de la semaine"
         case (true, _): "au classement du jour"
@@ -66,13 +76,12 @@ public enum LeaderboardMoves {
         case (false, _): "on today's board"
         }
         switch (french, move.places > 0, move.to) {
-        case (true, true, 1): return "📈 Te voilà #1 \(board) dans « \(circle) » ! Garde ta place !"
-        case (true, true, let rank): return "📈 Te voilà #\(rank) \(board) dans « \(circle) » ! Peux-tu décrocher la #\(rank - 1) ?"
-        case (true, false, let rank):
-            return "📉 Te voilà #\(rank) \(board) dans « \(circle) ». À toi de reprendre la #\(move.from) !"
-        case (false, true, 1): return "📈 You moved up to #1 \(board) in '\(circle)'! Can you stay on top?"
-        case (false, true, let rank): return "📈 You moved up to #\(rank) \(board) in '\(circle)'! Can you reach #\(rank - 1)?"
-        case (false, false, let rank): return "📉 You dropped to #\(rank) \(board) in '\(circle)'. Time to win back #\(move.from)!"
+        case (true, true, 1): return "📈 Te voilà #1 \(board) \(place) ! Garde ta place !"
+        case (true, true, let rank): return "📈 Te voilà #\(rank) \(board) \(place) ! Peux-tu décrocher la #\(rank - 1) ?"
+        case (true, false, let rank): return "📉 Te voilà #\(rank) \(board) \(place). À toi de reprendre la #\(move.from) !"
+        case (false, true, 1): return "📈 You moved up to #1 \(board) \(place)! Can you stay on top?"
+        case (false, true, let rank): return "📈 You moved up to #\(rank) \(board) \(place)! Can you reach #\(rank - 1)?"
+        case (false, false, let rank): return "📉 You dropped to #\(rank) \(board) \(place). Time to win back #\(move.from)!"
         }
     }
 

@@ -415,7 +415,7 @@ public struct LeaderboardRefreshJob: Job {
                 sent[move.userID, default: []].append(LeaderboardMoves.Sent(localDay: today, deliverAfter: run.now))
                 notifications.append(OutboxMessage(
                     type: LeaderboardMoves.type, localDay: today, deliverAfter: run.now,
-                    title: LeaderboardMoves.title(circle: row.name),
+                    title: LeaderboardMoves.title(circle: row.name, locale: member.locale),
                     body: LeaderboardMoves.body(move, circle: row.name, locale: member.locale),
                     payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
                     occasion: .withinDay(LeaderboardMoves.occasion(at: run.now))))

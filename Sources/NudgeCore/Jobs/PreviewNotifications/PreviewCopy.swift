@@ -7,7 +7,8 @@ import Foundation
 ///   (the 7th and 21st days celebrate first, and still say the topic, as seed 000's acceptance
 ///   criteria want; a user without a streak reads "Today: {topic}."). `{streak}` is the day of
 ///   the streak the call falls on (`StreakRules.dayNumber`). The topic is the seed's words for a
-///   known key, the app's own text as it is for any other, "today's check-in" when there is none.
+///   known key, the app's own text for any other when it can be shown, "today's check-in" when
+///   there is none or it cannot.
 ///   The coach is the persona's name as the app shows it ("Coach Max", "Dr. Luna", "Mama Rosa",
 ///   as in the seed's mock-ups), "Your coach" when the user has none.
 /// - The SMS: one segment, always. The seed's own SMS text carries an emoji and an em dash, which
@@ -35,13 +36,15 @@ public enum PreviewCopy {
 
     static func isFrench(_ locale: String) -> Bool { locale.lowercased().hasPrefix("fr") }
 
-    /// The topic's words in the locale: the seed's for a key of its table, the app's own text as
-    /// it is (on one line) for free text, a neutral phrase when there is none or it is a key this
-    /// table does not know (`knee_rehab`: lower case and underscores, no words to show).
+    /// The topic's words in the locale: the seed's for a key of its table; free text as the app
+    /// wrote it, on one line and at most 100 characters, when it can be shown (`UserText.forCopy`:
+    /// no link, address or phone number, no hidden marks); a neutral phrase when there is none,
+    /// it cannot be shown, or it is a key this table does not know (`knee_rehab`: lower case and
+    /// underscores, no words to show).
     public static func topic(_ key: String?, locale: String) -> String {
-        let text = (key ?? "").split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        let text = (key ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         if let words = topics[text.lowercased()] { return isFrench(locale) ? words.fr : words.en }
-        if !text.isEmpty && !isKey(text) { return String(text.prefix(longestTopic)) }
+        if !isKey(text), let shown = UserText.forCopy(text, maxLength: longestTopic) { return shown }
         return isFrench(locale) ? neutralTopic.fr : neutralTopic.en
     }
 
@@ -68,9 +71,9 @@ public enum PreviewCopy {
         return isFrench(locale) ? "Ton coach" : "Your coach"
     }
 
-    /// A topic as a sentence's end: its own `!` or `?` kept, a full stop otherwise.
+    /// A topic as a sentence's end: its own `!`, `?` or ellipsis kept, a full stop otherwise.
     static func sentence(_ topic: String) -> String {
-        guard let last = topic.last, !".!?".contains(last) else { return topic }
+        guard let last = topic.last, !".!?…".contains(last) else { return topic }
         return topic + "."
     }
 

@@ -10,8 +10,10 @@ public enum PushType: String, Sendable, Equatable, CaseIterable {
 /// What a proactive push will be about (seed 002's `PushDecision`).
 public struct PushDecision: Sendable, Equatable {
     public let pushType: PushType
-    /// What the coach knows that makes this push specific, for the prompt.
+    /// What the coach knows that makes this push specific, for the prompt: Nudge's words, with
+    /// what the user wrote or the coach gathered about them marked as data (`UserText.asData`).
     public let context: String
+    /// A word of Nudge's own vocabulary ("presentation"), never the user's.
     public let eventDescription: String?
     public let patternTheme: String?
     /// The coaching domain the push opens a new conversation in.
@@ -110,7 +112,8 @@ public enum PushIntelligence {
         if inactiveDays >= patternInactiveDays, let pattern = topPattern(facts.patterns) {
             return PushDecision(
                 pushType: .patternBased,
-                context: "Quiet for \(describeDays(inactiveDays)). A pattern the coach has recognised: \(pattern.theme) (\(pattern.synthesis))",
+                context: "Quiet for \(describeDays(inactiveDays)). A pattern the coach has recognised: "
+                    + UserText.asData("\(pattern.theme) (\(pattern.synthesis))"),
                 eventDescription: nil, patternTheme: pattern.theme, conversationDomain: pattern.domains.first, topicSummary: nil)
         }
         if inactiveDays >= reEngagementInactiveDays, let conversation = facts.lastConversation {
@@ -119,7 +122,7 @@ public enum PushIntelligence {
             return PushDecision(
                 pushType: .reEngagement,
                 context: "Quiet for \(describeDays(inactiveDays)). Last conversation \(describeDays(ago)) ago"
-                    + (conversation.domain.map { ", about \($0)" } ?? "") + ".",
+                    + (conversation.domain.map { ", about \(UserText.asData($0))" } ?? "") + ".",
                 eventDescription: nil, patternTheme: nil, conversationDomain: conversation.domain, topicSummary: topic)
         }
         return nil

@@ -55,14 +55,20 @@ public struct CoachingContext: Sendable, Equatable {
     }
 }
 
-/// Seed 002's `buildPushPrompt`: the seed's prompt, with the user's context and style.
+/// Seed 002's `buildPushPrompt`: the seed's prompt, with the user's context and style. Whatever
+/// the user wrote, or the app and the coach gathered about them (a conversation's title and last
+/// words, a pattern, a domain, a preference), is marked as data (`UserText.asData`), and the
+/// prompt says that data is never instructions: a user cannot write the prompt.
 public enum PushPrompt {
     public static func build(_ decision: PushDecision, context: CoachingContext) -> String {
+        let data = UserText.asData
         var userContext = [decision.context]
-        if let topic = decision.topicSummary { userContext.append("Last conversation, in short: \(topic)") }
-        if !context.topDomains.isEmpty { userContext.append("Coaching domains they use most: \(context.topDomains.joined(separator: ", ")).") }
-        if let style = context.preferredStyle { userContext.append("Coaching style they prefer: \(style).") }
-        if let time = context.preferredTime { userContext.append("They usually talk to the coach in the \(time).") }
+        if let topic = decision.topicSummary { userContext.append("Last conversation, in short: \(data(topic))") }
+        if !context.topDomains.isEmpty {
+            userContext.append("Coaching domains they use most: \(context.topDomains.map(data).joined(separator: ", ")).")
+        }
+        if let style = context.preferredStyle { userContext.append("Coaching style they prefer: \(data(style)).") }
+        if let time = context.preferredTime { userContext.append("They usually talk to the coach in the \(data(time)).") }
         userContext.append(context.locale == "fr"
             ? "They speak French: write the notification in French."
             : "They speak English: write the notification in English.")
@@ -70,14 +76,16 @@ public enum PushPrompt {
         var lines = [
             "You are a warm, personal coach composing a brief push notification.",
             "",
+            UserText.dataRule,
+            "",
             "USER CONTEXT:",
             userContext.joined(separator: "\n"),
             "",
             "PUSH TYPE: \(decision.pushType.rawValue)",
         ]
         if let event = decision.eventDescription { lines.append("EVENT: \(event)") }
-        if let pattern = decision.patternTheme { lines.append("PATTERN: \(pattern)") }
-        if let domain = decision.conversationDomain { lines.append("LAST TOPIC: \(domain)") }
+        if let pattern = decision.patternTheme { lines.append("PATTERN: \(data(pattern))") }
+        if let domain = decision.conversationDomain { lines.append("LAST TOPIC: \(data(domain))") }
         lines += [
             "",
             "STYLE: \(context.style?.instructions ?? StylePreference.defaultInstructions)",

@@ -86,7 +86,8 @@ public struct ReminderCopy: Sendable {
                : ("⚖️ FitCircle Data Submission", "Submit today's weight to your FitCircles before midnight!")
     }
 
-    /// Seed 003: "🎉 Halfway there! You're 50% to your weight loss goal."
+    /// Seed 003: "🎉 Halfway there! You're 50% to your weight loss goal.", in the circle it names
+    /// ("in your FitCircle" when its name cannot be shown, `UserText.circleName`).
     public func milestone(_ percent: Int, challenge: FitCircleMembership.Challenge, circle: String) -> (title: String, body: String) {
         let goal = switch (challenge, french) {
         case (.steps, false): "step goal"
@@ -94,7 +95,12 @@ public struct ReminderCopy: Sendable {
         case (.weightLoss, false): "weight loss goal"
         case (.weightLoss, true): "objectif de perte de poids"
         }
-        let quoted = french ? "« \(circle) »" : "“\(circle)”"
+        let quoted = switch (UserText.circleName(circle), french) {
+        case (let name?, true): "« \(name) »"
+        case (let name?, false): "“\(name)”"
+        case (nil, true): "ton FitCircle"
+        case (nil, false): "your FitCircle"
+        }
         switch (percent, french) {
         case (25, false): return ("🎉 A quarter of the way!", "You're 25% to your \(goal) in \(quoted).")
         case (25, true): return ("🎉 Un quart du chemin !", "Tu es à 25\u{00A0}% de ton \(goal) dans \(quoted).")
@@ -188,13 +194,15 @@ public struct ReminderCopy: Sendable {
                         button: "Complete Today's Check-in", signOff: "Don't lose your momentum!")
     }
 
-    /// A challenge milestone by email (50 % and 100 %).
+    /// A challenge milestone by email (50 % and 100 %): its subject names the circle when its
+    /// name can be shown.
     public func milestoneEmail(_ percent: Int, challenge: FitCircleMembership.Challenge, circle: String) -> EmailText {
         let push = milestone(percent, challenge: challenge, circle: circle)
+        let subject = UserText.circleName(circle).map { "\(push.title) \($0)" } ?? push.title
         return french
-            ? EmailText(subject: "\(push.title) \(circle)", heading: push.title, paragraphs: [push.body],
+            ? EmailText(subject: subject, heading: push.title, paragraphs: [push.body],
                         button: "Voir le classement", signOff: "Bravo !")
-            : EmailText(subject: "\(push.title) \(circle)", heading: push.title, paragraphs: [push.body],
+            : EmailText(subject: subject, heading: push.title, paragraphs: [push.body],
                         button: "View the Leaderboard", signOff: "Keep crushing it!")
     }
 

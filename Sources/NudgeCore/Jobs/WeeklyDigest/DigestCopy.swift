@@ -57,6 +57,9 @@ public struct DigestCopy: Sendable, Equatable {
         return sign + text + (french ? "\u{00A0}kg" : " lbs")
     }
 
+    /// What stands for a circle whose name cannot be shown (`UserText.circleName`).
+    public var unnamedCircle: String { french ? "un de tes FitCircles" : "one of your FitCircles" }
+
     /// Seed 003 Feature 6: "📅 Week in Review: 52,341 steps, 7-day streak maintained, #2 in Work Warriors".
     public func pushBody(_ week: WeekInReview) -> String {
         guard week.hadActivity else {
@@ -74,7 +77,10 @@ public struct DigestCopy: Sendable, Equatable {
             case (false, false): parts.append("\(week.streak)-day streak")
             }
         }
-        if let best = week.bestRank { parts.append(french ? "#\(best.rank) dans \(best.circle)" : "#\(best.rank) in \(best.circle)") }
+        if let best = week.bestRank {
+            let circle = UserText.circleName(best.circle) ?? unnamedCircle
+            parts.append(french ? "#\(best.rank) dans \(circle)" : "#\(best.rank) in \(circle)")
+        }
         if parts.isEmpty {
             parts.append(french ? "tu as gardé le contact" : "you kept in touch")
         }

@@ -53,7 +53,11 @@ public enum DigestEmail {
             model["hasWeight"] = true
             model["weight"] = copy.weight(weight)
         }
-        model["ranks"] = week.ranks.map { ["rank": String($0.rank), "circle": $0.circle] }
+        // A name that cannot be shown is not quoted: "#2 in one of your FitCircles".
+        model["ranks"] = week.ranks.map { rank -> [String: Any] in
+            let name = UserText.circleName(rank.circle)
+            return ["rank": String(rank.rank), "circle": name ?? copy.unnamedCircle, "named": name != nil]
+        }
         if let achievement = week.topAchievement {
             model["hasAchievement"] = true
             model["achievement"] = copy.achievement(achievement)

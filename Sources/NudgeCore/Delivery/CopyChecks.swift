@@ -1,0 +1,131 @@
+import Foundation
+
+/// What no notification's words may hold, whoever wrote them: the LLM's push copy (`PushCopy`)
+/// and the text one user writes that another reads (`UserText`). Each check says what it found,
+/// never the text itself. The rules are in docs/jobs/push-trigger.md ("Copy").
+enum CopyChecks {
+    /// C0 and C1 controls (a line break included: a push is one paragraph), line and paragraph
+    /// separators, and the invisible format characters (bidi controls, zero-width spaces) that
+    /// make text read otherwise than it is stored; the joiners of emoji sequences and of some
+    /// scripts (U+200C, U+200D), the tags of subdivision flags and variation selectors pass.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: true
+        case .format: !(0x200C...0x200D).contains(scalar.value) && !(0xE0020...0xE007F).contains(scalar.value)
+        default: false
+        }
+    }
+
+    /// A link, an e-mail address or a phone number in `text`: what it is, never the text itself.
+    /// Judged on the text as a reader sees it: compatibility forms folded (full-width letters
+    /// and digits), invisible marks dropped (a zero-width joiner inside a link), disguised dots
+    /// ("evil[.]com", the ideographic stop) made dots.
+    ///
+    /// Any `name.name` whose last part is 2 to 24 letters is a link, whatever those letters are
+    /// (new top-level domains are added every year: "evil.zip", "prize.casino"). The price is
+    /// that two words joined by a dot without a space ("St.Louis", "great job.Keep going") read
+    /// as a link too: the LLM's copy is then refused and asked for again, a user's text gives way
+    /// to neutral words. Decimals ("2.5 km"), times ("18.30"), abbreviations followed by a space
+    /// ("St. Louis") and initials ("e.g.", "a.m.") are not links. A link spelt out ("evil dot
+    /// com") is one only with a common top-level domain after "dot", which is also a word ("a
+    /// polka dot dress") and a name.
+    static func contact(in text: String) -> String? {
+        var plain = String(String.UnicodeScalarView(text.precomposedStringWithCompatibilityMapping.unicodeScalars.filter { scalar in
+            ![.format, .nonspacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
+        }))
+        plain = plain.replacingOccurrences(of: #"(?i)\s+dot\s+(?=(\#(spokenDomains.joined(separator: "|")))\b)"#, with: ".",
+                                           options: .regularExpression)
+        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}"] {
+            plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
+        }
+        let checks: [(String, String)] = [
+            (#"[\w.+-]+@[\w-]+(\.[\w-]+)+"#, "an e-mail address"),
+            (#"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\."# + #"|[\p{L}\p{N}-]+(\.[\p{L}\p{N}-]+)*"#
+                + #"\.(\#(topLevelLetters){2,24}|xn--[a-z0-9-]+)(?![\p{L}\p{N}])"#, "a link"),
+        ]
+        for (pattern, what) in checks where plain.range(of: pattern, options: .regularExpression) != nil {
+            return what
+        }
+        return hasPhoneNumber(plain) ? "a phone number" : nil
+    }
+
+    /// The letters a top-level domain may be made of: any script's, but those of the scripts
+    /// written without spaces (Chinese, Japanese), where the ideographic full stop, read as a dot,
+    /// ends sentences.
+    private static let topLevelLetters = #"[\p{L}&&[^\p{Han}\p{Hiragana}\p{Katakana}]]"#
+
+    /// The top-level domains a link spelt out with "dot" is read with: common ones that are no
+    /// English or French word, so that "a dot in the sky" or "dot to dot" is no link.
+    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "ly", "gg", "xyz", "info", "biz", "tv", "ai", "ru",
+                                        "cn", "fr", "uk", "eu", "au", "br", "nl", "sh", "cc", "ws", "dev", "zip", "mov"]
+
+    /// Dates and times as copy writes them, set apart before numbers are read: 2026-03-22,
+    /// 22.03.2026, 18:30, 18h30, 18.30 (each with valid values, and not part of a longer run of
+    /// digits and dots, as a phone number written 06.12.34.56.78 is).
+    private static let datesAndTimes = try! NSRegularExpression(pattern: #"(?<![\d.:-])(?:"#
+        + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#                    // 2026-03-22
+        + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#           // 22.03.2026
+        + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#                                    // 18:30, 18h30, 18.30
+        + #")(?![\d.:]\d)"#)
+
+    /// Seven digits or more in a row, with the separators numbers are written with, that are not
+    /// a number grouped in thousands ("1 000 000 pas", "12 000 000"), once dates and times are
+    /// set apart.
+    static func hasPhoneNumber(_ text: String) -> Bool {
+        let apart = datesAndTimes.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: " ¦ ")
+        let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[\s().\-–/]{0,3}\d){6,}"#)
+        for match in candidate.matches(in: apart, range: NSRange(apart.startIndex..., in: apart)) {
+            guard let found = Range(match.range, in: apart) else { continue }
+            let number = apart[found].trimmingCharacters(in: .whitespaces)
+            if number.range(of: #"^\d{1,2}([ \u00A0\u202F]\d{3}){2,}$"#, options: .regularExpression) != nil { continue }
+            if number.filter(\.isNumber).count >= 7 { return true }
+        }
+        return false
+    }
+
+    /// Whether a word (what lies between spaces) mixes the letters of alphabets that look alike:
+    /// "pаypal" with a Cyrillic "а" reads as the Latin word and is not. A word wholly in one
+    /// alphabet passes (French accents are Latin letters); digits, punctuation, emoji and
+    /// combining marks belong to none, and scripts that do not pass for Latin (Chinese, Arabic…)
+    /// are not judged. The price: a word such as "β-carotene" is refused too.
+    static func mixesAlphabets(_ text: String) -> Bool {
+        for word in text.split(whereSeparator: \.isWhitespace) {
+            var first: LookAlikeAlphabet?
+            for scalar in word.unicodeScalars {
+                guard let alphabet = LookAlikeAlphabet(scalar) else { continue }
+                if let first, first != alphabet { return true }
+                first = alphabet
+            }
+        }
+        return false
+    }
+}
+
+/// The alphabets whose letters pass for one another, by the blocks of their letters (the
+/// standard library has no script property).
+enum LookAlikeAlphabet: Equatable {
+    case latin, greek, cyrillic, armenian, cherokee
+
+    init?(_ scalar: Unicode.Scalar) {
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter: break
+        default: return nil
+        }
+        switch scalar.value {
+        case 0x41...0x5A, 0x61...0x7A, 0xAA, 0xBA, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1D25, 0x1D2C...0x1D5C, 0x1D62...0x1D65,
+             0x1D6B...0x1D77, 0x1D79...0x1DBE, 0x1E00...0x1EFF, 0x2071, 0x207F, 0x2090...0x209C, 0x2C60...0x2C7F, 0xA722...0xA7FF,
+             0xAB30...0xAB5A, 0xAB5C...0xAB64, 0xAB66...0xAB69, 0xFB00...0xFB06, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
+            self = .latin
+        case 0x370...0x3FF, 0x1D26...0x1D2A, 0x1D5D...0x1D61, 0x1D66...0x1D6A, 0x1DBF, 0x1F00...0x1FFF, 0xAB65:
+            self = .greek
+        case 0x400...0x52F, 0x1C80...0x1C8F, 0x1D2B, 0x1D78, 0x2DE0...0x2DFF, 0xA640...0xA69F:
+            self = .cyrillic
+        case 0x531...0x58F, 0xFB13...0xFB17:
+            self = .armenian
+        case 0x13A0...0x13FF, 0xAB70...0xABBF:
+            self = .cherokee
+        default:
+            return nil
+        }
+    }
+}
