@@ -276,7 +276,9 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
     }
 
     @Test func copyWithControlsOrBidiMarksIsRejectedAndNumbersPass() throws {
-        for hidden in ["\\u202e", "\\u2066", "\\u0007", "\\n", "\\u200f", "\\u200b", "\\u2028", "\\ufeff"] {
+        // (The last: tags, U+E0041 and U+E0042, which spell text a reader never sees.)
+        for hidden in ["\\u202e", "\\u2066", "\\u0007", "\\n", "\\u200f", "\\u200b", "\\u2028", "\\ufeff", "\\u3164",
+                       "\\udb40\\udc41\\udb40\\udc42"] {
             #expect(throws: PushCopy.Rejection.controlCharacters) {
                 try PushCopy.parse(#"{"title": "Hi", "body": "Keep going\#(hidden) today"}"#, userMessages: user)
             }

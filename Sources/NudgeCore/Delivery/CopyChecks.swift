@@ -6,14 +6,59 @@ import Foundation
 enum CopyChecks {
     /// C0 and C1 controls (a line break included: a push is one paragraph), line and paragraph
     /// separators, and the invisible format characters (bidi controls, zero-width spaces) that
-    /// make text read otherwise than it is stored; the joiners of emoji sequences and of some
-    /// scripts (U+200C, U+200D), the tags of subdivision flags and variation selectors pass.
+    /// make text read otherwise than it is stored. Judged alone; `withoutHidden` judges in context
+    /// the joiners, variation selectors and tags that emoji need.
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
-        case .control, .lineSeparator, .paragraphSeparator: true
-        case .format: !(0x200C...0x200D).contains(scalar.value) && !(0xE0020...0xE007F).contains(scalar.value)
+        case .control, .lineSeparator, .paragraphSeparator, .format: true
         default: false
         }
+    }
+
+    /// `text` without what a reader cannot see (line breaks and tabs become spaces): controls,
+    /// format characters and every other
+    /// default-ignorable code point (fillers such as U+3164, variation selectors, tags), but for
+    /// what an emoji is made of: a zero-width joiner between two emoji ("👩‍💻"), a variation
+    /// selector after an emoji or a keycap's digit ("❤️", "1️⃣"), and the tags of a subdivision
+    /// flag ("🏴 + tags", England's). Tags anywhere else spell invisible text a model can read.
+    static func withoutHidden(_ text: String) -> String {
+        let scalars = Array(text.unicodeScalars)
+        var kept = String.UnicodeScalarView()
+        var index = 0
+        while index < scalars.count {
+            let scalar = scalars[index]
+            defer { index += 1 }
+            switch scalar.value {
+            case 0x200D:
+                let next = index + 1 < scalars.count ? scalars[index + 1] : nil
+                if let previous = kept.last, isEmoji(previous), let next, isEmoji(next) { kept.append(scalar) }
+            case 0xFE0E, 0xFE0F:
+                if let previous = kept.last, previous.properties.isEmoji { kept.append(scalar) }
+            case 0x1F3F4:
+                kept.append(scalar)
+                // A subdivision flag: 🏴, two to seven tag letters or digits, the cancel tag.
+                var end = index + 1
+                while end < scalars.count, end - index <= 7, (0xE0030...0xE007A).contains(scalars[end].value) { end += 1 }
+                if end - index >= 3, end < scalars.count, scalars[end].value == 0xE007F {
+                    kept.append(contentsOf: scalars[(index + 1)...end])
+                    index = end
+                }
+            default:
+                // A line break or a tab is a space here; what else is a control goes.
+                if scalar.properties.isWhitespace && scalar.properties.generalCategory != .spaceSeparator {
+                    kept.append(" ")
+                    continue
+                }
+                if isControl(scalar) || scalar.properties.isDefaultIgnorableCodePoint { continue }
+                kept.append(scalar)
+            }
+        }
+        return String(kept)
+    }
+
+    /// An emoji a joiner may join (not a digit, `#` or `*`, which are emoji only as keycaps).
+    private static func isEmoji(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.isEmoji && scalar.value > 0x7F
     }
 
     /// A link, an e-mail address or a phone number in `text`: what it is, never the text itself.
@@ -35,7 +80,10 @@ enum CopyChecks {
         }))
         plain = plain.replacingOccurrences(of: #"(?i)\s+dot\s+(?=(\#(spokenDomains.joined(separator: "|")))\b)"#, with: ".",
                                            options: .regularExpression)
-        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}"] {
+        // Disguised dots, and the marks that look like one (the middle dot, Lisu's full stop,
+        // the dot operators, the Armenian and Urdu full stops).
+        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}", "\u{00B7}", "\u{A4F8}", "\u{22C5}", "\u{2219}",
+                    "\u{0589}", "\u{06D4}", "\u{2024}", "\u{FE52}"] {
             plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
         }
         let checks: [(String, String)] = [
@@ -54,10 +102,12 @@ enum CopyChecks {
     /// ends sentences.
     private static let topLevelLetters = #"[\p{L}&&[^\p{Han}\p{Hiragana}\p{Katakana}]]"#
 
-    /// The top-level domains a link spelt out with "dot" is read with: common ones that are no
-    /// English or French word, so that "a dot in the sky" or "dot to dot" is no link.
-    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "ly", "gg", "xyz", "info", "biz", "tv", "ai", "ru",
-                                        "cn", "fr", "uk", "eu", "au", "br", "nl", "sh", "cc", "ws", "dev", "zip", "mov"]
+    /// The top-level domains a link spelt out with "dot" is read with: the common ones, but
+    /// "in", "it", "to", "top" and "live", so that "a dot in the sky", "dot to dot" or "put a dot
+    /// on top" is no link.
+    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "me", "ly", "gg", "xyz", "info", "biz", "link",
+                                        "click", "site", "online", "shop", "store", "tv", "ai", "ru", "cn", "de", "fr", "uk",
+                                        "us", "eu", "ca", "au", "br", "es", "nl", "sh", "gl", "cc", "ws", "page", "dev", "zip", "mov"]
 
     /// Dates and times as copy writes them, set apart before numbers are read: 2026-03-22,
     /// 22.03.2026, 18:30, 18h30, 18.30 (each with valid values, and not part of a longer run of
@@ -66,6 +116,7 @@ enum CopyChecks {
         + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#                    // 2026-03-22
         + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#           // 22.03.2026
         + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#                                    // 18:30, 18h30, 18.30
+        + #"|(?:19|20)\d\d[-–/](?:19|20)?\d\d"#                                   // 2024-2025, 2025/26
         + #")(?![\d.:]\d)"#)
 
     /// Seven digits or more in a row, with the separators numbers are written with, that are not
@@ -87,9 +138,11 @@ enum CopyChecks {
     /// "pаypal" with a Cyrillic "а" reads as the Latin word and is not. A word wholly in one
     /// alphabet passes (French accents are Latin letters); digits, punctuation, emoji and
     /// combining marks belong to none, and scripts that do not pass for Latin (Chinese, Arabic…)
-    /// are not judged. The price: a word such as "β-carotene" is refused too.
+    /// are not judged. The price: a word such as "β-carotene" or "10μm" (with a Greek mu) is
+    /// refused too. A word wholly in look-alike letters ("раураl" in Cyrillic) is not caught.
     static func mixesAlphabets(_ text: String) -> Bool {
-        for word in text.split(whereSeparator: \.isWhitespace) {
+        // As a reader sees it: mathematical and full-width letters are the letters they show.
+        for word in text.precomposedStringWithCompatibilityMapping.split(whereSeparator: \.isWhitespace) {
             var first: LookAlikeAlphabet?
             for scalar in word.unicodeScalars {
                 guard let alphabet = LookAlikeAlphabet(scalar) else { continue }
@@ -104,7 +157,7 @@ enum CopyChecks {
 /// The alphabets whose letters pass for one another, by the blocks of their letters (the
 /// standard library has no script property).
 enum LookAlikeAlphabet: Equatable {
-    case latin, greek, cyrillic, armenian, cherokee
+    case latin, greek, cyrillic, armenian, cherokee, lisu, syllabics
 
     init?(_ scalar: Unicode.Scalar) {
         switch scalar.properties.generalCategory {
@@ -124,6 +177,10 @@ enum LookAlikeAlphabet: Equatable {
             self = .armenian
         case 0x13A0...0x13FF, 0xAB70...0xABBF:
             self = .cherokee
+        case 0xA4D0...0xA4FF:
+            self = .lisu
+        case 0x1400...0x167F, 0x18B0...0x18FF:
+            self = .syllabics
         default:
             return nil
         }

@@ -61,8 +61,8 @@ public struct PushCopy: Sendable, Equatable {
         guard title.count <= maximumTitleLength else { throw .titleTooLong(title.count) }
         guard body.count <= maximumBodyLength else { throw .bodyTooLong(body.count) }
         for field in [title, body] {
-            if field.unicodeScalars.contains(where: CopyChecks.isControl) { throw .controlCharacters }
             if let what = CopyChecks.contact(in: field) { throw .contact(what) }
+            if CopyChecks.withoutHidden(field) != field { throw .controlCharacters }
             if CopyChecks.mixesAlphabets(field) { throw .mixedAlphabets }
         }
         let quoted = runs(of: userMessages.map { TemporalReferences.words(of: Substring($0)) })

@@ -357,7 +357,8 @@ struct ReminderPlan {
             let decision = ReminderRules.milestones(reached: ReminderRules.reached(progress), decided: circle.decidedMilestones, now: now)
             guard !decision.newlyReached.isEmpty else { continue }
             let id = progress.circleID
-            let name = progress.name
+            // For the ledger (`nudge runs`): what a terminal would not show, or would obey, left out.
+            let name = String(CopyChecks.withoutHidden(progress.name).prefix(60))
             if let late = decision.tooLate {
                 for percent in decision.newlyReached {
                     milestones.append((id, percent, "missed: reached at \(late.formatted(.iso8601)), more than 24 h ago"))
