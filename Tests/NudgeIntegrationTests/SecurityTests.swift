@@ -5,7 +5,7 @@ import Testing
 /// The database's own defences (docs/security.md): functions that run with the owner's rights
 /// cannot be borrowed through a session's temporary schema nor through `public`, and the jobs'
 /// and serve's roles refuse to start where they could plant either.
-@Suite struct DefinerFunctionTests {
+@Suite(.serialized) struct DefinerFunctionTests {
     /// `deploy/sql/roles.sql` on `database`, as the owner of Nudge's tables.
     private func grantRoles(_ database: TestDatabase) throws {
         let roles = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
@@ -177,6 +177,20 @@ import Testing
             select r.name, 'role', split_part(c, '=', 1), split_part(c, '=', 2)
               from pg_db_role_setting s join roles r on s.setrole = r.name::regrole cross join unnest(s.setconfig) c
             union all
+            select r.name, 'role', 'attributes',
+                   concat_ws(',', case when a.rolcanlogin then 'LOGIN' end, case when a.rolsuper then 'SUPERUSER' end,
+                             case when a.rolcreaterole then 'CREATEROLE' end, case when a.rolcreatedb then 'CREATEDB' end,
+                             case when a.rolbypassrls then 'BYPASSRLS' end, case when a.rolreplication then 'REPLICATION' end)
+              from pg_authid a join roles r on a.rolname = r.name
+            union all
+            select r.name, 'member of', g.rolname::text, 'MEMBER'
+              from pg_auth_members m join roles r on m.member = r.name::regrole join pg_authid g on g.oid = m.roleid
+            union all
+            select 'PUBLIC', 'table', c.relname::text, string_agg(a.privilege_type, ',' order by a.privilege_type)
+              from pg_class c cross join lateral aclexplode(c.relacl) a
+             where c.relnamespace = 'public'::regnamespace and a.grantee = 0
+             group by c.relname
+            union all
             select r.name, 'database', 'public', p
               from roles r cross join unnest(array['CREATE', 'TEMPORARY', 'CONNECT']) p
              where has_database_privilege(r.name, current_database(), p)
@@ -190,12 +204,15 @@ import Testing
         """
 
     /// `roles.sql` run by a role that owns Nudge's tables but not the database nor schema
-    /// `public` (where every role may still create): it applies every grant, then stops with an
-    /// error naming what the database's owner must run.
+    /// `public` (where every role may still create), and may not change roles: it applies every
+    /// grant, says what a role administrator must run, then stops with an error naming what the
+    /// database's owner must run.
     @Test func rolesSQLRunByTheTablesOwnerAloneGrantsAllThenNamesTheDatabaseOwnersPart() async throws {
         let database = try await TestDatabase.fresh()
         try database.psql("""
-            do $$ begin create role nudge_test_tables login createrole; exception when duplicate_object or unique_violation then null; end $$;
+            do $$ begin create role nudge_test_tables login; exception when duplicate_object or unique_violation then null; end $$;
+            do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
+            do $$ begin create role nudge_serve login; exception when duplicate_object or unique_violation then null; end $$;
             grant create on schema public to public;
             do $$
             declare r record;
@@ -222,8 +239,37 @@ import Testing
         #expect(result.stderr.contains("a role other than the owner may still create in schema public (every grant above is applied)"),
                 "\(result.stderr)")
         #expect(result.stderr.contains("revoke create on schema public from public, nudge_jobs, nudge_serve"), "\(result.stderr)")
+        // Nor may it change roles (no CREATEROLE): it says what to run instead.
+        #expect(result.stderr.contains("nudge_test_tables may not change roles; as a role with CREATEROLE, run: alter role nudge_jobs connection limit 100"),
+                "\(result.stderr)")
         #expect(try database.value("select has_table_privilege('nudge_jobs', 'job_runs', 'insert')") == "t")
         #expect(try database.value("select has_function_privilege('nudge_serve', 'nudge_unsubscribe(uuid, text)', 'execute')") == "t")
+    }
+
+    /// roles.sql on a database not migrated to the functions serve writes through changes
+    /// nothing (one transaction) and says to migrate; a role given more than its grants (the
+    /// membership of another role, which could be pg_write_all_data) is named as an error.
+    @Test func rolesSQLChangesNothingBeforeItsMigrationAndRefusesWiderRoles() async throws {
+        let database = try await TestDatabase.fresh()
+        try grantRoles(database)
+        try database.psql("alter function nudge_sms_status(text, text, text, bigint) rename to nudge_sms_status_away")
+        try database.psql("grant select on email_preferences to nudge_serve")
+        let early = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
+                                                     "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        #expect(early.status != 0 && early.stderr.contains("lacks migration 0028"), "\(early.stderr)")
+        #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "t")
+        try database.psql("alter function nudge_sms_status_away(text, text, text, bigint) rename to nudge_sms_status")
+        // (A group that holds nothing, so that no other test's role gains a right meanwhile; this
+        // suite runs one test at a time, for the list test's sake.)
+        try database.psql("""
+            do $$ begin create role nudge_test_group nologin; exception when duplicate_object or unique_violation then null; end $$;
+            grant nudge_test_group to nudge_serve;
+            """)
+        defer { _ = try? database.psql("revoke nudge_test_group from nudge_serve") }
+        let wider = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
+                                                     "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        #expect(wider.status != 0 && wider.stderr.contains("holds more than its grants"), "\(wider.stderr)")
+        #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "f")
     }
 
     /// The owner's functions that serve calls know each email type by the same two switches as
@@ -237,6 +283,27 @@ import Testing
         let other = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url, "-c",
                                                      "select * from nudge_unsubscribe(gen_random_uuid(), 'fitcircle_invites')"])
         #expect(other.status != 0 && other.stderr.contains("no email type 'fitcircle_invites'"), "\(other.stderr)")
+    }
+
+    /// As the jobs' role, with only the rights roles.sql gives it: a run whose user fails writes
+    /// the failure (its upsert needs UPDATE) and exits 3, and the operators' commands (runs,
+    /// failures, pause, resume, report) work.
+    @Test func theJobsRoleRecordsAFailureAndServesTheOperatorsCommands() async throws {
+        let database = try await TestDatabase.fresh()
+        try grantRoles(database)
+        try Fixture.population(database, count: 3, signup: "2026-03-01T00:00:00Z", from: "2026-03-01", to: "2026-03-09")
+        try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(9))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        let jobs = ["DATABASE_URL": database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_jobs@")]
+        let run = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"], environment: jobs)
+        #expect(run.status == 3, "\(run.stderr)")
+        #expect(try database.count("select count(*) from job_run_failures") == 1)
+        let again = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:30:00Z", "--sweep"], environment: jobs)
+        #expect(again.status == 3, "\(again.stderr)")
+        for command in [["runs"], ["runs", "--failures", "1"], ["pause", "validate-streaks"], ["resume", "validate-streaks"],
+                        ["report", "--from", "2026-03-01", "--to", "2026-03-10", "--now", "2026-03-10T09:00:00Z"]] {
+            let result = try await database.nudge(command, environment: jobs)
+            #expect(result.status == 0, "\(command): \(result.stderr)")
+        }
     }
 
     /// `nudge run` as a role that may create in `public` refuses to start, naming the fix; once

@@ -8,7 +8,9 @@
 -- - nudge_sms_reply: a STOP or START relayed by Twilio, applied once by its MessageSid;
 -- - nudge_email_event: one of Resend's events, kept once by its svix-id, applied to its
 --   email's log, and, for a hard bounce or a complaint, the address suppressed (a complaint
---   also turns its user's optional emails off).
+--   also turns its user's optional emails off);
+-- - nudge_sms_status / nudge_apply_kept_sms_statuses: Twilio's status of an SMS on its log
+--   row, or kept for a log not written yet, and applied once it is.
 
 -- The two switches of an email type (an EmailType's raw value): its email_preferences column
 -- and its notification_preferences one. Anything else is refused.
@@ -115,16 +117,17 @@ revoke execute on function nudge_sms_reply(text, text, boolean) from public;
 -- 'busy' (another event of the email is being recorded: answer 503), 'repeated' (an open or
 -- click after an earlier one), 'replayed' (this svix-id with a timestamp not newer), 'retried'
 -- (this svix-id again, newer), 'logged' or 'unlogged' (kept; whether the email has a log).
--- p_suppress: a hard bounce or a complaint (the caller reads the event's kind).
+-- A complaint, or a bounce of type 'Permanent', suppresses the address.
 create function nudge_email_event(p_svix_id text, p_svix_timestamp bigint, p_email_id text, p_type text, p_occurred_at timestamptz,
-                                  p_to text, p_bounce_type text, p_bounce_subtype text, p_detail text, p_received_at timestamptz,
-                                  p_suppress boolean) returns text
+                                  p_to text, p_bounce_type text, p_bounce_subtype text, p_detail text, p_received_at timestamptz)
+returns text
 language plpgsql security definer set search_path = pg_catalog, public, pg_temp as $$
 declare
     inserted boolean;
     kept_address text;
     logged boolean;
     complaint constant boolean := p_type = 'email.complained';
+    suppress constant boolean := p_type = 'email.complained' or (p_type = 'email.bounced' and p_bounce_type = 'Permanent');
     suppression_detail text;
 begin
     if p_svix_id is null or p_email_id is null or p_type is null then
@@ -161,7 +164,7 @@ begin
         return 'retried';
     end if;
     logged := exists (select 1 from public.nudge_apply_email_receipts(array[p_email_id]));
-    if p_suppress and kept_address is not null then
+    if suppress and kept_address is not null then
         suppression_detail := case when complaint then 'marked as spam'
                                    else pg_catalog.concat_ws(': ', p_bounce_subtype, p_detail) end;
         insert into public.email_suppressions (address, reason, detail, email_id, suppressed_at)
@@ -193,4 +196,84 @@ begin
     end if;
     return case when logged then 'logged' else 'unlogged' end;
 end $$;
-revoke execute on function nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz, boolean) from public;
+revoke execute on function nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz) from public;
+
+-- Twilio's status of an SMS ('delivered' or 'failed', with Twilio's reason), on the SMS's log
+-- row: found by its SID, or, for an SMS whose answer never came (its outcome recorded as unknown),
+-- by the outbox row the callback's URL names when no log has the SID. A delivered SMS is never
+-- set back. The outcome: 'recorded'; 'ignored' (its log has it already: a late callback); 'kept'
+-- (no log yet, but the callback names Nudge's outbox row: kept, applied when the log is);
+-- 'unknown' (no log, no outbox row named).
+create function nudge_sms_status(p_sid text, p_status text, p_error text, p_outbox_id bigint) returns text
+language plpgsql security definer set search_path = pg_catalog, public, pg_temp as $$
+declare
+    updated integer;
+begin
+    if p_sid is null or p_sid = '' then
+        raise exception 'nudge_sms_status: the MessageSid is required' using errcode = '22023';
+    end if;
+    if p_status is null or p_status not in ('delivered', 'failed') then
+        raise exception 'nudge_sms_status: the status is ''delivered'' or ''failed'', not %', coalesce('''' || p_status || '''', 'null')
+            using errcode = '22023';
+    end if;
+    update public.notification_logs l
+       set status = p_status, delivered = l.delivered or p_status = 'delivered',
+           delivered_at = case when p_status = 'delivered' then coalesce(l.delivered_at, pg_catalog.now()) else l.delivered_at end,
+           error_msg = coalesce(nullif(p_error, ''), case when p_status = 'delivered' then null else l.error_msg end),
+           provider_id = coalesce(l.provider_id, p_sid)
+     where l.channel = 'sms' and l.status not in ('delivered', 'opened')
+       and (l.provider_id = p_sid
+            or (l.provider_id is null and l.outbox_id = coalesce(p_outbox_id, -1) and l.error_msg like 'outcome unknown%'
+                and not exists (select 1 from public.notification_logs k where k.channel = 'sms' and k.provider_id = p_sid)));
+    get diagnostics updated = row_count;
+    if updated > 0 then
+        return 'recorded';
+    end if;
+    if exists (select 1 from public.notification_logs l where l.channel = 'sms' and l.provider_id = p_sid) then
+        return 'ignored';
+    end if;
+    if p_outbox_id is null then
+        return 'unknown';
+    end if;
+    -- A delivery outranks a failure.
+    insert into public.sms_status_early as e (message_sid, outbox_id, status, error_msg, received_at)
+    values (p_sid, p_outbox_id, p_status, nullif(p_error, ''), pg_catalog.now())
+    on conflict (message_sid) do update
+       set status = case when e.status = 'delivered' then 'delivered' else excluded.status end,
+           error_msg = case when e.status = 'delivered' then null else excluded.error_msg end;
+    -- The log may have been written meanwhile, after its write read the kept statuses.
+    perform public.nudge_apply_kept_sms_statuses(p_kept_seconds => 7 * 24 * 3600);
+    return 'kept';
+end $$;
+revoke execute on function nudge_sms_status(text, text, text, bigint) from public;
+
+-- Applies the kept statuses whose logs are written now, and forgets those older than
+-- p_kept_seconds; how many were applied. Dispatch runs it too, after its batches.
+create function nudge_apply_kept_sms_statuses(p_kept_seconds double precision) returns integer
+language plpgsql security definer set search_path = pg_catalog, public, pg_temp as $$
+declare
+    applied integer;
+begin
+    with stale as (
+        delete from public.sms_status_early e where e.received_at < pg_catalog.now() - pg_catalog.make_interval(secs => p_kept_seconds)
+    ), found as (
+        select e.message_sid, e.status, e.error_msg, e.received_at, l.id as log_id
+          from public.sms_status_early e
+          join public.notification_logs l
+            on l.channel = 'sms'
+           and (l.provider_id = e.message_sid
+                or (l.provider_id is null and l.outbox_id = e.outbox_id and l.error_msg like 'outcome unknown%'))
+    ), forgotten as (
+        delete from public.sms_status_early e using found f where e.message_sid = f.message_sid
+    )
+    update public.notification_logs l
+       set status = f.status, delivered = l.delivered or f.status = 'delivered',
+           delivered_at = case when f.status = 'delivered' then coalesce(l.delivered_at, f.received_at) else l.delivered_at end,
+           error_msg = coalesce(f.error_msg, case when f.status = 'delivered' then null else l.error_msg end),
+           provider_id = coalesce(l.provider_id, f.message_sid)
+      from found f
+     where l.id = f.log_id and l.status not in ('delivered', 'opened');
+    get diagnostics applied = row_count;
+    return applied;
+end $$;
+revoke execute on function nudge_apply_kept_sms_statuses(double precision) from public;

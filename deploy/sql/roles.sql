@@ -8,14 +8,28 @@
 -- nudge_jobs: the jobs (`nudge run`, `nudge runs`, `pause`, `report`…). Each table its SQL names,
 --   with the rights its statements need: it reads the app's tables and writes none of them but
 --   the columns Nudge keeps there; it writes Nudge's own; it changes no table, and a table a later
---   migration creates is nobody's until this file names it (the owner runs `nudge migrate`,
---   `nudge seed` and `nudge prune --vacuum`).
+--   migration creates is nobody's until this file names it (the owner runs `nudge migrate` and
+--   `nudge seed`).
 -- nudge_serve: `nudge serve`, which faces the internet. It answers one-click unsubscribes, Twilio's
 --   callbacks and replies, and Resend's webhooks, and can do nothing else: its writes go through
 --   functions that run with the owner's rights and do only that (an email turned off, never on;
---   a reply applied once; an event kept once), and of the tables it reads only what finds an
---   SMS's log row. It reads no address, no outbox and no notification's copy.
+--   a reply applied once; an event kept once; an SMS's status on its own log). It reads no
+--   table, no address, no outbox and no notification's copy.
 -- deploy/sql/privileges.txt lists what each role may do once this has run; a test compares.
+--
+-- The grants are one transaction: an error (a database not migrated yet) leaves every role as it
+-- was. The checks that follow it name what only the database's owner or a role administrator
+-- can do.
+begin;
+
+do $$
+begin
+    if pg_catalog.to_regprocedure('public.nudge_sms_status(text, text, text, bigint)') is null then
+        raise exception 'roles.sql: this database lacks migration 0028 (the functions nudge serve writes through): run `nudge migrate` first, as the owner';
+    end if;
+end
+$$;
+
 do $$
 begin
     if not exists (select 1 from pg_roles where rolname = 'nudge_jobs') then
@@ -49,7 +63,16 @@ $$;
 -- table to the jobs, and to every table created later) is taken back first.
 revoke all on all tables in schema public from nudge_jobs, nudge_serve;
 revoke all on all sequences in schema public from nudge_jobs, nudge_serve;
-revoke all on all functions in schema public from nudge_jobs, nudge_serve;
+do $$
+declare
+    f regprocedure;
+begin
+    for f in select p.oid::regprocedure from pg_catalog.pg_proc p
+              where p.pronamespace = 'public'::regnamespace and p.proname like 'nudge%' loop
+        execute format('revoke all on function %s from nudge_jobs, nudge_serve', f);
+    end loop;
+end
+$$;
 alter default privileges in schema public revoke all on tables from nudge_jobs;
 alter default privileges in schema public revoke all on sequences from nudge_jobs;
 
@@ -67,7 +90,8 @@ grant insert (user_id, device_token, platform, active, last_used), update (activ
 -- Nudge's own tables: what each job writes, and prune deletes.
 grant select, insert, update on daily_goals, weekly_goals, user_streaks, job_due, dispatch_leases,
                                 provider_health, provider_pace, provider_tokens to nudge_jobs;
-grant select, insert on user_badges, reminder_milestones, job_run_failures, email_logs, sms_opt_outs to nudge_jobs;
+grant select, insert on user_badges, reminder_milestones, email_logs, sms_opt_outs to nudge_jobs;
+grant select, insert, update on job_run_failures to nudge_jobs;                 -- a failure's detail, kept once per item
 grant select, insert, update, delete on notification_outbox, notification_logs, job_runs, job_work, job_pauses,
                                         leaderboard_boards, fitcircle_leaderboard_entries to nudge_jobs;
 grant select, insert, delete on llm_calls, push_log to nudge_jobs;
@@ -78,31 +102,48 @@ grant usage on sequence job_runs_id_seq, notification_outbox_id_seq, llm_calls_i
 revoke execute on function nudge_try_run_lock(integer, integer, integer), nudge_release_run_lock(integer, integer, integer),
                            nudge_expect(boolean, text), nudge_email_receipts(notification_logs)
     from public;
-grant execute on function nudge_apply_email_receipts(text[]), nudge_try_run_lock(integer, integer, integer),
+grant execute on function nudge_apply_email_receipts(text[]), nudge_apply_kept_sms_statuses(double precision),
+                          nudge_try_run_lock(integer, integer, integer),
                           nudge_release_run_lock(integer, integer, integer), nudge_expect(boolean, text),
                           nudge_email_receipts(notification_logs)
     to nudge_jobs;
 
--- serve: what its routes do, nothing else. Unsubscribe, SMS replies and Resend's events through
--- the owner's functions (migration 0028); Twilio's statuses on the SMS's log row (found by its
--- SID or its outbox row) and the statuses kept for a log not written yet.
+-- serve: what its routes do, nothing else, each through a function that runs as the owner and
+-- does only that (migration 0028): an unsubscribe, an SMS reply, Resend's event, Twilio's status.
 grant execute on function nudge_unsubscribe_state(uuid, text), nudge_unsubscribe(uuid, text),
                           nudge_sms_reply(text, text, boolean),
-                          nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz, boolean)
+                          nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz),
+                          nudge_sms_status(text, text, text, bigint), nudge_apply_kept_sms_statuses(double precision)
     to nudge_serve;
-grant select (id, channel, provider_id, outbox_id, status, error_msg, delivered, delivered_at) on notification_logs to nudge_serve;
-grant update (status, delivered, delivered_at, error_msg, provider_id) on notification_logs to nudge_serve;
-grant select, insert, update, delete on sms_status_early to nudge_serve;
+
+commit;
 
 -- Bounds of each role's sessions, whoever opens them: the jobs' processes set tighter ones of
 -- their own (NUDGE_DB_STATEMENT_TIMEOUT_SECONDS); these hold for an operator's psql as the role,
--- and keep a runaway from taking every connection of the server.
-alter role nudge_jobs connection limit 100;
-alter role nudge_jobs set statement_timeout = '1h';
-alter role nudge_jobs set idle_in_transaction_session_timeout = '10min';
-alter role nudge_serve connection limit 40;
-alter role nudge_serve set statement_timeout = '5s';
-alter role nudge_serve set idle_in_transaction_session_timeout = '30s';
+-- and keep a runaway from taking every connection of the server. 100 for the jobs is room for
+-- every job at once on one machine with dispatch's default lanes: raise it with lanes and shards
+-- (docs/security.md). Changing a role takes CREATEROLE: without it, a warning says what to run.
+do $$
+declare
+    statements text[] := array[
+        'alter role nudge_jobs connection limit 100',
+        'alter role nudge_jobs set statement_timeout = ''1h''',
+        'alter role nudge_jobs set idle_in_transaction_session_timeout = ''10min''',
+        'alter role nudge_serve connection limit 40',
+        'alter role nudge_serve set statement_timeout = ''5s''',
+        'alter role nudge_serve set idle_in_transaction_session_timeout = ''30s'''];
+    statement text;
+begin
+    if exists (select 1 from pg_catalog.pg_roles r where r.rolname = current_user and (r.rolsuper or r.rolcreaterole)) then
+        foreach statement in array statements loop
+            execute statement;
+        end loop;
+    else
+        raise warning 'roles.sql: % may not change roles; as a role with CREATEROLE, run: %;', current_user,
+            array_to_string(statements, '; ');
+    end if;
+end
+$$;
 
 -- Last, once every grant above is in place: what the revokes at the top could not do, run by a
 -- role that owns Nudge's tables but not the database or schema public (they only warn then). A
@@ -127,6 +168,13 @@ begin
     if temporary_open then
         raise warning 'roles.sql: every role may still make temporary tables in this database; as %, run: revoke temporary on database % from public, nudge_jobs, nudge_serve; grant temporary on database % to %',
             database_owner, quote_ident(current_database()), quote_ident(current_database()), quote_ident(current_user);
+    end if;
+    if exists (select 1 from pg_catalog.pg_roles r
+                where r.rolname in ('nudge_jobs', 'nudge_serve')
+                  and (r.rolsuper or r.rolbypassrls or r.rolcreaterole or r.rolcreatedb or r.rolreplication))
+       or exists (select 1 from pg_catalog.pg_auth_members m
+                   where m.member in ('nudge_jobs'::regrole, 'nudge_serve'::regrole)) then
+        raise exception 'roles.sql: nudge_jobs or nudge_serve holds more than its grants (a superuser, BYPASSRLS, CREATEROLE, CREATEDB or REPLICATION attribute, or membership of another role such as pg_write_all_data): remove it (alter role … nosuperuser nobypassrls nocreaterole nocreatedb noreplication; revoke <role> from …)';
     end if;
     if create_open then
         raise exception 'roles.sql: a role other than the owner may still create in schema public (every grant above is applied); as %, run: revoke create on schema public from public, nudge_jobs, nudge_serve',

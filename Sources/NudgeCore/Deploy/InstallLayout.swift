@@ -21,7 +21,8 @@ public struct InstallLayout: Sendable, Equatable {
     /// database role and the webhooks' secrets, no provider key.
     public var serveEnvFile: String { configurationFolder + "/serve.env" }
 
-    /// The folder of the providers' key files (`/etc/nudge/keys`, root's alone), which systemd
+    /// The folder of the providers' key files (`/etc/nudge/keys`, root's, which group `nudge` may
+    /// enter; the files root's alone under systemd), which systemd
     /// hands to the jobs as credentials (`LoadCredential=nudge:<folder>`: each file becomes
     /// `$CREDENTIALS_DIRECTORY/nudge_<its name>`, which Nudge reads in place of the file its setting names).
     public var keysDirectory: String { configurationFolder + "/keys" }
@@ -174,7 +175,7 @@ extension JobCatalog {
                 KillMode=mixed
                 TimeoutStopSec=60
                 # The providers' key files (APNS_PRIVATE_KEY, GOOGLE_APPLICATION_CREDENTIALS), root's
-                # alone in this folder, handed over by systemd.
+                # alone in this folder (mode 600), handed over by systemd.
                 \(credentials)
                 \(InstallLayout.hardening(writable: [InstallLayout.metricsDirectory], hidden: [layout.serveEnvFile, layout.ownerEnvFile]))
 

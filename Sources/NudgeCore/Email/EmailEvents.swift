@@ -55,7 +55,7 @@ public enum EmailEvents {
         let query: SQLFragment = """
             select nudge_email_event(\(svixID), \(deliveredAt), \(emailID), \(event.type), \(event.occurredAt), \(event.to),
                                      \(event.bounceType), \(event.bounceSubType), \(event.bounceMessage.map { String($0.prefix(1_000)) }),
-                                     \(receivedAt), \(event.isHardBounce || event.type == "email.complained"))
+                                     \(receivedAt))
             """
         var outcome = ""
         for try await answer in try await connection.query(try query.query(), logger: logger).decode(String.self) { outcome = answer }

@@ -59,46 +59,17 @@ public enum SMSStatus {
         }
         guard let status = TwilioWebhook.logStatus(reported) else { return .ignored }
         let error = status == "failed" ? "Twilio: \(reported)" + (form["ErrorCode"].map { " (\($0))" } ?? "") : ""
-        let query: SQLFragment = """
-            update notification_logs l
-               set status = \(status), delivered = l.delivered or \(status) = 'delivered',
-                   delivered_at = case when \(status) = 'delivered' then coalesce(l.delivered_at, now()) else l.delivered_at end,
-                   error_msg = coalesce(nullif(\(error), ''), case when \(status) = 'delivered' then null else l.error_msg end),
-                   provider_id = coalesce(l.provider_id, \(sid))
-             where l.channel = 'sms' and l.status not in ('delivered', 'opened')
-               and (l.provider_id = \(sid)
-                    -- the log of an SMS whose answer never came: only when no log has the SID
-                    or (l.provider_id is null and l.outbox_id = \(outboxID ?? -1) and l.error_msg like 'outcome unknown%'
-                        and not exists (select 1 from notification_logs k where k.channel = 'sms' and k.provider_id = \(sid))))
-            returning l.id
-            """
-        var updated = 0
-        for try await _ in try await connection.query(try query.query(), logger: logger).decode(UUID.self) { updated += 1 }
-        if updated > 0 { return .recorded(status) }
-        // Already delivered (a late callback): its log has the SID.
-        let known: SQLFragment = "select count(*) from notification_logs l where l.channel = 'sms' and l.provider_id = \(sid)"
-        for try await count in try await connection.query(try known.query(), logger: logger).decode(Int.self) where count > 0 {
-            return .ignored
+        // nudge_sms_status (migration 0028): the server's role reads and writes no log itself.
+        let query: SQLFragment = "select nudge_sms_status(\(sid), \(status), \(error), \(outboxID))"
+        var outcome = ""
+        for try await answer in try await connection.query(try query.query(), logger: logger).decode(String.self) { outcome = answer }
+        switch outcome {
+        case "recorded": return .recorded(status)
+        case "ignored": return .ignored
+        case "kept": return .kept(status)
+        case "unknown": return .unknownMessage
+        default: throw NudgeError(.database, "nudge_sms_status answered '\(outcome)'")
         }
-        // An SMS of Nudge's whose log is not written yet: kept for it (a delivery outranks a failure).
-        // The outbox id is Nudge's own: it is in the callback URL dispatch gave Twilio, which
-        // Twilio's signature covers (and `nudge serve` may not read the outbox); one that never
-        // gets a log is forgotten after `keptFor`.
-        guard let outboxID else { return .unknownMessage }
-        let keep: SQLFragment = """
-            insert into sms_status_early (message_sid, outbox_id, status, error_msg, received_at)
-            values (\(sid), \(outboxID), \(status), nullif(\(error), ''), now())
-            on conflict (message_sid) do update
-               set status = case when sms_status_early.status = 'delivered' then 'delivered' else excluded.status end,
-                   error_msg = case when sms_status_early.status = 'delivered' then null else excluded.error_msg end
-            returning message_sid
-            """
-        var kept = false
-        for try await _ in try await connection.query(try keep.query(), logger: logger).decode(String.self) { kept = true }
-        guard kept else { return .unknownMessage }
-        // The log may have been written meanwhile, after its write read the kept statuses.
-        _ = try await applyKept(on: connection, logger: logger)
-        return .kept(status)
     }
 
     /// Whether a relayed reply stops (true) or restarts (false) SMS to its number; nil for
@@ -120,30 +91,9 @@ public enum SMSStatus {
     /// Applies the kept statuses whose logs are written now, and forgets those a week old; how
     /// many were applied.
     public static func applyKept(on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        let query: SQLFragment = """
-            with stale as (
-                delete from sms_status_early where received_at < now() - make_interval(secs => \(keptFor))
-            ), found as (
-                select e.message_sid, e.status, e.error_msg, e.received_at, l.id as log_id
-                  from sms_status_early e
-                  join notification_logs l
-                    on l.channel = 'sms'
-                   and (l.provider_id = e.message_sid
-                        or (l.provider_id is null and l.outbox_id = e.outbox_id and l.error_msg like 'outcome unknown%'))
-            ), applied as (
-                delete from sms_status_early e using found f where e.message_sid = f.message_sid
-            )
-            update notification_logs l
-               set status = f.status, delivered = l.delivered or f.status = 'delivered',
-                   delivered_at = case when f.status = 'delivered' then coalesce(l.delivered_at, f.received_at) else l.delivered_at end,
-                   error_msg = coalesce(f.error_msg, case when f.status = 'delivered' then null else l.error_msg end),
-                   provider_id = coalesce(l.provider_id, f.message_sid)
-              from found f
-             where l.id = f.log_id and l.status not in ('delivered', 'opened')
-            returning l.id
-            """
+        let query: SQLFragment = "select nudge_apply_kept_sms_statuses(\(keptFor))"
         var applied = 0
-        for try await _ in try await connection.query(try query.query(), logger: logger).decode(UUID.self) { applied += 1 }
+        for try await count in try await connection.query(try query.query(), logger: logger).decode(Int.self) { applied = count }
         return applied
     }
 }

@@ -74,13 +74,18 @@ public enum ServeEnvironment {
     }
 
     /// The jobs' files `nudge serve` must not be able to open: the jobs' env file
-    /// (`NUDGE_JOBS_ENV_FILE`, or `env` beside serve's own env file, `/etc/nudge/env` without
-    /// one), the owner's (`owner.env`) and the providers' key folder (`keys`) beside it.
+    /// (`NUDGE_JOBS_ENV_FILE`, or `env` beside serve's own env file), the owner's (`owner.env`)
+    /// and the providers' key folder (`keys`) beside it, and those of the standard install
+    /// (`/etc/nudge/env`, `owner.env`, `keys`) wherever serve's own env file is.
     public static func jobsFiles(_ environment: Environment) -> [String] {
         let own = environment["NUDGE_ENV_FILE"].flatMap { $0.isEmpty ? nil : $0 }
         let folder = own.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path } ?? "/etc/nudge"
         let jobs = environment["NUDGE_JOBS_ENV_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? folder + "/env"
-        return [jobs, folder + "/owner.env", folder + "/keys"].filter { $0 != own }
+        var files = [jobs, folder + "/owner.env", folder + "/keys"]
+        for standard in ["/etc/nudge/env", "/etc/nudge/owner.env", "/etc/nudge/keys"] where !files.contains(standard) {
+            files.append(standard)
+        }
+        return files.filter { $0 != own }
     }
 
     /// Refuses to serve when this process can open one of `paths` (`jobsFiles`): a flaw in the
