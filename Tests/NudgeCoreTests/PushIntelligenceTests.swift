@@ -290,7 +290,8 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
                          "Say hi to St. Louis, great job. Keep going", "Fête des pères 👨‍👩‍👧 ❤️", "2.5 km today, 10,234 steps",
                          "Wait...what? e.g. 7 a.m. or 6.30 p.m.", "A polka dot day with Dot and Sam, a dot in the sky", "東京。明日も歩こう",
                          "Your call: 2026-03-22 18:30", "Rendez-vous 22.03.2026 18h30", "12 000 000 steps together",
-                         "See you at 7.30 pm, 2.5 km to go", "Come on England 🏴\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}"] {
+                         "See you at 7.30 pm, 2.5 km to go", "Come on England 🏴\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}",
+                         "Bravo à tous·tes 🏋️‍♀️", "On ❤️‍🔥 ta série", "Saison 2024-2025 : 10µm de plus 🏳️‍🌈"] {
             #expect(throws: Never.self, "\(everyday)") {
                 try PushCopy.parse(#"{"title": "Hi", "body": "\#(everyday)"}"#, userMessages: user)
             }

@@ -30,10 +30,11 @@ import Testing
         #expect(joined == "Zen")
         // Tags spell invisible text: gone, but in a subdivision flag.
         let tags = String(String.UnicodeScalarView((0..<10_400).map { Unicode.Scalar(0xE0041 + UInt32($0 % 26))! }))
-        #expect(UserText.forCopy("Work" + tags, maxLength: 40) == "Work")
+        // (More than was read: it ends with an ellipsis.)
+        #expect(UserText.forCopy("Work" + tags, maxLength: 40) == "Work…")
         #expect(UserText.forCopy("\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F} Lions", maxLength: 40)
                 == "\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F} Lions")
-        #expect(UserText.forCopy("\u{1F3F4}" + tags, maxLength: 40) == "\u{1F3F4}")
+        #expect(UserText.forCopy("\u{1F3F4}" + tags, maxLength: 40) == "\u{1F3F4}…")
         #expect(UserText.forCopy("👩\u{200D}💻 Coders ❤\u{FE0F}", maxLength: 40) == "👩\u{200D}💻 Coders ❤\u{FE0F}")
     }
 
@@ -51,11 +52,31 @@ import Testing
         #expect(UserText.forCopy("Sunday Striders " + String(repeating: "x", count: 200_000), maxLength: 40)?.count == 40)
     }
 
-    @Test func yearsAndSpokenWordsAreNoPhoneNumbersOrLinks() {
-        for text in ["Saison 2024-2025", "Promo 2025/2026", "a dot in the sky", "Dot to dot", "Polka dot runners"] {
+    /// What the second review found: emoji joined after a variation selector, French inclusive
+    /// writing, seasons beside other digits, the micro sign, made-up flags, a name cut among
+    /// hidden characters, characters no one can see, piled marks, Persian's non-joiner.
+    @Test func emojiFrenchAndNamesAreShownAsWrittenAndTricksAreNot() {
+        for text in ["🏋️‍♀️ Lift Club", "Prêt·es à courir", "🏳️‍🌈 Runners", "❤️‍🔥 Team", "10µm de plus", "Saison 2024-2025",
+                     "Promo 2025/26", "می\u{200C}روم Runners"] {
             #expect(UserText.forCopy(text, maxLength: 40) == text, "\(text)")
         }
-        for text in ["evil dot me", "evil dot de", "shop dot site", "evil\u{00B7}com", "evil\u{A4F8}com", "evil\u{22C5}com",
+        for text in ["Call 415 2019-2034", "0612 2019-2099", "Promo 2019-2099 2088"] {
+            #expect(UserText.forCopy(text, maxLength: 40) == nil, "\(text)")
+        }
+        let ignore = String(String.UnicodeScalarView("IGNORE".unicodeScalars.map { Unicode.Scalar(0xE0000 + $0.value)! }))
+        #expect(UserText.forCopy("\u{1F3F4}" + ignore + "\u{E007F} Lions", maxLength: 40) == "\u{1F3F4} Lions")
+        #expect(UserText.forCopy("Team" + String(repeating: "\u{200B}", count: 2_000) + "Rockets", maxLength: 40) == "Team…")
+        #expect(UserText.forCopy(String(repeating: "\u{E000}", count: 45), maxLength: 40) == nil)
+        #expect(UserText.forCopy("Z" + String(repeating: "\u{0301}", count: 9) + "oe", maxLength: 40) == "Zoe")
+        #expect(UserText.forCopy("Tiê\u{0301}n", maxLength: 40) == "Tiê\u{0301}n")
+    }
+
+    @Test func yearsAndSpokenWordsAreNoPhoneNumbersOrLinks() {
+        for text in ["Saison 2024-2025", "Promo 2025/2026", "a dot in the sky", "Dot to dot", "Polka dot runners", "Polka dot shop",
+                     "La dot de Léa"] {
+            #expect(UserText.forCopy(text, maxLength: 40) == text, "\(text)")
+        }
+        for text in ["evil dot com", "evil dot fr", "evil dot xyz", "evil\u{A4F8}com", "evil\u{22C5}com",
                      "evil\u{2219}com", "evil\u{06D4}com"] {
             #expect(UserText.forCopy(text, maxLength: 40) == nil, "\(text)")
         }

@@ -353,6 +353,14 @@ import Testing
             try database.psql("delete from sms_opt_outs")
         }
         #expect(try database.count("select count(*) from sms_replies") == 5)
+        // A status callback without its SID is no message of Nudge's (not an error: no 500).
+        let blank = try await database.withDatabase { db in
+            try await db.withConnection { connection in
+                try await SMSStatus.record(fields: [("MessageSid", ""), ("MessageStatus", "delivered")], outboxID: 7,
+                                           on: connection, logger: db.logger)
+            }
+        }
+        #expect(blank == .unknownMessage)
     }
 }
 

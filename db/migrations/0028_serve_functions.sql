@@ -248,14 +248,15 @@ end $$;
 revoke execute on function nudge_sms_status(text, text, text, bigint) from public;
 
 -- Applies the kept statuses whose logs are written now, and forgets those older than
--- p_kept_seconds; how many were applied. Dispatch runs it too, after its batches.
+-- p_kept_seconds (a day at least); how many were applied. Dispatch runs it too, after its batches.
 create function nudge_apply_kept_sms_statuses(p_kept_seconds double precision) returns integer
 language plpgsql security definer set search_path = pg_catalog, public, pg_temp as $$
 declare
     applied integer;
 begin
     with stale as (
-        delete from public.sms_status_early e where e.received_at < pg_catalog.now() - pg_catalog.make_interval(secs => p_kept_seconds)
+        delete from public.sms_status_early e
+         where e.received_at < pg_catalog.now() - pg_catalog.make_interval(secs => greatest(p_kept_seconds, 86400))
     ), found as (
         select e.message_sid, e.status, e.error_msg, e.received_at, l.id as log_id
           from public.sms_status_early e

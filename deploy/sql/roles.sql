@@ -18,8 +18,9 @@
 -- deploy/sql/privileges.txt lists what each role may do once this has run; a test compares.
 --
 -- The grants are one transaction: an error (a database not migrated yet) leaves every role as it
--- was. The checks that follow it name what only the database's owner or a role administrator
--- can do.
+-- was, and psql stops there (ON_ERROR_STOP, set here too). The checks that follow it name what
+-- only the database's owner can do.
+\set ON_ERROR_STOP on
 begin;
 
 do $$
@@ -113,16 +114,15 @@ grant execute on function nudge_apply_email_receipts(text[]), nudge_apply_kept_s
 grant execute on function nudge_unsubscribe_state(uuid, text), nudge_unsubscribe(uuid, text),
                           nudge_sms_reply(text, text, boolean),
                           nudge_email_event(text, bigint, text, text, timestamptz, text, text, text, text, timestamptz),
-                          nudge_sms_status(text, text, text, bigint), nudge_apply_kept_sms_statuses(double precision)
+                          nudge_sms_status(text, text, text, bigint)
     to nudge_serve;
-
-commit;
 
 -- Bounds of each role's sessions, whoever opens them: the jobs' processes set tighter ones of
 -- their own (NUDGE_DB_STATEMENT_TIMEOUT_SECONDS); these hold for an operator's psql as the role,
 -- and keep a runaway from taking every connection of the server. 100 for the jobs is room for
 -- every job at once on one machine with dispatch's default lanes: raise it with lanes and shards
--- (docs/security.md). Changing a role takes CREATEROLE: without it, a warning says what to run.
+-- (docs/security.md). Changing a role takes CREATEROLE (and, on PostgreSQL 16, ADMIN OPTION on
+-- it): without it, a warning says what to run.
 do $$
 declare
     statements text[] := array[
@@ -134,16 +134,19 @@ declare
         'alter role nudge_serve set idle_in_transaction_session_timeout = ''30s'''];
     statement text;
 begin
-    if exists (select 1 from pg_catalog.pg_roles r where r.rolname = current_user and (r.rolsuper or r.rolcreaterole)) then
-        foreach statement in array statements loop
+    foreach statement in array statements loop
+        begin
             execute statement;
-        end loop;
-    else
-        raise warning 'roles.sql: % may not change roles; as a role with CREATEROLE, run: %;', current_user,
-            array_to_string(statements, '; ');
-    end if;
+        exception when insufficient_privilege then
+            raise warning 'roles.sql: % may not change roles; as a role with CREATEROLE, run: %;', current_user,
+                array_to_string(statements, '; ');
+            exit;
+        end;
+    end loop;
 end
 $$;
+
+commit;
 
 -- Last, once every grant above is in place: what the revokes at the top could not do, run by a
 -- role that owns Nudge's tables but not the database or schema public (they only warn then). A

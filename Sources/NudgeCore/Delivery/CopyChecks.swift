@@ -29,19 +29,29 @@ enum CopyChecks {
             let scalar = scalars[index]
             defer { index += 1 }
             switch scalar.value {
-            case 0x200D:
+            case 0x200C, 0x200D:
+                // Between two emoji (the first perhaps with its variation selector: "🏋️‍♀️"), or,
+                // as some scripts write, between two letters that are not ASCII.
                 let next = index + 1 < scalars.count ? scalars[index + 1] : nil
-                if let previous = kept.last, isEmoji(previous), let next, isEmoji(next) { kept.append(scalar) }
+                guard let previous = kept.last, let next else { continue }
+                if scalar.value == 0x200D, isEmoji(previous) || previous.value == 0xFE0F, isEmoji(next) {
+                    kept.append(scalar)
+                } else if isJoinableLetter(previous), isJoinableLetter(next) {
+                    kept.append(scalar)
+                }
             case 0xFE0E, 0xFE0F:
                 if let previous = kept.last, previous.properties.isEmoji { kept.append(scalar) }
             case 0x1F3F4:
                 kept.append(scalar)
-                // A subdivision flag: 🏴, two to seven tag letters or digits, the cancel tag.
-                var end = index + 1
-                while end < scalars.count, end - index <= 7, (0xE0030...0xE007A).contains(scalars[end].value) { end += 1 }
-                if end - index >= 3, end < scalars.count, scalars[end].value == 0xE007F {
+                // The subdivision flags emoji show (England's, Scotland's, Wales'): 🏴, their tags,
+                // the cancel tag. Other tags after 🏴 spell hidden text: gone.
+                for flag in subdivisionFlags {
+                    let end = index + flag.count + 1
+                    let tags = flag.unicodeScalars.map { 0xE0000 + $0.value } + [0xE007F]
+                    guard end < scalars.count, scalars[(index + 1)...end].map(\.value) == tags else { continue }
                     kept.append(contentsOf: scalars[(index + 1)...end])
                     index = end
+                    break
                 }
             default:
                 // A line break or a tab is a space here; what else is a control goes.
@@ -54,6 +64,18 @@ enum CopyChecks {
             }
         }
         return String(kept)
+    }
+
+    /// The tag letters of the subdivision flags emoji have.
+    private static let subdivisionFlags = ["gbeng", "gbsct", "gbwls"]
+
+    /// A letter a zero-width joiner or non-joiner may stand beside (Persian, Indic scripts).
+    private static func isJoinableLetter(_ scalar: Unicode.Scalar) -> Bool {
+        guard !scalar.isASCII else { return false }
+        switch scalar.properties.generalCategory {
+        case .otherLetter, .lowercaseLetter, .uppercaseLetter, .spacingMark, .nonspacingMark: return true
+        default: return false
+        }
     }
 
     /// An emoji a joiner may join (not a digit, `#` or `*`, which are emoji only as keycaps).
@@ -80,9 +102,9 @@ enum CopyChecks {
         }))
         plain = plain.replacingOccurrences(of: #"(?i)\s+dot\s+(?=(\#(spokenDomains.joined(separator: "|")))\b)"#, with: ".",
                                            options: .regularExpression)
-        // Disguised dots, and the marks that look like one (the middle dot, Lisu's full stop,
-        // the dot operators, the Armenian and Urdu full stops).
-        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}", "\u{00B7}", "\u{A4F8}", "\u{22C5}", "\u{2219}",
+        // Disguised dots, and the marks that look like one (Lisu's full stop, the dot operators,
+        // the Armenian and Urdu full stops). Not the middle dot: French writes "tous·tes".
+        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}", "\u{A4F8}", "\u{22C5}", "\u{2219}",
                     "\u{0589}", "\u{06D4}", "\u{2024}", "\u{FE52}"] {
             plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
         }
@@ -102,12 +124,11 @@ enum CopyChecks {
     /// ends sentences.
     private static let topLevelLetters = #"[\p{L}&&[^\p{Han}\p{Hiragana}\p{Katakana}]]"#
 
-    /// The top-level domains a link spelt out with "dot" is read with: the common ones, but
-    /// "in", "it", "to", "top" and "live", so that "a dot in the sky", "dot to dot" or "put a dot
-    /// on top" is no link.
-    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "me", "ly", "gg", "xyz", "info", "biz", "link",
-                                        "click", "site", "online", "shop", "store", "tv", "ai", "ru", "cn", "de", "fr", "uk",
-                                        "us", "eu", "ca", "au", "br", "es", "nl", "sh", "gl", "cc", "ws", "page", "dev", "zip", "mov"]
+    /// The top-level domains a link spelt out with "dot" is read with: the common ones that are
+    /// no English or French word, so that "a dot in the sky", "dot to dot", "polka dot shop" or
+    /// "la dot de sa fille" is no link.
+    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "ly", "gg", "xyz", "info", "biz", "tv", "ai", "ru",
+                                        "cn", "fr", "uk", "eu", "ca", "au", "br", "nl", "sh", "gl", "cc", "ws", "dev", "zip", "mov"]
 
     /// Dates and times as copy writes them, set apart before numbers are read: 2026-03-22,
     /// 22.03.2026, 18:30, 18h30, 18.30 (each with valid values, and not part of a longer run of
@@ -116,14 +137,22 @@ enum CopyChecks {
         + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#                    // 2026-03-22
         + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#           // 22.03.2026
         + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#                                    // 18:30, 18h30, 18.30
-        + #"|(?:19|20)\d\d[-–/](?:19|20)?\d\d"#                                   // 2024-2025, 2025/26
         + #")(?![\d.:]\d)"#)
+
+    private static let seasons = try! NSRegularExpression(pattern: #"(?<!\d[\s().\-–/]{0,3})(?<!\d)((?:19|20)\d\d)[-–/]((?:19|20)\d\d|\d\d)(?!\d)(?![\s().\-–/]{1,3}\d)"#)
 
     /// Seven digits or more in a row, with the separators numbers are written with, that are not
     /// a number grouped in thousands ("1 000 000 pas", "12 000 000"), once dates and times are
     /// set apart.
     static func hasPhoneNumber(_ text: String) -> Bool {
-        let apart = datesAndTimes.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: " ¦ ")
+        var apart = datesAndTimes.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: " ¦ ")
+        // A season (2024-2025, 2025/26: a year and the next), alone among the digits.
+        for match in seasons.matches(in: apart, range: NSRange(apart.startIndex..., in: apart)).reversed() {
+            guard let whole = Range(match.range, in: apart), let first = Range(match.range(at: 1), in: apart),
+                  let second = Range(match.range(at: 2), in: apart),
+                  let from = Int(apart[first]), let to = Int(apart[second]) else { continue }
+            if to == from + 1 || (apart[second].count == 2 && to == (from + 1) % 100) { apart.replaceSubrange(whole, with: " ¦ ") }
+        }
         let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[\s().\-–/]{0,3}\d){6,}"#)
         for match in candidate.matches(in: apart, range: NSRange(apart.startIndex..., in: apart)) {
             guard let found = Range(match.range, in: apart) else { continue }
@@ -141,8 +170,13 @@ enum CopyChecks {
     /// are not judged. The price: a word such as "β-carotene" or "10μm" (with a Greek mu) is
     /// refused too. A word wholly in look-alike letters ("раураl" in Cyrillic) is not caught.
     static func mixesAlphabets(_ text: String) -> Bool {
-        // As a reader sees it: mathematical and full-width letters are the letters they show.
-        for word in text.precomposedStringWithCompatibilityMapping.split(whereSeparator: \.isWhitespace) {
+        // As a reader sees it: mathematical and full-width letters are the letters they show (and
+        // only those: the micro sign stays Latin-1's, "50 µg").
+        let folded = String(String.UnicodeScalarView(text.unicodeScalars.flatMap { scalar -> [Unicode.Scalar] in
+            (0x1D400...0x1D7FF).contains(scalar.value) || (0xFF21...0xFF5A).contains(scalar.value)
+                ? Array(String(scalar).precomposedStringWithCompatibilityMapping.unicodeScalars) : [scalar]
+        }))
+        for word in folded.split(whereSeparator: \.isWhitespace) {
             var first: LookAlikeAlphabet?
             for scalar in word.unicodeScalars {
                 guard let alphabet = LookAlikeAlphabet(scalar) else { continue }

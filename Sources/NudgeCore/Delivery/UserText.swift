@@ -9,8 +9,11 @@ public enum UserText {
     public static let longestCircleName = 40
     /// The most scalars one character keeps (a letter and its accents, an emoji and its joiners:
     /// a family or a couple with skin tones has up to 10); a character with more is shown as
-    /// its first, so that marks piled above and below the line cannot make a short name long.
+    /// its first, and so does one of more than `marksPerCharacter` marks, so that marks piled
+    /// above and below the line cannot make a short name long.
     static let scalarsPerCharacter = 10
+    /// The most combining marks one character keeps ("ệ" has two): more only pile up.
+    static let marksPerCharacter = 4
     /// The most UTF-8 bytes shown per character allowed, all told (emoji take 4 each, a few
     /// joined ones more): a name's share of a push stays small.
     static let bytesPerCharacter = 12
@@ -27,23 +30,27 @@ public enum UserText {
         guard let raw, maxLength > 1 else { return nil }
         // Never more of it than could be shown, before any other work.
         let budget = maxLength * bytesPerCharacter
-        let visible = CopyChecks.withoutHidden(String(raw.unicodeScalars.prefix(budget * 4)))
+        let read = raw.unicodeScalars.prefix(budget * 4)
+        let visible = CopyChecks.withoutHidden(String(read))
         var words = String.UnicodeScalarView()
         for scalar in visible.unicodeScalars {
             words.append(scalar.properties.isWhitespace || blanks.contains(scalar.value) ? " " : scalar)
         }
         let characters = Array(String(words).split(separator: " ").joined(separator: " "))
-        var text = "", bytes = 0, cut = false
+        var text = "", bytes = 0, cut = read.count < raw.unicodeScalars.count
         for (index, character) in characters.enumerated() {
-            let shown = character.unicodeScalars.count > scalarsPerCharacter ? Character(character.unicodeScalars.first!) : character
+            let marks = character.unicodeScalars.filter { [.nonspacingMark, .enclosingMark, .spacingMark].contains($0.properties.generalCategory) }
+            let piled = character.unicodeScalars.count > scalarsPerCharacter || marks.count > marksPerCharacter
+            let shown = piled ? Character(character.unicodeScalars.first!) : character
             // Room for the ellipsis while more is to come.
             let room = index + 1 < characters.count ? maxLength - 1 : maxLength
             guard text.count < room, bytes + shown.utf8.count <= budget else { cut = true; break }
             text.append(shown)
             bytes += shown.utf8.count
         }
+        guard text.unicodeScalars.contains(where: isSeen) else { return nil }
         if cut { text = text.trimmingCharacters(in: .whitespaces) + "…" }
-        guard text.unicodeScalars.contains(where: isSeen), isShowable(text) else { return nil }
+        guard isShowable(text) else { return nil }
         return text
     }
 

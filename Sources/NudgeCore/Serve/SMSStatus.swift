@@ -54,7 +54,7 @@ public enum SMSStatus {
             for try await fresh in try await connection.query(try change.query(), logger: logger).decode(Bool.self) { applied = fresh }
             return applied ? .optOut(stops) : .ignored
         }
-        guard let sid = form["MessageSid"] ?? form["SmsSid"], let reported = form["MessageStatus"] ?? form["SmsStatus"] else {
+        guard let sid = form["MessageSid"] ?? form["SmsSid"], !sid.isEmpty, let reported = form["MessageStatus"] ?? form["SmsStatus"] else {
             return .unknownMessage
         }
         guard let status = TwilioWebhook.logStatus(reported) else { return .ignored }
