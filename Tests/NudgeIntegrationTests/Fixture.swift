@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Users and their tracking, inserted set-based. User n's id is `md5('user-n')`, so ids spread
@@ -36,23 +37,8 @@ enum Fixture {
             """)
     }
 
+    /// PostgreSQL's `md5(text)`, computed here: no process per id.
     private static func md5Hex(_ text: String) -> String {
-        let result = try! runProcess("/usr/bin/md5sum", ["-"], input: text)
-        return String(result.prefix(32))
+        Insecure.MD5.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
     }
-}
-
-private func runProcess(_ executable: String, _ arguments: [String], input: String) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let stdin = Pipe(), stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    try process.run()
-    stdin.fileHandleForWriting.write(Data(input.utf8))
-    try stdin.fileHandleForWriting.close()
-    let data = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
 }
