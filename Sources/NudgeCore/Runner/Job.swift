@@ -15,8 +15,9 @@ public struct UserRow: Sendable, Equatable {
 /// otherwise), what to read for a batch, what to decide for one item (a pure function), and the
 /// set-based writes that carry out a batch's decisions.
 public protocol Job: Sendable {
-    /// What the job pages: users (`UserSource`), a user's due notifications, circles…
-    associatedtype Source: WorkSource = UserSource
+    /// What the job pages: the users due for it (`DueSource`), a user's due notifications,
+    /// circles… Every job names its own: there is no default that would walk every user.
+    associatedtype Source: WorkSource
     /// Everything the job reads about one item, loaded for the whole batch at once.
     associatedtype Facts: Sendable
     /// What the job decided to change for one item.
@@ -114,10 +115,6 @@ public protocol Job: Sendable {
     /// parked for it, docs/jobs/dispatch.md). Its error is logged and the run's own metrics are
     /// written without them.
     func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric]
-}
-
-extension Job where Source == UserSource {
-    public var source: UserSource { UserSource() }
 }
 
 extension Job {

@@ -175,41 +175,6 @@ public struct PageRequest: Sendable {
     }
 }
 
-/// The users in id order: what validate-streaks, generate-daily-goals and push-trigger page, each
-/// placed in their time zone.
-public struct UserSource: WorkSource {
-    public typealias Item = UserInTime
-
-    public init() {}
-
-    public var noun: String { "user" }
-
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<UserInTime>] {
-        let query: SQLFragment = """
-            select id, timezone, locale, created_at from users
-             where \(request.notPaused) and id > \(request.keysetStart) and \(request.inShard("id")) and \(request.forUsers("id"))
-             order by id
-             limit \(request.limit)
-            """
-        let rows = try await connection.query(try query.query(), logger: request.logger)
-        var page: [Paged<UserInTime>] = []
-        page.reserveCapacity(request.limit)
-        for try await (id, timezone, locale, createdAt) in rows.decode((UUID, String?, String, Date).self) {
-            do {
-                page.append(.item(id, try calendars.place(UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt))))
-            } catch {
-                page.append(.unusable(id, error.description))
-            }
-        }
-        return page
-    }
-
-    public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
-        let query: SQLFragment = "select count(*) from users where \(request.inShard("id")) and \(request.forUsers("id"))"
-        return try await request.count(query, on: connection)
-    }
-}
 
 extension UUID {
     /// The nil UUID, all zeros: below every other id, and a stand-in for "none" in a typed array.
