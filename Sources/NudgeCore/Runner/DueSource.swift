@@ -68,6 +68,9 @@ public struct DueSource: WorkSource {
 
     public var noun: String { "user" }
 
+    /// Each user's facts are theirs alone: the next page can be read while a batch writes.
+    public var readsAhead: Bool { true }
+
     /// Whether the run reads users by id, due or not: `--user`, a sweep, or a backfill that must.
     private func readsByID(_ request: PageRequest) -> Bool {
         !request.users.isEmpty || request.sweep || (request.window != nil && backfillReadsEveryone)

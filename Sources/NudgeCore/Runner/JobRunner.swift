@@ -228,11 +228,11 @@ public struct JobRunner<J: Job>: Sendable {
     /// one from the pool, so that a batch costs about its write alone. (The next page starts after
     /// this one's last item, whatever this batch writes: its items are other users, whose facts
     /// no batch of this run writes.) A page read more than `readAheadKeptFor` before its turn is
-    /// read again. Only for the jobs that read users through the due index: a circle's facts
-    /// include what its members were told in other circles. Any other job: the plain loop.
+    /// read again. Only for a source that allows it (`WorkSource.readsAhead`); any other: the
+    /// plain loop.
     private func batchLoopReadingAhead(state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
                                        on db: BoundedConnection) async throws -> (RunStatus, String?) {
-        guard source is DueSource else {
+        guard source.readsAhead else {
             return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
         }
         let start = state

@@ -25,6 +25,12 @@ public protocol WorkSource: Sendable {
     /// deadline) rather than keyset pages of a table.
     var isQueue: Bool { get }
 
+    /// Whether the runner may read the next page and its facts while a batch decides and writes
+    /// (on a second connection): only when no batch's write changes what the next page reads, as
+    /// for users paged one by one, each with facts of their own. Not for circles, whose facts
+    /// include what their members were told in other circles.
+    var readsAhead: Bool { get }
+
     /// The next page: at most `request.limit` items after `request.after` (keyset) or not
     /// claimed by anyone (queue), none when `request.notPaused` does not hold. An item that cannot
     /// be used (an unknown time zone) comes back as `.unusable` with the reason: it fails alone.
@@ -77,6 +83,8 @@ public protocol WorkSource: Sendable {
 
 extension WorkSource {
     public var isQueue: Bool { false }
+
+    public var readsAhead: Bool { false }
 
     public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
         BatchWrites()
