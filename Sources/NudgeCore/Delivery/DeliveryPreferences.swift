@@ -1,7 +1,7 @@
 import Foundation
 
 /// A user's `notification_preferences` as dispatch reads them (seed 003 Feature 8). No row means
-/// the seed's defaults, except quiet hours: 22:00–08:00 (seed 004, SPEC §3).
+/// the seed's defaults, except quiet hours: 22:00–08:00 (docs/jobs/dispatch.md).
 public struct DeliveryPreferences: Sendable, Equatable {
     /// The channels' master switches.
     public var pushEnabled = true

@@ -10,7 +10,7 @@ public struct NotificationKind: Sendable, Equatable {
     /// weekend pause do not defer them, and the daily total does not suppress them (they count
     /// towards it).
     public let isCritical: Bool
-    /// A call preview (SPEC §4.6): the user asked for the call, so neither quiet hours nor any cap
+    /// A call preview (docs/jobs/preview-notifications.md): the user asked for the call, so neither quiet hours nor any cap
     /// applies, and a late one is worthless.
     public let isTimeCritical: Bool
     /// The `notification_preferences` column that switches this type's push off, if it has one.

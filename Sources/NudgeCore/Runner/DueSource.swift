@@ -31,7 +31,7 @@ public struct DueUser: Sendable {
 
 /// The users whose next instant for a job has come (`job_due`, migration 0013), by that instant
 /// and id: a run at 20:00 in Paris reads the users something is due for by then and nobody else
-/// (SPEC §5, DESIGN "Finding the work"). The job moves each user's instant forward in its
+/// (docs/design.md, "Reading only what is due"). The job moves each user's instant forward in its
 /// batch's write (`DueSource.moveWrites`); triggers move it to 'epoch' when an input of the job's
 /// rule changes. What a missed tick or an outage left due is read by the next run, oldest first.
 ///

@@ -7,7 +7,7 @@ import ServiceLifecycle
 import UnixSignals
 import Synchronization
 
-/// `nudge serve`: the small HTTP server for what comes back from the outside (SPEC §2). Routes:
+/// `nudge serve`: the small HTTP server for what comes back from the outside (docs/serve.md). Routes:
 /// - `POST /unsubscribe?token=…`: the one-click request a mail client sends from
 ///   `List-Unsubscribe-Post` (RFC 8058), or the button of the page below: 200 and the email
 ///   type off; 400 for a forged, altered or unknown token, which changes nothing.

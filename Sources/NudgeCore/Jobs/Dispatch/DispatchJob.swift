@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// dispatch (SPEC §4.8): delivers what the other jobs queued. It drains the outbox (the runner's
+/// dispatch (docs/jobs/dispatch.md): delivers what the other jobs queued. It drains the outbox (the runner's
 /// `OutboxQueue`: claims with leases, any number of dispatchers side by side) and, per user,
 /// follows `DispatchRules`: preferences, quiet hours and the weekend pause, grouping, caps, every
 /// device. The pushes go out to APNs and FCM; each row then stands sent, pending a retry (up to

@@ -50,8 +50,8 @@ public struct CallInTime: Sendable {
 /// `lateBy` ago (so that one found too late is skipped with a reason, once). `--user` keeps the
 /// users' calls; `--shard` splits calls by their user.
 ///
-/// Only what can be due is read (SPEC §5): the page walks `idx_scheduled_calls_preview_due`,
-/// the undecided pending calls by `preview_due_at` (`scheduled_at − notification_lead_min`,
+/// Only what can be due is read (docs/design.md, "Reading only what is due"): the page walks
+/// `idx_scheduled_calls_preview_due`, the undecided pending calls by `preview_due_at` (`scheduled_at − notification_lead_min`,
 /// which triggers keep up to date, migration 0008), and id, from the earliest due time a call not
 /// yet `lateBy` old can have, or the last call of the page before, to the horizon: each page
 /// reads its own calls, whatever the table holds and however many fall due at once. A call

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// preview-notifications (SPEC §4.6; seed 000): before each coaching call the user asked for,
+/// preview-notifications (docs/jobs/preview-notifications.md): before each coaching call the user asked for,
 /// "Coach Max is calling in 5 min!", at `scheduled_at − users.notification_lead_min`.
 ///
 /// Cron starts it every minute. It pages the calls (`CallSource`) whose preview falls due within

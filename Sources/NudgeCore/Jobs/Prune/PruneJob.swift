@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
 
-/// prune (SPEC §4.9): once a day, deletes what no job reads any more, each table's rows past the
+/// prune (docs/jobs/prune.md): once a day, deletes what no job reads any more, each table's rows past the
 /// age `jobs/prune.json` gives it (`RetentionRule`), in chunks of at most the batch size of rows,
 /// each chunk its own short transaction, so that the tables stay bounded at a million users and
 /// no delete holds a lock for long. Its chunks are paged by the runner (`RetentionSource`), with

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What `prune` removes (SPEC §4.9): for each table that only grows, the rows no job reads any
+/// What `prune` removes (docs/jobs/prune.md): for each table that only grows, the rows no job reads any
 /// more, older than the age `jobs/prune.json` gives it (`retentionDays`). Each table's shortest
 /// age is what its readers need, so that every job decides as if nothing had been pruned.
 public struct RetentionRule: Sendable, Equatable {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The parts of the reminders job (SPEC §4.7, seed 003 F6/F7), each decided at most once per its
+/// The parts of the reminders job (docs/jobs/reminders.md), each decided at most once per its
 /// period, marked in `job_work` under `reminders:<part>` on the local day it is about.
 public enum ReminderPart: String, Sendable, CaseIterable {
     /// At the user's reminder time, when they have not checked in: a push (required), or the

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// reminders (SPEC §4.7; seed 003 Features 6 and 7, Flow 1): the daily check-in reminder at each
+/// reminders (docs/jobs/reminders.md): the daily check-in reminder at each
 /// user's own time, and seed 003's other notifications (`ReminderPart`), each decided at most
 /// once per its period from the user's data at its moment, and queued for dispatch.
 ///

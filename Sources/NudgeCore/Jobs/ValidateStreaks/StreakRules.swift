@@ -58,7 +58,7 @@ public enum StreakBadge: String, Sendable, CaseIterable {
     }
 }
 
-/// The streak rules of seed 003, Feature 4, and SPEC §4.2, as pure functions.
+/// The streak rules (docs/jobs/validate-streaks.md), as pure functions.
 public enum StreakRules {
     /// Settles one local day, the day after the last one settled.
     public static func settle(_ state: StreakState, day: LocalDate, checkedIn: Bool) -> (StreakState, DayOutcome) {

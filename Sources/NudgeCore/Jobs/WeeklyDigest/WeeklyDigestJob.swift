@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// weekly-digest (SPEC §4.4; seed 003 Features 2, 6 and 7): at Sunday 20:00 in each user's time
+/// weekly-digest (docs/jobs/weekly-digest.md): at Sunday 20:00 in each user's time
 /// zone (the definition's `localTime`, for `dueForMinutes` after it), once per user and week, it
 /// tells the week Monday to Sunday (`WeeklyDigestRules`) and queues a push and an email, each
 /// where the user's preferences allow (`DigestChannels`). The email is rendered here, from the
