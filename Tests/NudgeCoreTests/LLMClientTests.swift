@@ -217,9 +217,9 @@ private let logger = Logger(label: "test")
     @Test func readsRetryAfterInSecondsOrAsADate() {
         var headers = HTTPHeaders()
         headers.add(name: "retry-after", value: "2.5")
-        #expect(LLMClient.retryAfter(headers) == .milliseconds(2500))
+        #expect(ProviderHTTP.retryAfter(headers) == .milliseconds(2500))
         headers.replaceOrAdd(name: "retry-after", value: "Wed, 21 Oct 2026 07:28:30 GMT")
-        #expect(LLMClient.retryAfter(headers, now: ISO8601DateFormatter().date(from: "2026-10-21T07:28:00Z")!) == .seconds(30))
+        #expect(ProviderHTTP.retryAfter(headers, now: ISO8601DateFormatter().date(from: "2026-10-21T07:28:00Z")!) == .seconds(30))
     }
 }
 

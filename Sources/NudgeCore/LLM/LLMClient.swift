@@ -162,7 +162,7 @@ public final class LLMClient: Sendable {
         guard (200..<300).contains(status) else {
             let error = LLMError.status(status, detail: LLMWireFormat.errorDescription(from: body, status: status), attempts: attempt)
             return .failure(Self.retryableStatuses.contains(status)
-                ? .retryable(error, retryAfter: Self.retryAfter(response.headers)) : .final(error))
+                ? .retryable(error, retryAfter: ProviderHTTP.retryAfter(response.headers)) : .final(error))
         }
         do {
             return .success(try LLMWireFormat.reply(from: body, provider: configuration.provider))
@@ -175,11 +175,6 @@ public final class LLMClient: Sendable {
     func backoff(afterAttempt attempt: Int) -> Duration {
         let ceiling = min(configuration.maxBackoff, configuration.initialBackoff * (1 << min(attempt - 1, 20)))
         return ceiling * Double.random(in: 0.5...1.0)
-    }
-
-    /// `retry-after` in seconds (an integer or a decimal) or as an HTTP date.
-    static func retryAfter(_ headers: HTTPHeaders, now: Date = Date()) -> Duration? {
-        ProviderHTTP.retryAfter(headers, now: now)
     }
 
     private static func code(of error: LLMError) -> Int {

@@ -91,10 +91,7 @@ public struct PreviewNotificationsJob: Job {
                                 and t.date <= \(LocalDate(daysSinceEpoch: Int(run.now.timeIntervalSince1970 / 86_400)).adding(days: 2))), '{}'),
                    u.notification_pref, u.phone_number,
                    coalesce(np.push_enabled, true)
-                   and (exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
-                        or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
-                            and not exists (select 1 from user_push_tokens t
-                                             where t.user_id = u.id and t.device_token = u.fcm_token))),
+                   and (\(unescaped: PushDevices.anyOf("u"))),
                    exists (select 1 from sms_opt_outs so
                             where so.phone_number = '+' || regexp_replace(u.phone_number, '[^0-9]', '', 'g'))
               from users u

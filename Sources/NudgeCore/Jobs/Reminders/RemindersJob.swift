@@ -113,9 +113,7 @@ public struct RemindersJob: Job {
         let parts = ReminderPart.allCases.map { "\(definition.name):\($0.rawValue)" }
         let rows = try await connection.query("""
             select u.id, u.display_name, u.email, coalesce(np.push_enabled, true),
-                   exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
-                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
-                           and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)),
+                   (\(unescaped: PushDevices.anyOf("u"))),
                    coalesce(np.email_enabled, true),
                    coalesce(np.email_daily_checkin, true) and coalesce(ep.daily_checkin_reminder, true),
                    coalesce(np.email_streak_risk, true) and coalesce(ep.streak_at_risk, true),

@@ -150,9 +150,7 @@ public struct WeeklyDigestJob: Job {
             select u.id, u.display_name, u.email,
                    coalesce(np.push_enabled, true), coalesce(np.push_weekly_digest, true),
                    coalesce(np.email_enabled, true), coalesce(np.email_weekly_digest, true), coalesce(ep.weekly_digest, true),
-                   exists (select 1 from user_push_tokens t where t.user_id = u.id and t.active)
-                       or (coalesce(u.fcm_token, '') <> '' and u.push_enabled
-                           and not exists (select 1 from user_push_tokens t where t.user_id = u.id and t.device_token = u.fcm_token)),
+                   (\(unescaped: PushDevices.anyOf("u"))),
                    s.user_id is not null, coalesce(s.current_streak, 0), s.settled_through,
                    coalesce((select array_agg(w.local_day) from job_work w
                               where w.job = \(definition.name) and w.user_id = u.id
