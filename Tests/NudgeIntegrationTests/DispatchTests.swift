@@ -1,5 +1,6 @@
 import Foundation
 import NudgeStandIns
+import PostgresNIO
 import Testing
 @testable import NudgeCore
 
@@ -360,5 +361,29 @@ extension DispatchDeliveryTests {
         let half = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(half.status == 1)
         #expect(half.stderr.contains("APNs is half configured: APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID not set"))
+    }
+}
+
+/// The retry policy is one: the delay the queue gives a batch's failed rows in SQL is the
+/// ceiling of the one dispatch gives a row it settles (`DispatchRules.retryDelay`).
+@Suite struct RetryPolicyTests {
+    @Test func theQueuesBackoffInSQLIsTheSettlementsCeiling() async throws {
+        let database = try await TestDatabase.fresh()
+        for attempts in 0...5 {
+            let query: SQLFragment = """
+                select extract(epoch from \(DispatchRules.retryCeiling(afterAttemptsIn: "v.attempts")))::float8
+                  from (values (\(attempts))) as v(attempts)
+                """
+            let seconds = try await database.withDatabase { db in
+                try await db.withConnection { connection in
+                    var found = -1.0
+                    for try await value in try await connection.query(try query.query(), logger: db.logger).decode(Double.self) {
+                        found = value
+                    }
+                    return found
+                }
+            }
+            #expect(seconds == DispatchRules.retryDelay(afterAttempt: attempts, retryAfter: nil, jitter: 1), "\(attempts)")
+        }
     }
 }

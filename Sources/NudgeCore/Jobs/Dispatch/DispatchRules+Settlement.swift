@@ -65,12 +65,21 @@ extension DispatchRules {
         }
     }
 
+    /// How much longer each retry waits than the one before.
+    static let retryGrowth = 4.0
+
     /// The delay before attempt `attempts + 1`: 30 s, then 2 min, then 8 min, each between half
     /// and all of that (`jitter` in 0...1 picks where), and never less than the provider's
     /// `retry-after`.
     public static func retryDelay(afterAttempt attempts: Int, retryAfter: TimeInterval?, jitter: Double) -> TimeInterval {
-        let ceiling = firstRetryDelay * Double(1 << (2 * max(0, min(attempts - 1, 8))))
+        let ceiling = firstRetryDelay * pow(retryGrowth, Double(max(0, min(attempts - 1, 8))))
         return max(ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1)), retryAfter ?? 0)
+    }
+
+    /// `retryDelay`'s ceiling in SQL, for the rows the queue puts back itself (a batch's users
+    /// that failed): the same policy, without the jitter. `attempts` names the column.
+    static func retryCeiling(afterAttemptsIn attempts: String) -> SQLFragment {
+        "make_interval(secs => \(firstRetryDelay) * \(retryGrowth) ^ least(8, greatest(0, \(unescaped: attempts) - 1)))"
     }
 
     /// How long a row waits after its provider gave no answer about it (a 5xx, a time-out, a

@@ -200,7 +200,7 @@ public struct OutboxQueue: WorkSource {
         }
         let failures = failed.filter { !changed.contains($0.0) }
         if !failures.isEmpty {
-            let backoff: SQLFragment = "make_interval(secs => \(DispatchRules.firstRetryDelay) * 4 ^ greatest(0, o.attempts - 1))"
+            let backoff = DispatchRules.retryCeiling(afterAttemptsIn: "o.attempts")
             // Only a row that was due spent an attempt (one claimed ahead of its time did not).
             let lastAttempt: SQLFragment = """
                 (o.attempts >= \(DispatchRules.maxAttempts) and coalesce(o.next_attempt_at, o.deliver_after) <= \(run.now))
