@@ -115,7 +115,8 @@ private struct Installation {
         let folder = installed.prefix.appendingPathComponent("etc/nudge")
         let env = folder.appendingPathComponent("env").path, serveEnv = folder.appendingPathComponent("serve.env").path
         let ownerEnv = folder.appendingPathComponent("owner.env").path, keys = folder.appendingPathComponent("keys").path
-        try Data("-----BEGIN PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: keys + "/apns-key.p8"))
+        // Any file stands in for a key here: only who may read it matters.
+        try Data("a stand-in for a provider key file\n".utf8).write(to: URL(fileURLWithPath: keys + "/apns-key.p8"))
         /// Whether `user` (with its own group alone) can read `path` (a folder: list it).
         func reads(_ user: String, _ path: String) async throws -> Bool {
             let result = try await runProcessOffThePool("/usr/bin/setpriv", [
