@@ -94,6 +94,19 @@ struct TestDatabase: Sendable {
         return try TestDatabase(named: name)
     }
 
+    /// This database's URL as `role` (one of deploy/sql/roles.sql's, or one a test made) in
+    /// place of the owner of Nudge's tables.
+    func url(as role: String) -> String {
+        url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://\(role)@")
+    }
+
+    /// deploy/sql/roles.sql run on this database as `role` (the owner of Nudge's tables unless
+    /// a test says otherwise), off Swift's cooperative threads: psql's status and output.
+    func applyRoles(as role: String = "nudge") async throws -> ProcessResult {
+        try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url(as: role),
+                                                         "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+    }
+
     /// `psql`, waited for off Swift's cooperative threads.
     @discardableResult
     func psqlOffThePool(_ sql: String) async throws -> String {

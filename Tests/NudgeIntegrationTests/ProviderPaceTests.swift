@@ -109,10 +109,9 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
     /// deploy/sql/roles.sql: the jobs' role takes its turns; serve's has nothing to do with the pace.
     @Test func theJobsRoleTakesTurnsAndServesRoleCannot() async throws {
         let database = try await TestDatabase.fresh()
-        let roles = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
-                                                                     "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        let roles = try await database.applyRoles()
         #expect(roles.status == 0, "\(roles.stderr)")
-        let jobsURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_jobs@")
+        let jobsURL = database.url(as: "nudge_jobs")
         #expect(jobsURL != database.url)
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
@@ -120,7 +119,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
             try await SharedPace(provider: "resend", interval: .milliseconds(500), database: db, logger: db.logger).reserve(within: .seconds(2))
         }
         #expect(wait == .zero)
-        let serveURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_serve@")
+        let serveURL = database.url(as: "nudge_serve")
         let serve = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-A", "-t", serveURL, "-c", "select count(*) from provider_pace"])
         #expect(serve.status != 0)
         #expect(serve.stderr.contains("permission denied"), "\(serve.stderr)")

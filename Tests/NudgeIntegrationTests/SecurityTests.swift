@@ -7,15 +7,14 @@ import Testing
 /// and serve's roles refuse to start where they could plant either.
 @Suite(.serialized) struct DefinerFunctionTests {
     /// `deploy/sql/roles.sql` on `database`, as the owner of Nudge's tables.
-    private func grantRoles(_ database: TestDatabase) throws {
-        let roles = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
-                                                      "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+    private func grantRoles(_ database: TestDatabase) async throws {
+        let roles = try await database.applyRoles()
         #expect(roles.status == 0, "\(roles.stderr)")
     }
 
     /// `sql` run as `role` (the jobs' or serve's), in one session.
     private func psql(as role: String, _ database: TestDatabase, _ sql: String) throws -> ProcessResult {
-        let url = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://\(role)@")
+        let url = database.url(as: role)
         #expect(url != database.url)
         return try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
     }
@@ -46,7 +45,7 @@ import Testing
     /// making appears). Without an explicit grant, Nudge's roles cannot make a temporary table at all.
     @Test func aTemporaryTableCannotBorrowTheOwnersRights() async throws {
         let database = try await TestDatabase.fresh()
-        try grantRoles(database)
+        try await grantRoles(database)
         let noTemp = try psql(as: "nudge_jobs", database, "create temp table t (x int)")
         #expect(noTemp.status != 0 && noTemp.stderr.contains("permission denied"), "\(noTemp.stderr)")
         // The jobs may not write the app's submissions (only the ranks they give them).
@@ -83,7 +82,7 @@ import Testing
     @Test func aPlantedAggregateInPublicIsNeverTaken() async throws {
         let database = try await TestDatabase.fresh()
         try database.psql("grant create on schema public to public")
-        try grantRoles(database)
+        try await grantRoles(database)
         try database.psql("grant create on schema public to nudge_jobs")
         let planted = try psql(as: "nudge_jobs", database, """
             create function public.plant_step(text[], text) returns text[] language plpgsql as $$
@@ -94,7 +93,7 @@ import Testing
             create aggregate public.array_agg(text) (sfunc = public.plant_step, stype = text[]);
             """)
         #expect(planted.status == 0, "\(planted.stderr)")
-        try grantRoles(database)
+        try await grantRoles(database)
         // roles.sql took CREATE back from the jobs' role as well as from PUBLIC.
         #expect(try database.value("select has_schema_privilege('nudge_jobs', 'public', 'CREATE')") == "f")
         let user = UUID()
@@ -123,7 +122,7 @@ import Testing
             grant select, insert, update, delete on all tables in schema public to nudge_jobs;
             alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
             """)
-        try grantRoles(database)
+        try await grantRoles(database)
         let listed = try String(contentsOf: packageRoot.appendingPathComponent("deploy/sql/privileges.txt"), encoding: .utf8)
             .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
         let granted = try database.psql(Self.privileges).split(separator: "\n").map(String.init)
@@ -232,9 +231,7 @@ import Testing
                 end loop;
             end $$;
             """)
-        let result = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1",
-                                                      database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_test_tables@"),
-                                                      "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        let result = try await database.applyRoles(as: "nudge_test_tables")
         #expect(result.status != 0)
         #expect(result.stderr.contains("a role other than the owner may still create in schema public (every grant above is applied)"),
                 "\(result.stderr)")
@@ -251,11 +248,10 @@ import Testing
     /// membership of another role, which could be pg_write_all_data) is named as an error.
     @Test func rolesSQLChangesNothingBeforeItsMigrationAndRefusesWiderRoles() async throws {
         let database = try await TestDatabase.fresh()
-        try grantRoles(database)
+        try await grantRoles(database)
         try database.psql("alter function nudge_sms_status(text, text, text, bigint) rename to nudge_sms_status_away")
         try database.psql("grant select on email_preferences to nudge_serve")
-        let early = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
-                                                     "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        let early = try await database.applyRoles()
         #expect(early.status != 0 && early.stderr.contains("lacks migration 0028"), "\(early.stderr)")
         #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "t")
         try database.psql("alter function nudge_sms_status_away(text, text, text, bigint) rename to nudge_sms_status")
@@ -266,8 +262,7 @@ import Testing
             grant nudge_test_group to nudge_serve;
             """)
         defer { _ = try? database.psql("revoke nudge_test_group from nudge_serve") }
-        let wider = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
-                                                     "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        let wider = try await database.applyRoles()
         #expect(wider.status != 0 && wider.stderr.contains("holds more than its grants"), "\(wider.stderr)")
         #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "f")
     }
@@ -290,10 +285,10 @@ import Testing
     /// failures, pause, resume, report) work.
     @Test func theJobsRoleRecordsAFailureAndServesTheOperatorsCommands() async throws {
         let database = try await TestDatabase.fresh()
-        try grantRoles(database)
+        try await grantRoles(database)
         try Fixture.population(database, count: 3, signup: "2026-03-01T00:00:00Z", from: "2026-03-01", to: "2026-03-09")
         try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(9))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
-        let jobs = ["DATABASE_URL": database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_jobs@")]
+        let jobs = ["DATABASE_URL": database.url(as: "nudge_jobs")]
         let run = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"], environment: jobs)
         #expect(run.status == 3, "\(run.stderr)")
         #expect(try database.count("select count(*) from job_run_failures") == 1)
@@ -310,15 +305,15 @@ import Testing
     /// `roles.sql` revoked it, it runs.
     @Test func aJobRoleThatMayCreateOnItsPathIsRefused() async throws {
         let database = try await TestDatabase.fresh()
-        try grantRoles(database)
+        try await grantRoles(database)
         try database.psql("grant create on schema public to nudge_jobs")
-        let jobsURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_jobs@")
+        let jobsURL = database.url(as: "nudge_jobs")
         let refused = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
                                                environment: ["DATABASE_URL": jobsURL])
         #expect(refused.status == 1, "\(refused.status) \(refused.stderr)")
         #expect(refused.stderr.contains("the role nudge_jobs may create objects in schema public"), "\(refused.stderr)")
         #expect(refused.stderr.contains("revoke create on schema public from public, nudge_jobs"))
-        try grantRoles(database)
+        try await grantRoles(database)
         let ran = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
                                            environment: ["DATABASE_URL": jobsURL])
         #expect(ran.status == 0, "\(ran.stderr)")

@@ -258,8 +258,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     /// user's address to change.
     @Test func theServeRoleDoesItsWorkAndNothingMore() async throws {
         let database = try await TestDatabase.fresh()
-        let roles = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url,
-                                                      "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        let roles = try await database.applyRoles()
         #expect(roles.status == 0, "\(roles.stderr)")
         let user = UUID()
         try database.psql("""
@@ -271,7 +270,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after)
             values ('role-test', 'test', '\(user)', '2026-03-22', 'streak_at_risk', now())
             """)
-        let serveURL = database.url.replacingOccurrences(of: "postgres://nudge@", with: "postgres://nudge_serve@")
+        let serveURL = database.url(as: "nudge_serve")
         #expect(serveURL != database.url)
         let token = "twilio-auth-token-for-the-role-test"
         let webhookSecret = "whsec_" + Data((0..<32).map { UInt8($0 * 5 % 251) }).base64EncodedString()
