@@ -37,14 +37,16 @@ public enum UserText {
             words.append(scalar.properties.isWhitespace || blanks.contains(scalar.value) ? " " : scalar)
         }
         let characters = Array(String(words).split(separator: " ").joined(separator: " "))
-        var text = "", bytes = 0, cut = read.count < raw.unicodeScalars.count
+        // (Whether more came than was read, without walking the rest of it.)
+        var text = "", bytes = 0, cut = read.endIndex < raw.unicodeScalars.endIndex
+        // `index` characters are shown when the loop reaches the next: one each turn.
         for (index, character) in characters.enumerated() {
             let marks = character.unicodeScalars.filter { [.nonspacingMark, .enclosingMark, .spacingMark].contains($0.properties.generalCategory) }
             let piled = character.unicodeScalars.count > scalarsPerCharacter || marks.count > marksPerCharacter
             let shown = piled ? Character(character.unicodeScalars.first!) : character
             // Room for the ellipsis while more is to come.
             let room = index + 1 < characters.count ? maxLength - 1 : maxLength
-            guard text.count < room, bytes + shown.utf8.count <= budget else { cut = true; break }
+            guard index < room, bytes + shown.utf8.count <= budget else { cut = true; break }
             text.append(shown)
             bytes += shown.utf8.count
         }

@@ -69,14 +69,6 @@ public enum EmailEvents {
         }
     }
 
-    /// Sets the log rows of these emails (and seed 003's `email_logs`) from all their events
-    /// (`nudge_apply_email_receipts`, migration 0019, which runs with its owner's rights: the
-    /// server's role reads no notification's copy); returns the ids of the emails with a log row.
-    /// The same events give the same rows, however often it runs.
-    public static func apply(emailIDs: [String]) -> SQLFragment {
-        "select nudge_apply_email_receipts(\(emailIDs))"
-    }
-
     /// The emails' logs a dispatch run wrote in the last seconds whose events came while they
     /// were being written: the webhook could not see those logs yet, nor their trigger the events.
     /// Dispatch runs it after each batch; the same events give the same rows, so a log set already
