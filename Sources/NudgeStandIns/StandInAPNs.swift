@@ -125,7 +125,7 @@ public final class StandInAPNs: Sendable {
         let state = State(script: script, record: record, publicKey: key.publicKey, keyID: keyID, teamID: teamID,
                           bundleID: bundleID, clock: clock)
         let tls = try ca.serverContext(protocols: ["h2"])
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let channel = try await ServerBootstrap(group: StandInLoops.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

@@ -5,8 +5,15 @@ import NIOPosix
 
 /// A small HTTP/1.1 server on loopback for the stand-ins that speak plain HTTP (the LLM, FCM and
 /// its token endpoint): each request, read whole, goes to `handler`, whose reply is written back
-/// after its latency. It runs on NIO's event loops alone, never on Swift's cooperative threads:
-/// a test in the same process may block those while it waits for the program it is serving.
+/// after its latency. It runs on the stand-ins' own event loops (`StandInLoops`), never on
+/// Swift's cooperative threads nor the loops Nudge's clients use in the same process.
+/// The event loops every stand-in answers on, apart from the ones Nudge's HTTP clients and
+/// database pools use in a test's process: a test's stand-in is never slowed by the load it is
+/// answering, nor that load by a script that takes its time.
+public enum StandInLoops {
+    public static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+}
+
 struct StandInHTTPServer: Sendable {
     struct Request: Sendable {
         let method: HTTPMethod
@@ -33,7 +40,7 @@ struct StandInHTTPServer: Sendable {
     private let channel: any Channel
 
     static func start(port: Int, handler: @escaping Handler) async throws -> StandInHTTPServer {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let channel = try await ServerBootstrap(group: StandInLoops.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

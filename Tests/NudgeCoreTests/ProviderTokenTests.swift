@@ -7,7 +7,7 @@ import Testing
 /// The provider tokens Nudge signs, checked by a reference implementation: PyJWT (scripts/test
 /// installs it) verifies each signature with the public key and reads the claims back.
 @Suite struct ProviderTokenTests {
-    private func pyjwt(_ token: String, publicKeyPEM: String, algorithm: String, audience: String? = nil) throws -> [String: Any] {
+    private func pyjwt(_ token: String, publicKeyPEM: String, algorithm: String, audience: String? = nil) async throws -> [String: Any] {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-jwt-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -28,33 +28,36 @@ import Testing
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
-        process.waitUntilExit()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
+        // Awaited, not waited for: a test holds none of Swift's few cooperative threads.
+        try await withCheckedThrowingContinuation { (ended: CheckedContinuation<Void, any Error>) in
+            process.terminationHandler = { _ in ended.resume() }
+            do { try process.run() } catch { ended.resume(throwing: error) }
+        }
+        let output = out.fileHandleForReading.readDataToEndOfFile()   // blocks: no longer than reading what an ended process wrote
         guard process.terminationStatus == 0, let object = try JSONSerialization.jsonObject(with: output) as? [String: Any] else {
-            throw ProviderTokenFailure(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            throw ProviderTokenFailure(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))   // blocks: as above
         }
         return object
     }
 
-    @Test func theAPNsProviderTokenIsAnES256JWTWithAnIntegerIat() throws {
+    @Test func theAPNsProviderTokenIsAnES256JWTWithAnIntegerIat() async throws {
         let key = P256.Signing.PrivateKey()
         let token = try JWT.sign(header: [("kid", JWT.string("ABC123DEFG"))],
                                  claims: [("iss", JWT.string("TEAM123456")), ("iat", "1773144000")], key: .es256(key))
-        let checked = try pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "ES256")
+        let checked = try await pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "ES256")
         #expect((checked["header"] as? [String: String]) == ["alg": "ES256", "kid": "ABC123DEFG"])
         #expect((checked["claims"] as? [String: Any])?["iss"] as? String == "TEAM123456")
         #expect(checked["iat_is_int"] as? Bool == true)
     }
 
-    @Test func theFCMGrantIsAnRS256JWTForTheTokenEndpoint() throws {
+    @Test func theFCMGrantIsAnRS256JWTForTheTokenEndpoint() async throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let token = try JWT.sign(header: [("typ", JWT.string("JWT")), ("kid", JWT.string("key-1"))],
                                  claims: [("iss", JWT.string("dispatch@p.iam.gserviceaccount.com")),
                                           ("scope", JWT.string(FCMConfiguration.scope)),
                                           ("aud", JWT.string("https://oauth2.googleapis.com/token")),
                                           ("iat", "1773144000"), ("exp", "1773147600")], key: .rs256(key))
-        let checked = try pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "RS256",
+        let checked = try await pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "RS256",
                                 audience: "https://oauth2.googleapis.com/token")
         let claims = try #require(checked["claims"] as? [String: Any])
         #expect(claims["scope"] as? String == "https://www.googleapis.com/auth/firebase.messaging")

@@ -57,7 +57,7 @@ import Testing
 
     @Test func cronGetsJSONLogLinesWithTheRunAndUser() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(1))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        try await database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(1))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-05T00:00:00Z"])
         #expect(result.status == 3)
         let lines = result.stderr.split(separator: "\n").compactMap {
@@ -75,14 +75,14 @@ import Testing
     /// `nudge run … --json | head` closes the pipe early: the output stops, the run does not.
     @Test func aReaderThatClosesThePipeEndsTheOutputNotTheRun() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 300, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 300, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         var environment = database.nudgeEnvironment([:])
         environment["NUDGE_LOG_LEVEL"] = "error"
         let shell = "\(NudgeBinary.path) run validate-streaks --now 2026-03-20T12:00:00Z --dry-run --json --batch-size 5 | head -c 100 >/dev/null; exit ${PIPESTATUS[0]}"
         let result = try await runProcessOffThePool("/bin/bash", ["-c", shell], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(!result.stderr.contains("Fatal error"))
-        #expect(try database.psql("select status, processed from job_runs") == "succeeded|300")
+        #expect(try await database.psql("select status, processed from job_runs") == "succeeded|300")
     }
 
     @Test func failuresOfARunThatDoesNotExistIsAUsageError() async throws {

@@ -67,7 +67,7 @@ struct TLSServer {
         let tls = try TLSServer()
         let database = try await TestDatabase.fresh()
         let password = UUID().uuidString
-        try database.psql("""
+        try await database.psql("""
             do $$ begin
               if not exists (select 1 from pg_roles where rolname = 'nudge_password') then create role nudge_password login; end if;
             end $$;
@@ -148,7 +148,7 @@ struct TLSServer {
                             // Once this statement is sent, Swift's threads are held for a second
                             // (every suite of this process waits with them: kept short).
                             for _ in 0..<ProcessInfo.processInfo.activeProcessorCount {
-                                Task { usleep(1_000_000) }
+                                Task { usleep(1_000_000) }   // blocks: on purpose, the busy process this test is about
                             }
                             var answer = ""
                             for try await text in try await connection.query("select 'answered'", logger: db.logger).decode(String.self) {

@@ -73,11 +73,11 @@ private struct FakePostgres {
 
     /// `mode`: `decline` (answers the TLS request with N) or `tls` (a self-signed certificate).
     static func start(_ mode: String) async throws -> FakePostgres {
-        let host = try outsideAddress()
+        let host = try await outsideAddress()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-fake-pg-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let cert = folder.appendingPathComponent("server.crt").path, key = folder.appendingPathComponent("server.key").path
-        let made = try runProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        let made = try await runProcessOffThePool("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                                                       "-subj", "/CN=\(host)", "-addext", "subjectAltName=IP:\(host)", "-days", "1",
                                                       "-keyout", key, "-out", cert])
         #expect(made.status == 0, "\(made.stderr)")
@@ -96,7 +96,8 @@ private struct FakePostgres {
     func stop() {
         // SIGKILL: the test process ignores SIGTERM, and its children inherit that.
         process.signal(SIGKILL)
-        _ = process.wait()
+        let process = process
+        Task { _ = await process.finished() }   // its output files go with it
     }
 }
 

@@ -18,10 +18,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
-        try DigestFixture.user(database, 1, zone: "Europe/London", name: "Sam <Admin>")
-        try DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", name: "Léa")
-        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-02-01", to: "2026-03-22") }
-        try database.psql("""
+        try await DigestFixture.user(database, 1, zone: "Europe/London", name: "Sam <Admin>")
+        try await DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", name: "Léa")
+        for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-02-01", to: "2026-03-22") }
+        try await database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
             values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/London', '2026-03-01', '2026-04-30', 50000);
             insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
@@ -38,7 +38,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         // Both in one batch request, under the key its rows determine.
         #expect(stand.resend.requestCount == 1)
         // The batch's key, on its rows.
-        let key = try database.value("select distinct request_key from notification_outbox where channel = 'email'")
+        let key = try await database.value("select distinct request_key from notification_outbox where channel = 'email'")
         #expect(key.hasPrefix("nudge-batch-"))
         let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "https://nudge.example.test")
         for n in 1...2 {
@@ -57,8 +57,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             #expect(email.headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click")
 
             // The week's numbers, summed independently over the user's local Monday to Sunday.
-            let steps = try database.count("select sum(steps) from daily_tracking where user_id = '\(id)' and date between '2026-03-16' and '2026-03-22'")
-            let met = try database.count("""
+            let steps = try await database.count("select sum(steps) from daily_tracking where user_id = '\(id)' and date between '2026-03-16' and '2026-03-22'")
+            let met = try await database.count("""
                 select count(*) from daily_tracking t join daily_goals g on g.user_id = t.user_id and g.date = t.date and g.goal_type = 'steps'
                  where t.user_id = '\(id)' and t.date between '2026-03-16' and '2026-03-22' and t.steps >= g.target_value
                 """)
@@ -87,14 +87,14 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             #expect(!html.contains("<img"))
         }
         // Every email sent is in email_logs and notification_logs (channel email) with Resend's id.
-        #expect(try database.psql("select email_type, count(*) from email_logs group by 1") == "weekly_digest|2")
-        #expect(try database.psql("""
+        #expect(try await database.psql("select email_type, count(*) from email_logs group by 1") == "weekly_digest|2")
+        #expect(try await database.psql("""
             select count(*) from notification_logs l join email_logs e on e.provider_id = l.provider_id
              where l.channel = 'email' and l.status = 'sent' and l.provider = 'resend'
             """) == "2")
-        #expect(Set(emails.map(\.id)) == Set(try database.psql("select provider_id from email_logs").split(separator: "\n").map(String.init)))
+        #expect(Set(emails.map(\.id)) == Set(try await database.psql("select provider_id from email_logs").split(separator: "\n").map(String.init)))
         // The logs keep no copy of the parts or of the user's link.
-        #expect(try database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
+        #expect(try await database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
     }
 
     /// Four digests, through Resend's bad answers: a 429 with retry-after waits that long
@@ -127,15 +127,15 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         }
         defer { Task { await stand.resend.shutdown() } }
         for n in 1...4 {
-            try DigestFixture.user(database, n, zone: "Europe/London")
-            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+            try await DigestFixture.user(database, n, zone: "Europe/London")
+            try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
-        try database.psql("delete from notification_outbox where channel = 'push'")
+        try await database.psql("delete from notification_outbox where channel = 'push'")
         func run(at now: String) async throws -> String {
             let result = try await database.nudge(["run", "dispatch", "--now", now], environment: stand.environment)
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-            return try database.psql("""
+            return try await database.psql("""
                 select distinct status || ' ' || attempts || ' ' || coalesce(waiting_for, '-') || ' '
                        || case when next_attempt_at = 'infinity' then '-'
                                else extract(epoch from next_attempt_at - '\(now)')::int::text end
@@ -143,8 +143,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
                 """)
         }
         #expect(try await run(at: "2026-03-22T20:00:30Z") == "pending 0 - 7 Resend 429 rate_limit_exceeded")
-        #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
-        #expect(try database.count("select count(*) from notification_outbox where request_key is not null or request_left_at is not null") == 0)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'failed'") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox where request_key is not null or request_left_at is not null") == 0)
         // A minute on, the four get a 500 in one request: one answer, not an outage of Resend's,
         // so they wait together (one jitter for their request) between 15 and 30 seconds, no
         // attempt spent, the key kept.
@@ -152,31 +152,31 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let wait = down.split(separator: " ").dropFirst(3).first.flatMap { Int($0) }
         #expect(down.hasPrefix("pending 0 - ") && down.hasSuffix(" Resend 500 internal_server_error") && (15...30).contains(wait ?? 0),
                 "\(down)")
-        #expect(try database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
-        let key = try database.value("select distinct request_key from notification_outbox")
+        #expect(try await database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
+        let key = try await database.value("select distinct request_key from notification_outbox")
         _ = try await run(at: "2026-03-22T20:02:05Z")
-        #expect(try database.psql("select distinct request_key from notification_outbox") == key)
+        #expect(try await database.psql("select distinct request_key from notification_outbox") == key)
         for now in ["2026-03-22T20:02:40Z", "2026-03-22T20:03:40Z", "2026-03-22T20:04:40Z"]
-        where try database.count("select count(*) from notification_outbox where status = 'pending'") > 0 {
+        where try await database.count("select count(*) from notification_outbox where status = 'pending'") > 0 {
             _ = try await run(at: now)
         }
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
-        #expect(try database.psql("select distinct request_key from notification_outbox") == key)
-        #expect(try database.value("select last_error from notification_outbox where status = 'failed'")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
+        #expect(try await database.psql("select distinct request_key from notification_outbox") == key)
+        #expect(try await database.value("select last_error from notification_outbox where status = 'failed'")
                 == "Resend refused it in its batch: Invalid `to` field.")
         // Two keys: the batch Resend refused whole, and the one that left after it, which every
         // later request sent as it was (the probe's, its retry, the fourth row's once woken), and
         // Resend answered from the key without sending anything twice.
         #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 2)
         #expect(stand.resend.sent.count == 3)
-        #expect(try database.count("select count(*) from email_logs") == 3)
-        #expect(try database.psql("select provider, state from provider_health where provider = 'resend'") == "resend|up")
+        #expect(try await database.count("select count(*) from email_logs") == 3)
+        #expect(try await database.psql("select provider, state from provider_health where provider = 'resend'") == "resend|up")
     }
 
     /// The digest emails alone, through a dispatcher (as cron starts it, at 20:00:30) killed (-9)
     /// once Resend's stand-in took `count` emails and before it answered them.
     static func killDispatchOnceResendTook(_ count: Int, _ database: TestDatabase, _ stand: ResendStandIn) async throws {
-        try database.psql("delete from notification_outbox where channel = 'push'")
+        try await database.psql("delete from notification_outbox where channel = 'push'")
         var environment = stand.environment
         environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
         let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
@@ -192,13 +192,13 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }
         defer { Task { await stand.resend.shutdown() } }
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
         try await Self.killDispatchOnceResendTook(1, database, stand)
-        #expect(try database.value("select status from notification_outbox") == "sending")
+        #expect(try await database.value("select status from notification_outbox") == "sending")
         // The lease runs out (as it would after its minutes).
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
@@ -207,8 +207,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(stand.resend.sent.count == 1)
         #expect(stand.resend.requests.count == 2)
         #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
-        #expect(try database.value("select status || ' ' || attempts from notification_outbox") == "sent 2")
-        #expect(try database.value("select provider_id from email_logs") == stand.resend.sent[0].id)
+        #expect(try await database.value("select status || ' ' || attempts from notification_outbox") == "sent 2")
+        #expect(try await database.value("select provider_id from email_logs") == stand.resend.sent[0].id)
     }
 
     /// A batch whose answer was lost (the dispatcher killed) goes again only as it was, even
@@ -219,15 +219,15 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let stand = try await ResendStandIn.start { email in email.attempt == 1 ? .acceptSilently : .accept }
         defer { Task { await stand.resend.shutdown() } }
         for n in 1...3 {
-            try DigestFixture.user(database, n, zone: "Europe/London")
-            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+            try await DigestFixture.user(database, n, zone: "Europe/London")
+            try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
         _ = try await weeklyDigest(database, at: at(Self.londonSunday))
         try await Self.killDispatchOnceResendTook(3, database, stand)
         #expect(stand.resend.requestCount == 1)
-        #expect(try database.count("select count(distinct request_key) from notification_outbox where request_to like 'user%'") == 1)
+        #expect(try await database.count("select count(distinct request_key) from notification_outbox where request_to like 'user%'") == 1)
         // The leases run out; the third user's row is due only later, so the first claim holds two.
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             update notification_outbox set status = 'pending', claimed_by = null, lease_until = null,
@@ -238,11 +238,11 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             let rerun = try await database.nudge(["run", "dispatch", "--now", now], environment: stand.environment)
             #expect(rerun.status == 0, "\(rerun.stdout)\n\(rerun.stderr)")
         }
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
         #expect(stand.resend.sent.count == 3)
         #expect(stand.resend.requestCount == 3)
         #expect(Set(stand.resend.requests.compactMap(\.idempotencyKey)).count == 1)
-        let logged = try database.psql("select provider_id from email_logs order by provider_id")
+        let logged = try await database.psql("select provider_id from email_logs order by provider_id")
         #expect(logged == stand.resend.sent.map(\.id).sorted().joined(separator: "\n"))
     }
 
@@ -253,9 +253,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.user(database, 2, zone: "Europe/London")
-        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29") }
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.user(database, 2, zone: "Europe/London")
+        for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29") }
 
         let port = Mutex(0)
         let server = Task {
@@ -280,26 +280,26 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
             return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
         }
-        let before = try database.dump()
+        let before = try await database.dump()
         let forged = url.dropLast(3) + (url.hasSuffix("AAA") ? "BBB" : "AAA")
         #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", String(forged)]).status == "400")
         #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", base + "/unsubscribe?token=nonsense"]).status == "400")
         #expect(try await curl([url]).status == "200")   // the page: nothing changes until its button is pressed
         #expect(try await curl([url]).body.contains("<form method=\"post\""))
-        #expect(try database.dump() == before)
+        #expect(try await database.dump() == before)
 
         let oneClick = try await curl(["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "-d", "List-Unsubscribe=One-Click", url])
         #expect(oneClick.status == "200", "\(oneClick.body)")
         #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", url]).status == "200")   // idempotent
-        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
-        #expect(try database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'") == "f|t")
+        #expect(try await database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
+        #expect(try await database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'") == "f|t")
         #expect(try await curl([base + "/health"]).status == "200")
 
         _ = try await weeklyDigest(database, at: at("2026-03-29T19:00:00Z"), publicURL: base)
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select user_id = '\(Fixture.userID(1))', channel from notification_outbox where local_day = '2026-03-29' order by 1, 2
             """) == "f|email\nf|push\nt|push")
-        #expect(try database.value("select detail from job_work where user_id = '\(Fixture.userID(1))' and local_day = '2026-03-29'")
+        #expect(try await database.value("select detail from job_work where user_id = '\(Fixture.userID(1))' and local_day = '2026-03-29'")
                 == "push, email: unsubscribed")
         let next = try await database.nudge(["run", "dispatch", "--now", "2026-03-29T19:01:00Z"], environment: stand.environment)
         #expect(next.status == 0)
@@ -316,9 +316,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             return
         }
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
         // The page's button posts to NUDGE_PUBLIC_URL: here, the server itself, on a port picked first.
-        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let free = try await runProcessOffThePool("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
         let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         let port = Mutex(0)
         let server = Task {
@@ -341,7 +341,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let shot = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
         #expect(FileManager.default.fileExists(atPath: screenshot), "\(shot.stderr)")
         // Width, height, then pixels of the button's blue, the text's ink, the card's white.
-        let colours = try runProcess("/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/png-colours.py").path, screenshot,
+        let colours = try await runProcessOffThePool("/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/png-colours.py").path, screenshot,
                                                           "2563eb", "1f2933", "ffffff"])
         let numbers = colours.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect(numbers.count == 5, "\(colours.stdout)\(colours.stderr)")
@@ -355,20 +355,20 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(dom.stdout.contains("<form method=\"post\" action=\"\(link.replacingOccurrences(of: "&", with: "&amp;"))\">"), "\(dom.stdout)")
         #expect(dom.stdout.contains("weekly digest emails"))
         // Looking changed nothing.
-        #expect(try database.count("select count(*) from email_preferences") == 0)
+        #expect(try await database.count("select count(*) from email_preferences") == 0)
     }
 
     /// A dry run renders every email and push (with --json, per user) and queues or sends nothing.
     @Test func aDryRunRendersEveryDigestAndChangesNothing() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
-        for n in 1...2 { try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22") }
-        let before = try database.dump(excluding: ["job_runs", "job_run_failures"])
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
+        for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22") }
+        let before = try await database.dump(excluding: ["job_runs", "job_run_failures"])
         let dry = try await database.nudge(["run", "weekly-digest", "--dry-run", "--json", "--now", Self.londonSunday],
                                            environment: digestEnvironment())
         #expect(dry.status == 0, "\(dry.stderr)")
-        #expect(try database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
+        #expect(try await database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as? [String: Any], "\(dry.stdout)")
         let decisions = try #require(object["decisions"] as? [[String: Any]])
         let lines = decisions.flatMap { ($0["notifications"] as? [String]) ?? [] }

@@ -17,31 +17,31 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     /// from a partial Sunday.
     @Test func nextWeeksGoalIsMondaysGoalWhenStepsSyncLate() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-02-01", to: "2026-03-22")
-        try database.psql("update daily_tracking set steps = 1000 where user_id = '\(Fixture.userID(1))' and date = '2026-03-22'")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-02-01", to: "2026-03-22")
+        try await database.psql("update daily_tracking set steps = 1000 where user_id = '\(Fixture.userID(1))' and date = '2026-03-22'")
         let queued = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(queued.counts.succeeded == 1, "\(queued.failures)")
-        let told = try database.value("select body from notification_outbox where channel = 'email'")
+        let told = try await database.value("select body from notification_outbox where channel = 'email'")
 
-        try database.psql("update daily_tracking set steps = 15000 where user_id = '\(Fixture.userID(1))' and date = '2026-03-22'")
+        try await database.psql("update daily_tracking set steps = 15000 where user_id = '\(Fixture.userID(1))' and date = '2026-03-22'")
         let goals = try await database.nudge(["run", "generate-daily-goals", "--now", "2026-03-23T00:15:00Z"])
         #expect(goals.status == 0, "\(goals.stderr)")
-        let monday = try database.count("""
+        let monday = try await database.count("""
             select target_value from weekly_goals where user_id = '\(Fixture.userID(1))' and week_start = '2026-03-23' and goal_type = 'steps'
             """)
         #expect(told.contains(DigestCopy(locale: "en").number(monday)), "Monday's goal is \(monday): \(told)")
         // The rules on the final Sunday would have given another number: the test is not vacuous.
-        let final = GoalRules.dailyTargets(on: LocalDate(iso8601: "2026-03-23")!, signedUpOn: LocalDate(iso8601: "2026-01-01")!,
+        let final = await GoalRules.dailyTargets(on: LocalDate(iso8601: "2026-03-23")!, signedUpOn: LocalDate(iso8601: "2026-01-01")!,
                                            tracking: try trackingDays(database, user: 1), memberships: []).steps * 7
         #expect(final != monday)
         // Monday's other goals are there as usual.
-        #expect(try database.count("select count(*) from weekly_goals where user_id = '\(Fixture.userID(1))' and week_start = '2026-03-23'") == 4)
+        #expect(try await database.count("select count(*) from weekly_goals where user_id = '\(Fixture.userID(1))' and week_start = '2026-03-23'") == 4)
     }
 
     /// The user's tracking as generate-daily-goals reads it.
-    func trackingDays(_ database: TestDatabase, user n: Int) throws -> [LocalDate: TrackingDay] {
-        let rows = try database.psql("""
+    func trackingDays(_ database: TestDatabase, user n: Int) async throws -> [LocalDate: TrackingDay] {
+        let rows = try await database.psql("""
             select date, coalesce(steps::text, '') from daily_tracking where user_id = '\(Fixture.userID(n))' order by date
             """).split(separator: "\n")
         return Dictionary(uniqueKeysWithValues: rows.map { row in
@@ -54,13 +54,13 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     /// Signed up at 19:30 on Sunday: no digest of a week they were not there for.
     @Test func aUserWhoSignedUpThatEveningGetsNoDigest() async throws {
         let database = try await TestDatabase.fresh()
-        try Outbox.user(database, 1, zone: "Europe/London", ios: 1, signup: "2026-03-22T19:30:00Z")
-        try database.psql("update users set email = 'user1@example.test' where id = '\(Fixture.userID(1))'")
+        try await Outbox.user(database, 1, zone: "Europe/London", ios: 1, signup: "2026-03-22T19:30:00Z")
+        try await database.psql("update users set email = 'user1@example.test' where id = '\(Fixture.userID(1))'")
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 0)
-        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox") == 0)
         // Signed up on Thursday (3 days before): that week is theirs.
-        try database.psql("update users set created_at = '2026-03-19T19:00:00Z' where id = '\(Fixture.userID(1))'")
+        try await database.psql("update users set created_at = '2026-03-19T19:00:00Z' where id = '\(Fixture.userID(1))'")
         let thursday = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(thursday.counts.succeeded == 1)
     }
@@ -68,32 +68,32 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     /// Active until 8 February: four quiet digests, then none until the user is back.
     @Test func afterFourQuietWeeksTheDigestRestsUntilTheUserIsActiveAgain() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-01-05", to: "2026-02-08")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-01-05", to: "2026-02-08")
         var pushes: [String] = []
         for sunday in ["2026-02-15", "2026-02-22", "2026-03-01", "2026-03-08", "2026-03-15", "2026-03-22"] {
             if sunday == "2026-03-22" {
                 // Back on Wednesday the 18th.
-                try database.psql("insert into daily_tracking (user_id, date, steps, mood, energy) values ('\(Fixture.userID(1))', '2026-03-18', 6000, 3, 4)")
+                try await database.psql("insert into daily_tracking (user_id, date, steps, mood, energy) values ('\(Fixture.userID(1))', '2026-03-18', 6000, 3, 4)")
             }
             let summary = try await weeklyDigest(database, at: at("\(sunday)T20:00:00Z"))
             #expect(summary.counts.failed == 0)
-            pushes.append(try database.value("""
+            pushes.append(try await database.value("""
                 select coalesce(string_agg(body, ''), 'none') from notification_outbox where local_day = '\(sunday)' and channel = 'push'
                 """))
         }
         #expect(pushes.prefix(4).allSatisfy { $0.contains("a quiet week") }, "\(pushes)")
         #expect(pushes[4] == "none")
-        #expect(try database.value("select outcome from job_work where job = 'weekly-digest' and local_day = '2026-03-15'") == "resting")
+        #expect(try await database.value("select outcome from job_work where job = 'weekly-digest' and local_day = '2026-03-15'") == "resting")
         #expect(pushes[5].contains("6,000 steps"), "\(pushes[5])")
     }
 
     /// A circle nobody submitted to: the member holds no place, and the digest names none.
     @Test func aBoardNobodySubmittedToGivesTheDigestNoRank() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
-        try database.psql("""
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
+        try await database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/London', '2026-03-01', '2026-04-30');
             insert into fitcircle_members (fitcircle_id, user_id, joined_at)
@@ -101,10 +101,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             """)
         let refresh = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-22T19:55:00Z"])
         #expect(refresh.status == 0, "\(refresh.stderr)")
-        #expect(try database.count("select count(*) from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16' and rank is null") == 1)
+        #expect(try await database.count("select count(*) from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16' and rank is null") == 1)
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 1)
-        let told = try database.psql("select body from notification_outbox")
+        let told = try await database.psql("select body from notification_outbox")
         #expect(!told.contains("#1") && !told.contains("Work Warriors"), "\(told)")
     }
 
@@ -114,10 +114,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     @Test func aWeighInFromBeforeTheWeekGivesTheDigestNoRank() async throws {
         let database = try await TestDatabase.fresh()
         for n in 1...2 {
-            try DigestFixture.user(database, n, zone: "Europe/London")
-            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+            try await DigestFixture.user(database, n, zone: "Europe/London")
+            try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
-        try database.psql("""
+        try await database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             values ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26');
             insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
@@ -129,15 +129,15 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             """)
         let refresh = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-22T19:55:00Z"])
         #expect(refresh.status == 0, "\(refresh.stderr)")
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(coalesce(rank::text, '-'), ' ' order by user_id = '\(Fixture.userID(1))' desc)
               from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16'
             """) == "- 1")
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 2)
-        let toOne = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        let toOne = try await database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
         #expect(!toOne.isEmpty && !toOne.contains("#1") && !toOne.contains("#2") && !toOne.contains("Lean Team"), "\(toOne)")
-        let toTwo = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
+        let toTwo = try await database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
         #expect(toTwo.contains("#1"), "\(toTwo)")
     }
 
@@ -147,10 +147,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
     @Test func aPlaceStoredWithoutAValueOfTheWeekIsNotToldByTheDigest() async throws {
         let database = try await TestDatabase.fresh()
         for n in 1...2 {
-            try DigestFixture.user(database, n, zone: "Europe/London")
-            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
+            try await DigestFixture.user(database, n, zone: "Europe/London")
+            try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
-        try database.psql("""
+        try await database.psql("""
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on) values
               ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26'),
               ('00000000-0000-0000-0000-0000000000c3', 'Idle Walkers', 'steps', 'Europe/London', '2026-03-02', '2026-04-26');
@@ -169,9 +169,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             """)
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 2)
-        let toOne = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        let toOne = try await database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
         #expect(!toOne.isEmpty && !toOne.contains("#1") && !toOne.contains("Lean Team") && !toOne.contains("Idle Walkers"), "\(toOne)")
-        let toTwo = try database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
+        let toTwo = try await database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(2))' and channel = 'push'")
         #expect(toTwo.contains("#1 in Lean Team") && !toTwo.contains("Idle Walkers"), "\(toTwo)")
     }
 }

@@ -6,9 +6,9 @@ import Testing
 @testable import NudgeCore
 
 /// `count` users, each with one iPhone and `perUser` notifications of different types due at `at`.
-private func queueForMany(_ database: TestDatabase, users count: Int, perUser: Int, at: String) throws {
+private func queueForMany(_ database: TestDatabase, users count: Int, perUser: Int, at: String) async throws {
     let types = ["streak_at_risk", "social_engagement", "weekly_goal_progress", "data_submission", "leaderboard_change"]
-    try database.psql("""
+    try await database.psql("""
         begin;
         insert into users (id, timezone, locale, created_at)
         select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01' from generate_series(1, \(count)) n;
@@ -30,7 +30,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try queueForMany(database, users: 2_000, perUser: 5, at: "2026-03-10T12:00:00Z")
+        try await queueForMany(database, users: 2_000, perUser: 5, at: "2026-03-10T12:00:00Z")
         let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
         let runs = try shards.map { shard in
             // Two lanes of 50 each: four claim loops at once between them, gentle on a debug build.
@@ -42,8 +42,8 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         }
 
-        let detail = try database.psql("select status, attempts, last_error, count(*) from notification_outbox group by 1, 2, 3")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "sent|6000\nsuppressed|4000",
+        let detail = try await database.psql("select status, attempts, last_error, count(*) from notification_outbox group by 1, 2, 3")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "sent|6000\nsuppressed|4000",
                 "\(detail)")
         let requests = push.apns.requests
         #expect(requests.count == 6_000)
@@ -52,7 +52,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         #expect(perDevice.count == 2_000)
         #expect(perDevice.values.allSatisfy { $0.count == 3 && Set($0.compactMap(\.collapseID)).count == 3 })
         // Both dispatchers did a share of the work.
-        #expect(try database.count("select count(distinct run_id) from notification_logs") == 2)
+        #expect(try await database.count("select count(distinct run_id) from notification_logs") == 2)
     }
 
     /// A dispatcher killed mid-way leaves its claims to their lease; the next run takes them and
@@ -61,7 +61,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start(apns: { _ in .acceptAfter(.milliseconds(40)) })
         defer { Task { await push.shutdown() } }
-        try queueForMany(database, users: 1_500, perUser: 1, at: "2026-03-10T12:00:00Z")
+        try await queueForMany(database, users: 1_500, perUser: 1, at: "2026-03-10T12:00:00Z")
         // The shortest lease a 3-second push time-out allows: 3 × 3 + 10 + 20 seconds.
         let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "39", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]) { _, new in new }
         let first = try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
@@ -69,11 +69,11 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         #expect(try await eventuallyHere(seconds: 60) { push.apns.requestCount >= 300 })
         first.signal(SIGKILL)
         _ = await first.finished()
-        let claimed = try database.count("select count(*) from notification_outbox where status = 'sending'")
+        let claimed = try await database.count("select count(*) from notification_outbox where status = 'sending'")
         #expect(claimed > 0)
-        #expect(try database.value("select status from job_runs") == "running")
+        #expect(try await database.value("select status from job_runs") == "running")
         // Each claim's lease as the killed run left it, to be judged against when the next run ends.
-        try database.psql("create table held_leases as select id, lease_until from notification_outbox where status = 'sending'")
+        try await database.psql("create table held_leases as select id, lease_until from notification_outbox where status = 'sending'")
 
         // Within the lease nothing of it is taken again; after it, everything is. A claim whose
         // lease outlasted the whole early run cannot have been taken by it, however slow the
@@ -81,17 +81,17 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let gentle = ["--lanes", "1", "--batch-size", "50", "--concurrency", "50"]
         let early = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:40Z"] + gentle, environment: environment)
         #expect(early.status == 0, "\(early.stderr)")
-        try database.psql("create table early_ended as select now() as at")
-        #expect(try database.count("""
+        try await database.psql("create table early_ended as select now() as at")
+        #expect(try await database.count("""
             select count(*) from notification_outbox o join held_leases h using (id)
              where h.lease_until > (select at from early_ended) and (o.status <> 'sending' or o.lease_until <> h.lease_until)
             """) == 0)
         #expect(try await eventuallyHere(seconds: 60) {
-            try database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
+            try await database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
         })
         let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"] + gentle, environment: environment)
         #expect(late.status == 0, "\(late.stderr)")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")
 
         let perDevice = Dictionary(grouping: push.apns.requests, by: \.deviceToken)
         #expect(perDevice.count == 1_500)
@@ -101,7 +101,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         // Sent twice only where a run could not know the first went: the killed run's claims,
         // and an attempt that got no answer within the time-out (a loaded machine can make one).
         let twice = Set(perDevice.filter { $0.value.count > 1 }.keys)
-        let explained = Set(try database.psql("""
+        let explained = Set(try await database.psql("""
             select t.device_token from user_push_tokens t
              where t.user_id in (select o.user_id from notification_outbox o join held_leases h using (id))
                 or t.user_id in (select user_id from notification_logs where status <> 'sent')
@@ -114,12 +114,12 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try queueForMany(database, users: 120, perUser: 4, at: "2026-03-10T12:00:00Z")
-        let before = try database.dump(excluding: ["job_runs", "job_run_failures"])
+        try await queueForMany(database, users: 120, perUser: 4, at: "2026-03-10T12:00:00Z")
+        let before = try await database.dump(excluding: ["job_runs", "job_run_failures"])
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--dry-run", "--json"],
                                               environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
+        #expect(try await database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
         #expect(push.apns.requestCount == 0)
         #expect(push.fcm.requestCount == 0)
         #expect(push.fcm.issuedTokens.isEmpty)
@@ -138,9 +138,9 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1)
+        try await Outbox.user(database, 1)
         let due = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 4).rounded(.up))
-        try Outbox.queue(database, 1, type: "fitcircle_invite", at: ISO8601DateFormatter().string(from: due))
+        try await Outbox.queue(database, 1, type: "fitcircle_invite", at: ISO8601DateFormatter().string(from: due))
         // Started at once, not queued for one of the harness's process slots: the times below
         // are the run's own.
         let started = Date()
@@ -151,7 +151,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         #expect(request.receivedAt.timeIntervalSince(due) < 2.5)
         // It did not wait out its 30 seconds once nothing was due.
         #expect(Date().timeIntervalSince(started) < 15)
-        #expect(try database.value("select status from notification_outbox") == "sent")
+        #expect(try await database.value("select status from notification_outbox") == "sent")
     }
 }
 
@@ -242,8 +242,8 @@ private struct SlowFactsDispatch: Job {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try queueForMany(database, users: 3, perUser: 1, at: "2026-03-10T12:00:00Z")
-        let stolen = try #require(UUID(uuidString: try database.value("select id from users order by id limit 1")))
+        try await queueForMany(database, users: 3, perUser: 1, at: "2026-03-10T12:00:00Z")
+        let stolen = try #require(UUID(uuidString: try await database.value("select id from users order by id limit 1")))
         let holder = Mutex<SlowFactsDispatch?>(nil)
         let summary = try await database.withDatabase { db in
             try await DeliveryServices.with(Environment(push.environment), dryRun: false) { services in
@@ -259,9 +259,9 @@ private struct SlowFactsDispatch: Job {
         }
         #expect(summary.counts.skipped == 1)
         #expect(push.apns.requests.count == 2)
-        #expect(try database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
+        #expect(try await database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
                 == "sending|-1|1\nsent||2")
-        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 2)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'sent'") == 2)
         // The others' claims, run out, had been renewed before their sends (well past the 5
         // seconds they began with).
         let renewed = try #require(holder.withLock { $0 }).leaseAtSends.seen.withLock { $0 }
@@ -285,7 +285,7 @@ private struct SlowFactsDispatch: Job {
                 return !cut
             }
             if first {
-                _ = try? database.psql("""
+                _ = try? database.psqlFromAStandIn("""
                     select count(pg_terminate_backend(pid)) from pg_stat_activity
                      where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
                     """)
@@ -293,7 +293,7 @@ private struct SlowFactsDispatch: Job {
             return .accept
         })
         defer { Task { await push.shutdown() } }
-        try queueForMany(database, users: 160, perUser: 1, at: "2026-03-10T12:00:00Z")
+        try await queueForMany(database, users: 160, perUser: 1, at: "2026-03-10T12:00:00Z")
         do {
             _ = try await dispatch(database, environment: push.environment, at: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, lanes: 4)
         } catch {
@@ -302,21 +302,21 @@ private struct SlowFactsDispatch: Job {
         #expect(cut.withLock { $0 })
         // A row still claimed is one whose lane lost its connection before sending it (claimed,
         // not yet sent): none of them reached APNs. Their claims lapse; the next run sends them.
-        let claimed = try database.psql("""
+        let claimed = try await database.psql("""
             select t.device_token from notification_outbox o join user_push_tokens t on t.user_id = o.user_id
              where o.status = 'sending'
             """).split(separator: "\n").map(String.init)
         #expect(Set(claimed).isDisjoint(with: push.apns.requests.map(\.deviceToken)))
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set lease_until = now() - interval '1 second' where status = 'sending';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
         let again = try await dispatch(database, environment: push.environment, at: ISO8601DateFormatter().date(from: "2026-03-10T12:01:30Z")!, lanes: 4)
         #expect(again.exitCode == 0, "\(again)")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|160")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|160")
         let perDevice = Dictionary(grouping: push.apns.requests, by: \.deviceToken)
         #expect(perDevice.count == 160)
         #expect(perDevice.values.allSatisfy { $0.count == 1 })
-        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 160)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'sent'") == 160)
     }
 }

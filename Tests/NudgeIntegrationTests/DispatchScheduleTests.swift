@@ -60,28 +60,28 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         defer { Task { await push.shutdown() } }
         let t = zone.times
         // User 1: the standard quiet hours (22:00–08:00), no weekend pause.
-        try Outbox.user(database, 1, zone: zone.name)
-        let atRisk = try Outbox.queue(database, 1, type: "weekly_digest", at: t["sat 23:00"]!)
-        let reminder = try Outbox.queue(database, 1, type: "daily_checkin", at: t["sat 23:30"]!)
-        let moved = try Outbox.queue(database, 1, type: "streak_milestone", at: t["sun 01:45"]!)
+        try await Outbox.user(database, 1, zone: zone.name)
+        let atRisk = try await Outbox.queue(database, 1, type: "weekly_digest", at: t["sat 23:00"]!)
+        let reminder = try await Outbox.queue(database, 1, type: "daily_checkin", at: t["sat 23:30"]!)
+        let moved = try await Outbox.queue(database, 1, type: "streak_milestone", at: t["sun 01:45"]!)
         // Worth sending only on its own day: held to 08:00, it would go out stale.
-        let stale = try Outbox.queue(database, 1, type: "streak_at_risk", at: t["sat 23:00"]!)
-        let cheer = try Outbox.queue(database, 1, type: "social_engagement", at: t["sun 10:00"]!)
-        let goal = try Outbox.queue(database, 1, type: "weekly_goal_progress", at: t["sun 11:00"]!)
-        let submit = try Outbox.queue(database, 1, type: "data_submission", at: t["sun 12:00"]!)
-        let evening = try Outbox.queue(database, 1, type: "daily_checkin", at: t["sun 20:00"]!)
+        let stale = try await Outbox.queue(database, 1, type: "streak_at_risk", at: t["sat 23:00"]!)
+        let cheer = try await Outbox.queue(database, 1, type: "social_engagement", at: t["sun 10:00"]!)
+        let goal = try await Outbox.queue(database, 1, type: "weekly_goal_progress", at: t["sun 11:00"]!)
+        let submit = try await Outbox.queue(database, 1, type: "data_submission", at: t["sun 12:00"]!)
+        let evening = try await Outbox.queue(database, 1, type: "daily_checkin", at: t["sun 20:00"]!)
         // User 2: quiet 23:00–07:00 and weekends paused.
-        try Outbox.user(database, 2, zone: zone.name)
-        try database.psql("""
+        try await Outbox.user(database, 2, zone: zone.name)
+        try await database.psql("""
             insert into notification_preferences (user_id, dnd_start, dnd_end, pause_weekends)
             values ('\(Fixture.userID(2))', '23:00', '07:00', true)
             """)
         // Sunday noon: held by the weekend pause, then the night, within its 24 hours' shelf life (a
         // type dispatch does not know: optional, the default shelf life).
-        let weekend = try Outbox.queue(database, 2, type: "coach_tip", at: t["sun 12:00"]!)
+        let weekend = try await Outbox.queue(database, 2, type: "coach_tip", at: t["sun 12:00"]!)
         // Saturday evening: the weekend pause would hold it past its six hours.
-        let cheered = try Outbox.queue(database, 2, type: "social_engagement", at: t["sat 20:30"]!)
-        let critical = try Outbox.queue(database, 2, type: "daily_checkin", at: t["sun 12:00"]!)
+        let cheered = try await Outbox.queue(database, 2, type: "social_engagement", at: t["sat 20:30"]!)
+        let critical = try await Outbox.queue(database, 2, type: "daily_checkin", at: t["sun 12:00"]!)
 
         var now = at(t["sat 20:00"]!)
         while now <= at(t["mon 09:00"]!) {
@@ -90,35 +90,35 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
             now = now.addingTimeInterval(30 * 60)
         }
 
-        func sent(_ id: Int64) throws -> String {
-            try database.value("select coalesce(to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), status) from notification_outbox where id = \(id)")
+        func sent(_ id: Int64) async throws -> String {
+            try await database.value("select coalesce(to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), status) from notification_outbox where id = \(id)")
         }
-        #expect(try sent(reminder) == t["sat 23:30"]!)           // critical: through quiet hours
-        #expect(try sent(atRisk) == t["sun 08:00"]!)              // deferred to the window's end…
-        #expect(try sent(moved) == t["sun 08:00"]!)               // …on the night the clocks change
-        #expect(try sent(stale) == "suppressed")                  // past its shelf life by then
-        #expect(try database.value("select last_error from notification_outbox where id = \(stale)")
+        await #expect(try sent(reminder) == t["sat 23:30"]!)           // critical: through quiet hours
+        await #expect(try sent(atRisk) == t["sun 08:00"]!)              // deferred to the window's end…
+        await #expect(try sent(moved) == t["sun 08:00"]!)               // …on the night the clocks change
+        await #expect(try sent(stale) == "suppressed")                  // past its shelf life by then
+        #expect(try await database.value("select last_error from notification_outbox where id = \(stale)")
                 .hasPrefix("expired: streak_at_risk due \(t["sat 23:00"]!) was worth sending until"))
         // The daily total counts each push on the day it was for: the digest deferred from Saturday
         // night to 08:00 is Saturday's, so Sunday's are the milestone, the cheer and the goal.
-        #expect(try sent(cheer) == t["sun 10:00"]!)
-        #expect(try sent(goal) == t["sun 11:00"]!)                // the day's third
-        #expect(try sent(submit) == "suppressed")                 // a fourth is over the cap
-        #expect(try sent(evening) == t["sun 20:00"]!)             // critical: never held by the cap
-        #expect(try sent(weekend) == t["mon 07:00"]!)             // the weekend, then the night
-        #expect(try sent(cheered) == "suppressed")                // stale by Monday morning
-        #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
-        let sunday = try database.value("select (timestamptz '\(t["sun 12:00"]!)' at time zone '\(zone.name)')::date")
-        #expect(try database.value("select last_error from notification_outbox where id = \(submit)")
+        await #expect(try sent(cheer) == t["sun 10:00"]!)
+        await #expect(try sent(goal) == t["sun 11:00"]!)                // the day's third
+        await #expect(try sent(submit) == "suppressed")                 // a fourth is over the cap
+        await #expect(try sent(evening) == t["sun 20:00"]!)             // critical: never held by the cap
+        await #expect(try sent(weekend) == t["mon 07:00"]!)             // the weekend, then the night
+        await #expect(try sent(cheered) == "suppressed")                // stale by Monday morning
+        await #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
+        let sunday = try await database.value("select (timestamptz '\(t["sun 12:00"]!)' at time zone '\(zone.name)')::date")
+        #expect(try await database.value("select last_error from notification_outbox where id = \(submit)")
                 .hasPrefix("caps: daily cap: 3 notifications already sent for \(sunday)"))
         // Deferred to the instant the window ends, not to the next run after it.
-        #expect(try database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
+        #expect(try await database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
                 .hasPrefix("deferred|quiet hours 22:00–08:00: until \(t["sun 08:00"]!)"))
-        #expect(try database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
+        #expect(try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasSuffix("until \(t["mon 07:00"]!)"))
-        #expect(try database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
+        #expect(try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasPrefix("weekend pause and quiet hours 23:00–07:00"))
-        #expect(try database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 1)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 1)
         // What the device saw: eight pushes, one each.
         #expect(push.apns.requests.count == 8)
         #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 8)

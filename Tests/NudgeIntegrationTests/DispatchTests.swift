@@ -11,12 +11,12 @@ import Testing
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1, ios: 1, android: 1)
-        try Outbox.user(database, 2, ios: 0)
-        try database.psql("update users set fcm_token = 'legacy-token-2:APA91b' where id = '\(Fixture.userID(2))'")
-        let first = try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z", title: "🔥 Your 12-day streak is at risk",
+        try await Outbox.user(database, 1, ios: 1, android: 1)
+        try await Outbox.user(database, 2, ios: 0)
+        try await database.psql("update users set fcm_token = 'legacy-token-2:APA91b' where id = '\(Fixture.userID(2))'")
+        let first = try await Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z", title: "🔥 Your 12-day streak is at risk",
                                      body: "Check in today", payload: #"{"type":"streak_at_risk","deep_link":"fitcircle://checkin","streak":12}"#)
-        try Outbox.queue(database, 2, type: "proactive_push", at: "2026-03-10T09:00:00Z", title: "Hi", body: "How did it go?")
+        try await Outbox.queue(database, 2, type: "proactive_push", at: "2026-03-10T09:00:00Z", title: "Hi", body: "How did it go?")
 
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
@@ -40,10 +40,10 @@ import Testing
         #expect(fcm.allSatisfy { $0.accessToken == push.fcm.issuedTokens.first })
         #expect(fcm.first { $0.deviceToken == "legacy-token-2:APA91b" }?.collapseKey == "nudge-proactive_push")
 
-        #expect(try database.psql("select status || ' ' || array_length(delivered_to, 1) from notification_outbox order by id")
+        #expect(try await database.psql("select status || ' ' || array_length(delivered_to, 1) from notification_outbox order by id")
                 == "sent 2\nsent 1")
-        #expect(try database.count("select count(*) from notification_logs where status = 'sent' and provider_id is not null") == 3)
-        #expect(try database.value("select provider_id from notification_logs where provider = 'apns'")
+        #expect(try await database.count("select count(*) from notification_logs where status = 'sent' and provider_id is not null") == 3)
+        #expect(try await database.value("select provider_id from notification_logs where provider = 'apns'")
                 == request.headers["apns-id"])
     }
 }
@@ -56,10 +56,10 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1)
-        try Outbox.user(database, 2)
+        try await Outbox.user(database, 1)
+        try await Outbox.user(database, 2)
         let veteran = Fixture.userID(1)
-        try database.psql("""
+        try await database.psql("""
             begin;
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body,
                                              status, sent_at, next_attempt_at, attempts, delivered_to, created_at)
@@ -75,8 +75,8 @@ extension DispatchDeliveryTests {
             analyze notification_outbox;
             analyze notification_logs;
             """)
-        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
-        try Outbox.queue(database, 2, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
+        try await Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
+        try await Outbox.queue(database, 2, type: "streak_at_risk", at: "2026-03-10T09:00:00Z")
 
         let before = try await database.rowsRead(["notification_outbox", "notification_logs"])
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
@@ -84,10 +84,10 @@ extension DispatchDeliveryTests {
         // Counted before this test's own queries read anything.
         let read = try await database.rowsRead(["notification_outbox", "notification_logs"]) - before
         #expect(push.apns.requestCount == 2)
-        #expect(try database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
         // What the caps look back on (the last 8 days' sends, about 440 rows), and a little more:
         // never the 40,000 rows of the year.
-        let recent = try database.count("""
+        let recent = try await database.count("""
             select count(*) from notification_outbox where user_id = '\(veteran)' and sent_at >= '2026-03-02T09:00:30Z'
             """)
         #expect(read < recent + 150, "\(read) rows of the outbox and logs read; \(recent) sent in the caps' 8 days")
@@ -118,9 +118,9 @@ extension DispatchDeliveryTests {
         defer { Task { await push.shutdown() } }
         // Five more devices on each platform that take their push: each provider has shown that
         // its configuration is right, so an unknown token is unknown indeed.
-        for n in Array(1...6) + Array(12...16) { try Outbox.user(database, n, ios: 1) }
-        for n in Array(7...11) + Array(17...21) { try Outbox.user(database, n, ios: 0, android: 1) }
-        for n in 1...21 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        for n in Array(1...6) + Array(12...16) { try await Outbox.user(database, n, ios: 1) }
+        for n in Array(7...11) + Array(17...21) { try await Outbox.user(database, n, ios: 0, android: 1) }
+        for n in 1...21 { try await Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
 
         // The time-out ends the wait for the one device that never answers. 20 s, not less: the
         // stand-ins answer from this test process, which forty suites load, and at 5 s a whole
@@ -128,21 +128,21 @@ extension DispatchDeliveryTests {
         let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
         let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
-        #expect(try database.psql("select device_token from user_push_tokens where not active order by 1")
+        #expect(try await database.psql("select device_token from user_push_tokens where not active order by 1")
                 == [Outbox.iosToken(1), Outbox.iosToken(2), Outbox.androidToken(7), Outbox.androidToken(8)].sorted().joined(separator: "\n"))
-        let pending = try database.psql("""
+        let pending = try await database.psql("""
             select u.n || ' ' || o.attempts from notification_outbox o
               join (select id, row_number() over (order by created_at) n from users) u on u.id = o.user_id
              where o.status = 'pending' order by 1
             """)
         #expect(pending.split(separator: "\n").count == 4, "\(pending)")
         // UNAVAILABLE waits its retry-after.
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
              where user_id = '\(Fixture.userID(9))'
             """) == "45")
         // The run's summary counts what became of each notification and the tokens it pruned.
-        let summary = try database.psql("""
+        let summary = try await database.psql("""
             select key || '=' || value from job_runs, jsonb_each_text(summary)
              where id = (select max(id) from job_runs where job = 'dispatch') order by 1
             """)
@@ -150,14 +150,14 @@ extension DispatchDeliveryTests {
 
         let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: environment)
         #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
-        let detail = try database.psql("select user_id, status, attempts, last_error from notification_outbox order by 1")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|4\nsent|17",
+        let detail = try await database.psql("select user_id, status, attempts, last_error from notification_outbox order by 1")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|4\nsent|17",
                 "\(detail)")
-        #expect(try database.value("select last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(try await database.value("select last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
                 .contains("410 Unregistered"))
         // Every attempt is a row: 21 first attempts and 4 retries.
-        #expect(try database.count("select count(*) from notification_logs") == 25)
-        #expect(try database.count("select count(*) from notification_logs where status = 'sent'") == 17)
+        #expect(try await database.count("select count(*) from notification_logs") == 25)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'sent'") == 17)
         // The retry carried the first attempt's collapse id and apns-id.
         let retried = push.apns.requests.filter { $0.deviceToken == Outbox.iosToken(4) }
         #expect(retried.count == 2)
@@ -165,7 +165,7 @@ extension DispatchDeliveryTests {
         #expect(Set(retried.compactMap { $0.headers["apns-id"] }).count == 1)
         // Provider keys are in no table, no log and no output.
         let key = push.apns.privateKeyPEM.split(separator: "\n")[1]
-        #expect(!(try database.dump()).contains(key))
+        #expect(!(try await database.dump()).contains(key))
         #expect(!(first.stdout + first.stderr + second.stdout + second.stderr).contains(key))
     }
 
@@ -178,21 +178,21 @@ extension DispatchDeliveryTests {
             request.deviceToken.hasPrefix("legacy") ? .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.") : .accept
         })
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1, ios: 0)
-        try database.psql("update users set fcm_token = 'legacy-1:APA91b' where id = '\(Fixture.userID(1))'")
-        try Outbox.user(database, 2, ios: 0, android: 1)
+        try await Outbox.user(database, 1, ios: 0)
+        try await database.psql("update users set fcm_token = 'legacy-1:APA91b' where id = '\(Fixture.userID(1))'")
+        try await Outbox.user(database, 2, ios: 0, android: 1)
         for n in 1...2 {
-            try Outbox.queue(database, n, type: "leaderboard_change", at: "2026-03-10T12:00:00Z")
-            try Outbox.queue(database, n, type: "leaderboard_change", at: "2026-03-10T12:02:00Z")
+            try await Outbox.queue(database, n, type: "leaderboard_change", at: "2026-03-10T12:00:00Z")
+            try await Outbox.queue(database, n, type: "leaderboard_change", at: "2026-03-10T12:02:00Z")
         }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:02:30Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try database.psql("select device_token, active from user_push_tokens where user_id = '\(Fixture.userID(1))'")
+        #expect(try await database.psql("select device_token, active from user_push_tokens where user_id = '\(Fixture.userID(1))'")
                 == "legacy-1:APA91b|f")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|2\nsent|2")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|2\nsent|2")
         #expect(push.fcm.requestCount == 2)
         // The push_tokens view no longer offers the token.
-        #expect(try database.count("select count(*) from push_tokens where user_id = '\(Fixture.userID(1))'") == 0)
+        #expect(try await database.count("select count(*) from push_tokens where user_id = '\(Fixture.userID(1))'") == 0)
     }
 
     /// A message FCM refuses for what it is (a reserved data key), not for its token: that
@@ -204,15 +204,15 @@ extension DispatchDeliveryTests {
                 ? .reject(status: 400, code: "INVALID_ARGUMENT", message: "Invalid data payload key: from") : .accept
         })
         defer { Task { await push.shutdown() } }
-        for n in 1...8 { try Outbox.user(database, n, ios: 0, android: 1) }
-        try Outbox.queue(database, 1, type: "social_engagement", at: "2026-03-10T12:00:00Z", payload: #"{"from":"alex"}"#)
-        for n in 2...8 { try Outbox.queue(database, n, type: "social_engagement", at: "2026-03-10T12:00:00Z") }
+        for n in 1...8 { try await Outbox.user(database, n, ios: 0, android: 1) }
+        try await Outbox.queue(database, 1, type: "social_engagement", at: "2026-03-10T12:00:00Z", payload: #"{"from":"alex"}"#)
+        for n in 2...8 { try await Outbox.queue(database, n, type: "social_engagement", at: "2026-03-10T12:00:00Z") }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try database.value("select status || ': ' || last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(try await database.value("select status || ': ' || last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
                 .hasSuffix("FCM 400 INVALID_ARGUMENT: Invalid data payload key: from"))
-        #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 7)
-        #expect(try database.count("select count(*) from user_push_tokens where not active") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'sent'") == 7)
+        #expect(try await database.count("select count(*) from user_push_tokens where not active") == 0)
     }
 
     /// Many uninstalled apps at once (the evening reminder to those who stopped using the app)
@@ -223,12 +223,12 @@ extension DispatchDeliveryTests {
             request.deviceToken < Outbox.iosToken(9) ? .reject(status: 410, reason: "Unregistered") : .accept
         })
         defer { Task { await push.shutdown() } }
-        for n in 1...10 { try Outbox.user(database, n) }
-        for n in 1...10 { try Outbox.queue(database, n, type: "daily_checkin", at: "2026-03-10T20:00:00Z") }
+        for n in 1...10 { try await Outbox.user(database, n) }
+        for n in 1...10 { try await Outbox.queue(database, n, type: "daily_checkin", at: "2026-03-10T20:00:00Z") }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T20:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try database.count("select count(*) from user_push_tokens where not active") == 8)
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|8\nsent|2")
+        #expect(try await database.count("select count(*) from user_push_tokens where not active") == 8)
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|8\nsent|2")
     }
 
     /// FCM's project quota holds every FCM send; the notification waits for the time FCM asks,
@@ -239,11 +239,11 @@ extension DispatchDeliveryTests {
             .reject(status: 429, code: "QUOTA_EXCEEDED", message: "Quota exceeded.", retryAfter: "90")
         })
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1, ios: 0, android: 1)
-        try Outbox.queue(database, 1, type: "social_engagement", at: "2026-03-10T12:00:00Z")
+        try await Outbox.user(database, 1, ios: 0, android: 1)
+        try await Outbox.queue(database, 1, type: "social_engagement", at: "2026-03-10T12:00:00Z")
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select status || ' ' || attempts || ' ' || extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int
               from notification_outbox
             """) == "pending 0 90")
@@ -255,13 +255,13 @@ extension DispatchDeliveryTests {
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
         for n in 1...2 {
-            try Outbox.user(database, n)
-            try Outbox.queue(database, n, type: "social_engagement", at: "2026-03-10T12:00:00Z")
+            try await Outbox.user(database, n)
+            try await Outbox.queue(database, n, type: "social_engagement", at: "2026-03-10T12:00:00Z")
         }
-        try database.psql("insert into dispatch_leases values ('\(Fixture.userID(1))', 999, now() + interval '1 hour')")
+        try await database.psql("insert into dispatch_leases values ('\(Fixture.userID(1))', 999, now() + interval '1 hour')")
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try database.psql("select status, attempts from notification_outbox order by user_id = '\(Fixture.userID(1))'")
+        #expect(try await database.psql("select status, attempts from notification_outbox order by user_id = '\(Fixture.userID(1))'")
                 == "sent|1\npending|0")
         #expect(push.apns.requests.map(\.deviceToken) == [Outbox.iosToken(2)])
     }
@@ -272,14 +272,14 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        for n in 1...3 { try Outbox.user(database, n, ios: 1, android: 1) }
+        for n in 1...3 { try await Outbox.user(database, n, ios: 1, android: 1) }
         for minute in 0..<60 {
             // Each cron run is a new process a minute after the last: the stored token ages a minute.
-            try database.psql("update provider_tokens set issued_at = issued_at - interval '1 minute', expires_at = expires_at - interval '1 minute'")
+            try await database.psql("update provider_tokens set issued_at = issued_at - interval '1 minute', expires_at = expires_at - interval '1 minute'")
             let now = String(format: "2026-03-10T12:%02d:00Z", minute)
             if minute % 6 == 0 {
                 for n in 1...3 {
-                    try Outbox.queue(database, n, type: "fitcircle_invite", at: now)
+                    try await Outbox.queue(database, n, type: "fitcircle_invite", at: now)
                 }
             }
             if minute == 0 {
@@ -297,8 +297,8 @@ extension DispatchDeliveryTests {
         #expect((2...3).contains(push.apns.providerTokens.count))
         // FCM's access token lasts an hour: renewed five minutes before it expires.
         #expect((1...2).contains(push.fcm.issuedTokens.count))
-        #expect(try database.count("select count(*) from provider_tokens") == 2)
-        #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 30)
+        #expect(try await database.count("select count(*) from provider_tokens") == 2)
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'sent'") == 30)
     }
 
     /// A burst of BadDeviceToken across many devices is the configuration's fault (sandbox tokens
@@ -308,14 +308,14 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start(apns: { _ in .reject(status: 400, reason: "BadDeviceToken") })
         defer { Task { await push.shutdown() } }
-        for n in 1...24 { try Outbox.user(database, n, ios: 1) }
-        for n in 1...24 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        for n in 1...24 { try await Outbox.user(database, n, ios: 1) }
+        for n in 1...24 { try await Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 1, "\(result.stdout)\n\(result.stderr)")
         #expect(result.stdout.contains("APNs paused"))
-        #expect(try database.count("select count(*) from user_push_tokens where not active") == 0)
-        #expect(try database.psql("select distinct status from notification_outbox") == "pending")
-        #expect(try database.count("select count(*) from notification_outbox where attempts > 0") == 0)
+        #expect(try await database.count("select count(*) from user_push_tokens where not active") == 0)
+        #expect(try await database.psql("select distinct status from notification_outbox") == "pending")
+        #expect(try await database.count("select count(*) from notification_outbox where attempts > 0") == 0)
     }
 
     /// A key Apple does not know (a wrong APNS_KEY_ID) and FCM's THIRD_PARTY_AUTH_ERROR are
@@ -324,16 +324,16 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start(fcm: { _ in .reject(status: 401, code: "THIRD_PARTY_AUTH_ERROR", message: "Auth error") })
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1, ios: 1, android: 1)
-        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        try await Outbox.user(database, 1, ios: 1, android: 1)
+        try await Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
         var environment = push.environment
         environment["APNS_KEY_ID"] = "WRONGKEY1"
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(result.status == 1)
         #expect(result.stdout.contains("APNs paused: APNs 403 InvalidProviderToken"))
         #expect(result.stdout.contains("FCM paused: FCM 401 THIRD_PARTY_AUTH_ERROR"))
-        #expect(try database.count("select count(*) from user_push_tokens where active") == 2)
-        #expect(try database.value("select status || ' ' || attempts from notification_outbox") == "pending 0")
+        #expect(try await database.count("select count(*) from user_push_tokens where active") == 2)
+        #expect(try await database.value("select status || ' ' || attempts from notification_outbox") == "pending 0")
     }
 
     /// Without credentials a provider is "not configured": its notifications stay queued, the
@@ -342,16 +342,16 @@ extension DispatchDeliveryTests {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         defer { Task { await push.shutdown() } }
-        try Outbox.user(database, 1, ios: 1)
-        try Outbox.user(database, 2, ios: 0, android: 1)
-        for n in 1...2 { try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
+        try await Outbox.user(database, 1, ios: 1)
+        try await Outbox.user(database, 2, ios: 0, android: 1)
+        for n in 1...2 { try await Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z") }
         var environment = push.environment
         for name in ["APNS_KEY_ID", "APNS_TEAM_ID", "APNS_PRIVATE_KEY", "APNS_BUNDLE_ID"] { environment[name] = "" }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("waiting 1"))
         #expect(result.stdout.contains("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID); Resend is not configured (RESEND_API_KEY, RESEND_FROM); Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM); notifications waiting for a provider: 1 (each until it is back or its shelf life ends)"))
-        #expect(try database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
+        #expect(try await database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
                 == "pending waiting: APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)\nsent ")
         let list = try await database.nudge(["list"], environment: environment)
         #expect(list.stdout.contains("APNs: not configured"))

@@ -9,8 +9,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 /// `nudge` process has flushed them): those of the data (`ledger: false`), or those of the run's
 /// own ledger and the migrations' check (`ledger: true`), which read a few rows at any size
 /// (here by sequential scans, the tables being tiny).
-private func rowsRead(_ database: TestDatabase, ledger: Bool = false) throws -> Int {
-    try database.count("""
+private func rowsRead(_ database: TestDatabase, ledger: Bool = false) async throws -> Int {
+    try await database.count("""
         select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::int8 from pg_stat_user_tables
          where (relname in ('job_runs', 'nudge_migrations')) = \(ledger)
         """)
@@ -69,10 +69,10 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
             let first = try summary(try await database.nudge(["run", job, "--now", "2026-03-21T12:00:00Z", "--json"],
                                                             environment: environment))
             #expect((first["counts"] as? [String: Int])?["processed"] == users, "\(job): \(first)")
-            let before = try rowsRead(database), ledgerBefore = try rowsRead(database, ledger: true)
+            let before = try await rowsRead(database), ledgerBefore = try await rowsRead(database, ledger: true)
             let quiet = try summary(try await database.nudge(["run", job, "--now", "2026-03-21T12:15:00Z", "--json"],
                                                             environment: environment))
-            let read = try rowsRead(database) - before, ledgerRead = try rowsRead(database, ledger: true) - ledgerBefore
+            let read = try await rowsRead(database) - before, ledgerRead = try await rowsRead(database, ledger: true) - ledgerBefore
             #expect((quiet["counts"] as? [String: Int])?["processed"] == 0, "\(job): \(quiet)")
             #expect(read < users / 100, "\(job) read \(read) rows at 12:15")
             #expect(ledgerRead < 100, "\(job)'s ledger read \(ledgerRead) rows at 12:15")
@@ -88,14 +88,14 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         let steady = try await TestDatabase.fresh(), gapped = try await TestDatabase.fresh()
         #expect(try await steady.nudge(seed).status == 0)
         #expect(try await gapped.nudge(seed).status == 0)
-        let mover = try steady.value("select id from users where timezone = 'America/New_York' order by id limit 1")
+        let mover = try await steady.value("select id from users where timezone = 'America/New_York' order by id limit 1")
         let moveAt = at("2026-03-29T15:00:00Z")
         let gap = at("2026-03-29T02:00:00Z")..<at("2026-03-29T08:00:00Z")
 
         for (database, skipping) in [(steady, false), (gapped, true)] {
             var tick = at("2026-03-27T12:00:00Z")
             while tick < at("2026-03-31T12:00:00Z") {
-                if tick == moveAt { try database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(mover)'") }
+                if tick == moveAt { try await database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(mover)'") }
                 if !(skipping && gap.contains(tick)) {
                     for job in ["validate-streaks", "generate-daily-goals", "weekly-digest"] {
                         _ = try await run(job, database, at: tick)
@@ -106,32 +106,32 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         }
         // Every user-day settled once, every week digested once, the same in both.
         let settled = "select job, user_id, local_day, outcome from job_work order by 1, 2, 3"
-        #expect(try gapped.psql(settled) == steady.psql(settled))
-        #expect(try gapped.streakState() == steady.streakState())
+        #expect(try await gapped.psql(settled) == steady.psql(settled))
+        #expect(try await gapped.streakState() == steady.streakState())
         let queued = "select dedupe_key, deliver_after from notification_outbox order by 1"
-        #expect(try gapped.psql(queued) == steady.psql(queued))
+        #expect(try await gapped.psql(queued) == steady.psql(queued))
         let goals = """
             select user_id, date, goal_type, target_value, actual_value, completed from daily_goals order by 1, 2, 3;
             select user_id, week_start, goal_type, target_value, actual_value, daily_breakdown, completed from weekly_goals order by 1, 2, 3
             """
-        #expect(try gapped.psql(goals) == steady.psql(goals))
+        #expect(try await gapped.psql(goals) == steady.psql(goals))
         // Every user has each day's goals, once, through the last day begun.
         let missing = """
             select u.id, u.timezone, u.created_at from users u
              where not exists (select 1 from daily_goals g where g.user_id = u.id and g.goal_type = 'checkin'
                                  and g.date = (timestamptz '2026-03-31T11:45:00Z' at time zone coalesce(u.timezone, 'UTC'))::date)
             """
-        let unplanned = try steady.psql(missing)
+        let unplanned = try await steady.psql(missing)
         #expect(unplanned == "", "\(unplanned)")
-        #expect(try steady.count("""
+        #expect(try await steady.count("""
             select count(*) from (select user_id, local_day from job_work where job = 'validate-streaks'
                                   group by 1, 2 having count(*) > 1) twice
             """) == 0)
-        #expect(try steady.count("""
+        #expect(try await steady.count("""
             select count(*) from job_work where job = 'weekly-digest' and local_day = '2026-03-29'
             """) > 0)
         // The mover's days were settled in New York, then in Tokyo, none twice and none skipped.
-        let moverDays = try steady.psql("""
+        let moverDays = try await steady.psql("""
             select min(local_day), max(local_day), count(*), count(distinct local_day) from job_work
              where job = 'validate-streaks' and user_id = '\(mover)' and local_day >= '2026-03-27'
             """)
@@ -157,23 +157,23 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         days.dateFormat = "yyyy-MM-dd"
         days.timeZone = TimeZone(identifier: "UTC")
         let signup = ISO8601DateFormatter().string(from: now.addingTimeInterval(-20 * 86_400))
-        try Fixture.population(database, count: 10, signup: signup, from: days.string(from: now.addingTimeInterval(-21 * 86_400)),
+        try await Fixture.population(database, count: 10, signup: signup, from: days.string(from: now.addingTimeInterval(-21 * 86_400)),
                                to: days.string(from: now.addingTimeInterval(-2 * 86_400)))
         _ = try await run("generate-daily-goals", database, at: now)
         let user = Fixture.userID(2)
         let local = "(now() at time zone (select coalesce(timezone, 'UTC') from users where id = '\(user)'))::date"
-        try database.psql("""
+        try await database.psql("""
             insert into daily_tracking (user_id, date, steps) values ('\(user)', \(local), 4000)
             on conflict (user_id, date) do update set steps = 4000
             """)
-        #expect(try database.count("select count(*) from job_due where job = 'generate-daily-goals' and due_at <= now()") == 0)
-        try database.psql("""
+        #expect(try await database.count("select count(*) from job_due where job = 'generate-daily-goals' and due_at <= now()") == 0)
+        try await database.psql("""
             insert into daily_tracking (user_id, date, steps) values ('\(user)', \(local) - 1, 23456)
             on conflict (user_id, date) do update set steps = 23456
             """)
         let late = try await run("generate-daily-goals", database, at: now.addingTimeInterval(1))
         #expect(late.counts.processed == 1 && late.counts.succeeded == 1, "\(late)")
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select actual_value::int from daily_goals where user_id = '\(user)' and date = \(local) - 1 and goal_type = 'steps'
             """) == "23456")
     }
@@ -183,9 +183,9 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
     /// says an earlier run of the day recorded why.
     @Test func aUserFailingEveryRunIsRecordedOnceADay() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let mars = Fixture.userID(901)
-        try database.psql("insert into users (id, timezone, created_at) values ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        try await database.psql("insert into users (id, timezone, created_at) values ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
         var failedRuns = 0
         for now in ["2026-03-20T12:00:00Z", "2026-03-20T12:15:00Z", "2026-03-20T13:05:00Z", "2026-03-21T12:30:00Z"] {
             let summary = try await run("validate-streaks", database, at: at(now), allowFailures: true)
@@ -193,11 +193,11 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
         }
         // Failed at 12:00, waited an hour (12:15 did not read them), failed at 13:05 and the next day.
         #expect(failedRuns == 3)
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select to_char(r.clock at time zone 'UTC', 'MM-DD HH24:MI') from job_run_failures f join job_runs r on r.id = f.run_id
              where f.item_id = '\(mars)' order by r.clock
             """) == "03-20 12:00\n03-21 12:30")
-        let thirteen = try database.value("select id from job_runs where clock = '2026-03-20T13:05:00Z'")
+        let thirteen = try await database.value("select id from job_runs where clock = '2026-03-20T13:05:00Z'")
         let listed = try await database.nudge(["runs", "--failures", thirteen])
         #expect(listed.stdout.contains("1 more failed as an earlier run of the day recorded"), "\(listed.stdout)")
     }
@@ -207,21 +207,21 @@ private func run(_ name: String, _ database: TestDatabase, at now: Date, sweep: 
     /// says so in its last log line.
     @Test func theSweepFindsAndDoesWhatTheIndexMissed() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-19T12:00:00Z"]).status == 0)
         let lost = Fixture.userID(3)
-        try database.psql("update job_due set due_at = '2099-01-01' where job = 'validate-streaks' and user_id = '\(lost)'")
+        try await database.psql("update job_due set due_at = '2099-01-01' where job = 'validate-streaks' and user_id = '\(lost)'")
         #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"]).status == 0)
         let settledThrough = "select settled_through from user_streaks where user_id = '\(lost)'"
-        let behind = try database.value(settledThrough)
+        let behind = try await database.value(settledThrough)
 
         let sweep = try await database.nudge(["run", "validate-streaks", "--sweep", "--now", "2026-03-20T12:05:00Z", "--json"])
         let report = try summary(sweep)
         #expect((report["counts"] as? [String: Int])?["processed"] == 20)
         #expect((report["tally"] as? [String: Int])?["index_missed"] == 1)
         #expect(sweep.stderr.contains("sweep finished: the due index missed 1 users"), "\(sweep.stderr)")
-        #expect(try database.value(settledThrough) > behind)
-        #expect(try database.count("""
+        #expect(try await database.value(settledThrough) > behind)
+        #expect(try await database.count("""
             select count(*) from job_due where job = 'validate-streaks' and user_id = '\(lost)' and due_at < '2099-01-01'
             """) == 1)
         // A sweep is for the jobs that read the index, and reads everyone at the run's instant.

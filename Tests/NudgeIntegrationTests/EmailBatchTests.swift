@@ -26,30 +26,30 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         defer { Task { await resend.shutdown() } }
         for n in 1...12 {
             let zone = n % 4 < 2 ? "Pacific/Auckland" : "America/Los_Angeles"
-            try Outbox.user(database, n, zone: zone, ios: 0)
-            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
-            try Outbox.email(database, n, type: n % 2 == 0 ? "weekly_digest" : "streak_at_risk", at: "2026-03-10T12:00:00Z")
+            try await Outbox.user(database, n, zone: zone, ios: 0)
+            try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try await Outbox.email(database, n, type: n % 2 == 0 ? "weekly_digest" : "streak_at_risk", at: "2026-03-10T12:00:00Z")
         }
         let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
         #expect(first.exitCode == 0, "\(first)")
         #expect(resend.requestCount == 1)
         #expect(resend.sent.count == 12)
-        #expect(try database.psql("select status, count(distinct request_key), count(*) from notification_outbox group by 1")
+        #expect(try await database.psql("select status, count(distinct request_key), count(*) from notification_outbox group by 1")
                 == "pending|1|12")
 
         let second = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:06:30Z"))
         #expect(second.exitCode == 0, "\(second)")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|12")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|12")
         #expect(resend.requestCount == 2)
         #expect(resend.sent.count == 12)
         // (The stand-in answers a key again only for the same bytes: another body gets 409.)
         let again = resend.requests.filter { $0.attempt == 2 }
         #expect(again.map(\.to) == resend.requests.filter { $0.attempt == 1 }.map(\.to))
         #expect(again.count == 12)
-        let logged = try database.psql("select provider_id from email_logs order by provider_id")
+        let logged = try await database.psql("select provider_id from email_logs order by provider_id")
         #expect(logged == resend.sent.map(\.id).sorted().joined(separator: "\n"))
-        #expect(try database.count("select count(*) from notification_logs where status = 'sent' and channel = 'email'") == 12)
-        #expect(try database.psql("select state from provider_health where provider = 'resend'") == "up")
+        #expect(try await database.count("select count(*) from notification_logs where status = 'sent' and channel = 'email'") == 12)
+        #expect(try await database.psql("select state from provider_health where provider = 'resend'") == "up")
     }
 
     /// Resend answers a new batch of three with 429 (nothing sent) while another dispatcher has
@@ -68,7 +68,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
             }
             if first {
                 // Another dispatcher's claim on the third user's row, as after a lapsed lease.
-                _ = try? database.psql("""
+                _ = try? database.psqlFromAStandIn("""
                     update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
                      where user_id = '\(third)';
                     update dispatch_leases set leased_until = now() + interval '1 hour' where user_id = '\(third)';
@@ -78,27 +78,27 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         })
         defer { Task { await resend.shutdown() } }
         for n in 1...3 {
-            try Outbox.user(database, n, ios: 0)
-            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
-            try Outbox.email(database, n, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+            try await Outbox.user(database, n, ios: 0)
+            try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try await Outbox.email(database, n, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
         }
         let first = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:00:30Z"))
         #expect(first.exitCode == 0, "\(first)")
         #expect(resend.requestCount == 1)
         #expect(resend.sent.isEmpty)
-        #expect(try database.psql("select count(*), count(distinct request_key) from notification_outbox where request_key is not null")
+        #expect(try await database.psql("select count(*), count(distinct request_key) from notification_outbox where request_key is not null")
                 == "3|1")
-        #expect(try database.psql("select status, attempts from notification_outbox where user_id <> '\(third)' group by 1, 2")
+        #expect(try await database.psql("select status, attempts from notification_outbox where user_id <> '\(third)' group by 1, 2")
                 == "pending|0")
 
         // The other dispatcher's claim lapses.
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
         let second = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:05:30Z"))
         #expect(second.exitCode == 0, "\(second)")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|3")
         #expect(resend.sent.count == 3)
         #expect(resend.requestCount == 2)
         #expect(Set(resend.requests.compactMap(\.idempotencyKey)).count == 1)
@@ -119,7 +119,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         @Sendable func steal(_ n: Int) {
             let first = taken.withLock { $0.insert(n).inserted }
             guard first else { return }
-            _ = try? database.psql("""
+            _ = try? database.psqlFromAStandIn("""
                 update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
                  where user_id = '\(Fixture.userID(n))';
                 update dispatch_leases set run_id = -7, leased_until = now() + interval '1 hour' where user_id = '\(Fixture.userID(n))';
@@ -135,11 +135,11 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
             return .accept
         })
         defer { Task { await resend.shutdown() } }
-        try Outbox.user(database, 1)
-        try Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
-        try Outbox.user(database, 2, ios: 0)
-        try database.psql("update users set email = 'user2@example.test' where id = '\(Fixture.userID(2))'")
-        try Outbox.email(database, 2, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
+        try await Outbox.user(database, 1)
+        try await Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        try await Outbox.user(database, 2, ios: 0)
+        try await database.psql("update users set email = 'user2@example.test' where id = '\(Fixture.userID(2))'")
+        try await Outbox.email(database, 2, type: "weekly_digest", at: "2026-03-10T12:00:00Z")
         let environment = push.environment.merging(resendEnvironment(resend)) { _, new in new }
 
         let first = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))
@@ -148,25 +148,25 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(resend.sent.count == 1)
         // The claims renewed before the write came back without the two users: the batch says so.
         #expect(first.counts.skipped == 2, "\(first.counts)")
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select count(*) from job_run_failures where run_id = (select max(id) from job_runs) and reason like 'its claim ran out while%'
             """) == "2")
-        #expect(try database.count("select count(*) from notification_logs") == 0)
-        #expect(try database.count("select count(*) from email_logs") == 0)
-        #expect(try database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")
+        #expect(try await database.count("select count(*) from notification_logs") == 0)
+        #expect(try await database.count("select count(*) from email_logs") == 0)
+        #expect(try await database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")
 
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
         let second = try await dispatch(database, environment: environment, at: at("2026-03-10T12:05:30Z"))
         #expect(second.exitCode == 0, "\(second)")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|2")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|2")
         #expect(push.apns.requests.count == 2)
         #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 1)
         #expect(resend.sent.count == 1)
-        #expect(try database.psql("select channel, count(*) from notification_logs where status = 'sent' group by 1 order by 1")
+        #expect(try await database.psql("select channel, count(*) from notification_logs where status = 'sent' group by 1 order by 1")
                 == "email|1\npush|1")
-        #expect(try database.value("select provider_id from email_logs") == resend.sent[0].id)
+        #expect(try await database.value("select provider_id from email_logs") == resend.sent[0].id)
     }
 }

@@ -32,7 +32,7 @@ private struct WebhookServer {
         let base = "http://127.0.0.1:\(port.withLock { $0 })"
         // Its database answers: the first event is not the one that waits for the connection.
         let healthy = try await eventuallyHere(seconds: 120) {
-            (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--max-time", "10", base + "/health"]))?.status == 0
+            (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--max-time", "10", base + "/health"]))?.status == 0
         }
         #expect(healthy)
         return WebhookServer(base: base, health: "http://127.0.0.1:\(healthPort.withLock { $0 })", server: server)
@@ -70,8 +70,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
     /// applied once.
     @Test func signedEventsAreRecordedAndForgedStaleOrReplayedOnesChangeNothing() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try database.psql("""
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await database.psql("""
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-1', '2026-03-22T20:01:00Z');
             insert into email_logs (user_id, email_type, sent_at, provider_id) values ('\(Fixture.userID(1))', 'weekly_digest', '2026-03-22T20:01:00Z', 'em-1')
@@ -82,9 +82,9 @@ private func event(_ type: String, email: String, to address: String, at time: S
         let first = String(Int(Date().timeIntervalSince1970))
         let delivered = event("email.delivered", email: "em-1", to: "user1@example.test")
         #expect(try await web.post(delivered, id: "msg_1", timestamp: first) == "200")
-        #expect(try database.psql("select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS.US') from notification_logs")
+        #expect(try await database.psql("select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS.US') from notification_logs")
                 == "delivered|t|20:05:00.123456")
-        let before = try database.dump()
+        let before = try await database.dump()
         let opened = event("email.opened", email: "em-1", to: "user1@example.test", at: "2026-03-22T21:00:00Z")
         #expect(try await web.post(opened, id: "msg_2", signature: "v1," + Data(repeating: 7, count: 32).base64EncodedString()) == "401")
         #expect(try await web.post(opened, id: "msg_2", age: 301) == "401")
@@ -96,29 +96,29 @@ private func event(_ type: String, email: String, to address: String, at time: S
                                             body: Array(event("email.clicked", email: "em-1", to: "user1@example.test").utf8),
                                             secret: try ResendWebhookSecret(webhookSecretText))
         #expect(try await web.post(opened, id: "msg_2", signature: other) == "401")
-        #expect(try database.dump() == before)
+        #expect(try await database.dump() == before)
 
         // The first delivery sent again as it was (a captured request): refused, nothing written.
         #expect(try await web.post(delivered, id: "msg_1", timestamp: first) == "401")
-        #expect(try database.dump() == before)
+        #expect(try await database.dump() == before)
         // Resend's retry of that event (the same svix-id, a newer timestamp), whatever it carries:
         // answered, and not applied again.
         let retried = event("email.bounced", email: "em-1", to: "user1@example.test", bounce: "Permanent")
         #expect(try await web.post(retried, id: "msg_1", timestamp: String(Int(first)! + 5)) == "200")
         #expect(try await web.post(retried, id: "msg_1", timestamp: String(Int(first)! + 5)) == "401")
-        #expect(try database.psql("select status, bounced_at is null from notification_logs") == "delivered|t")
-        #expect(try database.count("select count(*) from email_suppressions") == 0)
-        #expect(try database.count("select count(*) from email_events") == 1)
+        #expect(try await database.psql("select status, bounced_at is null from notification_logs") == "delivered|t")
+        #expect(try await database.count("select count(*) from email_suppressions") == 0)
+        #expect(try await database.count("select count(*) from email_events") == 1)
 
         // Opened then clicked, in either order, sets the same row.
         #expect(try await web.post(event("email.clicked", email: "em-1", to: "user1@example.test", at: "2026-03-22T21:10:00Z"), id: "msg_3") == "200")
         #expect(try await web.post(opened, id: "msg_2") == "200")
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select status, opened, to_char(opened_at at time zone 'UTC', 'HH24:MI'), to_char(clicked_at at time zone 'UTC', 'HH24:MI')
               from notification_logs
             """) == "opened|t|21:00|21:10")
-        #expect(try database.psql("select opened, clicked from email_logs") == "t|t")
-        #expect(try database.count("select count(*) from email_events") == 3)
+        #expect(try await database.psql("select opened, clicked from email_logs") == "t|t")
+        #expect(try await database.count("select count(*) from email_events") == 3)
     }
 
     /// Last Sunday's digest to user 1 bounced hard, and Resend says so during this Sunday: this
@@ -130,8 +130,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
         for n in 1...3 {
-            try DigestFixture.user(database, n, zone: "Europe/London")
-            try DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29")
+            try await DigestFixture.user(database, n, zone: "Europe/London")
+            try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29")
         }
         let web = try await WebhookServer.start(database)
         defer { web.server.cancel() }
@@ -147,10 +147,10 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(try await web.post(event("email.bounced", email: try emailTo(2), to: "user2@example.test", bounce: "Transient"),
                                    id: "msg_soft") == "200")
         #expect(try await web.post(event("email.complained", email: try emailTo(3), to: "user3@example.test"), id: "msg_spam") == "200")
-        #expect(try database.psql("select status, bounce_type, error_msg like 'bounced (Permanent/General): The email account%' from notification_logs where provider_id = '\(try emailTo(1))'")
+        #expect(try await database.psql("select status, bounce_type, error_msg like 'bounced (Permanent/General): The email account%' from notification_logs where provider_id = '\(try emailTo(1))'")
                 == "failed|Permanent/General|t")
-        #expect(try database.psql("select address, reason from email_suppressions order by 1") == "user1@example.test|hard_bounce\nuser3@example.test|complaint")
-        #expect(try database.psql("""
+        #expect(try await database.psql("select address, reason from email_suppressions order by 1") == "user1@example.test|hard_bounce\nuser3@example.test|complaint")
+        #expect(try await database.psql("""
             select weekly_digest, streak_at_risk, fitcircle_invites from email_preferences where user_id = '\(Fixture.userID(3))'
             """) == "f|f|t")
 
@@ -159,10 +159,10 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(next.status == 0, "\(next.stderr)")
         #expect(stand.resend.sent.filter { $0.to == ["user1@example.test"] }.count == 1)
         #expect(stand.resend.sent.filter { $0.to == ["user2@example.test"] }.count == 2)
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select error_msg from notification_logs where user_id = '\(Fixture.userID(1))' and channel = 'email' and status = 'suppressed'
             """).hasPrefix("suppression: the address bounced hard on 2026-03-22 (General: The email account"))
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select status from notification_outbox where user_id = '\(Fixture.userID(1))' and channel = 'email' order by deliver_after
             """) == "sent\nsuppressed")
     }
@@ -171,7 +171,7 @@ private func event(_ type: String, email: String, to address: String, at time: S
     /// an email Nudge never sent is answered 200, kept once, and changes nothing else.
     @Test func anEarlyEventWaitsForItsLogAndAnUnknownEmailChangesNothing() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
         let web = try await WebhookServer.start(database)
         defer { web.server.cancel() }
         #expect(try await web.post(event("email.delivered", email: "em-early", to: "user1@example.test"), id: "msg_early") == "200")
@@ -180,25 +180,25 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(try await web.post(stranger, id: "msg_unknown", timestamp: String(now)) == "200")
         // Resend's retry of it (answered 200 anyway), kept once.
         #expect(try await web.post(stranger, id: "msg_unknown", timestamp: String(now + 3)) == "200")
-        #expect(try database.count("select count(*) from email_events where email_id = 'em-stranger'") == 1)
-        #expect(try database.psql("select count(*) from notification_logs") == "0")
-        try database.psql("""
+        #expect(try await database.count("select count(*) from email_events where email_id = 'em-stranger'") == 1)
+        #expect(try await database.psql("select count(*) from notification_logs") == "0")
+        try await database.psql("""
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-early', '2026-03-22T20:01:00Z')
             """)
-        #expect(try database.psql("select status, delivered from notification_logs") == "delivered|t")
+        #expect(try await database.psql("select status, delivered from notification_logs") == "delivered|t")
         // A contact event is not an email's: answered, not kept.
         #expect(try await web.post(#"{"type": "contact.created", "created_at": "2026-03-22T20:00:00Z", "data": {"id": "c1"}}"#, id: "msg_contact") == "200")
-        #expect(try database.count("select count(*) from email_events") == 2)
+        #expect(try await database.count("select count(*) from email_events") == 2)
     }
 
     /// An event that came while its email's log was being written (the log's trigger saw no
     /// event, the webhook no log) is applied by the dispatcher right after its batch.
     @Test func anEventThatCameWhileItsLogWasWrittenIsAppliedAfterTheBatch() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
         // As that race leaves them: the log written without the event, the event kept.
-        try database.psql("""
+        try await database.psql("""
             alter table notification_logs disable trigger email_log_receipts;
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at, run_id)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-race', now(), 77),
@@ -211,7 +211,7 @@ private func event(_ type: String, email: String, to address: String, at time: S
             try await db.withConnection { connection in try await EmailEvents.applyWhileWritten(run: 77, on: connection, logger: db.logger) }
         }
         #expect(applied == 1)
-        #expect(try database.psql("select provider_id, status, delivered from notification_logs order by 1")
+        #expect(try await database.psql("select provider_id, status, delivered from notification_logs order by 1")
                 == "em-other-run|sent|f\nem-race|delivered|t")
     }
 
@@ -221,8 +221,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
     /// database health check among them, keep answering meanwhile.
     @Test func aBurstOfOneEmailsEventsHoldsNothingElse() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try database.psql("""
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await database.psql("""
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-burst', '2026-03-22T20:01:00Z');
             """)
@@ -270,8 +270,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(answers.count == 500)
         #expect(answers.allSatisfy { $0 == "200" || $0 == "503" }, "\(Dictionary(grouping: answers, by: { $0 }).mapValues(\.count)) \(failures)")
         #expect(others.allSatisfy { $0 == "200" }, "\(others)")
-        #expect(try database.count("select count(*) from email_events where email_id = 'em-burst'") == 1)
-        #expect(try database.value("select status from notification_logs where provider_id = 'em-burst'") == "opened")
+        #expect(try await database.count("select count(*) from email_events where email_id = 'em-burst'") == 1)
+        #expect(try await database.value("select status from notification_logs where provider_id = 'em-burst'") == "opened")
     }
 
 }

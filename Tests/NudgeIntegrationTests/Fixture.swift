@@ -19,9 +19,9 @@ enum Fixture {
     /// `count` users (numbered from `first`) signed up at `signup`, with tracking on the local days
     /// `from` through `to`.
     static func population(_ database: TestDatabase, count: Int, first: Int = 1, zones: [String?] = zones,
-                           signup: String, from: String, to: String) throws {
+                           signup: String, from: String, to: String) async throws {
         let zoneArray = "array[" + zones.map { $0.map { "'\($0)'" } ?? "null" }.joined(separator: ",") + "]::text[]"
-        try database.psql("""
+        try await database.psql("""
             begin;
             insert into users (id, timezone, locale, created_at)
             select md5('user-' || n)::uuid, (\(zoneArray))[1 + n % \(zones.count)],

@@ -38,7 +38,7 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         let email = try await ResendStandIn.start()
         defer { Task { await push.shutdown(); await email.resend.shutdown() } }
         let environment = push.environment.merging(email.environment) { mine, _ in mine }
-        try setUp(database)
+        try await setUp(database)
 
         // Cron every 15 minutes: the app's writes up to the tick, validate-streaks and reminders at
         // the tick, the app's writes of the next minute, dispatch a minute after the tick (as its
@@ -49,41 +49,41 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         let last = at(Self.end)
         var runs = 0
         while tick < last {
-            try happen(database, through: tick)
-            if try isDue(database, "validate-streaks", at: tick) {
+            try await happen(database, through: tick)
+            if try await isDue(database, "validate-streaks", at: tick) {
                 #expect(try await validateStreaks(database, at: tick).counts.failed == 0)
                 runs += 1
             }
-            if try isDue(database, "reminders", at: tick) {
+            if try await isDue(database, "reminders", at: tick) {
                 #expect(try await reminders(database, at: tick).counts.failed == 0)
                 runs += 1
             }
             let minute = tick.addingTimeInterval(60)
-            try happen(database, through: minute)
-            if try database.count("""
+            try await happen(database, through: minute)
+            if try await database.count("""
                 select count(*) from notification_outbox where status = 'pending' and coalesce(next_attempt_at, deliver_after) <= '\(iso(minute))'
                 """) > 0 {
                 #expect(try await dispatch(database, environment: environment, at: minute).exitCode == 0)
                 runs += 1
             }
-            try database.psql("""
+            try await database.psql("""
                 insert into sim_events (user_id, kind, day, at)
                 select o.user_id, 'checkin', o.local_day, o.sent_at + interval '3 minutes' from notification_outbox o
                  where o.user_id = '\(Fixture.userID(Who.answerer))' and o.notification_type = 'daily_checkin' and o.sent_at is not null
                 on conflict do nothing
                 """)
-            tick = try nextTick(database, after: tick)
+            tick = try await nextTick(database, after: tick)
         }
         #expect(runs > 100)
 
         // 1. No push of a learned reminder time inside the quiet hours the user had, in the zone
         //    they were in when it reached them; and some did go (the checks below see real traffic).
-        let learned = try database.count("""
+        let learned = try await database.count("""
             select count(*) from notification_outbox o where o.notification_type = 'daily_checkin' and o.channel = 'push'
                and o.payload->>'reminder_time' = 'learned' and o.sent_at is not null
             """)
         #expect(learned >= 8)
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select coalesce(string_agg(o.user_id || ' ' || o.sent_at, ', '), '')
               from notification_outbox o
               join users u on u.id = o.user_id
@@ -99,23 +99,23 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
                         when t.qs > t.qe then t.local >= t.qs or t.local < t.qe else false end
             """) == "")
         // The early riser's Sundays: at 08:00, the end of their quiet hours; never on a day they checked in.
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(distinct (sent_at at time zone 'Europe/Paris')::time::text, ',')
               from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))' and notification_type = 'daily_checkin'
                and sent_at is not null
             """) == "08:01:00")
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))'
                and notification_type = 'daily_checkin' and sent_at is not null
             """) == 4)
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(distinct (sent_at at time zone 'America/New_York')::time::text, ',')
               from notification_outbox where user_id = '\(Fixture.userID(Who.ownQuietHours))' and notification_type = 'daily_checkin'
                and sent_at is not null
             """) == "06:31:00")
 
         // 2. Nothing that asks for a check-in or a submission reached the user after they made it.
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select coalesce(string_agg(o.notification_type || ' ' || o.channel || ' ' || o.user_id || ' ' || o.local_day, ', '), '')
               from notification_outbox o
              where o.sent_at is not null
@@ -130,7 +130,7 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         // submissions made while their reminder was on its way, and the freezes spent on the early
         // risers' skipped Sunday (told on Monday) and Saturday (told on Sunday), who checked in
         // before 09:00 the next morning.
-        let answered = try database.value("""
+        let answered = try await database.value("""
             select string_agg(u.n || ' ' || notification_type || ' ' || channel || ' ' || local_day, ', '
                               order by local_day, u.n, notification_type, channel)
               from notification_outbox o
@@ -146,20 +146,20 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
             "6 data_submission push 2026-11-11", "7 streak_freeze_used push 2026-11-15",
         ]
         #expect(answered == expected.joined(separator: ", "), "\(answered)")
-        #expect(try database.count("select count(*) from notification_outbox where status = 'suppressed' and last_error like 'answered:%'")
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'suppressed' and last_error like 'answered:%'")
                 == expected.count)
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.atRisk))'
                and notification_type = 'streak_freeze_used' and sent_at is not null
             """) == 2)
 
         // 3. No required reminder suppressed by a cap: the eastbound traveller got one every local
         //    day, the day after the flight too, when yesterday's went at 09:00 Tokyo time.
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_outbox where notification_type = 'daily_checkin' and status = 'suppressed'
                and last_error like 'caps:%'
             """) == 0)
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(local_day::text, ',' order by local_day) from notification_outbox
              where user_id = '\(Fixture.userID(Who.eastbound))' and notification_type = 'daily_checkin' and sent_at is not null
                and local_day between '2026-10-25' and '2026-10-27'
@@ -167,17 +167,17 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 
         // 4. The answerer's reminder stays at 20:15 in New York for four weeks, though every
         //    check-in of them comes 3 minutes after it.
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(distinct (deliver_after at time zone 'America/New_York')::time::text, ',')
               from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))' and notification_type = 'daily_checkin'
             """) == "20:15:00")
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))'
                and notification_type = 'daily_checkin' and sent_at is not null
             """) == 28)
 
         // 5. The westbound user's time is learned in each check-in's own zone: 18:15, before and after the move.
-        #expect(try database.value("""
+        #expect(try await database.value("""
             select string_agg(distinct substr(detail, 1, 5), ',') from job_work
              where user_id = '\(Fixture.userID(Who.westbound))' and job = 'reminders:daily_checkin'
             """) == "18:15")
@@ -185,16 +185,16 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 
     // MARK: The users and their four weeks
 
-    private func setUp(_ database: TestDatabase) throws {
+    private func setUp(_ database: TestDatabase) async throws {
         let zones = [Who.earlyRiser: "Europe/Paris", Who.answerer: "America/New_York", Who.eastbound: "America/New_York",
                      Who.westbound: "Europe/Paris", Who.atRisk: "Asia/Kolkata", Who.submitter: "Europe/Paris",
                      Who.ownQuietHours: "America/New_York"]
         for (n, zone) in zones.sorted(by: { $0.key < $1.key }) {
-            try ReminderFixture.user(database, n, zone: zone, signup: "2026-06-01T00:00:00Z")
+            try await ReminderFixture.user(database, n, zone: zone, signup: "2026-06-01T00:00:00Z")
         }
         func id(_ n: Int) -> String { Fixture.userID(n) }
         // The app's writes to come (check-ins, submissions, zone moves), written as their time passes.
-        try database.psql("""
+        try await database.psql("""
             create table sim_events (user_id uuid not null, kind text not null, day date not null, at timestamptz not null,
                                      zone text, done boolean not null default false, primary key (user_id, kind, day));
             create function pg_temp.local(d date, t time, zone text) returns timestamptz language sql as $$ select (d + t) at time zone zone $$;
@@ -243,14 +243,14 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
             insert into fitcircle_members (fitcircle_id, user_id, joined_at) values ('\(Self.circle)', '\(id(Who.submitter))', '2026-10-01');
             """)
         // The history is there before the simulation starts.
-        try happen(database, through: at("2026-10-18T23:59:00Z"))
+        try await happen(database, through: at("2026-10-18T23:59:00Z"))
     }
 
     /// Writes what the app writes up to `instant`: check-ins, submissions, and zone moves (the
     /// trigger keeps the zone left, stamped with the real clock; the test stamps it with the
     /// simulated one).
-    private func happen(_ database: TestDatabase, through instant: Date) throws {
-        try database.psql("""
+    private func happen(_ database: TestDatabase, through instant: Date) async throws {
+        try await database.psql("""
             with due as (
                 update sim_events set done = true where not done and at <= '\(iso(instant))' returning *
             ), checkins as (
@@ -264,14 +264,14 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
             select '\(Self.circle)', user_id, day, 9000, at from due where kind = 'submit'
             on conflict do nothing;
             """)
-        let moves = try database.value("""
+        let moves = try await database.value("""
             select coalesce(string_agg(user_id || '|' || zone || '|' || at, ';'), '') from sim_events
              where kind = 'move' and at <= '\(iso(instant))'
                and (select timezone from users where id = user_id) is distinct from zone
             """)
         for move in moves.split(separator: ";") {
             let parts = move.split(separator: "|").map(String.init)
-            try database.psql("""
+            try await database.psql("""
                 update users set timezone = '\(parts[1])' where id = '\(parts[0])';
                 update user_timezone_history set valid_until = '\(parts[2])'
                  where user_id = '\(parts[0])' and valid_until = (select max(valid_until) from user_timezone_history where user_id = '\(parts[0])');
@@ -279,14 +279,14 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         }
     }
 
-    private func isDue(_ database: TestDatabase, _ job: String, at instant: Date) throws -> Bool {
-        try database.count("select count(*) from job_due where job = '\(job)' and due_at <= '\(iso(instant))'") > 0
+    private func isDue(_ database: TestDatabase, _ job: String, at instant: Date) async throws -> Bool {
+        try await database.count("select count(*) from job_due where job = '\(job)' and due_at <= '\(iso(instant))'") > 0
     }
 
     /// The next quarter hour at which something is due (a job's user, an outbox row, the app's
     /// next write), at least a quarter hour after `tick`.
-    private func nextTick(_ database: TestDatabase, after tick: Date) throws -> Date {
-        let next = try database.value("""
+    private func nextTick(_ database: TestDatabase, after tick: Date) async throws -> Date {
+        let next = try await database.value("""
             select coalesce(extract(epoch from least(
                 (select min(due_at) from job_due where job in ('reminders', 'validate-streaks')),
                 (select min(coalesce(next_attempt_at, deliver_after)) from notification_outbox where status = 'pending'),

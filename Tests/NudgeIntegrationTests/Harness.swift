@@ -1,5 +1,8 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
+import NudgeStandIns
 import Synchronization
 import Testing
 @testable import NudgeCore
@@ -36,8 +39,8 @@ enum TestServer {
         private static func create() async throws -> String {
             let name = "nudge_template_\(ProcessInfo.processInfo.processIdentifier)"
             let admin = try TestDatabase(named: "postgres")
-            try await admin.psqlOffThePool("drop database if exists \(name)")
-            try await admin.psqlOffThePool("create database \(name)")
+            try await admin.psql("drop database if exists \(name)")
+            try await admin.psql("create database \(name)")
             let template = try TestDatabase(named: name)
             let result = try await template.nudge(["migrate"])
             guard result.status == 0 else { throw TestFailure("migrating the template failed: \(result.stderr)") }
@@ -67,30 +70,22 @@ struct TestDatabase: Sendable {
     static func fresh(migrated: Bool = true) async throws -> TestDatabase {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = try TestDatabase(named: "postgres")
-        // Off the cooperative threads, and a few at a time: at the start of a run, forty suites
-        // copy the template at once, each copy taking up to a second; blocked in them, the pool's
-        // two threads would leave every other test (and its time-outs) waiting for all of them,
-        // and all at once they would load the machine as much.
+        // A few at a time: at the start of a run, forty suites copy the template at once, each
+        // copy taking up to a second, and all at once they would load the machine as much.
         let template = migrated ? try await TestServer.template.ensure() : nil
         let slot = await ProcessSlots.shared.acquire("create database \(name)")
         defer { Task { await ProcessSlots.shared.release(slot) } }
-        try await admin.psqlOffThePool("create database \(name)" + (template.map { " template \($0)" } ?? ""))
+        try await admin.psql("create database \(name)" + (template.map { " template \($0)" } ?? ""))
         return try TestDatabase(named: name)
     }
 
-    /// `clone`, off the cooperative threads and a few at a time.
-    func cloneOffThePool() async throws -> TestDatabase {
+    /// A copy of this database as it stands (no session may be connected to it meanwhile), made
+    /// a few at a time.
+    func clone() async throws -> TestDatabase {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let slot = await ProcessSlots.shared.acquire("create database \(name) template \(self.name)")
         defer { Task { await ProcessSlots.shared.release(slot) } }
-        try await TestDatabase(named: "postgres").psqlOffThePool("create database \(name) template \(self.name)")
-        return try TestDatabase(named: name)
-    }
-
-    /// A copy of this database as it stands (no session may be connected to it meanwhile).
-    func clone() throws -> TestDatabase {
-        let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        try TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
+        try await TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
         return try TestDatabase(named: name)
     }
 
@@ -101,32 +96,64 @@ struct TestDatabase: Sendable {
     }
 
     /// deploy/sql/roles.sql run on this database as `role` (the owner of Nudge's tables unless
-    /// a test says otherwise), off Swift's cooperative threads: psql's status and output.
+    /// a test says otherwise): psql's status and output.
     func applyRoles(as role: String = "nudge") async throws -> ProcessResult {
-        try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url(as: role),
-                                                         "-f", packageRoot.appendingPathComponent("deploy/sql/roles.sql").path])
+        try await runScript("deploy/sql/roles.sql", as: role)
     }
 
-    /// `psql`, waited for off Swift's cooperative threads.
+    /// A psql script of the repository (`path` from its root; one with psql's own commands and
+    /// `variables`, as the operators and benchmarks run it) on this database as `role`, through
+    /// psql off Swift's cooperative threads: its status and output. The tests' own SQL goes
+    /// through `psql(_:)` instead: this is the one place a test starts psql.
+    func runScript(_ path: String, variables: [String: String] = [:], as role: String = "nudge") async throws -> ProcessResult {
+        let settings = variables.sorted { $0.key < $1.key }.flatMap { ["-v", "\($0.key)=\($0.value)"] }
+        return try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1"] + settings
+                                              + [url(as: role), "-f", packageRoot.appendingPathComponent(path).path])
+    }
+
+    /// Runs SQL (one statement or a script of several, in one transaction) and returns its rows
+    /// as `psql -At` prints them (`|` between columns), through TestSQL: in this process, holding
+    /// no thread while it waits.
     @discardableResult
-    func psqlOffThePool(_ sql: String) async throws -> String {
-        let result = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
-        guard result.status == 0 else { throw TestFailure("psql failed: \(result.stderr)\n\(sql)") }
-        return result.stdout.trimmingCharacters(in: .newlines)
+    func psql(_ sql: String) async throws -> String {
+        try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines)
     }
 
-    /// Runs SQL through psql and returns its unaligned output (`|` between columns).
+    func value(_ sql: String) async throws -> String { try await psql(sql) }
+
+    /// `sql` run as `role` (the owner of Nudge's tables unless told), for a test that expects it
+    /// may be refused: status 0 and the rows, or 1 and the server's error as psql prints it.
+    func attempt(_ sql: String, as role: String = "nudge") async -> ProcessResult {
+        do {
+            return ProcessResult(status: 0, stdout: try await TestSQL.run(sql, url: url(as: role)), stderr: "")
+        } catch {
+            return ProcessResult(status: 1, stdout: "", stderr: "\(error)")
+        }
+    }
+
+    /// `psql` from a stand-in's script, which answers synchronously on the stand-ins' own event
+    /// loops (`StandInLoops`): that thread waits while the SQL runs in a task of its own. Never
+    /// from anywhere else: a test's own thread is one of Swift's few cooperative ones.
     @discardableResult
-    func psql(_ sql: String) throws -> String {
-        let result = try runProcess("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
-        guard result.status == 0 else { throw TestFailure("psql failed: \(result.stderr)\n\(sql)") }
-        return result.stdout.trimmingCharacters(in: .newlines)
+    func psqlFromAStandIn(_ sql: String) throws -> String {
+        precondition(StandInLoops.group.any().inEventLoop, "psqlFromAStandIn outside a stand-in's script")
+        let outcome = Mutex<Result<String, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)   // blocks: a stand-in's thread, never the pool's
+        Task.detached {
+            do {
+                let rows = try await psql(sql)
+                outcome.withLock { $0 = .success(rows) }
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()   // blocks: a stand-in's thread, checked above
+        return try outcome.withLock { $0! }.get()
     }
 
-    func value(_ sql: String) throws -> String { try psql(sql) }
-
-    func count(_ sql: String) throws -> Int {
-        guard let count = Int(try psql(sql)) else { throw TestFailure("not a count: \(sql)") }
+    func count(_ sql: String) async throws -> Int {
+        guard let count = Int(try await psql(sql)) else { throw TestFailure("not a count: \(sql)") }
         return count
     }
 
@@ -134,16 +161,16 @@ struct TestDatabase: Sendable {
     /// session that just ended may not have reported its reads yet.
     func rowsRead(_ tables: [String]) async throws -> Int {
         let list = tables.map { "'\($0)'" }.joined(separator: ", ")
-        func read() throws -> Int {
-            try count("""
+        func read() async throws -> Int {
+            try await count("""
                 select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
                  where relname in (\(list))
                 """)
         }
-        var last = try read()
+        var last = try await read()
         for _ in 0..<20 {
-            try await Task.sleep(for: .milliseconds(1200))   // not Thread.sleep: see runProcessOffThePool
-            let now = try read()
+            try await Task.sleep(for: .milliseconds(1200))
+            let now = try await read()
             if now == last { return now }
             last = now
         }
@@ -151,24 +178,27 @@ struct TestDatabase: Sendable {
     }
 
     /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".
-    func dump(excluding excluded: Set<String> = []) throws -> String {
-        let tables = try psql("""
+    func dump(excluding excluded: Set<String> = []) async throws -> String {
+        let tables = try await psql("""
             select tablename from pg_tables where schemaname = 'public' order by tablename
             """).split(separator: "\n").map(String.init).filter { !excluded.contains($0) }
-        return try tables.map { table in "\(table):\n" + (try psql("select t::text from \(table) t order by 1")) }
-            .joined(separator: "\n")
+        var dumped: [String] = []
+        for table in tables { dumped.append("\(table):\n" + (try await psql("select t::text from \(table) t order by 1"))) }
+        return dumped.joined(separator: "\n")
     }
 
     /// What validate-streaks decides, without the wall-clock columns (updated_at, run ids) that
     /// legitimately differ between two schedules that end in the same state.
-    func streakState() throws -> String {
-        try [
+    func streakState() async throws -> String {
+        var parts: [String] = []
+        for query in [
             "select user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week, week_start_date, settled_through, missed_days from user_streaks order by user_id",
             "select user_id, date, streak_day from daily_tracking where streak_day is not null order by 1, 2",
             "select user_id, badge, earned_at from user_badges order by 1, 2",
             "select job, user_id, local_day, outcome from job_work order by 1, 2, 3",
             "select dedupe_key, user_id, local_day, notification_type, deliver_after, title, body, payload from notification_outbox order by dedupe_key",
-        ].map { try psql($0) }.joined(separator: "\n--\n")
+        ] { parts.append(try await psql(query)) }
+        return parts.joined(separator: "\n--\n")
     }
 
     /// Runs the built `nudge` binary against this database, as cron would (no terminal, JSON logs).
@@ -293,9 +323,10 @@ struct ProcessResult: Sendable {
     var seconds: Double = 0
 }
 
-/// Blocks the calling thread until `executable` ends: from a test, only for a short process that
-/// needs nothing from this one (psql, a checker); otherwise `runProcessOffThePool`.
-func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
+/// Blocks the calling thread until `executable` ends: only ever on a thread of its own
+/// (`runProcessOffThePool`), never one of Swift's cooperative threads, which the tests, the
+/// stand-ins' callers and the in-process jobs all need.
+private func blockingRun(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
     let started = Date()
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -307,26 +338,25 @@ func runProcess(_ executable: String, _ arguments: [String], environment: [Strin
     process.standardInput = FileHandle.nullDevice
     try process.run()
     // Read both pipes while the process runs, so that a full pipe never blocks it.
-    let group = DispatchGroup()
+    let group = DispatchGroup()   // blocks: this function runs on a thread of its own
     nonisolated(unsafe) var stdout = Data(), stderr = Data()
     group.enter()
-    onThreadOfItsOwn { stdout = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    onThreadOfItsOwn { stdout = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }   // blocks: a thread of its own
     group.enter()
-    onThreadOfItsOwn { stderr = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-    process.waitUntilExit()
-    group.wait()
+    onThreadOfItsOwn { stderr = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }   // blocks: a thread of its own
+    process.waitUntilExit()   // blocks: a thread of its own
+    group.wait()   // blocks: a thread of its own
     return ProcessResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
                          stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
 }
 
-/// `runProcess`, waited for off Swift's cooperative threads. A process that talks to `nudge
-/// serve` in this process (curl, Chromium) must be run so: with the pool's two threads blocked in
-/// two such waits, nothing is left to answer either of them. So should any wait of seconds: the
-/// provider stand-ins answer on NIO's threads, but the server and in-process jobs need the pool.
+/// Runs `executable` to its end, waited for off Swift's cooperative threads: the only way the
+/// tests start a process and wait for it. With the pool's two threads blocked in two waits,
+/// nothing would be left to answer a process that talks to `nudge serve` or a job in this process.
 func runProcessOffThePool(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
     try await withCheckedThrowingContinuation { continuation in
         onThreadOfItsOwn {
-            continuation.resume(with: Result { try runProcess(executable, arguments, environment: environment) })
+            continuation.resume(with: Result { try blockingRun(executable, arguments, environment: environment) })
         }
     }
 }
@@ -350,7 +380,7 @@ final class RunningProcess: @unchecked Sendable {
     /// the one that started the process spins a core for the whole wait (Foundation polls that
     /// thread's empty run loop: 3.0 s of CPU for a 3 s wait here), and a test starts its process
     /// on one thread and waits for it on another; a semaphore costs nothing while it waits.
-    private let ended = DispatchSemaphore(value: 0)
+    private let ended = DispatchSemaphore(value: 0)   // blocks: waited on in finished()'s own thread
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
         let folder = FileManager.default.temporaryDirectory
@@ -379,12 +409,12 @@ final class RunningProcess: @unchecked Sendable {
     /// process meanwhile.
     func finished() async -> ProcessResult {
         await withCheckedContinuation { continuation in
-            onThreadOfItsOwn { continuation.resume(returning: self.wait()) }
+            onThreadOfItsOwn { continuation.resume(returning: self.wait()) }   // blocks: a thread of its own
         }
     }
 
-    func wait() -> ProcessResult {
-        ended.wait()
+    private func wait() -> ProcessResult {
+        ended.wait()   // blocks: only from finished(), on a thread of its own
         ended.signal()   // for a later wait
         defer {
             try? FileManager.default.removeItem(at: outURL)
@@ -398,10 +428,10 @@ final class RunningProcess: @unchecked Sendable {
 
 /// Polls `condition` every 20 ms for up to `seconds`, sleeping without holding one of the pool's
 /// few threads: a stand-in or server of this process may be what makes it true.
-func eventuallyHere(seconds: Double = 30, _ condition: () throws -> Bool) async throws -> Bool {
+func eventuallyHere(seconds: Double = 30, _ condition: () async throws -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
-        if try condition() { return true }
+        if try await condition() { return true }
         try await Task.sleep(for: .milliseconds(20))
     }
     return false
@@ -428,8 +458,8 @@ func ending<T: Sendable>(within seconds: Double, _ body: @escaping @Sendable () 
 
 /// An IPv4 address of this machine's that is not loopback: where a test listens or connects as
 /// another machine would.
-func outsideAddress() throws -> String {
-    let addresses = try runProcess("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
+func outsideAddress() async throws -> String {
+    let addresses = try await runProcessOffThePool("/bin/sh", ["-c", "hostname -I"]).stdout.split(separator: " ").map(String.init)
     guard let address = addresses.first(where: { $0.contains(".") && !$0.hasPrefix("127.") }) else {
         throw TestFailure("this machine needs an IPv4 address other than loopback (hostname -I)")
     }

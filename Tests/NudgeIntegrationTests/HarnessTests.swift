@@ -52,3 +52,47 @@ private final class Lines: Sendable {
         await third.value
     }
 }
+
+/// The tests' SQL (TestSQL) reads as psql did: the checks of every suite compare its text.
+@Suite struct TestSQLTests {
+    /// Values as the server's text (NULL as nothing, booleans `t`/`f`), columns joined by `|` and
+    /// rows by new lines, every statement's rows of a script in order.
+    @Test func rowsReadAsPsqlPrintsThem() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        #expect(try await database.psql("select 1, null::text, true, 'a|b', '2026-10-25 01:30:00+00'::timestamptz at time zone 'UTC'")
+                == "1||t|a|b|2026-10-25 01:30:00")
+        #expect(try await database.psql("select n, n * 2 from generate_series(1, 3) n") == "1|2\n2|4\n3|6")
+        #expect(try await database.psql("create table t (x int); insert into t values (1), (2); select count(*) from t; select 'é✓'")
+                == "2\né✓")
+        #expect(try await database.psql("select 1 where false") == "")
+    }
+
+    /// A script is one transaction: a failing statement undoes the ones before it, and the error
+    /// says what the server said, with the SQL.
+    @Test func aFailingStatementUndoesItsScriptAndSaysWhy() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        try await database.psql("create table t (x int primary key)")
+        await #expect {
+            try await database.psql("insert into t values (1); insert into t values (1)")
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("ERROR:  duplicate key value violates unique constraint \"t_pkey\"")
+                && text.contains("DETAIL:  Key (x)=(1) already exists.") && text.contains("insert into t values (1); insert")
+        }
+        #expect(try await database.count("select count(*) from t") == 0)
+        let refused = await database.attempt("select nope")
+        #expect(refused.status == 1 && refused.stderr.contains("column \"nope\" does not exist"), "\(refused.stderr)")
+    }
+
+    /// A held session keeps what it took until it ends; each other call is a session of its own,
+    /// so nothing one sets outlives it.
+    @Test func aHeldSessionKeepsItsLockUntilItEnds() async throws {
+        let database = try await TestDatabase.fresh(migrated: false)
+        let holder = try await TestSQL.hold("select pg_advisory_lock(4242)", url: database.url)
+        #expect(try await database.value("select pg_try_advisory_lock(4242)") == "f")
+        await holder.end()
+        #expect(try await database.value("select pg_try_advisory_lock(4242)") == "t")
+        try await database.psql("set statement_timeout = '5s'")
+        #expect(try await database.value("show statement_timeout") == "0")
+    }
+}

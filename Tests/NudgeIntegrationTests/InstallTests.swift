@@ -8,9 +8,9 @@ private struct Installation {
     var envFile: URL { prefix.appendingPathComponent("etc/nudge/env") }
     var logs: URL { prefix.appendingPathComponent("var/log/nudge") }
 
-    init() throws {
+    init() async throws {
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-install-\(UUID())")
-        let result = try runProcess("/bin/bash", [packageRoot.appendingPathComponent("scripts/install").path,
+        let result = try await runProcessOffThePool("/bin/bash", [packageRoot.appendingPathComponent("scripts/install").path,
                                                   "--prefix", prefix.path, "--binary", NudgeBinary.path])
         guard result.status == 0 else { throw TestFailure("scripts/install failed: \(result.stderr)") }
     }
@@ -24,8 +24,8 @@ private struct Installation {
     /// the database is.
     @Test func aCrontabLineRunsUnderCronsBareEnvironment() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 12, signup: "2026-10-01T00:00:00Z", from: "2026-09-30", to: "2026-11-30")
-        let installed = try Installation()
+        try await Fixture.population(database, count: 12, signup: "2026-10-01T00:00:00Z", from: "2026-09-30", to: "2026-11-30")
+        let installed = try await Installation()
         defer { installed.remove() }
         let envFile = try String(contentsOf: installed.envFile, encoding: .utf8)
         #expect(envFile.contains("DATABASE_URL=postgres://nudge_jobs:CHANGE-ME@"))   // the example, to be edited
@@ -42,17 +42,17 @@ private struct Installation {
         #expect(environment["NUDGE_ENV_FILE"] == installed.envFile.path)
         let line = try #require(lines.first { $0.contains(" run validate-streaks ") })
         let command = line.split(separator: " ", maxSplits: 5).map(String.init)[5]
-        let result = try runProcess("/bin/sh", ["-c", command], environment: environment)
+        let result = try await runProcessOffThePool("/bin/sh", ["-c", command], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try database.psql("select status, processed from job_runs") == "succeeded|12")
-        #expect(try database.count("select count(*) from user_streaks") == 12)
+        #expect(try await database.psql("select status, processed from job_runs") == "succeeded|12")
+        #expect(try await database.count("select count(*) from user_streaks") == 12)
         let log = try String(contentsOf: installed.logs.appendingPathComponent("validate-streaks.log"), encoding: .utf8)
         #expect(log.contains(#""msg":"run finished""#), "\(log)")
         #expect(!log.contains(database.url))
     }
 
-    @Test func theInstalledFilesAreWhatTheOperationsGuideSays() throws {
-        let installed = try Installation()
+    @Test func theInstalledFilesAreWhatTheOperationsGuideSays() async throws {
+        let installed = try await Installation()
         defer { installed.remove() }
         let mode = try FileManager.default.attributesOfItem(atPath: installed.envFile.path)[.posixPermissions] as? Int
         #expect(mode.map { $0 & 0o007 } == 0, "the env file must not be readable by every user")
@@ -62,18 +62,18 @@ private struct Installation {
         }
         #expect(FileManager.default.fileExists(atPath: installed.prefix.appendingPathComponent("etc/logrotate.d/nudge").path))
         // For the standard paths, the generated files are the committed ones.
-        let standard = try runProcess(NudgeBinary.path, ["crontab"], environment: ["NUDGE_HOME": packageRoot.path])
+        let standard = try await runProcessOffThePool(NudgeBinary.path, ["crontab"], environment: ["NUDGE_HOME": packageRoot.path])
         #expect(standard.stdout == (try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)))
     }
 
     /// Each service runs sandboxed: `systemd-analyze security` rates it "OK" or better (an
     /// exposure of 3.0 or less), and the server's unit names its own env file.
-    @Test func theServicesAreSandboxed() throws {
-        let installed = try Installation()
+    @Test func theServicesAreSandboxed() async throws {
+        let installed = try await Installation()
         defer { installed.remove() }
         let units = installed.home.appendingPathComponent("systemd")
         for unit in ["nudge@.service", "nudge-sweep@.service", "nudge-serve.service"] {
-            let result = try runProcess("/usr/bin/systemd-analyze", ["security", "--offline=true", "--no-pager",
+            let result = try await runProcessOffThePool("/usr/bin/systemd-analyze", ["security", "--offline=true", "--no-pager",
                                                                     units.appendingPathComponent(unit).path],
                                         environment: ["SYSTEMD_COLORS": "0", "PATH": "/usr/bin:/bin"])
             let line = try #require(result.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(result.stderr)")
@@ -110,7 +110,7 @@ private struct Installation {
     /// files: `InaccessiblePaths=`.) Only root can switch users, so only root checks this.
     @Test(.enabled(if: getuid() == 0, "switching to the installed users takes root"))
     func theServerCannotReadTheJobsSecrets() async throws {
-        let installed = try Installation()
+        let installed = try await Installation()
         defer { installed.remove() }
         let folder = installed.prefix.appendingPathComponent("etc/nudge")
         let env = folder.appendingPathComponent("env").path, serveEnv = folder.appendingPathComponent("serve.env").path
@@ -149,12 +149,12 @@ private struct Installation {
 
     /// systemd reads the units as written: `systemd-analyze verify` finds nothing wrong, and each
     /// timer starts when its cron schedule would.
-    @Test func theSystemdUnitsVerifyAndTheirTimersKeepTheCronSchedules() throws {
+    @Test func theSystemdUnitsVerifyAndTheirTimersKeepTheCronSchedules() async throws {
         let analyze = "/usr/bin/systemd-analyze"
         guard FileManager.default.isExecutableFile(atPath: analyze) else {
             throw TestFailure("systemd-analyze is missing: scripts/test installs the systemd package")
         }
-        let installed = try Installation()
+        let installed = try await Installation()
         defer { installed.remove() }
         let units = installed.home.appendingPathComponent("systemd")
         for timer in try FileManager.default.contentsOfDirectory(atPath: units.path) where timer.hasSuffix(".timer") {
@@ -166,7 +166,7 @@ private struct Installation {
             // The template's instance for this job, as systemd would load it.
             let instance = units.appendingPathComponent("\(template)\(job).service")
             try FileManager.default.copyItem(at: units.appendingPathComponent("\(template).service"), to: instance)
-            let verify = try runProcess(analyze, ["verify", "--man=no", units.appendingPathComponent(timer).path, instance.path])
+            let verify = try await runProcessOffThePool(analyze, ["verify", "--man=no", units.appendingPathComponent(timer).path, instance.path])
             let complaints = (verify.stdout + verify.stderr).split(separator: "\n")
                 .filter { !$0.contains("User=nudge") && !$0.contains("Group=nudge") && !$0.contains("System has not been booted") }
             #expect(verify.status == 0 || complaints.isEmpty, "\(timer): \(verify.stdout)\(verify.stderr)")
@@ -174,7 +174,7 @@ private struct Installation {
 
             let text = try String(contentsOf: units.appendingPathComponent(timer), encoding: .utf8)
             let calendar = try #require(text.split(separator: "\n").first { $0.hasPrefix("OnCalendar=") }).dropFirst("OnCalendar=".count)
-            let elapses = try runProcess(analyze, ["calendar", "--iterations=200", "--base-time=2026-03-01 00:00:00 UTC", String(calendar)],
+            let elapses = try await runProcessOffThePool(analyze, ["calendar", "--iterations=200", "--base-time=2026-03-01 00:00:00 UTC", String(calendar)],
                                          environment: ["TZ": "UTC", "SYSTEMD_COLORS": "0"])
             #expect(elapses.status == 0, "\(elapses.stderr)")
             let minutes = elapses.stdout.split(separator: "\n").compactMap { line -> Int? in

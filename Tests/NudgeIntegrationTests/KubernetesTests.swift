@@ -7,19 +7,19 @@ import Testing
 @Suite struct KubernetesTests {
     private let manifest = packageRoot.appendingPathComponent("deploy/kubernetes/validate-streaks.yaml").path
 
-    @Test func theManifestsPassKubernetesValidateStrict() throws {
+    @Test func theManifestsPassKubernetesValidateStrict() async throws {
         let folder = packageRoot.appendingPathComponent("deploy/kubernetes")
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".yaml") }
             .map { folder.appendingPathComponent($0).path }
         #expect(!files.isEmpty)
-        let result = try runProcess("/usr/bin/env", ["kubernetes-validate", "--strict"] + files)
+        let result = try await runProcessOffThePool("/usr/bin/env", ["kubernetes-validate", "--strict"] + files)
         #expect(result.status == 0, "kubernetes-validate: \(result.stdout)\(result.stderr) (scripts/test installs it from PyPI)")
     }
 
     /// deploy/kubernetes/ is what `nudge kubernetes` writes: a manifest per job, its sweep beside
     /// it, every pod locked down (non-root, read-only root filesystem, no privilege escalation, no
     /// capabilities), with resources, and the exit-code mapping.
-    @Test func everyJobHasItsGeneratedLockedDownCronJob() throws {
+    @Test func everyJobHasItsGeneratedLockedDownCronJob() async throws {
         let folder = packageRoot.appendingPathComponent("deploy/kubernetes")
         let committed = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".yaml") })
         let generated = try JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).kubernetesManifests()
@@ -44,7 +44,7 @@ import Testing
             print(json.dumps(out))
             """
         let paths = committed.sorted().map { folder.appendingPathComponent($0).path }
-        let result = try runProcess("/usr/bin/env", ["python3", "-c", script] + paths)
+        let result = try await runProcessOffThePool("/usr/bin/env", ["python3", "-c", script] + paths)
         let cronJobs = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], "\(result.stderr)")
         #expect(cronJobs.count == 14)   // nine jobs, and the sweeps of the five that have one
         for cronJob in cronJobs {
@@ -69,14 +69,14 @@ import Testing
     }
 
     /// The pod's command, as Kubernetes runs it: `$(SHARD_INDEX)` expanded, the image's binary.
-    private func podCommand(index: Int) throws -> [String] {
+    private func podCommand(index: Int) async throws -> [String] {
         let script = """
             import json, sys, yaml
             job = next(yaml.safe_load_all(open(sys.argv[1])))['spec']['jobTemplate']['spec']
             container = job['template']['spec']['containers'][0]
             print(json.dumps({'command': container['command'] + container.get('args', []), 'policy': job.get('podFailurePolicy', {})}))
             """
-        let result = try runProcess("/usr/bin/env", ["python3", "-c", script, manifest])
+        let result = try await runProcessOffThePool("/usr/bin/env", ["python3", "-c", script, manifest])
         guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
               let command = object["command"] as? [String], let policy = object["policy"] as? [String: Any]
         else { throw TestFailure("cannot read \(manifest): \(result.stderr)") }
@@ -91,29 +91,28 @@ import Testing
     /// done; a database that cannot be reached (1) does not.
     @Test func aPodEndsDoneWhenUsersFailOrTheLockIsHeldAndFailsWhenTheRunAborts() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 40, signup: "2026-11-01T00:00:00Z", from: "2026-10-31", to: "2026-11-30")
-        try database.psql("update users set timezone = 'Mars/Olympus'")
+        try await Fixture.population(database, count: 40, signup: "2026-11-01T00:00:00Z", from: "2026-10-31", to: "2026-11-30")
+        try await database.psql("update users set timezone = 'Mars/Olympus'")
         var failedUsers = 0
         for index in 0..<4 {
-            let command = try podCommand(index: index)
+            let command = try await podCommand(index: index)
             let result = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
             #expect(result.status == 0, "shard \(index): \(result.stderr)")
-            failedUsers += try database.count("select failed from job_runs order by id desc limit 1")
+            failedUsers += try await database.count("select failed from job_runs order by id desc limit 1")
         }
         #expect(failedUsers == 40)
-        #expect(try database.psql("select distinct status from job_runs") == "partial")
+        #expect(try await database.psql("select distinct status from job_runs") == "partial")
 
-        let command = try podCommand(index: 0)
+        let command = try await podCommand(index: 0)
         // Shard 0/4's lock, held by another session as a running pod would hold it.
         let key = RunLocks.jobKey("validate-streaks")
-        let holder = try RunningProcess("/usr/bin/psql", ["-X", "-q", database.url, "-c", "select nudge_try_run_lock(\(key), 0, 4)",
-                                                          "-c", "select pg_sleep(30)"], environment: ProcessInfo.processInfo.environment)
-        defer { holder.signal(SIGKILL); _ = holder.wait() }
-        #expect(try await eventuallyHere { try database.count("""
+        let holder = try await TestSQL.hold("select nudge_try_run_lock(\(key), 0, 4)", url: database.url)
+        #expect(try await database.count("""
             select count(*) from pg_locks where locktype = 'advisory' and granted
                and database = (select oid from pg_database where datname = current_database())
-            """) >= 2 })
+            """) >= 2)
         let locked = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+        await holder.end()
         #expect(locked.status == 0, "\(locked.stderr)")
         #expect(locked.stderr.contains("holds the lock"))
 

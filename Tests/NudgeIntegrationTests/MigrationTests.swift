@@ -17,7 +17,7 @@ let migrationFiles = try! FileManager.default
         let second = try await database.nudge(["migrate"])
         #expect(second.status == 0)
         #expect(second.stdout.contains("schema is up to date"))
-        #expect(try database.count("select count(*) from nudge_migrations") == migrationFiles.count)
+        #expect(try await database.count("select count(*) from nudge_migrations") == migrationFiles.count)
     }
 
     @Test func twoMigrationsAtOnceApplyEachFileOnce() async throws {
@@ -29,7 +29,7 @@ let migrationFiles = try! FileManager.default
         for file in migrationFiles {
             #expect(results.filter { $0.stdout.hasPrefix("applied") && $0.stdout.contains(file) }.count == 1, "\(file)")
         }
-        #expect(try database.count("select count(*) from nudge_migrations") == migrationFiles.count)
+        #expect(try await database.count("select count(*) from nudge_migrations") == migrationFiles.count)
     }
 
     /// SPEC §3: the seeds' column names are the contract.
@@ -79,7 +79,7 @@ let migrationFiles = try! FileManager.default
     ])
     func everyTableHasTheSeedsColumns(_ table: String, _ columns: [String]) async throws {
         let database = try await TestDatabase.fresh()
-        let present = Set(try database.psql(
+        let present = Set(try await database.psql(
             "select column_name from information_schema.columns where table_schema = 'public' and table_name = '\(table)'"
         ).split(separator: "\n").map(String.init))
         #expect(!present.isEmpty, "table \(table) is missing")
@@ -88,12 +88,12 @@ let migrationFiles = try! FileManager.default
 
     @Test func theSeedsIndexesExist() async throws {
         let database = try await TestDatabase.fresh()
-        let indexes = try database.psql("select indexname from pg_indexes where schemaname = 'public'")
+        let indexes = try await database.psql("select indexname from pg_indexes where schemaname = 'public'")
         for name in ["idx_push_log_user_sent", "idx_notif_user", "idx_notif_call", "idx_leaderboard_circle_period_rank"] {
             #expect(indexes.contains(name), "\(name)")
         }
-        #expect(throws: TestFailure.self) {
-            try database.psql("insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users")
+        await #expect(throws: TestFailure.self) {
+            try await database.psql("insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users")
         }
     }
 }
@@ -103,7 +103,7 @@ let migrationFiles = try! FileManager.default
     /// an index led by its columns makes each such delete scan the referencing table.
     @Test func everyForeignKeyHasAnIndexLedByItsColumns() async throws {
         let database = try await TestDatabase.fresh()
-        let uncovered = try database.psql("""
+        let uncovered = try await database.psql("""
             select c.conrelid::regclass || '(' || (select string_agg(a.attname, ', ' order by k.ord)
                                                      from unnest(c.conkey) with ordinality k(attnum, ord)
                                                      join pg_attribute a on a.attrelid = c.conrelid and a.attnum = k.attnum) || ')'
@@ -124,7 +124,7 @@ let migrationFiles = try! FileManager.default
     /// after a year of runs those questions must be answered from an index, not a scan.
     @Test func theLedgersQuestionsAreAnsweredFromAnIndex() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("""
+        try await database.psql("""
             insert into job_runs (job, shard_index, shard_count, scope_key, clock, dry_run, host, pid, status)
             select (array['validate-streaks', 'generate-daily-goals', 'push-trigger'])[1 + n % 3], n % 4, 4, 'x', now(),
                    n % 7 = 0, 'host', 1, 'succeeded'
@@ -157,11 +157,11 @@ let migrationFiles = try! FileManager.default
 
     @Test func aCrashedDryRunIsClosedByTheNextRun() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("""
+        try await database.psql("""
             insert into job_runs (job, scope_key, clock, dry_run, host, pid) values ('validate-streaks', 'x', now(), true, 'gone', 1)
             """)
         #expect(try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T00:00:00Z"]).status == 0)
-        #expect(try database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
+        #expect(try await database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
     }
 }
 
@@ -191,16 +191,16 @@ let migrationFiles = try! FileManager.default
             """))
         let applied = try await database.withDatabase { db in try await migrator.migrate(db) }
         #expect(applied == ["0099_backfill_probe.sql"])
-        #expect(try database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
+        #expect(try await database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
         // Three transactions: 10, 10 and 5 rows.
-        #expect(try database.count("select count(distinct xmin::text) from backfill_probe") == 3)
+        #expect(try await database.count("select count(distinct xmin::text) from backfill_probe") == 3)
         // A backfill that stopped halfway: the migration is pending (jobs refuse to run) until
         // the next `nudge migrate` finishes it.
-        try database.psql("update nudge_migrations set backfilled = false where version = 99; update backfill_probe set doubled = null")
+        try await database.psql("update nudge_migrations set backfilled = false where version = 99; update backfill_probe set doubled = null")
         #expect(try await database.withDatabase { db in try await migrator.pending(db) } == ["0099_backfill_probe.sql"])
         let again = try await database.withDatabase { db in try await migrator.migrate(db) }
         #expect(again.isEmpty)
-        #expect(try database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
+        #expect(try await database.count("select count(*) from backfill_probe where doubled = 2 * n") == 25)
         #expect(try await database.withDatabase { db in try await migrator.pending(db) }.isEmpty)
     }
 
@@ -216,10 +216,10 @@ let migrationFiles = try! FileManager.default
     /// their earlier text is not told they changed; any other change is still refused.
     @Test func theEarlierTextsOf0007And0008AreTheSameMigrations() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("update nudge_migrations set checksum = 'e6ae77659d3a259926cd4bb7a467abf2' where version = 8")
+        try await database.psql("update nudge_migrations set checksum = 'e6ae77659d3a259926cd4bb7a467abf2' where version = 8")
         let accepted = try await database.nudge(["migrate"])
         #expect(accepted.status == 0, "\(accepted.stderr)")
-        try database.psql("update nudge_migrations set checksum = 'not-the-text' where version = 8")
+        try await database.psql("update nudge_migrations set checksum = 'not-the-text' where version = 8")
         let refused = try await database.nudge(["migrate"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("0008_preview_due.sql was changed after it was applied"))

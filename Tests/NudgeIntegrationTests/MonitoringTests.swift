@@ -33,7 +33,7 @@ import Testing
     /// Twelve users to settle, and an empty folder for the metrics.
     private func usersAndAMetricsFolder() async throws -> (TestDatabase, URL) {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 12, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 12, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID())")
         try FileManager.default.createDirectory(at: metrics, withIntermediateDirectories: true)
         return (database, metrics)
@@ -42,7 +42,7 @@ import Testing
     @Test func aRunWritesPrometheusMetricsAndPingsTheHealthcheck() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); _ = server.wait() }
+        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
 
         let environment = ["NUDGE_METRICS_DIR": metrics.path, "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/ping/abc123"]
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"], environment: environment)
@@ -66,7 +66,7 @@ import Testing
     @Test func aHealthcheckIsNeverRedirectedNorSentInClear() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); _ = server.wait() }
+        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
         let moved = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
                                              environment: ["NUDGE_METRICS_DIR": metrics.path,
                                                            "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/moved/t0k3n"])
@@ -84,7 +84,7 @@ import Testing
     @Test func eachJobAndShardReportsOnItsOwn() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); _ = server.wait() }
+        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
         let environment = ["NUDGE_METRICS_DIR": metrics.path,
                            "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/every-job",
                            "NUDGE_HEALTHCHECK_URL_VALIDATE_STREAKS": "http://127.0.0.1:\(port)/streaks"]
@@ -120,11 +120,11 @@ import Testing
         let now = "2026-03-29T18:22:11Z"
         var parked: [Int64] = []
         for n in 1...5 {
-            try Outbox.user(database, n)
-            parked.append(try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-29T18:05:00Z"))
+            try await Outbox.user(database, n)
+            await parked.append(try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-29T18:05:00Z"))
         }
         // Parked as dispatch parks them: pending, due again when their shelf life ends.
-        try database.psql("""
+        try await database.psql("""
             update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-29T23:59:59Z'
              where id = any('{\(parked[0]),\(parked[1]),\(parked[2])}');
             update notification_outbox set waiting_for = 'twilio', next_attempt_at = '2026-03-29T23:59:59Z' where id = \(parked[3]);
@@ -157,7 +157,7 @@ import Testing
         }
         // Nothing was sent to APNs while it is down, and its rows still wait.
         #expect(push.apns.requestCount == 0)
-        #expect(try database.count("select count(*) from notification_outbox where waiting_for = 'apns' and status = 'pending'") == 3)
+        #expect(try await database.count("select count(*) from notification_outbox where waiting_for = 'apns' and status = 'pending'") == 3)
         let lint = try await runProcessOffThePool("/bin/sh", ["-c", "promtool check metrics < \"$1\"", "sh", file.path])
         #expect(lint.status == 0, "promtool check metrics: \(lint.stdout)\(lint.stderr) (scripts/test installs Debian's prometheus)")
     }

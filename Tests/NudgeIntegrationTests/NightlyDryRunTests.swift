@@ -20,7 +20,7 @@ import Testing
         let seeded = try await database.nudge(["seed", "--users", "300", "--seed", "3", "--now", "2026-03-20T00:00:00Z"])
         #expect(seeded.status == 0, "\(seeded.stderr)")
         let ledger: Set<String> = ["job_runs", "job_run_failures"]
-        let before = try database.dump(excluding: ledger)
+        let before = try await database.dump(excluding: ledger)
 
         let night = try await database.nudge(arguments, environment: environment)
         #expect(night.status == 0, "\(night.stderr)")
@@ -39,14 +39,14 @@ import Testing
         // What would have changed is in the report; nothing changed.
         #expect(((jobs["generate-daily-goals"]?["counts"] as? [String: Int])?["succeeded"] ?? 0) > 0)
         #expect(((jobs["leaderboard-refresh"]?["counts"] as? [String: Int])?["succeeded"] ?? 0) > 0)
-        #expect(try database.dump(excluding: ledger) == before)
-        #expect(try database.psql("select distinct dry_run from job_runs") == "t")
+        #expect(try await database.dump(excluding: ledger) == before)
+        #expect(try await database.psql("select distinct dry_run from job_runs") == "t")
 
         // A job that cannot read its data is broken: the night fails, the report says which and why,
         // and the other jobs still ran.
-        try database.psql("alter table user_badges rename to user_badges_away")
+        try await database.psql("alter table user_badges rename to user_badges_away")
         let broken = try await database.nudge(arguments, environment: environment)
-        try database.psql("alter table user_badges_away rename to user_badges")
+        try await database.psql("alter table user_badges_away rename to user_badges")
         #expect(broken.status == 1, "\(broken.stderr)")
         let (brokenCode, brokenJobs) = try report(broken)
         #expect(brokenCode == 1)
@@ -58,16 +58,16 @@ import Testing
         #expect(brokenJobs["leaderboard-refresh"]?["exit_code"] as? Int == 0)
 
         // Users failing with bad data fail the night too (exit 3), each with the reason.
-        try database.psql("update users set timezone = 'Mars/Olympus' where id = (select id from users order by id limit 1)")
+        try await database.psql("update users set timezone = 'Mars/Olympus' where id = (select id from users order by id limit 1)")
         let partial = try await database.nudge(arguments, environment: environment)
         #expect(partial.status == 3, "\(partial.stderr)")
         let failures = try #require(try report(partial).jobs["validate-streaks"]?["failures"] as? [[String: Any]])
         #expect(failures.first?["reason"] as? String == "the user's unknown time zone 'Mars/Olympus'")
     }
 
-    @Test func theShippedWorkflowIsAGitHubActionsWorkflowThatRunsIt() throws {
+    @Test func theShippedWorkflowIsAGitHubActionsWorkflowThatRunsIt() async throws {
         let workflow = packageRoot.appendingPathComponent("deploy/ci/nightly-dry-run.yml").path
-        let result = try runProcess("/usr/bin/env", ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", workflow])
+        let result = try await runProcessOffThePool("/usr/bin/env", ["check-jsonschema", "--builtin-schema", "vendor.github-workflows", workflow])
         #expect(result.status == 0, "check-jsonschema: \(result.stdout)\(result.stderr) (scripts/test installs it from PyPI)")
         let text = try String(contentsOfFile: workflow, encoding: .utf8)
         #expect(text.contains("nudge run --all --dry-run --json"))

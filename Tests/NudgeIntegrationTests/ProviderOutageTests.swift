@@ -62,17 +62,17 @@ private final class Outage: Sendable {
 
         // 30 iPhones, 10 Android phones, 10 users with both; every user has an address.
         for n in 1...50 {
-            try Outbox.user(database, n, ios: n <= 30 || n > 40 ? 1 : 0, android: n > 30 ? 1 : 0)
-            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try await Outbox.user(database, n, ios: n <= 30 || n > 40 ? 1 : 0, android: n > 30 ? 1 : 0)
+            try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
         }
         // Each user's notifications fall due through the outage, a few every minute.
         let start = at("2026-03-10T12:00:00Z")
         func minute(_ m: Int) -> String { ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(m) * 60)) }
         var pushes = 0
         for n in 1...50 {
-            try Outbox.queue(database, n, type: "streak_at_risk", at: minute(n % 8))
-            try Outbox.queue(database, n, type: "fitcircle_invite", at: minute((n + 3) % 8))
-            try Outbox.email(database, n, at: minute((n + 5) % 8))
+            try await Outbox.queue(database, n, type: "streak_at_risk", at: minute(n % 8))
+            try await Outbox.queue(database, n, type: "fitcircle_invite", at: minute((n + 3) % 8))
+            try await Outbox.email(database, n, at: minute((n + 5) % 8))
             pushes += 2 * ((n <= 30 || n > 40 ? 1 : 0) + (n > 30 ? 1 : 0))
         }
 
@@ -88,8 +88,8 @@ private final class Outage: Sendable {
             }
         }
 
-        let statuses = try database.psql("select status, count(*) from notification_outbox group by 1 order by 1")
-        let unsent = try database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
+        let statuses = try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1")
+        let unsent = try await database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
         #expect(statuses == "sent|150", "\(unsent)")
         let taken = outage.taken
         // Every device, also of the ten users with an iPhone and an Android phone, whose
@@ -106,10 +106,10 @@ private final class Outage: Sendable {
         // No attempt was spent on the outage: seed 003's retries are left for the notifications' own
         // trouble. (A user's two devices, on two providers back one after the other, are two
         // attempts that each reached one.)
-        #expect(try database.count("select count(*) from notification_outbox where attempts > greatest(1, cardinality(delivered_to))") == 0)
-        #expect(try database.psql("select provider, state from provider_health order by 1") == "apns|up\nfcm|up\nresend|up\ntwilio|up")
+        #expect(try await database.count("select count(*) from notification_outbox where attempts > greatest(1, cardinality(delivered_to))") == 0)
+        #expect(try await database.psql("select provider, state from provider_health order by 1") == "apns|up\nfcm|up\nresend|up\ntwilio|up")
         // What an operator reads meanwhile: the logs name the outage, the rows say what they wait for.
-        #expect(try database.count("select count(*) from notification_logs where status = 'failed'") == 0)
+        #expect(try await database.count("select count(*) from notification_logs where status = 'failed'") == 0)
     }
 
     /// APNs answers 503 to everyone for 8 minutes, then recovers for all but one token, which it
@@ -126,28 +126,28 @@ private final class Outage: Sendable {
             return outage.answer("apns \(request.deviceToken)", down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
         })
         defer { Task { await push.shutdown() } }
-        for n in 1...30 { try Outbox.user(database, n) }
+        for n in 1...30 { try await Outbox.user(database, n) }
         let start = at("2026-03-10T12:00:00Z")
         for n in 1...30 {
-            try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n % 6) * 60)))
+            try await Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n % 6) * 60)))
         }
         var upAt: Int?
         for m in 0..<12 {
             if m == 8 { outage.end() }
             let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
             #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
-            if m >= 8, upAt == nil, try database.value("select state from provider_health where provider = 'apns'") == "up" { upAt = m }
+            if m >= 8, upAt == nil, try await database.value("select state from provider_health where provider = 'apns'") == "up" { upAt = m }
             if m == 8 {
-                let unsent = try database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
-                #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 29, "\(unsent)")
+                let unsent = try await database.psql("select id, status, attempts, last_error from notification_outbox where status <> 'sent'")
+                #expect(try await database.count("select count(*) from notification_outbox where status = 'sent'") == 29, "\(unsent)")
             }
         }
-        let apns = try database.psql("select state, reason from provider_health where provider = 'apns'")
+        let apns = try await database.psql("select state, reason from provider_health where provider = 'apns'")
         #expect(upAt.map { $0 <= 10 } == true, "APNs still \(apns)")
         #expect(Set(outage.taken).count == 29)
         #expect(outage.taken.count == 29)
         // The poisoned row: still waiting, or failed after its attempts; never sent.
-        #expect(try database.value("select status from notification_outbox where user_id = '\(Fixture.userID(1))'") != "sent")
+        #expect(try await database.value("select status from notification_outbox where user_id = '\(Fixture.userID(1))'") != "sent")
         #expect(push.apns.requests.filter { $0.deviceToken == poisoned }.count <= 12)
     }
 
@@ -158,11 +158,11 @@ private final class Outage: Sendable {
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start(apns: { _ in .reject(status: 503, reason: "ServiceUnavailable") })
         defer { Task { await push.shutdown() } }
-        for n in 1...5 { try Outbox.user(database, n) }
-        var rows = [try Outbox.queue(database, 1, type: "fitcircle_invite", at: "2026-03-10T12:00:00Z")]
-        for n in 1...5 { rows.append(try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")) }
+        for n in 1...5 { try await Outbox.user(database, n) }
+        var rows = await [try Outbox.queue(database, 1, type: "fitcircle_invite", at: "2026-03-10T12:00:00Z")]
+        for n in 1...5 { await rows.append(try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")) }
         rows.sort()
-        try database.psql("""
+        try await database.psql("""
             update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
              where provider = 'apns';
             update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-11T12:00:00Z';
@@ -170,16 +170,16 @@ private final class Outage: Sendable {
         var probes: [[Int64]] = []
         for k in 0..<3 {
             _ = try await dispatch(database, environment: push.environment, at: at("2026-03-10T12:00:01Z").addingTimeInterval(30 * Double(k)))
-            let probe = try database.value("select array_to_string(probe_rows, ',') from provider_health where provider = 'apns'")
+            let probe = try await database.value("select array_to_string(probe_rows, ',') from provider_health where provider = 'apns'")
             probes.append(probe.split(separator: ",").compactMap { Int64($0) })
         }
-        let users = try database.psql("select id, user_id from notification_outbox order by id")
+        let users = try await database.psql("select id, user_id from notification_outbox order by id")
         #expect(probes == [[rows[0], rows[2], rows[3]], [rows[1], rows[4], rows[5]], [rows[0], rows[2], rows[3]]], "\(probes)\n\(users)")
         for probe in probes {
-            #expect(try database.count("select count(distinct user_id) from notification_outbox where id = any('{\(probe.map(String.init).joined(separator: ","))}')")
+            #expect(try await database.count("select count(distinct user_id) from notification_outbox where id = any('{\(probe.map(String.init).joined(separator: ","))}')")
                     == probe.count)
         }
-        #expect(try database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 apns")
+        #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 apns")
     }
 
     /// FCM and Resend found down are probed with requests that send nobody anything (a message
@@ -203,13 +203,13 @@ private final class Outage: Sendable {
         environment.merge(["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
                            "RESEND_BASE_URL": resend.baseURL]) { _, new in new }
         for n in 1...4 {
-            try Outbox.user(database, n, ios: 0, android: 1)
-            try database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
-            try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")
-            try Outbox.email(database, n, at: "2026-03-10T12:00:00Z")
+            try await Outbox.user(database, n, ios: 0, android: 1)
+            try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
+            try await Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")
+            try await Outbox.email(database, n, at: "2026-03-10T12:00:00Z")
         }
         // Both were found down a minute ago; their notifications are parked.
-        try database.psql("""
+        try await database.psql("""
             update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
              where provider in ('fcm', 'resend');
             update notification_outbox set waiting_for = case channel when 'email' then 'resend' else 'fcm' end,
@@ -231,16 +231,16 @@ private final class Outage: Sendable {
             #expect(push.fcm.validations == k + 1 && resend.reads == k + 1, "probe \(k): \(push.fcm.validations) \(resend.reads)")
         }
         #expect(push.fcm.requestCount == 0 && resend.requestCount == 0, "a notification went out as a probe")
-        #expect(try database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+        #expect(try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
                 == "fcm|down\nresend|down")
-        #expect(try database.psql("select distinct status || ' ' || attempts from notification_outbox") == "pending 0")
+        #expect(try await database.psql("select distinct status || ' ' || attempts from notification_outbox") == "pending 0")
 
         outage.end()
         let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:01:01Z"))
         #expect(summary.exitCode == 0, "\(summary.message ?? "")")
-        #expect(try database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+        #expect(try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
                 == "fcm|up\nresend|up")
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|8")
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|8")
         #expect(outage.taken.count == 8 && Set(outage.taken).count == 8, "\(outage.taken)")
         #expect(push.fcm.validations == 3 && resend.reads == 3)
     }
@@ -259,17 +259,17 @@ private final class Outage: Sendable {
         defer { Task { await push.shutdown() } }
         let start = at("2026-03-10T12:00:00Z")
         for n in 1...15 {
-            try Outbox.user(database, n, ios: 0, android: 1)
-            try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n - 1) * 60)))
+            try await Outbox.user(database, n, ios: 0, android: 1)
+            try await Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(n - 1) * 60)))
         }
         for m in 0..<27 {
             if m == 15 { outage.end() }
             let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
             #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
-            #expect(try database.count("select count(*) from notification_outbox where status = 'failed'") == 0, "minute \(m)")
+            #expect(try await database.count("select count(*) from notification_outbox where status = 'failed'") == 0, "minute \(m)")
         }
-        #expect(try database.psql("select status, count(*) from notification_outbox group by 1") == "sent|15")
-        #expect(try database.count("select count(*) from notification_outbox where attempts > 1") == 0)
+        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|15")
+        #expect(try await database.count("select count(*) from notification_outbox where attempts > 1") == 0)
         #expect(Set(outage.taken).count == 15 && outage.taken.count == 15)
     }
 
@@ -284,10 +284,10 @@ private final class Outage: Sendable {
             stale.contains(request.deviceToken) ? .reject(status: 400, reason: "BadDeviceToken") : .accept
         })
         defer { Task { await push.shutdown() } }
-        for n in 1...15 { try Outbox.user(database, n) }
-        for n in 1...5 { try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T23:30:00Z") }
+        for n in 1...15 { try await Outbox.user(database, n) }
+        for n in 1...5 { try await Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T23:30:00Z") }
         for n in 6...15 {
-            try Outbox.queue(database, n, type: "fitcircle_invite",
+            try await Outbox.queue(database, n, type: "fitcircle_invite",
                              at: ISO8601DateFormatter().string(from: at("2026-03-10T23:40:00Z").addingTimeInterval(Double(n - 6) * 15 * 60)))
         }
         var now = at("2026-03-10T23:30:00Z")
@@ -295,12 +295,12 @@ private final class Outage: Sendable {
         while now <= at("2026-03-11T03:00:00Z") {
             let summary = try await dispatch(database, environment: push.environment, at: now)
             exits.insert(summary.exitCode)
-            #expect(try database.value("select state from provider_health where provider = 'apns'") == "up", "\(now)")
+            #expect(try await database.value("select state from provider_health where provider = 'apns'") == "up", "\(now)")
             now = now.addingTimeInterval(5 * 60)
         }
         #expect(exits.isSubset(of: [0, 3]), "\(exits)")
-        #expect(try database.count("select count(*) from notification_outbox where status = 'sent'") == 10)
-        #expect(try database.psql("select device_token from user_push_tokens where not active order by 1") == stale.sorted().joined(separator: "\n"))
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'sent'") == 10)
+        #expect(try await database.psql("select device_token from user_push_tokens where not active order by 1") == stale.sorted().joined(separator: "\n"))
     }
 
     /// APNs down for 30 hours: a streak at risk, worth sending on its own local day, is never
@@ -317,32 +317,32 @@ private final class Outage: Sendable {
         let zones = ["Europe/Paris", "America/Los_Angeles", "Asia/Tokyo"]
         var atRisk: [Int64] = []
         for n in 1...12 {
-            try Outbox.user(database, n, zone: zones[n % 3])
+            try await Outbox.user(database, n, zone: zones[n % 3])
             // 18:00 on Monday 9 March, local.
-            let local = try database.value("select to_char(('2026-03-09 18:00'::timestamp at time zone '\(zones[n % 3])') at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
-            atRisk.append(try Outbox.queue(database, n, type: "streak_at_risk", at: local, day: "2026-03-09"))
+            let local = try await database.value("select to_char(('2026-03-09 18:00'::timestamp at time zone '\(zones[n % 3])') at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
+            await atRisk.append(try Outbox.queue(database, n, type: "streak_at_risk", at: local, day: "2026-03-09"))
         }
         var now = at("2026-03-09T02:00:00Z")
         let recovery = now.addingTimeInterval(30 * 3600)
         // The day after's check-in reminder, due when APNs comes back.
-        let reminder = try Outbox.queue(database, 1, type: "daily_checkin", at: "2026-03-10T08:00:00Z")
+        let reminder = try await Outbox.queue(database, 1, type: "daily_checkin", at: "2026-03-10T08:00:00Z")
         while now <= recovery.addingTimeInterval(3600) {
             if now >= recovery { outage.end() }
             let summary = try await dispatch(database, environment: push.environment, at: now)
             #expect(summary.exitCode == 0, "\(summary.message ?? "")")
             now = now.addingTimeInterval(20 * 60)
         }
-        let stale = try database.psql("""
+        let stale = try await database.psql("""
             select status || ' ' || split_part(last_error, ':', 1) from notification_outbox where id = any('{\(atRisk.map(String.init).joined(separator: ","))}')
              group by 1
             """)
         #expect(stale == "suppressed expired")
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_logs where status = 'suppressed' and error_msg like 'expired: streak_at_risk%'
             """) == 12)
         #expect(!outage.taken.contains { $0.hasSuffix("nudge-\(atRisk[0])") })
         #expect(outage.taken.count == 1)
-        #expect(try database.value("select status from notification_outbox where id = \(reminder)") == "sent")
+        #expect(try await database.value("select status from notification_outbox where id = \(reminder)") == "sent")
     }
 
     /// A wrong APNS_ENVIRONMENT at three notifications a minute: every token is called unknown,
@@ -358,17 +358,17 @@ private final class Outage: Sendable {
         for m in 0..<8 {
             for k in 1...3 {
                 let n = m * 3 + k
-                try Outbox.user(database, n)
-                try Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(m) * 60)))
+                try await Outbox.user(database, n)
+                try await Outbox.queue(database, n, type: "streak_at_risk", at: ISO8601DateFormatter().string(from: start.addingTimeInterval(Double(m) * 60)))
             }
             let summary = try await dispatch(database, environment: push.environment, at: start.addingTimeInterval(Double(m) * 60))
             exits.append(summary.exitCode)
         }
-        #expect(try database.count("select count(*) from user_push_tokens where not active") == 0)
-        #expect(try database.psql("select state, burst from provider_health where provider = 'apns'") == "paused|t")
+        #expect(try await database.count("select count(*) from user_push_tokens where not active") == 0)
+        #expect(try await database.psql("select state, burst from provider_health where provider = 'apns'") == "paused|t")
         // Found in the seventh minute; every run after it says so and exits 1 until it is fixed.
         #expect(exits == [0, 0, 0, 0, 0, 0, 1, 1])
-        #expect(try database.count("select count(*) from notification_outbox where status <> 'pending'") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox where status <> 'pending'") == 0)
         // Paused, APNs is asked nothing more but a probe now and then.
         #expect(push.apns.requestCount <= 21 + ProviderHealth.probeSize)
         // What an operator reads.
@@ -386,8 +386,8 @@ private final class Outage: Sendable {
         let push = try await PushStandIns.start(fcm: { _ in .stallAfterHead })
         defer { Task { await push.shutdown() } }
         for n in 1...3 {
-            try Outbox.user(database, n, ios: 0, android: 1)
-            try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+            try await Outbox.user(database, n, ios: 0, android: 1)
+            try await Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
         }
         let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "1"]) { _, new in new }
         let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))
@@ -396,7 +396,7 @@ private final class Outage: Sendable {
         #expect(note.contains("FCM is down since 2026-03-10T12:00:30Z: 3 of its last 3 requests got no answer "
                               + "(last: no whole answer within the batch's time bound (it stalled))"), "\(note)")
         #expect(!note.contains("database") && !note.contains("Cancellation"))
-        #expect(try database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
+        #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
     }
 
     /// A Twilio that takes 0.6 s to answer each request while 300 call previews (SMS only) fall
@@ -406,19 +406,19 @@ private final class Outage: Sendable {
     @Test func aSlowTwilioGetsEverySMSOnce() async throws {
         let world = try await PreviewWorld.start(twilioLatency: .milliseconds(600))
         defer { Task { await world.shutdown() } }
-        for n in 1...300 { try Calls.user(world.database, n, preference: "sms_only", ios: 0) }
-        try world.database.psql("""
+        for n in 1...300 { try await Calls.user(world.database, n, preference: "sms_only", ios: 0) }
+        try await world.database.psql("""
             insert into scheduled_calls (user_id, scheduled_at, status, topic)
             select id, '2026-03-29T06:20:00Z', 'pending', 'fitness_checkin' from users
             """)
         _ = try await previews(world.database, at: at("2026-03-29T06:15:00Z"))
-        #expect(try world.database.count("select count(*) from notification_outbox where channel = 'sms'") == 300)
+        #expect(try await world.database.count("select count(*) from notification_outbox where channel = 'sms'") == 300)
         let result = try await world.database.nudge(["run", "dispatch", "--now", "2026-03-29T06:15:02Z"], environment: world.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        let outcomes = try world.database.psql("select status, count(*) from notification_outbox group by 1")
-        let detail = try world.database.psql("select status, last_error, count(*) from notification_outbox group by 1, 2")
+        let outcomes = try await world.database.psql("select status, count(*) from notification_outbox group by 1")
+        let detail = try await world.database.psql("select status, last_error, count(*) from notification_outbox group by 1, 2")
         #expect(outcomes == "sent|300", "\(detail)")
-        #expect(try world.database.count("select count(*) from notification_outbox where last_error like 'outcome unknown%'") == 0)
+        #expect(try await world.database.count("select count(*) from notification_outbox where last_error like 'outcome unknown%'") == 0)
         let perPhone = Dictionary(grouping: world.twilio.sent, by: \.to)
         #expect(perPhone.count == 300)
         #expect(perPhone.values.allSatisfy { $0.count == 1 })

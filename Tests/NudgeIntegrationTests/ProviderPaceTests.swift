@@ -6,8 +6,8 @@ import Testing
 
 /// Logs every slot a reservation takes, as the database hands it out: a trigger keeps each new
 /// value of `provider_pace.next_slot` (the slot taken, plus the interval).
-private func logSlots(_ database: TestDatabase) throws {
-    try database.psql("""
+private func logSlots(_ database: TestDatabase) async throws {
+    try await database.psql("""
         create table pace_log (provider text not null, next_slot timestamptz not null);
         create function log_pace() returns trigger language plpgsql as $$
         begin
@@ -20,8 +20,8 @@ private func logSlots(_ database: TestDatabase) throws {
 
 /// The slots `provider` handed out, in order, as seconds since 1970 on the database's clock: each
 /// logged `next_slot` less the interval, as the database computes it.
-private func slots(_ database: TestDatabase, _ provider: String, interval: Duration) throws -> [Double] {
-    try database.psql("""
+private func slots(_ database: TestDatabase, _ provider: String, interval: Duration) async throws -> [Double] {
+    try await database.psql("""
         select extract(epoch from next_slot - \(interval.seconds)::float8 * interval '1 second') from pace_log
          where provider = '\(provider)' order by next_slot
         """).split(separator: "\n").compactMap { Double($0) }
@@ -103,7 +103,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         #expect(hourApart(sorted.last!, next.slot), "\(sorted.last!) \(next.slot)")
         // Each waits for its own slot, counted on the database's clock: this one 20 hours on.
         #expect(next.wait > .seconds(20 * 3600 - 60) && next.wait <= .seconds(20 * 3600), "\(next.wait)")
-        #expect(try database.count("select count(*) from provider_pace") == 1)
+        #expect(try await database.count("select count(*) from provider_pace") == 1)
     }
 
     /// deploy/sql/roles.sql: the jobs' role takes its turns; serve's has nothing to do with the pace.
@@ -119,8 +119,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
             try await SharedPace(provider: "resend", interval: .milliseconds(500), database: db, logger: db.logger).reserve(within: .seconds(2))
         }
         #expect(wait == .zero)
-        let serveURL = database.url(as: "nudge_serve")
-        let serve = try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-A", "-t", serveURL, "-c", "select count(*) from provider_pace"])
+        let serve = await database.attempt("select count(*) from provider_pace", as: "nudge_serve")
         #expect(serve.status != 0)
         #expect(serve.stderr.contains("permission denied"), "\(serve.stderr)")
     }
@@ -133,10 +132,10 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
     /// without spending an attempt, and went again. Every email was sent exactly once.
     @Test func twoDispatchersOnTwoShardsKeepResendsRateTogether() async throws {
         let database = try await TestDatabase.fresh()
-        try logSlots(database)
+        try await logSlots(database)
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
-        try database.psql("""
+        try await database.psql("""
             insert into users (id, timezone, locale, created_at, email)
             select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01', 'user' || n || '@example.test' from generate_series(1, 600) n;
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
@@ -160,20 +159,20 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
             waited += (summary?["tally"] as? [String: Int])?["waiting"] ?? 0
         }
 
-        #expect(try database.psql("select status, attempts, count(*) from notification_outbox group by 1, 2") == "sent|1|600")
+        #expect(try await database.psql("select status, attempts, count(*) from notification_outbox group by 1, 2") == "sent|1|600")
         let sent = stand.resend.sent
         #expect(sent.count == 600)
         #expect(Set(sent.flatMap(\.to)).count == 600)
-        #expect(try database.count("select count(*) from email_logs") == 600)
+        #expect(try await database.count("select count(*) from email_logs") == 600)
         // Both dispatchers sent, in several requests each.
-        #expect(try database.count("select count(distinct run_id) from notification_logs") == 2)
+        #expect(try await database.count("select count(distinct run_id) from notification_logs") == 2)
         let requests = stand.resend.requestCount
         #expect(requests >= 20)
         // Emails of requests refused their turn, which waited (no attempt spent: above).
         #expect(waited > 0)
 
         // The requests by their slots: at most 2 in any second, and each reached the stand-in on its turn.
-        let taken = try slots(database, "resend", interval: ResendClient.paceInterval(requestsPerSecond: 2))
+        let taken = try await slots(database, "resend", interval: ResendClient.paceInterval(requestsPerSecond: 2))
         #expect(taken.count >= requests)
         #expect(mostInAnyWindow(taken, 1.0) <= 2, "\(taken)")
         let arrived = wallClock(stand.resend.arrivals)
@@ -187,7 +186,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
     /// each request reached the stand-in on its turn.
     @Test func twoLLMClientsSharingTheDatabaseKeepTheRequestsPerMinuteTogether() async throws {
         let database = try await TestDatabase.fresh()
-        try logSlots(database)
+        try await logSlots(database)
         let server = try await StandInLLM.start { _ in (.reply(#"{"title": "t", "body": "b"}"#), .zero) }
         defer { Task { await server.shutdown() } }
         let configuration = LLMConfiguration(provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
@@ -214,7 +213,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         // The requests by their slots, one sequence for both: at most 10 in any second, and each
         // reached the stand-in on its turn.
         #expect(server.requests.count == 30)
-        let taken = try slots(database, "anthropic", interval: LLMClient.paceInterval(requestsPerMinute: 600))
+        let taken = try await slots(database, "anthropic", interval: LLMClient.paceInterval(requestsPerMinute: 600))
         #expect(taken.count == 30)
         #expect(mostInAnyWindow(taken, 1.0) <= 10, "\(taken)")
         let arrived = wallClock(server.requests.map(\.receivedAt))

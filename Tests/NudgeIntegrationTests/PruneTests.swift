@@ -54,8 +54,8 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
             try await cronTick(kept, at: tick)
             tick = tick.addingTimeInterval(3600)
         }
-        let pruned = try kept.clone()
-        let before = try pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox")
+        let pruned = try await kept.clone()
+        let before = try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox")
         let run = try await prune(pruned, at: at("2026-03-16T00:30:00Z"))
         #expect(run.exitCode == 0, "\(run)")
         // It did prune: the seed's logs go back months. (The seed's outbox rows and leaderboards are
@@ -63,7 +63,7 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
         for table in ["notification_logs", "push_log"] {
             #expect((run.tally["pruned:\(table)"] ?? 0) > 0, "\(table): \(run.tally)")
         }
-        #expect(try pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox") < before)
+        #expect(try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox") < before)
 
         tick = at("2026-03-16T01:00:00Z")
         while tick < at("2026-03-23T01:00:00Z") {
@@ -85,7 +85,7 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
             """,
             "select user_id, fitcircle_id, percent, outcome from reminder_milestones order by 1, 2, 3",
         ] {
-            #expect(try pruned.psql(query) == kept.psql(query), "\(query)")
+            #expect(try await pruned.psql(query) == kept.psql(query), "\(query)")
         }
     }
 
@@ -94,9 +94,9 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
     /// nothing left.
     @Test func prunesInBoundedChunksAndOnlyWhatMayGo() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 3, signup: "2025-01-01T00:00:00Z", from: "2025-01-01", to: "2025-01-02")
+        try await Fixture.population(database, count: 3, signup: "2025-01-01T00:00:00Z", from: "2025-01-01", to: "2025-01-02")
         let user = Fixture.userID(1)
-        try database.psql("""
+        try await database.psql("""
             insert into notification_logs (user_id, notification_type, channel, status, created_at)
             select '\(user)', 'daily_checkin', 'push', 'sent', timestamptz '2025-01-01' + n * interval '1 minute'
               from generate_series(1, 1800) n;
@@ -123,7 +123,7 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
         let dry = try await prune(database, at: at("2026-03-20T03:40:00Z"), dryRun: true)
         #expect(dry.exitCode == 0, "\(dry)")
         #expect(dry.tally["pruned:notification_logs"] == 1800)
-        #expect(try database.count("select count(*) from notification_logs") == 1801)
+        #expect(try await database.count("select count(*) from notification_logs") == 1801)
 
         let real = try await prune(database, at: at("2026-03-20T03:40:00Z"))
         #expect(real.exitCode == 0, "\(real)")
@@ -132,11 +132,11 @@ private func cronTick(_ database: TestDatabase, at now: Date) async throws {
         // entries of one day, three chunks (a day's rows are many: they are split by their id);
         // the weekly entries stay.
         #expect(real.tally["pruned:fitcircle_leaderboard_entries"] == 1200)
-        #expect(try database.value("select processed from job_runs where job = 'prune' and not dry_run") == "9")
-        #expect(try database.value("select string_agg(distinct period, ',') from fitcircle_leaderboard_entries") == "weekly")
-        #expect(try database.value("select created_at::date from notification_logs") == "2026-03-15")
-        #expect(try database.psql("select dedupe_key from notification_outbox order by 1") == "old-pending")
-        #expect(try database.psql("""
+        #expect(try await database.value("select processed from job_runs where job = 'prune' and not dry_run") == "9")
+        #expect(try await database.value("select string_agg(distinct period, ',') from fitcircle_leaderboard_entries") == "weekly")
+        #expect(try await database.value("select created_at::date from notification_logs") == "2026-03-15")
+        #expect(try await database.psql("select dedupe_key from notification_outbox order by 1") == "old-pending")
+        #expect(try await database.psql("""
             select status from job_runs where job = 'validate-streaks' order by started_at
             """) == "running\ninterrupted\nsucceeded")
 

@@ -63,7 +63,7 @@ enum Outbox {
 
     /// User n (id `Fixture.userID(n)`) in `zone`, with `ios` iPhones and `android` Android phones.
     static func user(_ database: TestDatabase, _ n: Int, zone: String? = "UTC", locale: String = "en", ios: Int = 1,
-                     android: Int = 0, signup: String = "2026-01-01T00:00:00Z") throws {
+                     android: Int = 0, signup: String = "2026-01-01T00:00:00Z") async throws {
         let id = Fixture.userID(n)
         var sql = "insert into users (id, timezone, locale, created_at) values ('\(id)', \(zone.map { "'\($0)'" } ?? "null"), '\(locale)', '\(signup)');"
         for d in 0..<ios where ios > 0 {
@@ -72,14 +72,14 @@ enum Outbox {
         for d in 0..<android where android > 0 {
             sql += "insert into user_push_tokens (user_id, device_token, platform) values ('\(id)', '\(androidToken(n, d + 1))', 'android');"
         }
-        try database.psql(sql)
+        try await database.psql(sql)
     }
 
     /// Queues one email of `type` for user n, due at `instant` (the user's address is set apart).
     @discardableResult
-    static func email(_ database: TestDatabase, _ n: Int, type: String = "weekly_digest", at instant: String) throws -> Int64 {
+    static func email(_ database: TestDatabase, _ n: Int, type: String = "weekly_digest", at instant: String) async throws -> Int64 {
         let id = Fixture.userID(n)
-        let text = try database.value("""
+        let text = try await database.value("""
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
                                              body, payload)
             values ('test:\(id):\(type):email', 'test', '\(id)', '\(instant.prefix(10))', '\(type)', 'email', '\(instant)',
@@ -93,14 +93,14 @@ enum Outbox {
     /// Queues one notification for user n.
     @discardableResult
     static func queue(_ database: TestDatabase, _ n: Int, type: String, at deliverAfter: String, day: String? = nil,
-                      title: String = "Title", body: String = "Body", payload: String = "{}", key: String? = nil) throws -> Int64 {
+                      title: String = "Title", body: String = "Body", payload: String = "{}", key: String? = nil) async throws -> Int64 {
         let id = Fixture.userID(n)
         let localDay = day ?? String(deliverAfter.prefix(10))
         let dedupe = key ?? "test:\(id):\(localDay):\(type):\(UUID().uuidString)"
         // Without a day, the one the instant falls on in the user's zone, as a job sets it.
         let dayValue = day.map { "'\($0)'" }
             ?? "(timestamptz '\(deliverAfter)' at time zone coalesce((select timezone from users where id = '\(id)'), 'UTC'))::date"
-        let text = try database.value("""
+        let text = try await database.value("""
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload)
             values ('\(dedupe)', 'test', '\(id)', \(dayValue), '\(type)', '\(deliverAfter)', $$\(title)$$, $$\(body)$$, '\(payload)'::jsonb)
             returning id

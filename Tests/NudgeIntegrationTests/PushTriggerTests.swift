@@ -9,8 +9,8 @@ import Testing
 private enum PushFixture {
     /// A user with check-ins on at `frequency`, an active push token, quiet since `lastActive`.
     static func user(_ database: TestDatabase, _ n: Int, timezone: String = "UTC", locale: String = "en",
-                     frequency: String = "daily", checkIns: Bool = true, lastActive: String = "2026-02-01T12:00:00Z") throws {
-        try database.psql("""
+                     frequency: String = "daily", checkIns: Bool = true, lastActive: String = "2026-02-01T12:00:00Z") async throws {
+        try await database.psql("""
             insert into users (id, timezone, locale, created_at, last_active_at)
             values (md5('user-\(n)')::uuid, '\(timezone)', '\(locale)', '2026-01-01T00:00:00Z', '\(lastActive)');
             insert into context_profiles (user_id, notification_preferences)
@@ -22,8 +22,8 @@ private enum PushFixture {
 
     /// A conversation of user n at `at`, with one message of theirs.
     static func conversation(_ database: TestDatabase, _ n: Int, title: String, domain: String = "career", at: String,
-                             says message: String = "I keep rehearsing the opening of my talk") throws {
-        try database.psql("""
+                             says message: String = "I keep rehearsing the opening of my talk") async throws {
+        try await database.psql("""
             with c as (insert into conversations (user_id, domain, title, created_at, updated_at)
                        values (md5('user-\(n)')::uuid, '\(domain)', '\(title)', '\(at)', '\(at)'::timestamptz + interval '10 minutes')
                        returning id, user_id, created_at)
@@ -36,15 +36,15 @@ private enum PushFixture {
     static func usersToFollowUp(_ count: Int) async throws -> TestDatabase {
         let database = try await TestDatabase.fresh()
         for n in 1...count {
-            try user(database, n)
-            try conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
+            try await user(database, n)
+            try await conversation(database, n, title: "Topic \(n)", at: "2026-02-05T09:00:00Z")
         }
         return database
     }
 
     /// A fresh pattern cache for user n: the pattern layer has something to say.
-    static func pattern(_ database: TestDatabase, _ n: Int) throws {
-        try database.psql("""
+    static func pattern(_ database: TestDatabase, _ n: Int) async throws {
+        try await database.psql("""
             insert into pattern_cache (user_id, patterns, session_count)
             values (md5('user-\(n)')::uuid,
                     '[{"theme": "work stress before deadlines", "occurrences": 4, "domains": ["career"], "confidence": 0.8,
@@ -85,13 +85,13 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let database = try await TestDatabase.fresh()
         let cases = ["ok", "slow", "ratelimited", "overloaded", "garbled", "verbose", "parrot"]
         for (index, name) in cases.enumerated() {
-            try PushFixture.user(database, index + 1)
-            try PushFixture.conversation(database, index + 1, title: "Talk prep \(name)", at: "2026-02-05T09:00:00Z")
+            try await PushFixture.user(database, index + 1)
+            try await PushFixture.conversation(database, index + 1, title: "Talk prep \(name)", at: "2026-02-05T09:00:00Z")
         }
-        try PushFixture.user(database, 20, checkIns: false)
-        try PushFixture.conversation(database, 20, title: "Talk prep off", at: "2026-02-05T09:00:00Z")
-        try PushFixture.user(database, 21, frequency: "hourly")
-        try PushFixture.conversation(database, 21, title: "Talk prep bad frequency", at: "2026-02-05T09:00:00Z")
+        try await PushFixture.user(database, 20, checkIns: false)
+        try await PushFixture.conversation(database, 20, title: "Talk prep off", at: "2026-02-05T09:00:00Z")
+        try await PushFixture.user(database, 21, frequency: "hourly")
+        try await PushFixture.conversation(database, 21, title: "Talk prep bad frequency", at: "2026-02-05T09:00:00Z")
 
         let once = Once()
         let server = try await StandInLLM.start { request in
@@ -112,11 +112,11 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
 
         let result = try await database.nudge(["run", "push-trigger", "--now", now, "--concurrency", "8", "--json"], environment: environment)
         #expect(result.status == 3, "\(result.stderr)")
-        let pushed = try database.psql("""
+        let pushed = try await database.psql("""
             select c.title from push_log p join conversations c on c.user_id = p.user_id order by 1
             """)
         #expect(pushed == "Talk prep ok\nTalk prep ratelimited\nTalk prep slow")
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from notification_outbox o join push_log p on p.id = (o.payload->>'push_log_id')::uuid
              where o.user_id = p.user_id and o.job = 'push-trigger' and o.notification_type = 'proactive_push'
                and o.payload->>'action' = 'new_conversation' and o.payload->>'push_type' = 're_engagement'
@@ -124,8 +124,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
                and p.metadata = '{"layer": "re_engagement"}' and p.content = o.title || ' — ' || o.body
                and p.sent_at = '\(now)'
             """) == 3)
-        #expect(try database.count("select count(*) from notification_outbox") == 3)
-        let failures = try database.psql("""
+        #expect(try await database.count("select count(*) from notification_outbox") == 3)
+        let failures = try await database.psql("""
             select c.title || ': ' || f.reason from job_run_failures f join conversations c on c.user_id = f.item_id order by 1
             """).split(separator: "\n")
         #expect(failures.count == 5, "\(failures)")
@@ -139,7 +139,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let counts = summary["counts"] as! [String: Int]
         #expect(counts["failed"] == 2)
         #expect(counts["succeeded"] == 3)
-        #expect(try database.psql("select outcome, count(*) from llm_calls group by 1 order by 1")
+        #expect(try await database.psql("select outcome, count(*) from llm_calls group by 1 order by 1")
                 == "rejected: the LLM's copy repeats 5 or more of the user's own words verbatim|1\nrejected: the LLM's reply is not a JSON object with a title and a body|1\nrejected: the LLM's title has 60 characters, more than 50|1\nused|3")
 
         let sent = server.requests
@@ -156,7 +156,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         // A later run the same morning pushes nobody twice, and tries the failed users again.
         let rerun = try await database.nudge(["run", "push-trigger", "--now", "2026-02-10T11:30:00Z"], environment: environment)
         #expect(rerun.status == 3)
-        #expect(try database.count("select count(*) from push_log") == 3)
+        #expect(try await database.count("select count(*) from push_log") == 3)
         let retried = 3 + 1 + 1 + 1   // overloaded's three attempts, garbled, verbose, parrot
         #expect(server.requests.count == expectedRequests + retried)
     }
@@ -171,13 +171,13 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             for (frequency, days) in [("daily", 1), ("few_times_a_week", 2), ("weekly", 7)] {
                 for sessions in [false, true] {
                     n += 1
-                    try PushFixture.user(database, n, timezone: zone, frequency: frequency)
-                    try PushFixture.pattern(database, n)
-                    try PushFixture.conversation(database, n, title: "Old topic", at: "2026-01-20T12:00:00Z")
+                    try await PushFixture.user(database, n, timezone: zone, frequency: frequency)
+                    try await PushFixture.pattern(database, n)
+                    try await PushFixture.conversation(database, n, title: "Old topic", at: "2026-01-20T12:00:00Z")
                     interval[n] = days
                     if sessions {
                         for day in ["2026-03-03", "2026-03-09", "2026-03-10"] {
-                            try database.psql("""
+                            try await database.psql("""
                                 insert into conversations (user_id, domain, title, created_at, updated_at)
                                 select id, 'fitness', 'Morning session', ('\(day) 08:00'::timestamp at time zone timezone),
                                        ('\(day) 08:20'::timestamp at time zone timezone)
@@ -206,15 +206,15 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             }
         }
         let localDay = "(p.sent_at at time zone u.timezone)::date"
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from (select p.user_id from push_log p join users u on u.id = p.user_id
                                    group by p.user_id, \(localDay) having count(*) > 1) twice
             """) == 0)
-        #expect(try database.count("""
+        #expect(try await database.count("""
             select count(*) from push_log p join users u on u.id = p.user_id
               join conversations c on c.user_id = p.user_id and (c.created_at at time zone u.timezone)::date = \(localDay)
             """) == 0)
-        let days = try database.psql("""
+        let days = try await database.psql("""
             select right(u.id::text, 12), string_agg(extract(day from \(localDay))::text, ',' order by p.sent_at)
               from push_log p join users u on u.id = p.user_id group by u.id
             """)
@@ -245,11 +245,11 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains(#""status":"stopped""#), "\(first.stdout)")
         #expect(first.stdout.contains("--max-llm-calls"))
-        #expect(try database.count("select count(*) from push_log") == 2)
-        #expect(try database.value("select status from job_runs order by id desc limit 1") == "stopped")
+        #expect(try await database.count("select count(*) from push_log") == 2)
+        #expect(try await database.value("select status from job_runs order by id desc limit 1") == "stopped")
         for _ in 0..<3 { _ = try await database.nudge(arguments, environment: environment) }
-        #expect(try database.count("select count(*) from push_log") == 5)
-        #expect(try database.count("select count(distinct user_id) from push_log") == 5)
+        #expect(try await database.count("select count(*) from push_log") == 5)
+        #expect(try await database.count("select count(distinct user_id) from push_log") == 5)
         #expect(server.requests.count == 5)
     }
 
@@ -261,7 +261,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         // A dry run's LLM calls are real: they take their turns under the account's rate
         // (provider_pace) like any run's, and write nothing else.
         let unwritten: Set<String> = ["job_runs", "job_run_failures", "provider_pace"]
-        let before = try database.dump(excluding: unwritten)
+        let before = try await database.dump(excluding: unwritten)
         let dry = try await database.nudge(["run", "push-trigger", "--now", now, "--dry-run", "--json"],
                                            environment: ["PUSH_TRIGGER_ENABLED": "true"])
         #expect(dry.status == 0, "\(dry.stderr)")
@@ -270,8 +270,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let withLLM = try await database.nudge(["run", "push-trigger", "--now", now, "--dry-run", "--dry-run-llm"], environment: environment)
         #expect(withLLM.status == 0, "\(withLLM.stderr)")
         #expect(server.requests.count == 3)
-        #expect(try database.dump(excluding: unwritten) == before)
-        #expect(try database.count("select count(*) from provider_pace where provider = 'anthropic'") == 1)
+        #expect(try await database.dump(excluding: unwritten) == before)
+        #expect(try await database.count("select count(*) from provider_pace where provider = 'anthropic'") == 1)
     }
 
     @Test func whenTheSessionCheckCannotBeReadNobodyIsPushed() async throws {
@@ -279,18 +279,18 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         // Seed 002, review fix M2: the check fails closed.
         let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
         defer { Task { await server.shutdown() } }
-        try database.psql("alter table conversations rename to conversations_away")
+        try await database.psql("alter table conversations rename to conversations_away")
         let result = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
-        try database.psql("alter table conversations_away rename to conversations")
+        try await database.psql("alter table conversations_away rename to conversations")
         #expect(result.status == 1)
         #expect(result.stderr.contains("conversations"), "\(result.stderr)")
         #expect(server.requests.isEmpty)
-        #expect(try database.count("select count(*) from push_log") == 0)
-        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        #expect(try await database.count("select count(*) from push_log") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox") == 0)
         // Readable again, the next run goes on.
         let next = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
         #expect(next.status == 0, "\(next.stderr)")
-        #expect(try database.count("select count(*) from push_log") == 3)
+        #expect(try await database.count("select count(*) from push_log") == 3)
     }
 
     /// A run held back by the LLM's rate limit reaches some users hours after it began: each is
@@ -318,10 +318,10 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(summary.exitCode == 0, "\(summary)")
         #expect(summary.counts.succeeded == 3)
         #expect(summary.counts.skipped == 5)
-        #expect(try database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
+        #expect(try await database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
                 == "11:10\n11:50\n12:30")
-        #expect(try database.psql("select distinct local_day from push_log") == "2026-02-10")
-        let reasons = try database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
+        #expect(try await database.psql("select distinct local_day from push_log") == "2026-02-10")
+        let reasons = try await database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
         #expect(reasons.count == 5)
         // One was asked at 12:30 and answered after 13:00; two were reached within the batch,
         // after the window closed; two only in a later batch.
@@ -329,7 +329,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(reasons.filter { $0.hasPrefix("the user's window closed at 2026-02-10T13:00:00Z before the LLM could be asked") }.count == 2)
         #expect(reasons.filter { $0.hasPrefix("the run reached the user at 13:10 local time, after their window") }.count == 2)
         #expect(server.requests.count == 4)
-        #expect(try database.psql("select outcome from llm_calls order by called_at").split(separator: "\n").filter { $0.hasPrefix("unused") }.count == 1)
+        #expect(try await database.psql("select outcome from llm_calls order by called_at").split(separator: "\n").filter { $0.hasPrefix("unused") }.count == 1)
     }
 
     /// Two runs racing on one user and local day: the database refuses the second push_log row,
@@ -337,7 +337,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     @Test func theDatabaseRefusesASecondProactivePushTheSameLocalDay() async throws {
         let database = try await PushFixture.usersToFollowUp(3)
         // What a racing run wrote and this one could not yet see: today's push, no day mark.
-        try database.psql("""
+        try await database.psql("""
             insert into push_log (user_id, push_type, content, sent_at, local_day)
             values (md5('user-2')::uuid, 're_engagement', 'x — y', '2026-01-01T10:00:00Z', '2026-02-10')
             """)
@@ -345,10 +345,10 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         defer { Task { await server.shutdown() } }
         let result = try await database.nudge(["run", "push-trigger", "--now", now], environment: pushEnvironment(server, provider: "anthropic"))
         #expect(result.status == 3, "\(result.stderr)")
-        #expect(try database.value("select reason from job_run_failures").contains("push_log_one_a_local_day"))
-        #expect(try database.count("select count(*) from push_log where user_id = md5('user-2')::uuid") == 1)
-        #expect(try database.count("select count(*) from notification_outbox where user_id = md5('user-2')::uuid") == 0)
-        #expect(try database.count("select count(*) from notification_outbox") == 2)
+        #expect(try await database.value("select reason from job_run_failures").contains("push_log_one_a_local_day"))
+        #expect(try await database.count("select count(*) from push_log where user_id = md5('user-2')::uuid") == 1)
+        #expect(try await database.count("select count(*) from notification_outbox where user_id = md5('user-2')::uuid") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox") == 2)
     }
 
     /// SIGTERM while LLM calls hang: the calls get the grace, then are cancelled; the users they
@@ -372,15 +372,15 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let stopped = await running.finished()
         #expect(signalled.duration(to: .now) < .seconds(10))
         #expect(stopped.status == 1, "\(stopped.stderr)")
-        #expect(try database.value("select status from job_runs") == "interrupted")
-        #expect(try database.count("select count(*) from push_log") == 4)
-        #expect(try database.count("select count(*) from job_run_failures where reason like 'not done: the run was stopped by a signal%'") == 2)
+        #expect(try await database.value("select status from job_runs") == "interrupted")
+        #expect(try await database.count("select count(*) from push_log") == 4)
+        #expect(try await database.count("select count(*) from job_run_failures where reason like 'not done: the run was stopped by a signal%'") == 2)
 
         hang.value = false
         let next = try await database.nudge(arguments, environment: environment)
         #expect(next.status == 0, "\(next.stderr)")
-        #expect(try database.count("select count(*) from push_log") == 6)
-        #expect(try database.count("select count(distinct user_id) from push_log") == 6)
+        #expect(try await database.count("select count(*) from push_log") == 6)
+        #expect(try await database.count("select count(distinct user_id) from push_log") == 6)
     }
 
     /// Ctrl-C waits for the batch; a second Ctrl-C ends the process at once, and the next run
@@ -406,8 +406,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         hang.value = false
         let next = try await database.nudge(["run", "push-trigger", "--now", now], environment: environment)
         #expect(next.status == 0, "\(next.stderr)")
-        #expect(try database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
-        #expect(try database.count("select count(*) from push_log") == 2)
+        #expect(try await database.psql("select status from job_runs order by id") == "interrupted\nsucceeded")
+        #expect(try await database.count("select count(*) from push_log") == 2)
     }
 
     /// A batch reads the tokens of its own users, not the whole table: with 1,000 users in their
@@ -416,7 +416,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     /// for each batch: 19 minutes for a million users' first run, where 100,000 took 20 s.)
     @Test func aBatchReadsItsOwnUsersTokensNotEveryToken() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("""
+        try await database.psql("""
             begin;
             insert into users (id, timezone, locale, created_at, last_active_at)
             select md5('user-' || n)::uuid, case when n <= 1000 then 'UTC' else 'Asia/Tokyo' end, 'en',
@@ -444,14 +444,14 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
 
     @Test func itShipsDisabledAndNeedsAKeyOnceEnabled() async throws {
         let database = try await TestDatabase.fresh()
-        try PushFixture.user(database, 1)
+        try await PushFixture.user(database, 1)
         let off = try await database.nudge(["run", "push-trigger", "--now", now])
         #expect(off.status == 0)
         #expect(off.stdout.contains("PUSH_TRIGGER_ENABLED is not set"), "\(off.stdout)")
         let noKey = try await database.nudge(["run", "push-trigger", "--now", now], environment: ["PUSH_TRIGGER_ENABLED": "true"])
         #expect(noKey.status == 1)
         #expect(noKey.stderr.contains("ANTHROPIC_API_KEY is not set"), "\(noKey.stderr)")
-        #expect(try database.count("select count(*) from job_runs") == 0)
+        #expect(try await database.count("select count(*) from job_runs") == 0)
     }
 }
 

@@ -10,35 +10,35 @@ private let now = "2026-03-20T12:00:00Z"
     @Test(arguments: [["NUDGE_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "0"]])
     func anEnvironmentKillSwitchChangesNoRowAtAll(_ environment: [String: String]) async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let before = try database.dump()
+        try await Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let before = try await database.dump()
         let result = try await database.nudge(["run", "validate-streaks", "--now", now], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("not run"))
-        #expect(try database.dump() == before)
+        #expect(try await database.dump() == before)
     }
 
     @Test func nudgePauseChangesNoRowAndResumeRestarts() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         #expect(try await database.nudge(["pause", "validate-streaks", "--reason", "bad copy"]).status == 0)
-        let before = try database.dump()
+        let before = try await database.dump()
         let paused = try await database.nudge(["run", "validate-streaks", "--now", now])
         #expect(paused.status == 0)
         #expect(paused.stdout.contains("validate-streaks is paused by"))
         #expect(paused.stdout.contains("(bad copy)"))
-        #expect(try database.dump() == before)
+        #expect(try await database.dump() == before)
         #expect(try await database.nudge(["runs"]).stdout.contains("PAUSED: validate-streaks"))
         #expect(try await database.nudge(["resume", "validate-streaks"]).status == 0)
         let resumed = try await database.nudge(["run", "validate-streaks", "--now", now])
         #expect(resumed.status == 0)
-        #expect(try database.count("select count(*) from user_streaks") == 20)
+        #expect(try await database.count("select count(*) from user_streaks") == 20)
     }
 
     /// `nudge pause` is checked before every batch: a running job stops within one batch.
     @Test func aPauseStopsARunningJobBeforeItsNextBatch() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let summary = try await database.withDatabase { db in
             let job = PausingAfterFirstBatch(inner: ValidateStreaksJob(definition: streaksDefinition()))
             let options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
@@ -47,16 +47,16 @@ private let now = "2026-03-20T12:00:00Z"
         #expect(summary.status == "paused")
         #expect(summary.exitCode == 0)
         #expect(summary.counts.processed == 5)
-        #expect(try database.count("select count(*) from user_streaks") == 5)
-        #expect(try database.value("select status from job_runs") == "paused")
+        #expect(try await database.count("select count(*) from user_streaks") == 5)
+        #expect(try await database.value("select status from job_runs") == "paused")
     }
 
     /// A run paused after a batch in which a user failed still exits 3: monitoring must see it.
     @Test func aPausedRunWithFailedUsersExitsThree() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         // The user with the lowest id, so in the first batch, has a zone nobody knows.
-        try database.psql("update users set timezone = 'Mars/Olympus' where id = (select id from users order by id limit 1)")
+        try await database.psql("update users set timezone = 'Mars/Olympus' where id = (select id from users order by id limit 1)")
         let summary = try await database.withDatabase { db in
             let job = PausingAfterFirstBatch(inner: ValidateStreaksJob(definition: streaksDefinition()))
             let options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
@@ -119,13 +119,13 @@ struct PausingAfterFirstBatch: Job {
 
     @Test func aSecondRunOfTheSameJobExits75AtOnce() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         try await holdingLock(of: .whole, in: database) {
             let result = try await database.nudge(["run", "validate-streaks", "--now", now])
             #expect(result.status == 75, "\(result.stderr)")
             #expect(result.stderr.contains("another run of validate-streaks (shard 0/1) holds the lock"))
             #expect(result.seconds < 10)
-            #expect(try database.count("select count(*) from user_streaks") == 0)
+            #expect(try await database.count("select count(*) from user_streaks") == 0)
         }
     }
 
@@ -133,7 +133,7 @@ struct PausingAfterFirstBatch: Job {
     /// exits 75, and so do two shard counts that overlap (`0/2` and `0/4`).
     @Test func runsOverOverlappingUsersExcludeEachOther() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 10, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         try await holdingLock(of: .whole, in: database) {
             let sharded = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "0/4"])
             #expect(sharded.status == 75, "\(sharded.stderr)")
@@ -147,12 +147,12 @@ struct PausingAfterFirstBatch: Job {
             let sameCount = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "0/4"])
             #expect(sameCount.status == 0, "\(sameCount.stderr)")
         }
-        #expect(try database.count("select count(*) from job_runs where shard_count <> 4") == 0)
+        #expect(try await database.count("select count(*) from job_runs where shard_count <> 4") == 0)
     }
 
     @Test func differentShardsRunSideBySide() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         try await holdingLock(of: try Shard("0/2"), in: database) {
             let other = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "1/2"])
             #expect(other.status == 0, "\(other.stderr)")
@@ -161,18 +161,18 @@ struct PausingAfterFirstBatch: Job {
         }
         // Two shards started together cover every user once.
         let database2 = try await TestDatabase.fresh()
-        try Fixture.population(database2, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database2, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let shards = try (0..<2).map { try database2.startNudge(["run", "validate-streaks", "--now", now, "--shard", "\($0)/2", "--batch-size", "3"]) }
         for shard in shards { let result = await shard.finished(); #expect(result.status == 0, "\(result.stderr)") }
-        #expect(try database2.count("select count(*) from user_streaks") == 40)
-        #expect(try database2.count("select sum(processed) from job_runs") == 40)
+        #expect(try await database2.count("select count(*) from user_streaks") == 40)
+        #expect(try await database2.count("select sum(processed) from job_runs") == 40)
     }
 }
 
 @Suite struct InterruptionTests {
     private func populated() async throws -> TestDatabase {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 600, signup: "2026-02-01T00:00:00Z", from: "2026-01-31", to: "2026-03-20")
+        try await Fixture.population(database, count: 600, signup: "2026-02-01T00:00:00Z", from: "2026-01-31", to: "2026-03-20")
         return database
     }
 
@@ -191,25 +191,25 @@ struct PausingAfterFirstBatch: Job {
         let stopped = await running.finished()
         if signal == SIGTERM {
             #expect(stopped.status == 1)
-            #expect(try database.value("select status from job_runs") == "interrupted")
+            #expect(try await database.value("select status from job_runs") == "interrupted")
         }
-        let interrupted = try database.count("select processed from job_runs")
+        let interrupted = try await database.count("select processed from job_runs")
         #expect(interrupted < 600, "the run finished before it could be stopped")
 
         let resumed = try await database.nudge(Self.arguments)
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
-        #expect(try database.value("select status from job_runs order by id limit 1") == "interrupted")
+        #expect(try await database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
+        #expect(try await database.value("select status from job_runs order by id limit 1") == "interrupted")
         // The resumed run did only the users still due: no user twice (each user-day has one work
         // mark, as in the reference), none lost. A killed run's counts lag its batches by up to a
         // second (its progress is written once a second); a stopped one records them exactly.
-        let resumedCount = try database.count("select processed from job_runs order by id desc limit 1")
+        let resumedCount = try await database.count("select processed from job_runs order by id desc limit 1")
         if signal == SIGTERM {
             #expect(resumedCount == 600 - interrupted)
         } else {
             #expect(resumedCount <= 600 - interrupted && resumedCount > 0)
         }
-        #expect(try database.streakState() == reference.streakState())
+        #expect(try await database.streakState() == reference.streakState())
     }
 }
 
@@ -224,11 +224,11 @@ struct PausingAfterFirstBatch: Job {
         let environment = ["NUDGE_DB_STATEMENT_TIMEOUT_SECONDS": "2"]
         let users = 1_000
         let reference = try await TestDatabase.fresh()
-        try Fixture.population(reference, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(reference, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         #expect(try await reference.nudge(arguments, environment: environment).status == 0)
 
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: users, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let running = try database.startNudge(arguments, environment: environment)
         // Frozen as soon as a checkpoint is recorded (for the next run to resume from), with most
         // of the run still to go.
@@ -252,17 +252,17 @@ struct PausingAfterFirstBatch: Job {
         #expect(stopped.status == 1, "\(stopped.stderr)")
         // The bound: the statement timeout (per statement of the batch's read) and ten seconds.
         #expect(stopped.stderr.contains("the database did not answer within 1"), "\(stopped.stderr)")
-        #expect(try database.value("select status from job_runs") == "aborted")
-        #expect(try database.count("select processed from job_runs") < users)
+        #expect(try await database.value("select status from job_runs") == "aborted")
+        #expect(try await database.count("select processed from job_runs") < users)
 
         // The frozen sessions end (their client is gone), and with them the run's lock.
-        #expect(try await eventuallyHere { try database.count("""
+        #expect(try await eventuallyHere { try await database.count("""
             select count(*) from pg_stat_activity where datname = current_database() and application_name like 'nudge%'
             """) == 0 })
         let resumed = try await database.nudge(arguments, environment: environment)
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(try database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
-        #expect(try database.streakState() == reference.streakState())
+        #expect(try await database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")
+        #expect(try await database.streakState() == reference.streakState())
     }
 }
 

@@ -13,10 +13,9 @@ import Testing
     }
 
     /// `sql` run as `role` (the jobs' or serve's), in one session.
-    private func psql(as role: String, _ database: TestDatabase, _ sql: String) throws -> ProcessResult {
-        let url = database.url(as: role)
-        #expect(url != database.url)
-        return try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+    private func psql(as role: String, _ database: TestDatabase, _ sql: String) async throws -> ProcessResult {
+        #expect(database.url(as: role) != database.url)
+        return await database.attempt(sql, as: role)
     }
 
     /// Every function of the database that runs with its owner's rights searches pg_catalog first
@@ -24,12 +23,12 @@ import Testing
     /// migrated, nor to the caller's.
     @Test func everyDefinerFunctionSearchesPgCatalogFirstAndPgTempLast() async throws {
         let database = try await TestDatabase.fresh()
-        let definers = try database.count("""
+        let definers = try await database.count("""
             select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
              where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
             """)
         #expect(definers >= 9)
-        let unpinned = try database.psql("""
+        let unpinned = try await database.psql("""
             select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
              where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
                and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
@@ -46,20 +45,20 @@ import Testing
     @Test func aTemporaryTableCannotBorrowTheOwnersRights() async throws {
         let database = try await TestDatabase.fresh()
         try await grantRoles(database)
-        let noTemp = try psql(as: "nudge_jobs", database, "create temp table t (x int)")
+        let noTemp = try await psql(as: "nudge_jobs", database, "create temp table t (x int)")
         #expect(noTemp.status != 0 && noTemp.stderr.contains("permission denied"), "\(noTemp.stderr)")
         // The jobs may not write the app's submissions (only the ranks they give them).
-        let noWrite = try psql(as: "nudge_jobs", database, "update fitcircle_data_submissions set steps = steps where false")
+        let noWrite = try await psql(as: "nudge_jobs", database, "update fitcircle_data_submissions set steps = steps where false")
         #expect(noWrite.status != 0 && noWrite.stderr.contains("permission denied"), "\(noWrite.stderr)")
 
         // An app's role on an install that still lets every role make temporary tables.
-        try database.psql("""
+        try await database.psql("""
             do $$ begin create role nudge_test_app login; exception when duplicate_object or unique_violation then null; end $$;
             grant usage on schema public to nudge_test_app;
             grant select, insert, update on fitcircle_data_submissions to nudge_test_app;
             grant temporary on database \(database.name) to nudge_test_app;
             """)
-        let planted = try psql(as: "nudge_test_app", database, """
+        let planted = try await psql(as: "nudge_test_app", database, """
             create temp table fitcircle_submission_marks (fitcircle_id uuid primary key, change bigint);
             create function pg_temp.plant() returns trigger language plpgsql as $$
             begin
@@ -73,7 +72,7 @@ import Testing
             select gen_random_uuid(), gen_random_uuid(), current_date, 1 where false;
             """)
         #expect(planted.status == 0, "\(planted.stderr)")
-        #expect(try database.value("select coalesce(to_regclass('public.planted_through_temp')::text, 'none')") == "none")
+        #expect(try await database.value("select coalesce(to_regclass('public.planted_through_temp')::text, 'none')") == "none")
     }
 
     /// Every role could create in `public` (PostgreSQL 14, or a cluster upgraded from one), and the
@@ -81,10 +80,10 @@ import Testing
     /// applied by the owner's function finds pg_catalog's aggregate, not the planted one.
     @Test func aPlantedAggregateInPublicIsNeverTaken() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("grant create on schema public to public")
+        try await database.psql("grant create on schema public to public")
         try await grantRoles(database)
-        try database.psql("grant create on schema public to nudge_jobs")
-        let planted = try psql(as: "nudge_jobs", database, """
+        try await database.psql("grant create on schema public to nudge_jobs")
+        let planted = try await psql(as: "nudge_jobs", database, """
             create function public.plant_step(text[], text) returns text[] language plpgsql as $$
             begin
                 create table if not exists public.planted_through_public (x int);
@@ -95,19 +94,19 @@ import Testing
         #expect(planted.status == 0, "\(planted.stderr)")
         try await grantRoles(database)
         // roles.sql took CREATE back from the jobs' role as well as from PUBLIC.
-        #expect(try database.value("select has_schema_privilege('nudge_jobs', 'public', 'CREATE')") == "f")
+        #expect(try await database.value("select has_schema_privilege('nudge_jobs', 'public', 'CREATE')") == "f")
         let user = UUID()
-        try database.psql("""
+        try await database.psql("""
             insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'someone@example.test');
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(user)', 'weekly_digest', 'email', 'sent', 'e-planted-0001', now());
             insert into email_events (svix_id, svix_timestamp, email_id, type, occurred_at, bounce_type, bounce_subtype, detail)
             values ('msg_planted_1', 0, 'e-planted-0001', 'email.bounced', now(), 'Permanent', 'General', 'no such mailbox');
             """)
-        let applied = try psql(as: "nudge_jobs", database, "select nudge_apply_email_receipts(array['e-planted-0001'])")
+        let applied = try await psql(as: "nudge_jobs", database, "select nudge_apply_email_receipts(array['e-planted-0001'])")
         #expect(applied.status == 0, "\(applied.stderr)")
-        #expect(try database.value("select status from notification_logs where provider_id = 'e-planted-0001'") == "failed")
-        #expect(try database.value("select coalesce(to_regclass('public.planted_through_public')::text, 'none')") == "none")
+        #expect(try await database.value("select status from notification_logs where provider_id = 'e-planted-0001'") == "failed")
+        #expect(try await database.value("select coalesce(to_regclass('public.planted_through_public')::text, 'none')") == "none")
     }
 
     /// After `roles.sql`, each role may do what `deploy/sql/privileges.txt` lists and nothing
@@ -117,7 +116,7 @@ import Testing
     @Test func eachRolesPrivilegesAreTheListInTheRepository() async throws {
         let database = try await TestDatabase.fresh()
         // What roles.sql granted before least privilege per table, and a later table.
-        try database.psql("""
+        try await database.psql("""
             do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
             grant select, insert, update, delete on all tables in schema public to nudge_jobs;
             alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
@@ -125,26 +124,26 @@ import Testing
         try await grantRoles(database)
         let listed = try String(contentsOf: packageRoot.appendingPathComponent("deploy/sql/privileges.txt"), encoding: .utf8)
             .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
-        let granted = try database.psql(Self.privileges).split(separator: "\n").map(String.init)
+        let granted = try await database.psql(Self.privileges).split(separator: "\n").map(String.init)
         #expect(granted == listed, """
             granted, not listed: \(granted.filter { !listed.contains($0) })
             listed, not granted: \(listed.filter { !granted.contains($0) })
             """)
         // A table created later is nobody's until roles.sql names it.
-        try database.psql("create table later_table (x int)")
-        #expect(try database.value("select has_table_privilege('nudge_jobs', 'later_table', 'select')") == "f")
+        try await database.psql("create table later_table (x int)")
+        #expect(try await database.value("select has_table_privilege('nudge_jobs', 'later_table', 'select')") == "f")
         // The serve role cannot turn an email back on, nor delete an opt-out, nor read an address.
         for refused in ["update email_preferences set weekly_digest = true", "delete from sms_opt_outs",
                         "insert into notification_preferences (user_id) values (gen_random_uuid())", "select email from users",
                         "select nudge_apply_email_receipts(array['x'])", "update notification_logs set opened = true"] {
-            let result = try psql(as: "nudge_serve", database, refused)
+            let result = try await psql(as: "nudge_serve", database, refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
         // The jobs write the app's tables only in the columns Nudge keeps there.
         for refused in ["update users set email = 'x@example.test'", "insert into fitcircle_data_submissions (fitcircle_id) values (gen_random_uuid())",
                         "update scheduled_calls set scheduled_at = now()", "delete from user_push_tokens",
                         "update email_preferences set weekly_digest = true", "delete from sms_opt_outs"] {
-            let result = try psql(as: "nudge_jobs", database, refused)
+            let result = try await psql(as: "nudge_jobs", database, refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
     }
@@ -208,7 +207,7 @@ import Testing
     /// database's owner must run.
     @Test func rolesSQLRunByTheTablesOwnerAloneGrantsAllThenNamesTheDatabaseOwnersPart() async throws {
         let database = try await TestDatabase.fresh()
-        try database.psql("""
+        try await database.psql("""
             do $$ begin create role nudge_test_tables login; exception when duplicate_object or unique_violation then null; end $$;
             do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
             do $$ begin create role nudge_serve login; exception when duplicate_object or unique_violation then null; end $$;
@@ -239,8 +238,8 @@ import Testing
         // Nor may it change roles (no CREATEROLE): it says what to run instead.
         #expect(result.stderr.contains("nudge_test_tables may not change roles; as a role with CREATEROLE, run: alter role nudge_jobs connection limit 100"),
                 "\(result.stderr)")
-        #expect(try database.value("select has_table_privilege('nudge_jobs', 'job_runs', 'insert')") == "t")
-        #expect(try database.value("select has_function_privilege('nudge_serve', 'nudge_unsubscribe(uuid, text)', 'execute')") == "t")
+        #expect(try await database.value("select has_table_privilege('nudge_jobs', 'job_runs', 'insert')") == "t")
+        #expect(try await database.value("select has_function_privilege('nudge_serve', 'nudge_unsubscribe(uuid, text)', 'execute')") == "t")
     }
 
     /// roles.sql on a database not migrated to the functions serve writes through changes
@@ -249,22 +248,28 @@ import Testing
     @Test func rolesSQLChangesNothingBeforeItsMigrationAndRefusesWiderRoles() async throws {
         let database = try await TestDatabase.fresh()
         try await grantRoles(database)
-        try database.psql("alter function nudge_sms_status(text, text, text, bigint) rename to nudge_sms_status_away")
-        try database.psql("grant select on email_preferences to nudge_serve")
+        try await database.psql("alter function nudge_sms_status(text, text, text, bigint) rename to nudge_sms_status_away")
+        try await database.psql("grant select on email_preferences to nudge_serve")
         let early = try await database.applyRoles()
         #expect(early.status != 0 && early.stderr.contains("lacks migration 0028"), "\(early.stderr)")
-        #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "t")
-        try database.psql("alter function nudge_sms_status_away(text, text, text, bigint) rename to nudge_sms_status")
+        #expect(try await database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "t")
+        try await database.psql("alter function nudge_sms_status_away(text, text, text, bigint) rename to nudge_sms_status")
         // (A group that holds nothing, so that no other test's role gains a right meanwhile; this
         // suite runs one test at a time, for the list test's sake.)
-        try database.psql("""
+        try await database.psql("""
             do $$ begin create role nudge_test_group nologin; exception when duplicate_object or unique_violation then null; end $$;
             grant nudge_test_group to nudge_serve;
             """)
-        defer { _ = try? database.psql("revoke nudge_test_group from nudge_serve") }
-        let wider = try await database.applyRoles()
+        let wider: ProcessResult
+        do {
+            wider = try await database.applyRoles()
+        } catch {
+            _ = try? await database.psql("revoke nudge_test_group from nudge_serve")
+            throw error
+        }
+        _ = try? await database.psql("revoke nudge_test_group from nudge_serve")
         #expect(wider.status != 0 && wider.stderr.contains("holds more than its grants"), "\(wider.stderr)")
-        #expect(try database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "f")
+        #expect(try await database.value("select has_table_privilege('nudge_serve', 'email_preferences', 'select')") == "f")
     }
 
     /// The owner's functions that serve calls know each email type by the same two switches as
@@ -272,11 +277,10 @@ import Testing
     @Test func theServeFunctionsKnowEachEmailTypesSwitches() async throws {
         let database = try await TestDatabase.fresh()
         for type in EmailType.allCases {
-            #expect(try database.psql("select email_column, notification_column from nudge_email_type_columns('\(type.rawValue)')")
+            #expect(try await database.psql("select email_column, notification_column from nudge_email_type_columns('\(type.rawValue)')")
                     == "\(type.emailPreference)|\(type.notificationPreference)")
         }
-        let other = try runProcess("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", database.url, "-c",
-                                                     "select * from nudge_unsubscribe(gen_random_uuid(), 'fitcircle_invites')"])
+        let other = await database.attempt("select * from nudge_unsubscribe(gen_random_uuid(), 'fitcircle_invites')")
         #expect(other.status != 0 && other.stderr.contains("no email type 'fitcircle_invites'"), "\(other.stderr)")
     }
 
@@ -286,12 +290,12 @@ import Testing
     @Test func theJobsRoleRecordsAFailureAndServesTheOperatorsCommands() async throws {
         let database = try await TestDatabase.fresh()
         try await grantRoles(database)
-        try Fixture.population(database, count: 3, signup: "2026-03-01T00:00:00Z", from: "2026-03-01", to: "2026-03-09")
-        try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(9))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        try await Fixture.population(database, count: 3, signup: "2026-03-01T00:00:00Z", from: "2026-03-01", to: "2026-03-09")
+        try await database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(9))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
         let jobs = ["DATABASE_URL": database.url(as: "nudge_jobs")]
         let run = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"], environment: jobs)
         #expect(run.status == 3, "\(run.stderr)")
-        #expect(try database.count("select count(*) from job_run_failures") == 1)
+        #expect(try await database.count("select count(*) from job_run_failures") == 1)
         let again = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:30:00Z", "--sweep"], environment: jobs)
         #expect(again.status == 3, "\(again.stderr)")
         for command in [["runs"], ["runs", "--failures", "1"], ["pause", "validate-streaks"], ["resume", "validate-streaks"],
@@ -306,7 +310,7 @@ import Testing
     @Test func aJobRoleThatMayCreateOnItsPathIsRefused() async throws {
         let database = try await TestDatabase.fresh()
         try await grantRoles(database)
-        try database.psql("grant create on schema public to nudge_jobs")
+        try await database.psql("grant create on schema public to nudge_jobs")
         let jobsURL = database.url(as: "nudge_jobs")
         let refused = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
                                                environment: ["DATABASE_URL": jobsURL])
@@ -338,16 +342,16 @@ import Testing
         #expect(try await reply("START", sid: "SM00000000000000000000000000000001") == .optOut(false))
         #expect(try await reply("STOP", sid: "SM00000000000000000000000000000002") == .optOut(true))
         #expect(try await reply("START", sid: "SM00000000000000000000000000000001") == .ignored)
-        #expect(try database.count("select count(*) from sms_opt_outs where phone_number = '\(phone)'") == 1)
+        #expect(try await database.count("select count(*) from sms_opt_outs where phone_number = '\(phone)'") == 1)
         // A new START from the user is theirs to send.
         #expect(try await reply("START", sid: "SM00000000000000000000000000000003") == .optOut(false))
-        #expect(try database.count("select count(*) from sms_opt_outs") == 0)
+        #expect(try await database.count("select count(*) from sms_opt_outs") == 0)
         for (word, n) in [("REVOKE", 4), ("optout", 5)] {
             #expect(try await reply(word, sid: "SM0000000000000000000000000000000\(n)") == .optOut(true))
-            #expect(try database.count("select count(*) from sms_opt_outs") == 1)
-            try database.psql("delete from sms_opt_outs")
+            #expect(try await database.count("select count(*) from sms_opt_outs") == 1)
+            try await database.psql("delete from sms_opt_outs")
         }
-        #expect(try database.count("select count(*) from sms_replies") == 5)
+        #expect(try await database.count("select count(*) from sms_replies") == 5)
         // A status callback without its SID is no message of Nudge's (not an error: no 500).
         let blank = try await database.withDatabase { db in
             try await db.withConnection { connection in
@@ -368,7 +372,7 @@ import Testing
         let database = try await TestDatabase.fresh()
         let new = "twilio-auth-token-new-0000000000000", old = "twilio-auth-token-old-1111111111111"
         let serve = try await ServeProcess.start(database, environment: ["TWILIO_AUTH_TOKEN": new, "TWILIO_AUTH_TOKEN_PREVIOUS": old])
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         func reply(_ sid: String, from phone: String, signedWith token: String) async throws -> String {
             let fields = [("MessageSid", sid), ("From", phone), ("Body", "STOP"), ("SmsStatus", "received")]
             let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: fields, authToken: token)
@@ -381,6 +385,6 @@ import Testing
         #expect(try await reply("SM00000000000000000000000000000011", from: "+15551230011", signedWith: new) == "200")
         #expect(try await reply("SM00000000000000000000000000000012", from: "+15551230012", signedWith: old) == "200")
         #expect(try await reply("SM00000000000000000000000000000013", from: "+15551230013", signedWith: "someone-else") == "403")
-        #expect(try database.psql("select phone_number from sms_opt_outs order by 1") == "+15551230011\n+15551230012")
+        #expect(try await database.psql("select phone_number from sms_opt_outs order by 1") == "+15551230011\n+15551230012")
     }
 }

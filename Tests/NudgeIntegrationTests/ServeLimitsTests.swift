@@ -57,22 +57,22 @@ final class ServeProcess: Sendable {
                 return port > 0 && (environment["NUDGE_HEALTH_PORT"] == nil || healthPort > 0)
             }
         } catch {
-            _ = ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
+            _ = await ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
             throw error
         }
         let serve = ServeProcess(process: process, port: port, healthPort: healthPort, stderr: stderr, slot: slot)
         guard listening else {
-            throw TestFailure("nudge serve did not start listening within 60 s: \(serve.stop())")
+            throw TestFailure("nudge serve did not start listening within 60 s: \(await serve.stop())")
         }
         return serve
     }
 
     /// Kills the server and gives its slot back; what it logged. Once: a second call returns "".
     @discardableResult
-    func stop() -> String {
+    func stop() async -> String {
         guard !stopped.withLock({ stopped in defer { stopped = true }; return stopped }) else { return "" }
         process.signal(SIGKILL)
-        _ = process.wait()
+        _ = await process.finished()
         Task { [slot] in await ProcessSlots.shared.release(slot) }
         defer { try? FileManager.default.removeItem(at: stderr) }
         return (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
@@ -105,17 +105,17 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     @Test func heldConnectionsNeverKeepARealRequestWaiting() async throws {
         let database = try await TestDatabase.fresh()
         let user = UUID()
-        try database.psql("insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'held@example.test')")
+        try await database.psql("insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'held@example.test')")
         let serve = try await ServeProcess.start(database)
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
         #expect(try await eventuallyHere(seconds: 30) {
-            (try? runProcess("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
         })
         // A page that asks the database, besides /health and a refused token, which do not.
         let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
         let report = try await serve.pressure(["connections", "1500", "120", String(page.dropFirst(base.count))])
-        let log = serve.stop()
+        let log = await serve.stop()
         #expect((report["median"] as? Double ?? 99) < 1.0, "\(report)")
         #expect((report["slowest"] as? Double ?? 99) < 5.0, "\(report)")
         #expect(report["statuses"] as? [Int] == [200, 400], "\(report)")
@@ -133,9 +133,9 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     func aHugeBodyIsRefusedUnread(_ path: String, _ how: String) async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database)
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         let report = try await serve.pressure(["body", path, how])
-        serve.stop()
+        await serve.stop()
         // Only the body's first megabyte ever comes: a server that read bodies to their end would
         // still be waiting for the rest (or answer its time-out, 408). The answer, unless the
         // close overtook it (the client then sees the connection reset).
@@ -150,7 +150,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     @Test func pagesCarrySecurityHeadersAndHealthAnswersFromMemory() async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database, environment: ["NUDGE_HTTP_HOST": "0.0.0.0"])
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
         let page = try await curl(["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
         let headers = page.stdout.lowercased()
@@ -159,7 +159,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(headers.contains("referrer-policy: no-referrer"))
         #expect(headers.contains("x-frame-options: deny"))
         #expect(try await eventuallyHere(seconds: 30) {
-            (try? runProcess("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
         })
         // The database is asked now only on the health listener (127.0.0.1, NUDGE_HEALTH_PORT), never
         // on the one the internet reaches, whoever seems to ask: a proxy on this machine makes
@@ -169,7 +169,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let local = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null", base + "/health?db=1"])
         #expect(local.stdout == "404")
         // From another machine (here: this one's address that is not loopback), only from memory.
-        let outside = try outsideAddress()
+        let outside = try await outsideAddress()
         let remote = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
                                      "http://\(outside):\(serve.port)/health?db=1"])
         #expect(remote.stdout == "404")
@@ -188,7 +188,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     @Test func aHealthListenerThatCannotBindEndsServe() async throws {
         let database = try await TestDatabase.fresh()
         let first = try await ServeProcess.start(database)
-        defer { first.stop() }
+        defer { Task { await first.stop() } }
         let second = try database.startNudge(["serve"], environment: [
             "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": String(first.healthPort), "NUDGE_PUBLIC_URL": "http://127.0.0.1:1",
             "NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_LOG_FORMAT": "text",
@@ -205,13 +205,13 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     @Test func aFailureIsAnswered503AndLoggedWithItsRouteNotItsToken() async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database)
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(serve.port)")
             .url(user: UUID(), type: .weeklyDigest)
-        try database.psql("alter table users rename to users_away")
+        try await database.psql("alter table users rename to users_away")
         let answer = try await curl(["-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
                                      "-d", "List-Unsubscribe=One-Click", link])
-        let log = serve.stop()
+        let log = await serve.stop()
         #expect(answer.stdout.hasPrefix("HTTP/1.1 503"), "\(answer.stdout)")
         #expect(answer.stdout.lowercased().contains("retry-after: 5"))
         #expect(log.contains("request failed; answered 503"), "\(log)")
@@ -228,8 +228,8 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let database = try await TestDatabase.fresh()
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-29")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-29")
         _ = try await weeklyDigest(database, at: ISO8601DateFormatter().date(from: "2026-03-22T20:00:00Z")!, publicURL: "http://127.0.0.1:1")
         let sent = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"], environment: stand.environment)
         #expect(sent.status == 0, "\(sent.stderr)")
@@ -240,15 +240,15 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let newSecret = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"
         func post(_ environment: [String: String]) async throws -> String {
             let serve = try await ServeProcess.start(database, environment: environment)
-            defer { serve.stop() }
+            defer { Task { await serve.stop() } }
             let result = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
                                          "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
             return result.stdout
         }
         #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret]) == "400")
-        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") != "f")
+        #expect(try await database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") != "f")
         #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret, "NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS": digestSecret]) == "200")
-        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
+        #expect(try await database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
     }
 }
 
@@ -261,7 +261,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let roles = try await database.applyRoles()
         #expect(roles.status == 0, "\(roles.stderr)")
         let user = UUID()
-        try database.psql("""
+        try await database.psql("""
             insert into users (id, timezone, locale, email) values ('\(user)', 'Europe/Paris', 'fr', 'someone@example.test');
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(user)', 'streak_at_risk', 'sms', 'sent', 'SM0123456789abcdef0123456789abcdef', now());
@@ -276,7 +276,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let webhookSecret = "whsec_" + Data((0..<32).map { UInt8($0 * 5 % 251) }).base64EncodedString()
         let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token,
                                                                          "RESEND_WEBHOOK_SECRET": webhookSecret])
-        defer { serve.stop() }
+        defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
 
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
@@ -307,33 +307,31 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
                                       "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
                                       "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
                                       "--data-binary", bounce, base + ResendWebhook.path])
-        let log = serve.stop()
+        let log = await serve.stop()
         #expect(bounced.stdout == "200", "\(log)")
-        #expect(try database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
+        #expect(try await database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
                 == "failed|Permanent/General")
-        #expect(try database.psql("select reason from email_suppressions where address = 'someone@example.test'") == "hard_bounce")
+        #expect(try await database.psql("select reason from email_suppressions where address = 'someone@example.test'") == "hard_bounce")
         #expect(page.stdout == "200", "\(log)")
         #expect(stopped.stdout == "200", "\(log)")
-        #expect(try database.psql("select count(*) from sms_opt_outs where phone_number = '+15551230000'") == "1")
+        #expect(try await database.psql("select count(*) from sms_opt_outs where phone_number = '+15551230000'") == "1")
         #expect(unsubscribed.stdout == "200", "\(log)")
-        #expect(try database.psql("select weekly_digest from email_preferences where user_id = '\(user)'") == "f")
+        #expect(try await database.psql("select weekly_digest from email_preferences where user_id = '\(user)'") == "f")
         #expect(callback.stdout == "200", "\(log)")
-        #expect(try database.psql("select status, delivered from notification_logs where user_id = '\(user)' and channel = 'sms'") == "delivered|t")
+        #expect(try await database.psql("select status, delivered from notification_logs where user_id = '\(user)' and channel = 'sms'") == "delivered|t")
 
-        func asServe(_ sql: String) throws -> ProcessResult {
-            try runProcess("/usr/bin/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", serveURL, "-c", sql])
-        }
+        func asServe(_ sql: String) async throws -> ProcessResult { await database.attempt(sql, as: "nudge_serve") }
         for refused in ["select count(*) from notification_outbox", "update users set email = 'x@example.test'",
                         "select display_name from users", "select count(*) from job_runs", "delete from email_preferences",
                         "select body from notification_logs", "select title from notification_logs",
                         "update job_due set due_at = 'infinity'", "select count(*) from email_logs",
                         "select count(*) from email_preferences", "update email_preferences set weekly_digest = true",
                         "delete from sms_opt_outs", "select email from users"] {
-            let result = try asServe(refused)
+            let result = try await asServe(refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
         // What it reads of a user, it reads through the owner's function: the switch and the locale.
-        #expect(try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
+        await #expect(try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
                     .trimmingCharacters(in: .whitespacesAndNewlines) == "f")
     }
 }

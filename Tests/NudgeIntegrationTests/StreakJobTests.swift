@@ -6,14 +6,14 @@ import Testing
 @Suite struct DryRunTests {
     @Test func aDryRunLeavesEveryTableButTheLedgerUnchanged() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 120, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(999))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
+        try await Fixture.population(database, count: 120, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await database.psql("insert into users (id, timezone, created_at) values ('\(Fixture.userID(999))', 'Mars/Olympus', '2026-03-01T00:00:00Z')")
         let ledger: Set<String> = ["job_runs", "job_run_failures"]
-        let before = try database.dump(excluding: ledger)
+        let before = try await database.dump(excluding: ledger)
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--dry-run", "--json"])
         #expect(result.status == 3, "\(result.stderr)")
-        #expect(try database.dump(excluding: ledger) == before)
-        #expect(try database.value("select dry_run from job_runs") == "t")
+        #expect(try await database.dump(excluding: ledger) == before)
+        #expect(try await database.value("select dry_run from job_runs") == "t")
 
         // The report says what would have changed, user by user.
         let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -44,7 +44,7 @@ import Testing
             for (name, minutes) in schedules {
                 group.addTask {
                     let database = try await TestDatabase.fresh()
-                    try Fixture.population(database, count: 36, signup: "2026-03-05T12:00:00Z", from: "2026-03-05", to: "2026-04-08")
+                    try await Fixture.population(database, count: 36, signup: "2026-03-05T12:00:00Z", from: "2026-03-05", to: "2026-04-08")
                     try await database.withDatabase { db in
                         for hour in weekends.flatMap({ start in (0..<72).map { start.addingTimeInterval(Double($0) * 3600) } }) {
                             for minute in minutes {
@@ -55,7 +55,7 @@ import Testing
                             }
                         }
                     }
-                    return (name, try database.streakState(), try database.count("select count(*) from job_work"))
+                    return (name, try await database.streakState(), try await database.count("select count(*) from job_work"))
                 }
             }
             var states: [(String, String, Int)] = []
@@ -76,13 +76,13 @@ import Testing
     @Test func badUsersAreSkippedWithTheirReasonAndTheOthersEndAsIfTheyWereNotThere() async throws {
         let now = "2026-03-20T12:00:00Z"
         let clean = try await TestDatabase.fresh()
-        try Fixture.population(clean, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(clean, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         #expect(try await clean.nudge(["run", "validate-streaks", "--now", now]).status == 0)
 
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let mars = Fixture.userID(901), corrupt = Fixture.userID(902), impossible = Fixture.userID(903), zeroWeight = Fixture.userID(904)
-        try database.psql("""
+        try await database.psql("""
             insert into users (id, timezone, created_at) values
               ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z'), ('\(corrupt)', 'Europe/Paris', '2026-03-01T00:00:00Z'),
               ('\(impossible)', 'Asia/Kolkata', '2026-03-01T00:00:00Z'), ('\(zeroWeight)', null, '2026-03-01T00:00:00Z');
@@ -93,16 +93,16 @@ import Testing
         let result = try await database.nudge(["run", "validate-streaks", "--now", now])
         #expect(result.status == 3)
         #expect(result.stdout.contains("4 failed"))
-        let reasons = try database.psql("select item_id || ' ' || reason from job_run_failures order by item_id")
+        let reasons = try await database.psql("select item_id || ' ' || reason from job_run_failures order by item_id")
         #expect(reasons.contains("\(mars) the user's unknown time zone 'Mars/Olympus'"))
         #expect(reasons.contains("\(corrupt) user_streaks row is inconsistent: longest_streak 4 is below current_streak 12"))
         #expect(reasons.contains("\(impossible) daily_tracking 2026-03-14: steps -200 is outside 0-150000"))
         #expect(reasons.contains("\(zeroWeight) daily_tracking 2026-03-16: weight 0.0 is outside 0-1500 lb"))
-        #expect(try database.value("select status from job_runs") == "partial")
+        #expect(try await database.value("select status from job_runs") == "partial")
 
         // Nothing was written for the bad users, and everyone else is exactly as in the clean run.
-        try database.psql("delete from users where id in ('\(mars)', '\(corrupt)', '\(impossible)', '\(zeroWeight)')")
-        #expect(try database.streakState() == clean.streakState())
+        try await database.psql("delete from users where id in ('\(mars)', '\(corrupt)', '\(impossible)', '\(zeroWeight)')")
+        #expect(try await database.streakState() == clean.streakState())
     }
 
     /// A value the decoder cannot read ('infinity', a NULL the job needs, a sign-up at
@@ -110,13 +110,13 @@ import Testing
     /// are settled each time as if the bad rows were not there.
     @Test func unreadableRowsFailTheirUserAloneRunAfterRun() async throws {
         let clean = try await TestDatabase.fresh()
-        try Fixture.population(clean, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
+        try await Fixture.population(clean, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
+        try await Fixture.population(database, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
         // Ids that sort first and among the others, so that they share a batch with good users.
         let infinite = "00000000-0000-4000-8000-000000000001", weekless = "7fffffff-0000-4000-8000-000000000002",
             unborn = "bfffffff-0000-4000-8000-000000000003"
-        try database.psql("""
+        try await database.psql("""
             insert into users (id, timezone, created_at) values
               ('\(infinite)', 'Europe/Paris', '2026-03-01T00:00:00Z'), ('\(weekless)', 'Japan', '2026-03-01T00:00:00Z'),
               ('\(unborn)', 'GMT', '-infinity');
@@ -130,7 +130,7 @@ import Testing
             let result = try await database.nudge(["run", "validate-streaks", "--now", now])
             #expect(result.status == 3, "\(result.stderr)")
             #expect(result.stdout.contains("3 failed"), "\(result.stdout)")
-            let reasons = try database.psql("""
+            let reasons = try await database.psql("""
                 select item_id || ' ' || reason from job_run_failures where run_id = (select max(id) from job_runs) order by 1
                 """)
             #expect(reasons.contains("\(infinite) cannot read the user's rows: unreadable row: column last_checkin_date holds a DATE value"),
@@ -138,20 +138,20 @@ import Testing
             #expect(reasons.contains("\(weekless) cannot read the user's rows: unreadable row: column week_start_date holds a DATE value"),
                     "\(reasons)")
             #expect(reasons.contains("\(unborn) users.created_at is not a sign-up time"), "\(reasons)")
-            #expect(try database.count("""
+            #expect(try await database.count("""
                 select count(*) from user_streaks where user_id not in ('\(infinite)', '\(weekless)') and settled_through >= '\(day)'
                 """) == 50)
         }
-        try database.psql("delete from users where id in ('\(infinite)', '\(weekless)', '\(unborn)')")
-        #expect(try database.streakState() == clean.streakState())
+        try await database.psql("delete from users where id in ('\(infinite)', '\(weekless)', '\(unborn)')")
+        #expect(try await database.streakState() == clean.streakState())
     }
 
     /// A column of another type than Nudge reads is the schema, not a row: the run aborts with
     /// the reason instead of failing every user one by one.
     @Test func aChangedColumnTypeAbortsTheRunInsteadOfFailingEveryone() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try database.psql("""
+        try await Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await database.psql("""
             insert into user_streaks (user_id, current_streak, longest_streak, settled_through)
             select id, 1, 1, '2026-03-10' from users;
             alter table user_streaks alter column current_streak type text using current_streak::text
@@ -159,16 +159,16 @@ import Testing
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
         #expect(result.status == 1, "\(result.stderr)")
         #expect(result.stderr.contains("column current_streak is of type TEXT"), "\(result.stderr)")
-        #expect(try database.value("select status from job_runs") == "aborted")
-        #expect(try database.count("select count(*) from job_run_failures") == 0)
+        #expect(try await database.value("select status from job_runs") == "aborted")
+        #expect(try await database.count("select count(*) from job_run_failures") == 0)
     }
 
     /// Every user of a batch failing the same way on the user-by-user retry (an app's trigger
     /// that refuses every write) is the run's trouble, not theirs: it aborts with its checkpoint.
     @Test func aWriteThatFailsForEveryUserTheSameWayAbortsTheRun() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try database.psql("""
+        try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await database.psql("""
             create function refuse_all() returns trigger language plpgsql as $$
             begin raise exception 'user_streaks is read-only during the migration'; end $$;
             create trigger refuse_all before insert on user_streaks for each row execute function refuse_all();
@@ -176,29 +176,29 @@ import Testing
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--batch-size", "10"])
         #expect(result.status == 1, "\(result.stderr)")
         #expect(result.stderr.contains("every user of the batch failed to write the same way"), "\(result.stderr)")
-        #expect(try database.value("select status || ' ' || processed from job_runs") == "aborted 0")
+        #expect(try await database.value("select status || ' ' || processed from job_runs") == "aborted 0")
     }
 
     /// Bad values stay their users' failures however many share a batch: a full batch of them
     /// fails those users, and the run goes on to the next batch.
     @Test func aBatchOfBadValuesFailsItsUsersAndTheRunGoesOn() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 24, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try database.psql("""
+        try await Fixture.population(database, count: 24, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await database.psql("""
             insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
             select id, 1, 1, 'infinity', '2026-03-10' from users order by id limit 12
             """)
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--batch-size", "12"])
         #expect(result.status == 3, "\(result.stderr)")
-        #expect(try database.psql("select status || ' ' || failed || ' ' || succeeded from job_runs") == "partial 12 12")
+        #expect(try await database.psql("select status || ' ' || failed || ' ' || succeeded from job_runs") == "partial 12 12")
     }
 
     /// A batch whose write fails is retried user by user: only the guilty user fails.
     @Test func aFailingWriteFailsOnlyTheUserItBelongsTo() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let guilty = Fixture.userID(7)
-        try database.psql("""
+        try await database.psql("""
             create function refuse_guilty() returns trigger language plpgsql as $$
             begin raise exception 'streak rows of this user are frozen by support'; end $$;
             create trigger refuse_guilty before insert on user_streaks for each row
@@ -206,9 +206,9 @@ import Testing
             """)
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
         #expect(result.status == 3)
-        #expect(try database.count("select count(*) from user_streaks") == 29)
-        #expect(try database.value("select reason from job_run_failures") == "database: streak rows of this user are frozen by support")
-        #expect(try database.count("select count(*) from job_work where user_id = '\(guilty)'") == 0)
+        #expect(try await database.count("select count(*) from user_streaks") == 29)
+        #expect(try await database.value("select reason from job_run_failures") == "database: streak rows of this user are frozen by support")
+        #expect(try await database.count("select count(*) from job_work where user_id = '\(guilty)'") == 0)
     }
 }
 
@@ -218,26 +218,26 @@ import Testing
     /// as it stands, with no badges or notifications about it.
     @Test func aFirstRunSettlesAtMostSevenDaysOfUnsettledHistory() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 24, signup: "2025-03-20T00:00:00Z", from: "2025-03-19", to: "2026-03-20")
+        try await Fixture.population(database, count: 24, signup: "2025-03-20T00:00:00Z", from: "2025-03-19", to: "2026-03-20")
         // One user's row the app keeps itself, without settled_through: its streak stands.
         let appKept = Fixture.userID(5)
-        try database.psql("""
+        try await database.psql("""
             insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date)
             values ('\(appKept)', 40, 90, '2025-06-01')
             """)
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
         #expect(result.status == 0, "\(result.stderr)")
         // Exactly the last 7 local days that have ended, per user, whatever their zone.
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select distinct count(*), max(local_day) - min(local_day) from job_work group by user_id
             """) == "7|6")
-        #expect(try database.count("select count(*) from job_work where local_day < '2026-03-13'") == 0)
+        #expect(try await database.count("select count(*) from job_work where local_day < '2026-03-13'") == 0)
         // No badge for a streak of more than the 7 days it saw, no notification about older days.
-        #expect(try database.count("select count(*) from user_badges where badge <> 'week_warrior'") == 0)
-        #expect(try database.count("select count(*) from notification_outbox where local_day < '2026-03-18'") == 0)
+        #expect(try await database.count("select count(*) from user_badges where badge <> 'week_warrior'") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox where local_day < '2026-03-18'") == 0)
         // The app's own row kept its history: the longest streak stands, the current one went on from it.
-        #expect(try database.count("select longest_streak from user_streaks where user_id = '\(appKept)'") >= 90)
-        #expect(try database.value("select settled_through >= '2026-03-19' from user_streaks where user_id = '\(appKept)'") == "t")
+        #expect(try await database.count("select longest_streak from user_streaks where user_id = '\(appKept)'") >= 90)
+        #expect(try await database.value("select settled_through >= '2026-03-19' from user_streaks where user_id = '\(appKept)'") == "t")
     }
 }
 
@@ -246,13 +246,13 @@ extension FirstRunTests {
     /// catchUpDays before its last.
     @Test func aBackfillOfNeverSettledUsersSettlesItsWholeWindow() async throws {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 12, signup: "2025-06-01T00:00:00Z", from: "2025-05-31", to: "2026-03-20")
+        try await Fixture.population(database, count: 12, signup: "2025-06-01T00:00:00Z", from: "2025-05-31", to: "2026-03-20")
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z",
                                                "--from", "2026-01-01", "--to", "2026-02-28"])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try database.psql("select distinct count(*) || ' ' || min(local_day) || ' ' || max(local_day) from job_work group by user_id")
+        #expect(try await database.psql("select distinct count(*) || ' ' || min(local_day) || ' ' || max(local_day) from job_work group by user_id")
                 == "59 2026-01-01 2026-02-28")
-        #expect(try database.psql("select distinct settled_through from user_streaks") == "2026-02-28")
+        #expect(try await database.psql("select distinct settled_through from user_streaks") == "2026-02-28")
     }
 }
 
@@ -261,7 +261,7 @@ extension FirstRunTests {
 
     private func populated() async throws -> TestDatabase {
         let database = try await TestDatabase.fresh()
-        try Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        try await Fixture.population(database, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         return database
     }
 
@@ -269,7 +269,7 @@ extension FirstRunTests {
         let database = try await populated()
         let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--user", Fixture.userID(3), "--user", Fixture.userID(9)])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try database.psql("select user_id from user_streaks order by 1") == [Fixture.userID(3), Fixture.userID(9)].sorted().joined(separator: "\n"))
+        #expect(try await database.psql("select user_id from user_streaks order by 1") == [Fixture.userID(3), Fixture.userID(9)].sorted().joined(separator: "\n"))
     }
 
     @Test func dateAndFromToSettleThoseDaysAndNoOthers() async throws {
@@ -278,18 +278,18 @@ extension FirstRunTests {
         // settle everyone's first days through 2026-03-05, then one more day with --date.
         let first = try await database.nudge(["run", "validate-streaks", "--now", now, "--from", "2026-02-28", "--to", "2026-03-05"])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(try database.value("select max(settled_through) from user_streaks") == "2026-03-05")
+        #expect(try await database.value("select max(settled_through) from user_streaks") == "2026-03-05")
         let oneDay = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-06"])
         #expect(oneDay.status == 0)
-        #expect(try database.psql("select distinct settled_through from user_streaks") == "2026-03-06")
-        #expect(try database.count("select count(*) from job_work where local_day > '2026-03-06'") == 0)
+        #expect(try await database.psql("select distinct settled_through from user_streaks") == "2026-03-06")
+        #expect(try await database.count("select count(*) from job_work where local_day > '2026-03-06'") == 0)
         // Again: nothing to do, nothing written twice.
         let again = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-06"])
         #expect(again.stdout.contains("0 changed"))
         // A backfill that skips unsettled days says where to start.
         let gap = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-10"])
         #expect(gap.status == 3)
-        #expect(try database.value("select reason from job_run_failures limit 1")
+        #expect(try await database.value("select reason from job_run_failures limit 1")
                 == "days 2026-03-07 to 2026-03-09 are not settled yet; backfill from 2026-03-07")
     }
 
@@ -298,7 +298,7 @@ extension FirstRunTests {
         for index in 0..<3 {
             let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "\(index)/3"])
             #expect(result.status == 0)
-            let mine = try database.count("""
+            let mine = try await database.count("""
                 select count(*) from user_streaks
                  where ('x' || left(user_id::text, 8))::bit(32)::bigint * 3 / 4294967296 <> \(index)
                    and updated_at = (select clock from job_runs order by id desc limit 1)
@@ -306,8 +306,8 @@ extension FirstRunTests {
                 """)
             #expect(mine == 0)
         }
-        #expect(try database.count("select count(*) from user_streaks") == 40)
-        let perShard = try database.psql("select processed from job_runs order by id").split(separator: "\n").compactMap { Int($0) }
+        #expect(try await database.count("select count(*) from user_streaks") == 40)
+        let perShard = try await database.psql("select processed from job_runs order by id").split(separator: "\n").compactMap { Int($0) }
         #expect(perShard.reduce(0, +) == 40)
         #expect(perShard.allSatisfy { $0 > 0 })
     }

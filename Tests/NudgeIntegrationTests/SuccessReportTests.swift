@@ -17,7 +17,7 @@ private actor SeededMonth {
     func copy() async throws -> TestDatabase {
         let creation = self.creation ?? Task { try await makeSeededMonth() }
         self.creation = creation
-        return try await creation.value.cloneOffThePool()
+        return try await creation.value.clone()
     }
 }
 
@@ -25,7 +25,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
     let database = try await TestDatabase.fresh()
     let seeded = try await database.nudge(["seed", "--users", "300", "--seed", "27", "--now", "2026-03-18T12:00:00Z"])
     #expect(seeded.status == 0, "\(seeded.stderr)")
-    try await database.psqlOffThePool("""
+    try await database.psql("""
         -- Emails of the last two weeks as dispatch logs them, some bounced, some opened.
         insert into notification_logs (user_id, notification_type, type, channel, status, provider_id, sent_at, delivered, delivered_at,
                                        opened, opened_at, bounced_at, bounce_type, created_at)
@@ -61,8 +61,8 @@ private func makeSeededMonth() async throws -> TestDatabase {
     /// notification id its payload carries; an open is a delivery; an unknown event is refused.
     @Test func theAppRecordsAPushsDeliveryAndOpen() async throws {
         let database = try await TestDatabase.fresh()
-        try Outbox.user(database, 1, zone: "UTC", locale: "en", ios: 2, signup: "2026-01-01T00:00:00Z")
-        try database.psql("""
+        try await Outbox.user(database, 1, zone: "UTC", locale: "en", ios: 2, signup: "2026-01-01T00:00:00Z")
+        try await database.psql("""
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, status, channel, sent_at,
                                              next_attempt_at)
             values ('a', 'dispatch', '\(Fixture.userID(1))', '2026-03-10', 'streak_risk', '2026-03-10T09:00:00Z', 'sent', 'push', '2026-03-10T09:00:00Z',
@@ -74,28 +74,28 @@ private func makeSeededMonth() async throws -> TestDatabase {
             select o.user_id, o.notification_type, 'push', 'sent', o.sent_at, o.id, t.id
               from notification_outbox o cross join user_push_tokens t where t.user_id = o.user_id
             """)
-        let lead = try database.value("select id from notification_outbox where dedupe_key = 'a'")
-        let token = try database.value("select device_token from user_push_tokens order by created_at, id limit 1")
+        let lead = try await database.value("select id from notification_outbox where dedupe_key = 'a'")
+        let token = try await database.value("select device_token from user_push_tokens order by created_at, id limit 1")
         let user = "'\(Fixture.userID(1))'"
         // Another user's receipt for this push (an app forwarding its clients' receipts), or one
         // dated before the push was sent: the first marks nothing, the second marks it as sent.
-        try Outbox.user(database, 2, zone: "UTC", locale: "en", ios: 1, signup: "2026-01-01T00:00:00Z")
-        #expect(try database.value("select nudge_push_receipt('\(Fixture.userID(2))', \(lead), 'opened', '2026-03-10T09:00:05Z')") == "0")
-        #expect(try database.count("select count(*) from notification_logs where delivered or opened") == 0)
-        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-01T00:00:00Z', '\(token)')") == "2")
-        #expect(try database.psql("select distinct to_char(delivered_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS') from notification_logs where delivered")
+        try await Outbox.user(database, 2, zone: "UTC", locale: "en", ios: 1, signup: "2026-01-01T00:00:00Z")
+        #expect(try await database.value("select nudge_push_receipt('\(Fixture.userID(2))', \(lead), 'opened', '2026-03-10T09:00:05Z')") == "0")
+        #expect(try await database.count("select count(*) from notification_logs where delivered or opened") == 0)
+        #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-01T00:00:00Z', '\(token)')") == "2")
+        #expect(try await database.psql("select distinct to_char(delivered_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS') from notification_logs where delivered")
                 == "2026-03-10 09:00:00")
-        try database.psql("update notification_logs set delivered = false, delivered_at = null, status = 'sent'")
-        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T09:00:02Z', '\(token)')") == "2")
-        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'opened', '2026-03-10T09:20:00Z')") == "4")
-        #expect(try database.psql("""
+        try await database.psql("update notification_logs set delivered = false, delivered_at = null, status = 'sent'")
+        #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T09:00:02Z', '\(token)')") == "2")
+        #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'opened', '2026-03-10T09:20:00Z')") == "4")
+        #expect(try await database.psql("""
             select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS'), to_char(opened_at at time zone 'UTC', 'HH24:MI')
               from notification_logs order by 3
             """) == "opened|t|09:00:02|09:20\nopened|t|09:00:02|09:20\nopened|t|09:20:00|09:20\nopened|t|09:20:00|09:20")
-        #expect(try database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T10:00:00Z')") == "4")
-        #expect(try database.value("select count(*) from notification_logs where status = 'opened'") == "4")
-        #expect(try database.value("select nudge_push_receipt(\(user), 999999, 'opened')") == "0")
-        #expect(throws: (any Error).self) { try database.psql("select nudge_push_receipt(\(user), \(lead), 'clicked')") }
+        #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T10:00:00Z')") == "4")
+        #expect(try await database.value("select count(*) from notification_logs where status = 'opened'") == "4")
+        #expect(try await database.value("select nudge_push_receipt(\(user), 999999, 'opened')") == "0")
+        await #expect(throws: (any Error).self) { try await database.psql("select nudge_push_receipt(\(user), \(lead), 'clicked')") }
     }
 
     /// Every metric of `nudge report --json`, for the period, each day and each type and channel,
@@ -169,14 +169,14 @@ private func makeSeededMonth() async throws -> TestDatabase {
         #expect(written.status == 0, "\(written.stderr)")
         try Data(#"<!DOCTYPE html><html><body><img src="/pixel.png" alt=""></body></html>"#.utf8)
             .write(to: folder.appendingPathComponent("control.html"))
-        let free = try runProcess("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let free = try await runProcessOffThePool("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
         let port = free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let server = try RunningProcess("/usr/bin/python3", ["-m", "http.server", port, "--bind", "127.0.0.1", "--directory", folder.path],
                                         environment: ProcessInfo.processInfo.environment)
         // SIGKILL: the test process ignores SIGTERM, and a child inherits that.
         defer { server.signal(SIGKILL) }
         let origin = "http://127.0.0.1:\(port)"
-        #expect(try await eventuallyHere { (try? runProcess("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
+        #expect(try await eventuallyHere { (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
 
         /// The page's DOM, and the requests the page itself started (URL, as Chromium logged them).
         func open(_ page: String) async throws -> (dom: String, fromPage: [String]) {
@@ -226,7 +226,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
                 guard let sql = target["rawSql"] as? String else { continue }
                 let query = sql.replacingOccurrences(of: "$__timeFrom()", with: "'\(from)'")
                     .replacingOccurrences(of: "$__timeTo()", with: "'\(to)'").replacingOccurrences(of: "$zone", with: zone)
-                let rows = try await database.psqlOffThePool(query).split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
+                let rows = try await database.psql(query).split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
                 guard let id = sql.matches(of: /as "([a-z_]+)"/).map({ String($0.1) }).first(where: { byID[$0] != nil }),
                       let metric = byID[id] else {
                     checked.tables += 1
@@ -265,7 +265,7 @@ private struct Expected {
 
     init(_ database: TestDatabase, zone: String) async throws {
         func rows(_ sql: String) async throws -> [[String]] {
-            try await database.psqlOffThePool(sql).split(separator: "\n")
+            try await database.psql(sql).split(separator: "\n")
                 .map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
         }
         let inPeriod = { (day: String) in day >= "2026-03-04" && day <= "2026-03-17" }

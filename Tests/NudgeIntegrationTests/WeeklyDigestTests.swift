@@ -47,18 +47,18 @@ struct ResendStandIn: Sendable {
 
 enum DigestFixture {
     /// User n in `zone`, with an address, an iPhone, and `locale`.
-    static func user(_ database: TestDatabase, _ n: Int, zone: String, locale: String = "en", name: String? = nil) throws {
-        try Outbox.user(database, n, zone: zone, locale: locale, ios: 1, signup: "2026-01-01T00:00:00Z")
-        try database.psql("""
+    static func user(_ database: TestDatabase, _ n: Int, zone: String, locale: String = "en", name: String? = nil) async throws {
+        try await Outbox.user(database, n, zone: zone, locale: locale, ios: 1, signup: "2026-01-01T00:00:00Z")
+        try await database.psql("""
             update users set email = 'user\(n)@example.test', display_name = \(name.map { "$$\($0)$$" } ?? "null")
              where id = '\(Fixture.userID(n))'
             """)
     }
 
     /// Steps every day (and a check-in most days), daily steps goals, and weekly goals, from `from` to `to`.
-    static func activity(_ database: TestDatabase, _ n: Int, from: String, to: String) throws {
+    static func activity(_ database: TestDatabase, _ n: Int, from: String, to: String) async throws {
         let id = Fixture.userID(n)
-        try database.psql("""
+        try await database.psql("""
             insert into daily_tracking (user_id, date, steps, mood, energy, weight)
             select '\(id)', d::date, 5000 + (\(n) * 311 + extract(doy from d)::int * 997) % 6000,
                    case when extract(isodow from d) <> 3 or d < '2026-03-16' then 3 end, 4,
@@ -94,8 +94,8 @@ enum DigestFixture {
     @Test func oneDigestPerWeekAtEachUsersSundayEveningAcrossClockChanges() async throws {
         let database = try await TestDatabase.fresh()
         for (index, zone) in Self.sundays.enumerated() {
-            try DigestFixture.user(database, index + 1, zone: zone.zone)
-            try DigestFixture.activity(database, index + 1, from: "2026-02-01", to: "2026-04-06")
+            try await DigestFixture.user(database, index + 1, zone: zone.zone)
+            try await DigestFixture.activity(database, index + 1, from: "2026-02-01", to: "2026-04-06")
         }
         var queuedAt: [String: [String]] = [:]   // user -> the ticks that queued their digests
         var lastID = 0
@@ -106,7 +106,7 @@ enum DigestFixture {
                 let summary = try await weeklyDigest(database, at: tick)
                 #expect(summary.counts.failed == 0, "\(summary.failures)")
                 if summary.counts.succeeded > 0 {
-                    let rows = try database.psql("""
+                    let rows = try await database.psql("""
                         select id, user_id, channel from notification_outbox where id > \(lastID) and notification_type = 'weekly_digest'
                          order by id
                         """).split(separator: "\n")
@@ -123,32 +123,32 @@ enum DigestFixture {
             #expect(queuedAt[Fixture.userID(index + 1)] == zone.instants, "\(zone.zone)")
         }
         // A push and an email per user and week, each under its Sunday; one work mark per week.
-        #expect(try database.psql("""
+        #expect(try await database.psql("""
             select channel, count(*), count(distinct (user_id, local_day)) from notification_outbox
              where notification_type = 'weekly_digest' group by 1 order by 1
             """) == "email|24|24\npush|24|24")
-        #expect(try database.count("select count(*) from job_work where job = 'weekly-digest' and extract(isodow from local_day) = 7") == 24)
+        #expect(try await database.count("select count(*) from job_work where job = 'weekly-digest' and extract(isodow from local_day) = 7") == 24)
         // Running again at the last tick of the week, or backfilling a digested week, queues nothing.
         let again = try await weeklyDigest(database, at: at("2026-04-06T05:00:00Z"))
         #expect(again.counts.succeeded == 0)
         let backfill = try await weeklyDigest(database, at: at("2026-04-06T05:00:00Z"),
                                               window: try DayWindow(from: LocalDate(year: 2026, month: 3, day: 22)!, to: LocalDate(year: 2026, month: 3, day: 22)!))
         #expect(backfill.counts.succeeded == 0)
-        #expect(try database.count("select count(*) from notification_outbox where notification_type = 'weekly_digest'") == 48)
+        #expect(try await database.count("select count(*) from notification_outbox where notification_type = 'weekly_digest'") == 48)
     }
 
     /// A run that comes more than 16 hours after a user's Sunday 20:00 (an outage) sends nothing
     /// late by itself and says how to backfill; the backfill sends it.
     @Test func aLateWeekIsLeftToABackfill() async throws {
         let database = try await TestDatabase.fresh()
-        try DigestFixture.user(database, 1, zone: "Europe/London")
-        try DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-24")
+        try await DigestFixture.user(database, 1, zone: "Europe/London")
+        try await DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-24")
         let late = try await weeklyDigest(database, at: at("2026-03-23T13:00:00Z"))
         #expect(late.counts.succeeded == 0)
-        #expect(try database.count("select count(*) from notification_outbox") == 0)
+        #expect(try await database.count("select count(*) from notification_outbox") == 0)
         let backfill = try await weeklyDigest(database, at: at("2026-03-23T13:00:00Z"),
                                               window: try DayWindow(from: LocalDate(year: 2026, month: 3, day: 22)!, to: LocalDate(year: 2026, month: 3, day: 22)!))
         #expect(backfill.counts.succeeded == 1)
-        #expect(try database.psql("select channel, local_day from notification_outbox order by 1") == "email|2026-03-22\npush|2026-03-22")
+        #expect(try await database.psql("select channel, local_day from notification_outbox order by 1") == "email|2026-03-22\npush|2026-03-22")
     }
 }

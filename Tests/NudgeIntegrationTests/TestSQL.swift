@@ -1,0 +1,235 @@
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// The tests' SQL: PostgreSQL's simple query protocol, spoken in this process and awaited without
+/// holding a thread. A script of several statements runs as one request in one implicit
+/// transaction (a failing statement undoes the others), and every value comes back as the
+/// server's text, printed as `psql -At` prints it: columns joined by `|`, rows by new lines,
+/// NULL as nothing. (PostgresNIO speaks only the extended protocol, one statement at a time with
+/// binary values; the tests' fixtures are scripts, and their checks compare text.)
+///
+/// Each call is a session of its own, as each psql process was: nothing a script sets outlives it.
+/// The sessions run on an event loop of their own, never the stand-ins' or Nudge's.
+enum TestSQL {
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    /// How long one script may take, connection included, before its session is closed and the
+    /// test told: far above any fixture's or check's time, so that a wait that never ends (a lock
+    /// a test forgot) fails its test instead of holding the run.
+    static let bound: TimeAmount = .minutes(3)
+
+    /// `sql` run on the database `url` names (a `postgres://user@host/db?host=SOCKET&port=N` URL,
+    /// as `scripts/pg` prints; trust authentication, as the test server has on its socket).
+    static func run(_ sql: String, url: String) async throws -> String {
+        try await session(url) { session in try await session.run(sql) }
+    }
+
+    /// A session that has run `sql` and holds on to what it took (an advisory lock, a row lock of
+    /// an open transaction) until `end()`: another program, as a test sees it.
+    static func hold(_ sql: String, url: String) async throws -> HeldSession {
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
+        let task = Task {
+            do {
+                try await session(url) { session in
+                    _ = try await session.run(sql)
+                    isReady.finish()
+                    for await _ in released {}
+                }
+            } catch {
+                isReady.finish(throwing: error)
+            }
+        }
+        for try await _ in ready {}
+        return HeldSession(release: release, task: task)
+    }
+
+    struct HeldSession: Sendable {
+        fileprivate let release: AsyncStream<Void>.Continuation
+        fileprivate let task: Task<Void, Never>
+
+        /// Closes the session, and returns once it is closed.
+        func end() async {
+            release.finish()
+            await task.value
+        }
+    }
+
+    /// A session of its own for `body`, closed after it (and after `bound` whatever happens).
+    static func session<T: Sendable>(_ url: String, _ body: (inout Session) async throws -> T) async throws -> T {
+        let address = try Address(url)
+        let channel = try await ClientBootstrap(group: group)
+            .connectTimeout(.seconds(10))
+            .connect(to: address.socket) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let timer = channel.channel.eventLoop.scheduleTask(in: bound) { channel.channel.close(promise: nil) }
+        defer { timer.cancel() }
+        return try await channel.executeThenClose { inbound, outbound in
+            var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound)
+            try await outbound.write(Self.startup(user: address.user, database: address.database))
+            do {
+                try await session.messages.untilReady()
+            } catch let failure as SQLFailure {
+                throw TestFailure("could not open a session on \(address.database): \(failure.message)")
+            }
+            let value = try await body(&session)
+            // Terminate, and wait for the server to close: its session has then ended, its locks
+            // gone with it (a database it was on can be copied at once).
+            try await outbound.write(ByteBuffer(bytes: [UInt8(ascii: "X"), 0, 0, 0, 4]))
+            while try await session.messages.inbound.next() != nil {}
+            return value
+        }
+    }
+
+    /// One open session.
+    struct Session {
+        fileprivate var messages: Messages
+        fileprivate let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+
+        /// `sql`'s rows, as `psql -At` prints them.
+        mutating func run(_ sql: String) async throws -> String {
+            try await outbound.write(TestSQL.query(sql))
+            do {
+                return try await messages.results()
+            } catch let failure as SQLFailure {
+                throw TestFailure("SQL failed: \(failure.message)\n\(sql)")
+            } catch {
+                throw TestFailure("SQL failed: \(error)\n\(sql)")
+            }
+        }
+    }
+
+    /// Where a test URL points.
+    struct Address {
+        let socket: SocketAddress
+        let user: String
+        let database: String
+
+        init(_ url: String) throws {
+            guard let parts = URLComponents(string: url), let user = parts.user else {
+                throw TestFailure("not a test database URL: \(url)")
+            }
+            let query = Dictionary((parts.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { _, last in last }
+            let port = Int(query["port"] ?? "") ?? parts.port ?? 5432
+            if let folder = query["host"], folder.hasPrefix("/") {
+                socket = try SocketAddress(unixDomainSocketPath: "\(folder)/.s.PGSQL.\(port)")
+            } else {
+                socket = try SocketAddress.makeAddressResolvingHost(query["host"] ?? parts.host ?? "localhost", port: port)
+            }
+            self.user = user.removingPercentEncoding ?? user
+            let path = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
+            database = path.isEmpty ? self.user : path
+        }
+    }
+
+    static func startup(user: String, database: String) -> ByteBuffer {
+        var body = ByteBuffer()
+        body.writeInteger(Int32(196_608))   // protocol 3.0
+        for (key, value) in [("user", user), ("database", database), ("client_encoding", "UTF8")] {
+            body.writeNullTerminatedString(key)
+            body.writeNullTerminatedString(value)
+        }
+        body.writeInteger(UInt8(0))
+        var message = ByteBuffer()
+        message.writeInteger(Int32(body.readableBytes + 4))
+        message.writeBuffer(&body)
+        return message
+    }
+
+    static func query(_ sql: String) -> ByteBuffer {
+        var message = ByteBuffer()
+        message.writeInteger(UInt8(ascii: "Q"))
+        message.writeInteger(Int32(sql.utf8.count + 5))
+        message.writeNullTerminatedString(sql)
+        return message
+    }
+
+    /// An error the server sent, as psql prints it.
+    struct SQLFailure: Error {
+        let message: String
+
+        init(_ body: ByteBuffer) {
+            var body = body
+            var fields: [UInt8: String] = [:]
+            while let code = body.readInteger(as: UInt8.self), code != 0, let value = body.readNullTerminatedString() {
+                fields[code] = value
+            }
+            var lines = ["\(fields[UInt8(ascii: "S")] ?? "ERROR"):  \(fields[UInt8(ascii: "M")] ?? "")"]
+            for (code, label) in [("D", "DETAIL"), ("H", "HINT"), ("W", "CONTEXT")] {
+                if let value = fields[UInt8(ascii: Unicode.Scalar(code)!)] { lines.append("\(label):  \(value)") }
+            }
+            message = lines.joined(separator: "\n")
+        }
+    }
+
+    /// The backend's messages, one at a time, however the bytes arrived.
+    struct Messages {
+        var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+        var buffer = ByteBuffer()
+
+        init(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) { self.inbound = inbound }
+
+        mutating func next() async throws -> (type: UInt8, body: ByteBuffer) {
+            while true {
+                if buffer.readableBytes >= 5, let length = buffer.getInteger(at: buffer.readerIndex + 1, as: Int32.self),
+                   buffer.readableBytes >= 1 + Int(length) {
+                    let type = buffer.readInteger(as: UInt8.self)!
+                    buffer.moveReaderIndex(forwardBy: 4)
+                    let body = buffer.readSlice(length: Int(length) - 4)!
+                    return (type, body)
+                }
+                guard var more = try await inbound.next() else { throw TestFailure("the session ended before the server's answer (one is closed after \(TestSQL.bound))") }
+                buffer.discardReadBytes()
+                buffer.writeBuffer(&more)
+            }
+        }
+
+        /// Authentication (the test server trusts its socket) and the session's parameters.
+        mutating func untilReady() async throws {
+            while true {
+                let (type, body) = try await next()
+                switch type {
+                case UInt8(ascii: "R"):
+                    guard body.getInteger(at: body.readerIndex, as: Int32.self) == 0 else {
+                        throw TestFailure("the test server asks a password of this role: TestSQL speaks trust only")
+                    }
+                case UInt8(ascii: "E"): throw SQLFailure(body)
+                case UInt8(ascii: "Z"): return
+                default: continue   // parameter status, key data, notices
+                }
+            }
+        }
+
+        /// Every row of every statement's result, as `psql -At` prints them; the server's error,
+        /// when a statement failed, once it is ready again.
+        mutating func results() async throws -> String {
+            var rows: [String] = []
+            var failure: SQLFailure?
+            while true {
+                var (type, body) = try await next()
+                switch type {
+                case UInt8(ascii: "D"):
+                    let columns = Int(body.readInteger(as: Int16.self) ?? 0)
+                    var values: [String] = []
+                    values.reserveCapacity(columns)
+                    for _ in 0..<columns {
+                        let length = Int(body.readInteger(as: Int32.self) ?? -1)
+                        values.append(length < 0 ? "" : body.readString(length: length) ?? "")
+                    }
+                    rows.append(values.joined(separator: "|"))
+                case UInt8(ascii: "E"): failure = SQLFailure(body)
+                case UInt8(ascii: "Z"):
+                    if let failure { throw failure }
+                    return rows.joined(separator: "\n")
+                case UInt8(ascii: "G"), UInt8(ascii: "H"):
+                    throw TestFailure("COPY from or to the client: run it with psql (runProcessOffThePool)")
+                default: continue   // row descriptions, command tags, notices
+                }
+            }
+        }
+    }
+}
