@@ -50,8 +50,11 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["JobTable"]
         ),
+        // The list of jobs, from the folders of Sources/NudgeCore/Jobs (see JobRegistry).
+        .plugin(name: "JobTable", capability: .buildTool()),
         .executableTarget(
             name: "nudge",
             dependencies: [

@@ -14,53 +14,42 @@ public struct JobSetup: Sendable {
     }
 }
 
-/// The jobs Nudge can run, by name. Each name has a definition in `jobs/` and an implementation here.
-public enum JobRegistry {
-    public static let names: Set<String> = ["dispatch", "generate-daily-goals", "leaderboard-refresh", "preview-notifications", "prune",
-                                             "push-trigger", "reminders", "validate-streaks", "weekly-digest"]
+/// A job Nudge can run: its name (that of its definition in `jobs/`) and how one run of it is
+/// built, both stated in its own folder. No list of jobs is kept by hand: the JobTable plugin
+/// (`Plugins/JobTable`) finds each folder of `Jobs/` that holds a `<Folder>Job.swift` and lists
+/// its `<Folder>Job` type, so adding a job touches its folder, its definition and its docs alone.
+public protocol RegisteredJob: Job {
+    /// The name of its definition, `jobs/<jobName>.json`.
+    static var jobName: String { get }
 
-    /// Builds the job for one run, with the outside clients it needs, and runs `body` with it; the
-    /// clients are shut down on every path out. A bad configuration (a missing API key) throws
-    /// before `body` runs, so before the database is touched.
+    /// Builds the job for one run, with the outside clients it needs, and runs `body` with it;
+    /// the clients are shut down on every path out. A bad configuration (a missing API key)
+    /// throws before `body` runs, so before the database is touched.
+    static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result
+}
+
+/// A job built from its definition alone: it calls nothing outside the database.
+public protocol PlainJob: RegisteredJob {
+    init(definition: JobDefinition) throws
+}
+
+extension PlainJob {
+    public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
+        try await body(try Self(definition: setup.definition))
+    }
+}
+
+/// The jobs Nudge can run, by name: the types the JobTable plugin found in `Jobs/`.
+public enum JobRegistry {
+    public static let names: Set<String> = Set(JobTable.jobs.map { $0.jobName })
+
+    /// The job `setup` names, built for one run (`RegisteredJob.withJob`).
     public static func withJob<Result: Sendable>(_ setup: JobSetup,
                                                  _ body: (any Job) async throws -> Result) async throws -> Result {
-        let definition = setup.definition
-        switch definition.name {
-        case "generate-daily-goals":
-            return try await body(GenerateDailyGoalsJob(definition: definition))
-        case "validate-streaks":
-            return try await body(ValidateStreaksJob(definition: definition))
-        case "leaderboard-refresh":
-            return try await body(LeaderboardRefreshJob(definition: definition))
-        case "prune":
-            return try await body(try PruneJob(definition: definition))
-        case "preview-notifications":
-            return try await body(PreviewNotificationsJob(definition: definition))
-        case "weekly-digest":
-            return try await body(WeeklyDigestJob(definition: definition,
-                                                  email: try EmailSetup(setup.environment, template: DigestEmail.template)))
-        case "reminders":
-            return try await body(RemindersJob(definition: definition,
-                                               email: try EmailSetup(setup.environment, template: ReminderEmail.template)))
-        case "push-trigger":
-            guard setup.options.callsLLM else {
-                return try await body(PushTriggerJob(definition: definition, llm: nil, budget: setup.options.llmBudget))
-            }
-            let configuration = try LLMConfiguration(environment: setup.environment)
-            return try await LLMClient.with(configuration, concurrency: setup.options.concurrency) { client in
-                try await body(PushTriggerJob(definition: definition, llm: client, budget: setup.options.llmBudget))
-            }
-        case "dispatch":
-            return try await DeliveryServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
-                let shortest = DispatchJob.shortestLease(pushTimeout: push.timeout)
-                let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
-                                                           in: shortest...3_600)
-                return try await body(DispatchJob(definition: definition, push: push, lease: TimeInterval(lease),
-                                                  dryRun: setup.options.dryRun, clock: setup.options.clock))
-            }
-        default:
-            throw NudgeError(.configuration, "job '\(definition.name)' is defined in jobs/ but not built into this binary")
+        guard let job = JobTable.jobs.first(where: { $0.jobName == setup.definition.name }) else {
+            throw NudgeError(.configuration, "job '\(setup.definition.name)' is defined in jobs/ but not built into this binary")
         }
+        return try await job.withJob(setup, body)
     }
 }
 

@@ -8,7 +8,9 @@ import PostgresNIO
 /// device. The pushes go out to APNs and FCM; each row then stands sent, pending a retry (up to
 /// three attempts, backing off), deferred, suppressed or failed, with every attempt in
 /// `notification_logs` and invalid tokens deactivated, in the batch's one write.
-public struct DispatchJob: Job {
+public struct DispatchJob: RegisteredJob {
+    public static let jobName = "dispatch"
+
     public let definition: JobDefinition
     public let source: OutboxQueue
     let push: DeliveryServices
@@ -27,6 +29,18 @@ public struct DispatchJob: Job {
         self.health = ChannelHealth(configured: push.states, identities: push.identities, clock: clock)
         self.shelfLife = definition.shelfLife ?? .fallback
         self.dryRun = dryRun
+    }
+
+    /// Built with the providers' clients (shut down after the run) and its lease
+    /// (`NUDGE_DISPATCH_LEASE_SECONDS`, never shorter than a push's time-out allows).
+    public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
+        try await DeliveryServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
+            let shortest = DispatchJob.shortestLease(pushTimeout: push.timeout)
+            let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
+                                                       in: shortest...3_600)
+            return try await body(DispatchJob(definition: setup.definition, push: push, lease: TimeInterval(lease),
+                                              dryRun: setup.options.dryRun, clock: setup.options.clock))
+        }
     }
 
     public typealias Facts = DispatchRules.UserFacts

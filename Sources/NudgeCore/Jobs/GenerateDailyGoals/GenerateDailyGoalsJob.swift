@@ -15,7 +15,9 @@ import PostgresNIO
 /// the batch's write moves each one's instant to their next midnight, and triggers make a user
 /// due at once when a day that has ended in their zone is tracked late, when they join or leave
 /// a circle, or when their time zone or sign-up changes. A backfill reads every user.
-public struct GenerateDailyGoalsJob: Job {
+public struct GenerateDailyGoalsJob: PlainJob {
+    public static let jobName = "generate-daily-goals"
+
     public typealias Source = DueSource
 
     public let definition: JobDefinition

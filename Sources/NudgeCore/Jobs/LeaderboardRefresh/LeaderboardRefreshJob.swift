@@ -8,7 +8,9 @@ import PostgresNIO
 /// `LeaderboardStandings`. A board whose inputs did not change since it was last computed is
 /// neither read nor written again; one that did is compared with its stored entries and only the
 /// difference is written. Members moved by 3 places or more are told (`LeaderboardMoves`).
-public struct LeaderboardRefreshJob: Job {
+public struct LeaderboardRefreshJob: PlainJob {
+    public static let jobName = "leaderboard-refresh"
+
     public let definition: JobDefinition
     /// The members' zones, for the day their movement notification counts on.
     let calendars = CalendarCache()

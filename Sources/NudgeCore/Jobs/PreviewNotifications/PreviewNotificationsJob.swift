@@ -25,7 +25,9 @@ import PostgresNIO
 /// its time comes. A call found after it began, whose user cannot be reached, or that cannot be
 /// decided, is marked with the reason in `preview_note`, once, and left alone: the call itself
 /// happens regardless.
-public struct PreviewNotificationsJob: Job {
+public struct PreviewNotificationsJob: PlainJob {
+    public static let jobName = "preview-notifications"
+
     public let definition: JobDefinition
     public let source: CallSource
 

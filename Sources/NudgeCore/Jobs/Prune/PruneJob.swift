@@ -7,7 +7,9 @@ import PostgresNIO
 /// no delete holds a lock for long. Its chunks are paged by the runner (`RetentionSource`), with
 /// the job's lock, kill switch, dry run and ledger; the run's tally says how many rows of each
 /// table went.
-public struct PruneJob: Job {
+public struct PruneJob: PlainJob {
+    public static let jobName = "prune"
+
     public typealias Source = RetentionSource
 
     public let definition: JobDefinition

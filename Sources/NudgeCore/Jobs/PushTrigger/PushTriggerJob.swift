@@ -15,7 +15,9 @@ import PostgresNIO
 /// instant to their next 10:00, and triggers make a user due at once when their time zone
 /// changes, check-ins are turned on or a first device arrives. A user read again on a day already
 /// decided costs one indexed lookup: the heavy facts are read only for the undecided.
-public struct PushTriggerJob: Job {
+public struct PushTriggerJob: RegisteredJob {
+    public static let jobName = "push-trigger"
+
     public typealias Source = DueSource
 
     public let definition: JobDefinition
@@ -31,6 +33,17 @@ public struct PushTriggerJob: Job {
         self.definition = definition
         self.llm = llm
         self.meter = LLMMeter(budget: budget)
+    }
+
+    /// Built with the LLM's client (none on a dry run, which calls no LLM), shut down after the run.
+    public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
+        guard setup.options.callsLLM else {
+            return try await body(PushTriggerJob(definition: setup.definition, llm: nil, budget: setup.options.llmBudget))
+        }
+        let configuration = try LLMConfiguration(environment: setup.environment)
+        return try await LLMClient.with(configuration, concurrency: setup.options.concurrency) { client in
+            try await body(PushTriggerJob(definition: setup.definition, llm: client, budget: setup.options.llmBudget))
+        }
     }
 
     public struct Facts: Sendable {

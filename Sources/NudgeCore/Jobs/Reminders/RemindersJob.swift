@@ -16,7 +16,9 @@ import PostgresNIO
 /// Each part's decision is marked in `job_work` under `reminders:<part>` on its local day, with
 /// the outcome and why (the reminder time used, the check-in that made it unneeded…), in the
 /// batch's one transaction with the outbox rows, so a rerun decides nothing twice.
-public struct RemindersJob: Job {
+public struct RemindersJob: RegisteredJob {
+    public static let jobName = "reminders"
+
     public typealias Source = DueSource
 
     public let definition: JobDefinition
@@ -26,6 +28,11 @@ public struct RemindersJob: Job {
     public init(definition: JobDefinition, email: EmailSetup) {
         self.definition = definition
         self.email = email
+    }
+
+    /// Built with its email setup (templates, unsubscribe links, the postal address).
+    public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
+        try await body(RemindersJob(definition: setup.definition, email: try EmailSetup(setup.environment, template: ReminderEmail.template)))
     }
 
     public var source: DueSource { DueSource(job: definition.name) }

@@ -11,7 +11,9 @@ import PostgresNIO
 /// instant to the end of their first day left unsettled, and triggers make a user due at once
 /// when their time zone or sign-up changes or their streak row is deleted or set back. A backfill
 /// reads every user.
-public struct ValidateStreaksJob: Job {
+public struct ValidateStreaksJob: PlainJob {
+    public static let jobName = "validate-streaks"
+
     public typealias Source = DueSource
 
     public let definition: JobDefinition

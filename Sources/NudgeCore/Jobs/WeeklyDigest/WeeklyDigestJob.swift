@@ -22,7 +22,9 @@ import PostgresNIO
 /// It reads only the users whose Sunday 20:00 has come (`DueSource`): the batch's write moves each
 /// one's instant to their next Sunday 20:00, and triggers make a user due at once when their
 /// time zone or sign-up changes. A backfill reads every user.
-public struct WeeklyDigestJob: Job {
+public struct WeeklyDigestJob: RegisteredJob {
+    public static let jobName = "weekly-digest"
+
     public typealias Source = DueSource
 
     public let definition: JobDefinition
@@ -38,6 +40,11 @@ public struct WeeklyDigestJob: Job {
     public init(definition: JobDefinition, email: EmailSetup) {
         self.definition = definition
         self.email = email
+    }
+
+    /// Built with its email setup (templates, unsubscribe links, the postal address).
+    public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
+        try await body(WeeklyDigestJob(definition: setup.definition, email: try EmailSetup(setup.environment, template: DigestEmail.template)))
     }
 
     public struct Facts: Sendable {
