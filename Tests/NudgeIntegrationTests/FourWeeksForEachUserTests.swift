@@ -50,11 +50,11 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         var runs = 0
         while tick < last {
             try await happen(database, through: tick)
-            if try await isDue(database, "validate-streaks", at: tick) {
+            if try await database.anyoneDue(for: "validate-streaks", at: tick) {
                 #expect(try await validateStreaks(database, at: tick).counts.failed == 0)
                 runs += 1
             }
-            if try await isDue(database, "reminders", at: tick) {
+            if try await database.anyoneDue(for: "reminders", at: tick) {
                 #expect(try await reminders(database, at: tick).counts.failed == 0)
                 runs += 1
             }
@@ -277,10 +277,6 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
                  where user_id = '\(parts[0])' and valid_until = (select max(valid_until) from user_timezone_history where user_id = '\(parts[0])');
                 """)
         }
-    }
-
-    private func isDue(_ database: TestDatabase, _ job: String, at instant: Date) async throws -> Bool {
-        try await database.count("select count(*) from job_due where job = '\(job)' and due_at <= '\(iso(instant))'") > 0
     }
 
     /// The next quarter hour at which something is due (a job's user, an outbox row, the app's

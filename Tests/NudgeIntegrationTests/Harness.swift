@@ -157,6 +157,15 @@ struct TestDatabase: Sendable {
         return count
     }
 
+    /// Whether any user is due for `job` at `instant` (`job_due`): a scenario skips the runs that
+    /// would read nobody, as cron's would (a run reads only those due), so that its thousands of
+    /// ticks cost only the ones with work.
+    func anyoneDue(for job: String, at instant: Date) async throws -> Bool {
+        try await count("""
+            select count(*) from (select 1 from job_due where job = '\(job)' and due_at <= '\(ISO8601DateFormatter().string(from: instant))' limit 1) due
+            """) > 0
+    }
+
     /// Rows of `tables` read so far by PostgreSQL's own counters, once they have settled: a
     /// session that just ended may not have reported its reads yet.
     func rowsRead(_ tables: [String]) async throws -> Int {

@@ -65,8 +65,10 @@ enum ReminderFixture {
                     """)
                 written = now
             }
-            let summary = try await reminders(database, at: now)
-            #expect(summary.counts.failed == 0)
+            if try await database.anyoneDue(for: "reminders", at: now) {
+                let summary = try await reminders(database, at: now)
+                #expect(summary.counts.failed == 0)
+            }
             now = now.addingTimeInterval(15 * 60)
         }
         // The days whose 20:00 (21:00 for the email) fell inside the two weeks, by PostgreSQL.
