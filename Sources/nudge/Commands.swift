@@ -268,7 +268,7 @@ struct LayoutOptions: ParsableArguments {
 
 struct Crontab: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the crontab generated from the job definitions (the committed `crontab` file is it for the standard paths).")
+        abstract: "Print the crontab generated from the job definitions (scripts/install writes it for its paths).")
 
     @OptionGroup var paths: LayoutOptions
 
@@ -280,7 +280,7 @@ struct Crontab: AsyncParsableCommand {
 
 struct Systemd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write the systemd units that run every job: nudge@.service and a timer per job (deploy/systemd/ holds them for the standard paths).")
+        abstract: "Write the systemd units that run every job: nudge@.service and a timer per job (scripts/install writes them for its paths).")
 
     @OptionGroup var paths: LayoutOptions
 
@@ -298,7 +298,7 @@ struct Systemd: AsyncParsableCommand {
 
 struct Kubernetes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a Kubernetes CronJob manifest per job (deploy/kubernetes/ holds them for the standard image).")
+        abstract: "Write a Kubernetes CronJob manifest per job, generated from the job definitions.")
 
     @Option(help: "The folder to write the manifests into (made if missing).")
     var output: String

@@ -107,9 +107,20 @@ import Testing
         #expect(next * 3 / (1 << 32) == 2 && (next - 1) * 3 / (1 << 32) == 1)
     }
 
-    @Test func theCommittedCrontabIsTheGeneratedOne() throws {
-        let committed = try String(contentsOf: packageRoot.appendingPathComponent("crontab"), encoding: .utf8)
-        #expect(committed == repositoryCatalog.crontab())
+    /// The crontab and the systemd units are generated from the definitions (`nudge crontab`,
+    /// `nudge systemd`; `scripts/install` writes them for its paths), never kept in the
+    /// repository: every job has its line and its timer, every sweep its own.
+    @Test func theCrontabAndTheUnitsHaveEveryJobAndEverySweep() {
+        let crontab = repositoryCatalog.crontab()
+        let units = Set(repositoryCatalog.systemdUnits().map(\.name))
+        #expect(units.isSuperset(of: ["nudge@.service", "nudge-sweep@.service", "nudge-serve.service"]))
+        for definition in repositoryCatalog.definitions {
+            #expect(crontab.contains("/opt/nudge/bin/nudge run \(definition.name) >>"), "\(definition.name)")
+            #expect(units.contains("nudge-\(definition.name).timer"), "\(definition.name)")
+            let swept = definition.sweepSchedule != nil
+            #expect(crontab.contains("/opt/nudge/bin/nudge run \(definition.name) --sweep >>") == swept, "\(definition.name)")
+            #expect(units.contains("nudge-\(definition.name)-sweep.timer") == swept, "\(definition.name)")
+        }
     }
 
     @Test func everyDefinedJobIsBuiltInAndEveryBuiltInJobIsDefined() async throws {
@@ -289,16 +300,6 @@ import Testing
         #expect(try CronSchedule("0 4 * * 7,1").weekdays == [0, 1])
         for bad in ["* * * *", "61 * * * *", "0 * 1 * *", "0 * * 2 *", "0 * * * 8", "5-1 * * * *", "*/0 * * * *", "a * * * *"] {
             #expect(throws: NudgeError.self, "\(bad)") { try CronSchedule(bad) }
-        }
-    }
-
-    @Test func theCommittedSystemdUnitsAreTheGeneratedOnes() throws {
-        let folder = packageRoot.appendingPathComponent("deploy/systemd")
-        let committed = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path))
-        let units = repositoryCatalog.systemdUnits()
-        #expect(committed == Set(units.map(\.name)))
-        for unit in units {
-            #expect(try String(contentsOf: folder.appendingPathComponent(unit.name), encoding: .utf8) == unit.text, "\(unit.name)")
         }
     }
 

@@ -10,7 +10,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 /// own ledger and the migrations' check (`ledger: true`), which read a few rows at any size
 /// (here by sequential scans, the tables being tiny).
 private func rowsRead(_ database: TestDatabase, ledger: Bool = false) async throws -> Int {
-    try await database.count("""
+    try await database.othersEnded()
+    return try await database.count("""
         select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::int8 from pg_stat_user_tables
          where (relname in ('job_runs', 'nudge_migrations')) = \(ledger)
         """)

@@ -166,24 +166,27 @@ struct TestDatabase: Sendable {
             """) > 0
     }
 
-    /// Rows of `tables` read so far by PostgreSQL's own counters, once they have settled: a
-    /// session that just ended may not have reported its reads yet.
+    /// Rows of `tables` read so far by PostgreSQL's own counters, once every other session on this
+    /// database has ended (`othersEnded`): a session reports its reads as it ends.
     func rowsRead(_ tables: [String]) async throws -> Int {
-        let list = tables.map { "'\($0)'" }.joined(separator: ", ")
-        func read() async throws -> Int {
+        try await othersEnded()
+        return try await count("""
+            select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
+             where relname in (\(tables.map { "'\($0)'" }.joined(separator: ", ")))
+            """)
+    }
+
+    /// Returns once no other client session is connected to this database. A program that ended
+    /// (a `nudge` run, a pool closed) has its sessions end a moment later, on a loaded machine a
+    /// while later; each reports its reads and writes to PostgreSQL's counters as it ends.
+    func othersEnded() async throws {
+        let ended = try await eventuallyHere(seconds: 120) {
             try await count("""
-                select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
-                 where relname in (\(list))
-                """)
+                select count(*) from pg_stat_activity
+                 where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
+                """) == 0
         }
-        var last = try await read()
-        for _ in 0..<20 {
-            try await Task.sleep(for: .milliseconds(1200))
-            let now = try await read()
-            if now == last { return now }
-            last = now
-        }
-        return last
+        guard ended else { throw TestFailure("sessions on \(name) still there after 120 s") }
     }
 
     /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".

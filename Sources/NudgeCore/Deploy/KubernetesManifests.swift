@@ -34,7 +34,7 @@ public struct KubernetesSetup: Sendable, Equatable {
 extension JobCatalog {
     /// One manifest per job, `<job>.yaml`: its CronJob on the job's schedule, an Indexed Job of
     /// `shards` pods (pod i runs `--shard i/N`), and, for a job with a weekly sweep, the sweep's
-    /// CronJob. deploy/kubernetes/ holds them for the standard setup.
+    /// CronJob (`nudge kubernetes --output DIR` writes them).
     public func kubernetesManifests(_ setup: KubernetesSetup = .standard) -> [(name: String, text: String)] {
         definitions.map { definition in
             var documents = [cronJob(definition, setup: setup, sweep: false)]
