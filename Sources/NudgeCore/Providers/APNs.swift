@@ -121,13 +121,10 @@ public final class APNsClient: PushService {
         }
         for attempt in 1...2 {
             let token: String
-            do {
-                token = try await tokens.token(database: context.database, logger: context.logger)
-            } catch let error as NudgeError where error.kind == .configuration {
-                return .configuration("could not make the APNs provider token: \(error)")
-            } catch {
-                // The token store's database did not answer: a passing trouble, not the key's.
-                return .unavailable("could not make the APNs provider token: \(describe(error))", after: nil)
+            switch await tokens.fetch("make the APNs provider token", context: context) {
+            case .token(let fetched): token = fetched
+            case .refused(let why): return .configuration(why)
+            case .unavailable(let why): return .unavailable(why, after: nil)
             }
             let result = await post(push, token: token, runClock: context.clock)
             // An expired provider token is renewed once, unless it is too young to be replaced.

@@ -156,15 +156,10 @@ public final class FCMClient: PushService {
     public func send(_ push: PushRequest, context: SendContext) async -> SendResult {
         for attempt in 1...2 {
             let token: String
-            do {
-                token = try await tokens.token(database: context.database, logger: context.logger)
-            } catch let error as NudgeError where error.kind == .configuration {
-                // The token endpoint refused the service account (invalid_grant, a deleted key).
-                return .configuration("could not get an FCM access token: \(error)")
-            } catch {
-                // A token endpoint that timed out or answered 5xx, or the token store's database:
-                // a passing trouble, tried again like any unanswered send.
-                return .unavailable("could not get an FCM access token: \(describe(error))", after: nil)
+            switch await tokens.fetch("get an FCM access token", context: context) {
+            case .token(let fetched): token = fetched
+            case .refused(let why): return .configuration(why)
+            case .unavailable(let why): return .unavailable(why, after: nil)
             }
             let result = await post(push, token: token, runClock: context.clock)
             // An access token the server no longer takes is replaced once.
@@ -180,14 +175,12 @@ public final class FCMClient: PushService {
     /// A message to no device, validated and not sent: whether FCM answers again, asking nothing
     /// of anyone's phone.
     public func probe(context: SendContext) async -> ProbeAnswer? {
+        // A service account refused pauses FCM, as a send would.
         let token: String
-        do {
-            token = try await tokens.token(database: context.database, logger: context.logger)
-        } catch let error as NudgeError where error.kind == .configuration {
-            // The token endpoint refused the service account: FCM is paused, as a send would pause it.
-            return .refused("could not get an FCM access token: \(error)")
-        } catch {
-            return .unavailable("could not get an FCM access token: \(describe(error))")
+        switch await tokens.fetch("get an FCM access token", context: context) {
+        case .token(let fetched): token = fetched
+        case .refused(let why): return .refused(why)
+        case .unavailable(let why): return .unavailable(why)
         }
         let url = "\(configuration.baseURL)/v1/projects/\(configuration.projectID)/messages:send"
         return await http.probe("FCM", on: client, in: slots, reading: Self.probeReading) {

@@ -148,3 +148,28 @@ public actor ProviderTokenStore {
         return token
     }
 }
+
+/// A provider's token for one request, or why there is none, as a send or a probe tells it.
+public enum FetchedToken: Sendable {
+    case token(String)
+    /// The key, or the service account, was refused (a deleted key, `invalid_grant`): a
+    /// configuration error, which pauses the provider.
+    case refused(String)
+    /// The token store's database, or a token endpoint that timed out or answered 5xx: a passing
+    /// trouble, tried again like any unanswered send.
+    case unavailable(String)
+}
+
+extension ProviderTokenStore {
+    /// `token`, its failure in words: "could not `what`: …" (`what`: "make the APNs provider
+    /// token", "get an FCM access token").
+    public nonisolated func fetch(_ what: String, context: SendContext) async -> FetchedToken {
+        do {
+            return .token(try await token(database: context.database, logger: context.logger))
+        } catch let error as NudgeError where error.kind == .configuration {
+            return .refused("could not \(what): \(error)")
+        } catch {
+            return .unavailable("could not \(what): \(ProviderHTTP.describe(error))")
+        }
+    }
+}

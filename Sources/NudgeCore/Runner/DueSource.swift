@@ -27,6 +27,13 @@ public struct DueUser: Sendable {
 
     /// Whether a trigger made the user due at once (their instant is 'epoch' or before it).
     public var changed: Bool { dueAt <= Date(timeIntervalSince1970: 0) }
+
+    /// The user in their time zone, or, when Nudge cannot place them, the error that fails this
+    /// user alone with the reason.
+    public func placed() throws(NudgeError) -> UserInTime {
+        if let problem { throw NudgeError(.configuration, problem) }
+        return user
+    }
 }
 
 /// The users whose next instant for a job has come (`job_due`, migration 0013), by that instant

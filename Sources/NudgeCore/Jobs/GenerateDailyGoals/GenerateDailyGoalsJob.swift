@@ -173,8 +173,7 @@ public struct GenerateDailyGoalsJob: PlainJob {
     }
 
     public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let problem = due.problem { throw NudgeError(.configuration, problem) }
-        let user = due.user
+        let user = try due.placed()
         let next = nextDue(for: due, run: run)
         /// Nothing to write: the user waits for their next midnight.
         func waiting(_ why: String) -> Decision<Change> {

@@ -238,8 +238,7 @@ public struct PushTriggerJob: RegisteredJob {
     }
 
     public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let problem = due.problem { throw NudgeError(.configuration, problem) }
-        let user = due.user
+        let user = try due.placed()
         let calendar = user.calendar
         let today = calendar.localDate(at: run.now)
         // A backfill decides nothing (pushes are for the user's today) and leaves the instant as read.

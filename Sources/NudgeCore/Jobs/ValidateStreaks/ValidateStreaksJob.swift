@@ -146,8 +146,7 @@ public struct ValidateStreaksJob: PlainJob {
     }
 
     public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let problem = due.problem { throw NudgeError(.configuration, problem) }
-        let user = due.user
+        let user = try due.placed()
         let stored = facts?.streak
         if let stored, let problem = StreakRules.inconsistency(in: stored.state, settledThrough: stored.settledThrough) {
             throw NudgeError(.configuration, "user_streaks row is inconsistent: \(problem)")

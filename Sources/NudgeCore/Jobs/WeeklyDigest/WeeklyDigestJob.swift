@@ -250,8 +250,7 @@ public struct WeeklyDigestJob: RegisteredJob {
     // MARK: Deciding
 
     public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
-        if let problem = due.problem { throw NudgeError(.configuration, problem) }
-        let user = due.user
+        let user = try due.placed()
         let next = nextDue(for: due, run: run)
         /// Nothing to digest: the user waits for their next Sunday.
         func waiting(_ why: String) -> Decision<Change> {
