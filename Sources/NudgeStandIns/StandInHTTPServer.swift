@@ -3,10 +3,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// A small HTTP/1.1 server on loopback for the stand-ins that speak plain HTTP (the LLM, FCM and
-/// its token endpoint): each request, read whole, goes to `handler`, whose reply is written back
-/// after its latency. It runs on the stand-ins' own event loops (`StandInLoops`), never on
-/// Swift's cooperative threads nor the loops Nudge's clients use in the same process.
 /// The event loops every stand-in answers on, apart from the ones Nudge's HTTP clients and
 /// database pools use in a test's process: a test's stand-in is never slowed by the load it is
 /// answering, nor that load by a script that takes its time.
@@ -14,6 +10,10 @@ public enum StandInLoops {
     public static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
 }
 
+/// A small HTTP/1.1 server on loopback for the stand-ins that speak plain HTTP (the LLM, FCM and
+/// its token endpoint): each request, read whole, goes to `handler`, whose reply is written back
+/// after its latency. It runs on the stand-ins' own event loops (`StandInLoops`), never on
+/// Swift's cooperative threads nor the loops Nudge's clients use in the same process.
 struct StandInHTTPServer: Sendable {
     struct Request: Sendable {
         let method: HTTPMethod

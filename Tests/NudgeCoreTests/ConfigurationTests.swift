@@ -125,6 +125,8 @@ import Testing
 
     @Test func everyDefinedJobIsBuiltInAndEveryBuiltInJobIsDefined() async throws {
         #expect(Set(repositoryCatalog.definitions.map(\.name)) == JobRegistry.names)
+        // No two job types answer to one name (the JobTable plugin lists every folder's job).
+        #expect(JobTable.jobs.count == JobRegistry.names.count)
         for definition in repositoryCatalog.definitions {
             let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
             let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",

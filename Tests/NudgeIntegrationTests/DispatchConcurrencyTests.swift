@@ -279,16 +279,18 @@ private struct SlowFactsDispatch: Job {
     @Test func aLostConnectionEndsEachLaneAloneAndItsSentBatchIsWritten() async throws {
         let database = try await TestDatabase.fresh()
         let cut = Mutex(false)
+        let terminated = Mutex<String?>(nil)
         let push = try await PushStandIns.start(apns: { _ in
             let first = cut.withLock { cut in
                 defer { cut = true }
                 return !cut
             }
             if first {
-                _ = try? database.psqlFromAStandIn("""
+                let ended = (try? database.psqlFromAStandIn("""
                     select count(pg_terminate_backend(pid)) from pg_stat_activity
                      where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
-                    """)
+                    """)) ?? "failed"
+                terminated.withLock { $0 = ended }
             }
             return .accept
         })
@@ -300,6 +302,8 @@ private struct SlowFactsDispatch: Job {
             // The run ends on the lanes' error (exit 1); what its lanes sent is written.
         }
         #expect(cut.withLock { $0 })
+        // The run's sessions were ended under it, not merely asked to be.
+        #expect((Int(terminated.withLock { $0 } ?? "") ?? 0) > 0, "\(terminated.withLock { $0 } ?? "no answer")")
         // A row still claimed is one whose lane lost its connection before sending it (claimed,
         // not yet sent): none of them reached APNs. Their claims lapse; the next run sends them.
         let claimed = try await database.psql("""

@@ -102,11 +102,18 @@ private func run(_ name: String, on db: Database, at now: Date, sweep: Bool = fa
         for (database, skipping) in [(steady, false), (gapped, true)] {
             try await database.withDatabase { db in
                 var tick = at("2026-03-27T12:00:00Z")
+                var skipped = 0
                 while tick < at("2026-03-31T12:00:00Z") {
                     if tick == moveAt { try await database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(mover)'") }
                     if !(skipping && gap.contains(tick)) {
-                        for job in ["validate-streaks", "generate-daily-goals", "weekly-digest"] where try await database.anyoneDue(for: job, at: tick) {
-                            _ = try await run(job, on: db, at: tick)
+                        for job in ["validate-streaks", "generate-daily-goals", "weekly-digest"] {
+                            if try await database.anyoneDue(for: job, at: tick) {
+                                _ = try await run(job, on: db, at: tick)
+                            } else {
+                                // One in eight of the runs skipped as reading nobody is run: it does read nobody.
+                                skipped += 1
+                                if skipped % 8 == 0 { #expect(try await run(job, on: db, at: tick).counts.processed == 0, "\(job) at \(tick)") }
+                            }
                         }
                     }
                     tick = tick.addingTimeInterval(15 * 60)

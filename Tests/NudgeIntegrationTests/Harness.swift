@@ -126,6 +126,8 @@ struct TestDatabase: Sendable {
     func attempt(_ sql: String, as role: String = "nudge") async -> ProcessResult {
         do {
             return ProcessResult(status: 0, stdout: try await TestSQL.run(sql, url: url(as: role)), stderr: "")
+        } catch let refused as TestSQL.Refused {
+            return ProcessResult(status: 1, stdout: "", stderr: refused.message)   // the server's words alone, not the SQL
         } catch {
             return ProcessResult(status: 1, stdout: "", stderr: "\(error)")
         }

@@ -123,11 +123,17 @@ import Testing
         // Shard 0/4's lock, held by another session as a running pod would hold it.
         let key = RunLocks.jobKey("validate-streaks")
         let holder = try await TestSQL.hold("select nudge_try_run_lock(\(key), 0, 4)", url: database.url)
-        #expect(try await database.count("""
-            select count(*) from pg_locks where locktype = 'advisory' and granted
-               and database = (select oid from pg_database where datname = current_database())
-            """) >= 2)
-        let locked = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+        let locked: ProcessResult
+        do {
+            #expect(try await database.count("""
+                select count(*) from pg_locks where locktype = 'advisory' and granted
+                   and database = (select oid from pg_database where datname = current_database())
+                """) >= 2)
+            locked = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
+        } catch {
+            await holder.end()
+            throw error
+        }
         await holder.end()
         #expect(locked.status == 0, "\(locked.stderr)")
         #expect(locked.stderr.contains("holds the lock"))

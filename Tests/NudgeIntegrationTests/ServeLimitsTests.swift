@@ -240,9 +240,15 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let newSecret = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"
         func post(_ environment: [String: String]) async throws -> String {
             let serve = try await ServeProcess.start(database, environment: environment)
-            defer { Task { await serve.stop() } }
-            let result = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+            let result: ProcessResult
+            do {
+                result = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
                                          "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
+            } catch {
+                await serve.stop()
+                throw error
+            }
+            await serve.stop()   // before the next server starts, its process slot given back
             return result.stdout
         }
         #expect(try await post(["NUDGE_UNSUBSCRIBE_SECRET": newSecret]) == "400")

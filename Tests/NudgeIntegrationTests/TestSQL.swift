@@ -14,10 +14,15 @@ import NIOPosix
 enum TestSQL {
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
-    /// How long one script may take, connection included, before its session is closed and the
-    /// test told: far above any fixture's or check's time, so that a wait that never ends (a lock
-    /// a test forgot) fails its test instead of holding the run.
+    /// How long one script may take once connected before its session is closed and the test
+    /// told: far above any fixture's or check's time, so that a wait that never ends (a lock a
+    /// test forgot) fails its test instead of holding the run. The server bounds the statement
+    /// itself a little sooner (`statement_timeout`), so that it never runs after the test gave up.
     static let bound: TimeAmount = .minutes(3)
+    static let statementBound = "170s"
+
+    /// How long a held session (`hold`) may stay open: as long as any test that holds a lock.
+    static let heldBound: TimeAmount = .minutes(20)
 
     /// `sql` run on the database `url` names (a `postgres://user@host/db?host=SOCKET&port=N` URL,
     /// as `scripts/pg` prints; trust authentication, as the test server has on its socket).
@@ -32,7 +37,7 @@ enum TestSQL {
         let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
         let task = Task {
             do {
-                try await session(url) { session in
+                try await session(url, bound: heldBound) { session in
                     _ = try await session.run(sql)
                     isReady.finish()
                     for await _ in released {}
@@ -49,7 +54,7 @@ enum TestSQL {
         fileprivate let release: AsyncStream<Void>.Continuation
         fileprivate let task: Task<Void, Never>
 
-        /// Closes the session, and returns once it is closed.
+        /// Closes the session, and returns once it is closed (its locks released).
         func end() async {
             release.finish()
             await task.value
@@ -57,7 +62,8 @@ enum TestSQL {
     }
 
     /// A session of its own for `body`, closed after it (and after `bound` whatever happens).
-    static func session<T: Sendable>(_ url: String, _ body: (inout Session) async throws -> T) async throws -> T {
+    static func session<T: Sendable>(_ url: String, bound: TimeAmount = bound,
+                                     _ body: (inout Session) async throws -> T) async throws -> T {
         let address = try Address(url)
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(.seconds(10))
@@ -70,7 +76,8 @@ enum TestSQL {
         defer { timer.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
             var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound)
-            try await outbound.write(Self.startup(user: address.user, database: address.database))
+            try await outbound.write(Self.startup(user: address.user, database: address.database,
+                                                  options: bound == Self.bound ? "-c statement_timeout=\(statementBound)" : nil))
             do {
                 try await session.messages.untilReady()
             } catch let failure as SQLFailure {
@@ -79,8 +86,8 @@ enum TestSQL {
             let value = try await body(&session)
             // Terminate, and wait for the server to close: its session has then ended, its locks
             // gone with it (a database it was on can be copied at once).
-            try await outbound.write(ByteBuffer(bytes: [UInt8(ascii: "X"), 0, 0, 0, 4]))
-            while try await session.messages.inbound.next() != nil {}
+            try? await outbound.write(ByteBuffer(bytes: [UInt8(ascii: "X"), 0, 0, 0, 4]))
+            while (try? await session.messages.inbound.next()) != nil {}
             return value
         }
     }
@@ -90,17 +97,26 @@ enum TestSQL {
         fileprivate var messages: Messages
         fileprivate let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
 
-        /// `sql`'s rows, as `psql -At` prints them.
+        /// `sql`'s rows, as `psql -At` prints them; a `Refused` with the server's error.
         mutating func run(_ sql: String) async throws -> String {
+            guard !sql.utf8.contains(0) else { throw TestFailure("SQL with a NUL byte cannot be sent: \(sql)") }
             try await outbound.write(TestSQL.query(sql))
             do {
                 return try await messages.results()
             } catch let failure as SQLFailure {
-                throw TestFailure("SQL failed: \(failure.message)\n\(sql)")
+                throw Refused(message: failure.message, sql: sql)
             } catch {
                 throw TestFailure("SQL failed: \(error)\n\(sql)")
             }
         }
+    }
+
+    /// The server refused a script: its error as psql prints it, and the script.
+    struct Refused: Error, CustomStringConvertible {
+        let message: String
+        let sql: String
+
+        var description: String { "SQL failed: \(message)\n\(sql)" }
     }
 
     /// Where a test URL points.
@@ -118,18 +134,22 @@ enum TestSQL {
             if let folder = query["host"], folder.hasPrefix("/") {
                 socket = try SocketAddress(unixDomainSocketPath: "\(folder)/.s.PGSQL.\(port)")
             } else {
-                socket = try SocketAddress.makeAddressResolvingHost(query["host"] ?? parts.host ?? "localhost", port: port)
+                // An address, never a name to look up: a lookup would block the caller's thread.
+                let host = query["host"] ?? parts.host ?? "localhost"
+                socket = try SocketAddress(ipAddress: host == "localhost" ? "127.0.0.1" : host, port: port)
             }
-            self.user = user.removingPercentEncoding ?? user
+            self.user = user
             let path = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
             database = path.isEmpty ? self.user : path
         }
     }
 
-    static func startup(user: String, database: String) -> ByteBuffer {
+    static func startup(user: String, database: String, options: String?) -> ByteBuffer {
         var body = ByteBuffer()
         body.writeInteger(Int32(196_608))   // protocol 3.0
-        for (key, value) in [("user", user), ("database", database), ("client_encoding", "UTF8")] {
+        var parameters = [("user", user), ("database", database), ("client_encoding", "UTF8")]
+        if let options { parameters.append(("options", options)) }
+        for (key, value) in parameters {
             body.writeNullTerminatedString(key)
             body.writeNullTerminatedString(value)
         }
@@ -175,14 +195,18 @@ enum TestSQL {
 
         mutating func next() async throws -> (type: UInt8, body: ByteBuffer) {
             while true {
-                if buffer.readableBytes >= 5, let length = buffer.getInteger(at: buffer.readerIndex + 1, as: Int32.self),
-                   buffer.readableBytes >= 1 + Int(length) {
-                    let type = buffer.readInteger(as: UInt8.self)!
-                    buffer.moveReaderIndex(forwardBy: 4)
-                    let body = buffer.readSlice(length: Int(length) - 4)!
-                    return (type, body)
+                if buffer.readableBytes >= 5, let length = buffer.getInteger(at: buffer.readerIndex + 1, as: Int32.self) {
+                    guard length >= 4 else { throw TestFailure("the server sent a message of length \(length)") }
+                    if buffer.readableBytes >= 1 + Int(length) {
+                        let type = buffer.readInteger(as: UInt8.self)!
+                        buffer.moveReaderIndex(forwardBy: 4)
+                        let body = buffer.readSlice(length: Int(length) - 4)!
+                        return (type, body)
+                    }
                 }
-                guard var more = try await inbound.next() else { throw TestFailure("the session ended before the server's answer (one is closed after \(TestSQL.bound))") }
+                guard var more = try await inbound.next() else {
+                    throw TestFailure("the session ended before the server's answer (closed by the server, or by TestSQL's bound)")
+                }
                 buffer.discardReadBytes()
                 buffer.writeBuffer(&more)
             }
@@ -226,7 +250,7 @@ enum TestSQL {
                     if let failure { throw failure }
                     return rows.joined(separator: "\n")
                 case UInt8(ascii: "G"), UInt8(ascii: "H"):
-                    throw TestFailure("COPY from or to the client: run it with psql (runProcessOffThePool)")
+                    throw TestFailure("COPY from or to the client: run it as a psql script (TestDatabase.runScript)")
                 default: continue   // row descriptions, command tags, notices
                 }
             }

@@ -99,11 +99,15 @@ enum DigestFixture {
         }
         var queuedAt: [String: [String]] = [:]   // user -> the ticks that queued their digests
         var lastID = 0
+        var skipped = 0
         for saturday in ["2026-02-28", "2026-03-07", "2026-03-14", "2026-03-21", "2026-03-28", "2026-04-04"] {
             var tick = at("\(saturday)T12:00:00Z")
             let end = tick.addingTimeInterval(48 * 3600)
             while tick < end {
                 guard try await database.anyoneDue(for: "weekly-digest", at: tick) else {
+                    // One in eight of the runs skipped as reading nobody is run: it does read nobody.
+                    skipped += 1
+                    if skipped % 8 == 0 { #expect(try await weeklyDigest(database, at: tick).counts.processed == 0, "\(tick)") }
                     tick = tick.addingTimeInterval(15 * 60)
                     continue
                 }

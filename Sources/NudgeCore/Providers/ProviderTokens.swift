@@ -169,7 +169,7 @@ extension ProviderTokenStore {
         } catch let error as NudgeError where error.kind == .configuration {
             return .refused("could not \(what): \(error)")
         } catch {
-            return .unavailable("could not \(what): \(ProviderHTTP.describe(error))")
+            return .unavailable("could not \(what): \(describe(error))")
         }
     }
 }
