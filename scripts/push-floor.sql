@@ -62,7 +62,8 @@ select w.user_id, w.tz, w.today, w.last_active_at, cp.notification_preferences->
  where cp.notification_preferences->'check_ins_enabled' = 'true'::jsonb
    and (select true from push_tokens t where t.user_id = w.user_id limit 1);
 
--- Seed 002's frequency logic on the user's local days, then the layer the job found, if any.
+-- The frequency rules on the user's local days (docs/jobs/push-trigger.md, "Frequency"), then
+-- the layer the job found, if any.
 create temp table pf_decided on commit drop as
 select f.user_id, f.today, f.conversations, f.messages, f.last_words,
        case when (f.today - (f.last_push at time zone f.tz)::date)

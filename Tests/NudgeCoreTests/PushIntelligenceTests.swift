@@ -27,7 +27,8 @@ private func firstDay(_ text: String, sentAt: String, locale: String = "en") -> 
     }
 
     @Test func thisWeekdayIsTheNearestAndNextWeekdayIsInTheFollowingWeek() {
-        // Seed 002, review fix M1.
+        // "this Thursday" is the nearest, "next Thursday" in the following week
+        // (docs/jobs/push-trigger.md, "What to say").
         #expect(firstDay("big meeting this Thursday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-12")))
         #expect(firstDay("big meeting next Thursday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-19")))
         #expect(firstDay("big meeting this Tuesday", sentAt: "2026-02-10T09:00:00Z") == .day(day("2026-02-10")))

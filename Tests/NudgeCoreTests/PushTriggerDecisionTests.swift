@@ -72,9 +72,10 @@ import Testing
         #expect(change.change.nextDue == ISO8601DateFormatter().date(from: "2026-02-11T10:00:00Z"))
     }
 
-    /// The seed's 100 ms between batches of 50 paces the LLM: a batch owes it for the users whose
-    /// push it went to have the LLM write, so one with none owes nothing and a batch of 2,000
-    /// keeps the pace of batches of 50; a dry run without the LLM owes nothing.
+    /// The pause of 100 ms for each 50 users paces the LLM (docs/jobs/push-trigger.md): a batch
+    /// owes it for the users whose push it went to have the LLM write, so one with none owes
+    /// nothing and a batch of 2,000 keeps the pace of batches of 50; a dry run without the LLM
+    /// owes nothing.
     @Test func thePauseIsOwedForTheUsersSentToTheLLM() async throws {
         let decision = PushDecision(pushType: .reEngagement, context: "", eventDescription: nil, patternTheme: nil,
                                     conversationDomain: nil, topicSummary: nil)

@@ -276,7 +276,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
 
     @Test func whenTheSessionCheckCannotBeReadNobodyIsPushed() async throws {
         let database = try await PushFixture.usersToFollowUp(3)
-        // Seed 002, review fix M2: the check fails closed.
+        // The session check fails closed (docs/jobs/push-trigger.md, "Frequency").
         let server = try await StandInLLM.start { _ in (.reply(valid), .zero) }
         defer { Task { await server.shutdown() } }
         try await database.psql("alter table conversations rename to conversations_away")

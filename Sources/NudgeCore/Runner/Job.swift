@@ -76,8 +76,8 @@ public protocol Job: Sendable {
     func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>]
 
     /// How long the runner leaves between one batch's outside calls and the next batch's, after
-    /// the batch's `planned` changes went to `complete` (push-trigger: the seed's pause per 50
-    /// users, owed in proportion to the users the batch sent to the LLM).
+    /// the batch's `planned` changes went to `complete` (push-trigger: 100 ms per 50 users,
+    /// owed in proportion to the users the batch sent to the LLM, docs/jobs/push-trigger.md).
     func pause(after planned: [PlannedChange<Change>]) -> Duration
 
     /// How long a batch's outside calls may take all together, when the job's calls leave part

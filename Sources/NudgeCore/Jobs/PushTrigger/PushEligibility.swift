@@ -16,8 +16,9 @@ public enum CheckInFrequency: String, Sendable, CaseIterable {
     }
 }
 
-/// Seed 002's frequency logic, on the user's local days: at most one proactive push a local day,
-/// the user's interval since the last one, and none on a local day with a conversation.
+/// The frequency rules (docs/jobs/push-trigger.md, "Frequency"), on the user's local days: at
+/// most one proactive push a local day, the user's interval since the last one, and none on a
+/// local day with a conversation.
 public enum PushEligibility {
     public enum Refusal: Sendable, Equatable, CustomStringConvertible {
         case tooSoon(lastPushDaysAgo: Int, frequency: CheckInFrequency)

@@ -7,7 +7,7 @@ public enum PushType: String, Sendable, Equatable, CaseIterable {
     case reEngagement = "re_engagement"
 }
 
-/// What a proactive push will be about (seed 002's `PushDecision`).
+/// What a proactive push will be about (docs/jobs/push-trigger.md, "What to say").
 public struct PushDecision: Sendable, Equatable {
     public let pushType: PushType
     /// What the coach knows that makes this push specific, for the prompt: Nudge's words, with
@@ -50,7 +50,7 @@ public struct ConversationSummary: Sendable, Equatable {
     }
 }
 
-/// A pattern the coach has recognised (seed 002's `PatternSummary`, from `pattern_cache`).
+/// A pattern the coach has recognised, from `pattern_cache` (docs/jobs/push-trigger.md, "What to say").
 public struct RecognisedPattern: Sendable, Equatable, Decodable {
     public let theme: String
     public let occurrences: Int
@@ -67,8 +67,8 @@ public struct RecognisedPattern: Sendable, Equatable, Decodable {
     }
 }
 
-/// Seed 002's push intelligence: the three layers in priority order, as pure functions of what
-/// the coach knows about the user and the run's clock.
+/// What a proactive push is about: the three layers in priority order (docs/jobs/push-trigger.md,
+/// "What to say"), as pure functions of what the coach knows about the user and the run's clock.
 public enum PushIntelligence {
     public static let minimumEventConfidence = 0.7
     /// How far ahead an event may be for an event-based push.

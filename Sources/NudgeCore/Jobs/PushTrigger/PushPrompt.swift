@@ -1,6 +1,6 @@
 import Foundation
 
-/// A learned coaching style (seed 002, story 8.6): four preferences from 0 to 1.
+/// A learned coaching style: four preferences from 0 to 1 (docs/jobs/push-trigger.md, "Copy").
 public struct StylePreference: Sendable, Equatable, Decodable {
     public let directVsExploratory: Double
     public let briefVsDetailed: Double
@@ -19,7 +19,7 @@ public struct StylePreference: Sendable, Equatable, Decodable {
              actionVsReflective = "action_vs_reflective", challengingVsSupportive = "challenging_vs_supportive"
     }
 
-    /// The seed's style instructions: a pole where the preference leans clearly, balance otherwise.
+    /// The style's instructions: a pole where the preference leans clearly, balance otherwise.
     public var instructions: String {
         func lean(_ value: Double, _ low: String, _ high: String, _ balanced: String) -> String {
             value < 0.35 ? low : value > 0.65 ? high : balanced
@@ -33,7 +33,7 @@ public struct StylePreference: Sendable, Equatable, Decodable {
         ].joined(separator: " ")
     }
 
-    /// The seed's default when no style has been learned.
+    /// The style when none has been learned (docs/jobs/push-trigger.md, "Copy").
     public static let defaultInstructions = "Use a warm, supportive tone. Balance directness with exploration."
 }
 
@@ -55,10 +55,11 @@ public struct CoachingContext: Sendable, Equatable {
     }
 }
 
-/// Seed 002's `buildPushPrompt`: the seed's prompt, with the user's context and style. Whatever
-/// the user wrote, or the app and the coach gathered about them (a conversation's title and last
-/// words, a pattern, a domain, a preference), is marked as data (`UserText.asData`), and the
-/// prompt says that data is never instructions: a user cannot write the prompt.
+/// The prompt of a proactive push, with the user's context and style (docs/jobs/push-trigger.md,
+/// "Copy"). Whatever the user wrote, or the app and the coach gathered about them (a
+/// conversation's title and last words, a pattern, a domain, a preference), is marked as data
+/// (`UserText.asData`), and the prompt says that data is never instructions: a user cannot write
+/// the prompt.
 public enum PushPrompt {
     public static func build(_ decision: PushDecision, context: CoachingContext) -> String {
         let data = UserText.asData

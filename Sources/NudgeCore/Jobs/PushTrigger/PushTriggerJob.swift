@@ -2,14 +2,14 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// push-trigger (seed 002): at 10:00 in each user's time zone (the definition's `localTime`, for
-/// `dueForMinutes` after it), once per local day, it decides whether a proactive check-in is due
-/// (check-ins on, an active push token, the frequency's interval, no conversation today), what it
-/// is about (an upcoming event, a recognised pattern, the last conversation), and has the LLM
-/// write it. The push goes to the outbox with its `push_log` row, in the batch's one transaction.
-/// Every candidate's decision for the day is marked in `job_work`, so a later run that day
-/// decides nothing twice; a user whose LLM call failed or whose copy was rejected is not marked,
-/// and a later run within the window tries again.
+/// push-trigger (docs/jobs/push-trigger.md): at 10:00 in each user's time zone (the definition's
+/// `localTime`, for `dueForMinutes` after it), once per local day, it decides whether a proactive
+/// check-in is due (check-ins on, an active push token, the frequency's interval, no conversation
+/// today), what it is about (an upcoming event, a recognised pattern, the last conversation), and
+/// has the LLM write it. The push goes to the outbox with its `push_log` row, in the batch's one
+/// transaction. Every candidate's decision for the day is marked in `job_work`, so a later run that
+/// day decides nothing twice; a user whose LLM call failed or whose copy was rejected is not
+/// marked, and a later run within the window tries again.
 ///
 /// It reads only the users whose 10:00 has come (`DueSource`): the batch's write moves each one's
 /// instant to their next 10:00, and triggers make a user due at once when their time zone
@@ -101,11 +101,11 @@ public struct PushTriggerJob: RegisteredJob {
 
     public var completesOutside: Bool { true }
 
-    /// The seed's pause between batches of 50 users (`pauseBetweenBatchesMilliseconds` after
-    /// each `batchSize` users of the definition) paces the LLM calls: a batch owes it in
-    /// proportion to the users it sent to the LLM, so a batch that sent none owes nothing, one
-    /// of the seed's 50 that all went owes it whole, and a bigger batch (`--batch-size`) keeps
-    /// the same pace.
+    /// The pause between batches (`pauseBetweenBatchesMilliseconds` after each `batchSize` users
+    /// of the definition: 100 ms for each 50, docs/jobs/push-trigger.md) paces the LLM calls: a
+    /// batch owes it in proportion to the users it sent to the LLM, so a batch that sent none
+    /// owes nothing, one of 50 that all went owes it whole, and a bigger batch (`--batch-size`)
+    /// keeps the same pace.
     public func pause(after planned: [PlannedChange<Change>]) -> Duration {
         // A dry run without the LLM asks it nothing.
         guard llm != nil else { return .zero }
@@ -296,7 +296,8 @@ public struct PushTriggerJob: RegisteredJob {
                            notifications: [], tally: ["skipped:\(outcome)": 1]))
     }
 
-    /// The cached patterns while the cache is fresh: it goes stale after 3 sessions (seed 002).
+    /// The cached patterns while the cache is fresh: it goes stale after 3 sessions
+    /// (docs/jobs/push-trigger.md, "What to say").
     private func freshPatterns(_ facts: Facts) throws -> [RecognisedPattern] {
         guard let json = facts.patterns, (facts.patternSessions ?? 0) < 3 else { return [] }
         do {
@@ -320,7 +321,7 @@ public struct PushTriggerJob: RegisteredJob {
             throw MalformedData("context_profiles.coaching_preferences is malformed (preferred_style, domain_usage, session_patterns)")
         }
         // A domain's style missing a dimension (learned before all four existed) is no style:
-        // the seed's default applies.
+        // the default style applies (docs/jobs/push-trigger.md, "Copy").
         let styles = ((try? JSONDecoder().decode([String: LenientStyle].self, from: Data(facts.domainStyles.utf8))) ?? [:])
             .compactMapValues(\.style)
         let usage = (preferences.domain_usage ?? [:]).filter { $0.value > 0 }

@@ -29,7 +29,7 @@ public enum EventTime: Sendable, Equatable, CustomStringConvertible {
     static let evening = LocalTime(hour: 18, minute: 0)!
 }
 
-/// An upcoming event found in one of the user's messages (seed 002, temporal reference extraction).
+/// An upcoming event found in one of the user's messages (docs/jobs/push-trigger.md, "What to say").
 public struct TemporalReference: Sendable, Equatable {
     /// What kind of event ("presentation", "interview"): a category word, never the user's sentence
     /// or a person's name, so that it may go into `push_log.metadata`.
