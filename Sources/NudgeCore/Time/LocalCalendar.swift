@@ -23,7 +23,7 @@ public struct LocalCalendar: Sendable {
     /// The offsets asked so far (`offset(at:)`), shared by the copies of this calendar.
     private let offsets = SharedOffsets()
 
-    /// A user with no time zone is in UTC (seed 002); an unknown name is an error for that user.
+    /// A user with no time zone is in UTC; an unknown name is an error for that user (docs/design.md).
     public init(identifier: String?) throws(Failure) {
         guard let identifier, !identifier.isEmpty else {
             self.timeZone = TimeZone(identifier: "UTC")!
