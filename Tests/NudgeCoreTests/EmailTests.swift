@@ -96,7 +96,8 @@ import Testing
                      hadActivity: activity)
     }
 
-    /// The seed's example, in both parts and both languages, numbers as each locale writes them.
+    /// The example of docs/jobs/weekly-digest.md, in both parts and both languages, numbers as each
+    /// locale writes them.
     @Test func theSeedsExampleInBothPartsAndBothLanguages() {
         let english = DigestEmail.render(week(), copy: DigestCopy(locale: "en"), name: "Sam", email: "sam@example.com",
                                          unsubscribeURL: "https://n.example/unsubscribe?token=t&x", dashboardURL: nil,

@@ -30,7 +30,7 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
     let signup = day("2026-03-01")
 
     @Test func newUsersGetTheConservativeDefaultsForSevenDays() {
-        // Day 1: nothing known yet: the seed's default, 7,000.
+        // Day 1: nothing known yet: the default, 7,000 (docs/jobs/generate-daily-goals.md).
         let first = GoalRules.dailyTargets(on: signup, signedUpOn: signup, tracking: [:], memberships: [weightCircle(start: 200, target: 180)])
         #expect(first == .init(steps: 7_000, weight: nil, basis: .newUser, stepsFromBaseline: false, reasons: []))
         // Day 4 of a sedentary start (under 5,000 a day): 5,000; a moderate one: 7,000. No weight goal yet.

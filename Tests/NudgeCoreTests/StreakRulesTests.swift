@@ -27,7 +27,7 @@ private func settle(_ pattern: String, from start: String = "2026-03-02", state:
     }
 
     @Test func freezeIsUsedOnTheFirstMissedDayOfTheWeek() {
-        // The seed's user flow: a 4-day streak, then day 5 is missed.
+        // A 4-day streak, then day 5 is missed: the week's freeze is used (docs/jobs/validate-streaks.md).
         let (state, outcomes) = settle("xxxx.")
         #expect(outcomes.last == .freezeUsed)
         #expect(state.currentStreak == 4)

@@ -1,15 +1,15 @@
 import Foundation
 
-/// The daily and weekly goal rules of seed 003, Features 1 and 2, as pure functions of a user's
-/// tracking rows and FitCircle memberships. Weights are in pounds; a weight goal's target is a
-/// change (negative: a loss), met when the actual change is at or below it.
+/// The daily and weekly goal rules (docs/jobs/generate-daily-goals.md), as pure functions of a
+/// user's tracking rows and FitCircle memberships. Weights are in pounds; a weight goal's target is
+/// a change (negative: a loss), met when the actual change is at or below it.
 public enum GoalRules {
     /// Days 1-7 after sign-up (the sign-up day is day 1) get the new-user goals.
     static let newUserDays = 7
     /// A new user whose logged days average fewer steps than this is sedentary.
     static let sedentaryBelowSteps = 5_000
     static let sedentaryStepsGoal = 5_000
-    /// Moderate new users, and the default when nothing is known (seed 003: "default: 7,000").
+    /// Moderate new users, and the default when nothing is known (docs/jobs/generate-daily-goals.md).
     static let moderateStepsGoal = 7_000
     static let stepsCap = 15_000
     /// An established user's step baseline needs steps on at least this many of the last 7 days.

@@ -18,7 +18,7 @@ public struct TrackingDay: Sendable, Equatable {
         self.weight = weight
     }
 
-    /// A day counts as checked in when mood and energy are logged (seed 003, Feature 4).
+    /// A day counts as checked in when mood and energy are logged (docs/jobs/validate-streaks.md).
     public var isCheckedIn: Bool { mood != nil && energy != nil }
 
     /// Why the row holds values no person could have logged, or nil when it is plausible.

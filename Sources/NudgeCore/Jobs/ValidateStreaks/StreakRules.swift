@@ -1,6 +1,6 @@
 import Foundation
 
-/// A user's streak as `user_streaks` holds it (seed 003, Feature 4).
+/// A user's streak as `user_streaks` holds it (docs/jobs/validate-streaks.md).
 public struct StreakState: Sendable, Equatable {
     public var currentStreak: Int
     public var longestStreak: Int

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Which of the digest's two channels a user gets (seed 003 Features 7 and 8): the push when push
+/// Which of the digest's two channels a user gets (docs/jobs/weekly-digest.md): the push when push
 /// notifications and the weekly-digest push are on and a device is registered; the email when
 /// email, the weekly-digest email (both tables' switches) are on and the user has an address.
 public struct DigestPreferences: Sendable, Equatable {

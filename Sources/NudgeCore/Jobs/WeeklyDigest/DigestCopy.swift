@@ -60,7 +60,7 @@ public struct DigestCopy: Sendable, Equatable {
     /// What stands for a circle whose name cannot be shown (`UserText.circleName`).
     public var unnamedCircle: String { french ? "un de tes FitCircles" : "one of your FitCircles" }
 
-    /// Seed 003 Feature 6: "📅 Week in Review: 52,341 steps, 7-day streak maintained, #2 in Work Warriors".
+    /// The push (docs/jobs/weekly-digest.md): "📅 Week in Review: 52,341 steps, 7-day streak maintained, #2 in Work Warriors".
     public func pushBody(_ week: WeekInReview) -> String {
         guard week.hadActivity else {
             return french
@@ -89,7 +89,7 @@ public struct DigestCopy: Sendable, Equatable {
 
     public var pushTitle: String { french ? "Ta semaine en bref" : "Your week in review" }
 
-    /// Seed 003 Feature 7: "Your Week in Review: 52,341 steps, 7-day streak 🔥".
+    /// The email's subject (docs/jobs/weekly-digest.md): "Your Week in Review: 52,341 steps, 7-day streak 🔥".
     public func subject(_ week: WeekInReview) -> String {
         let lead = french ? "Ta semaine en bref" : "Your Week in Review"
         guard week.hadActivity else { return french ? "\(lead) : une nouvelle semaine t'attend" : "\(lead): a fresh week awaits" }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The weekly digest email (seed 003 Feature 7's example): the template's model, from the week
+/// The weekly digest email (docs/jobs/weekly-digest.md): the template's model, from the week
 /// in review and the user's name and address. Every number is formatted here, once, for both
 /// parts, so the HTML and the text say the same.
 public enum DigestEmail {

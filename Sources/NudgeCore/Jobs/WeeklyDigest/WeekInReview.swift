@@ -1,8 +1,8 @@
 import Foundation
 
-/// A user's local week, Monday to Sunday, as the weekly digest tells it (seed 003 Features 2 and
-/// 7): what they did, against their goals, and next week's steps goal. Every number comes from
-/// their own rows; a quiet week has none to show.
+/// A user's local week, Monday to Sunday, as the weekly digest tells it
+/// (docs/jobs/weekly-digest.md): what they did, against their goals, and next week's steps goal.
+/// Every number comes from their own rows; a quiet week has none to show.
 public struct WeekInReview: Sendable, Equatable {
     public let monday: LocalDate
     /// The week's steps (nil when no day of it has steps).
@@ -41,7 +41,7 @@ public struct WeekInReview: Sendable, Equatable {
     }
 
     public enum NextGoalSource: Sendable, Equatable {
-        /// The user's own last 7 days + 10 % (seed 003 F1), times 7.
+        /// The user's own last 7 days + 10 % (docs/jobs/generate-daily-goals.md), times 7.
         case progress
         /// A steps circle's `challenge_step_goal`.
         case circle
