@@ -260,8 +260,9 @@ struct ReminderCopyTests {
 }
 
 struct ReminderPreferenceTests {
-    /// Seed 003 F8: the check-in reminder and challenge milestones cannot be turned off; the
-    /// optional types obey their switches; every email type but the required ones obeys its own.
+    /// The check-in reminder and challenge milestones cannot be turned off (docs/jobs/reminders.md,
+    /// "The parts"); the optional types obey their switches; every email type but the required ones
+    /// obeys its own.
     @Test func requiredTypesIgnoreTheirSwitchAndOptionalOnesObeyIt() {
         var off = DeliveryPreferences()
         off.pushSwitchedOff = ["push_daily_checkin", "push_challenge_milestone", "push_weekly_goal", "push_data_submission"]
@@ -276,7 +277,8 @@ struct ReminderPreferenceTests {
         #expect(off.emailRefusal(for: "daily_checkin") != nil)
         #expect(off.emailRefusal(for: "streak_at_risk") != nil)
         #expect(off.emailRefusal(for: "monthly_report") != nil)
-        // Quiet hours: the required reminder goes through them (seed 003); the optional ones wait.
+        // Quiet hours: the required reminder goes through them; the optional ones wait
+        // (docs/jobs/reminders.md, "What dispatch does with them").
         #expect(NotificationKind.of("daily_checkin").passesQuietHours)
         #expect(!NotificationKind.of("weekly_goal_progress").passesQuietHours)
         #expect(!NotificationKind.of("streak_milestone").passesQuietHours)

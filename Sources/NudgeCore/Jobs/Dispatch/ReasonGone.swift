@@ -61,6 +61,6 @@ public enum ReminderTimeSource: String, Sendable, Equatable {
     case chosen
     /// Learned from the user's check-ins.
     case learned
-    /// Seed 003's 20:00.
+    /// 20:00, the default (docs/jobs/reminders.md, "The reminder time").
     case standard = "default"
 }

@@ -1,8 +1,8 @@
 import Foundation
 
-/// The words of the reminders (seed 003 F6's examples and Flow 1's first week), in English and
-/// French, with the user's real numbers. Never a shaming line: a user who lost a streak is
-/// invited to start a new one, and one who came back is welcomed back.
+/// The words of the reminders (docs/jobs/reminders.md, "The words"), in English and French, with
+/// the user's real numbers. Never a shaming line: a user who lost a streak is invited to start a
+/// new one, and one who came back is welcomed back.
 public struct ReminderCopy: Sendable {
     public let locale: String
     let numbers: DigestCopy
@@ -29,10 +29,10 @@ public struct ReminderCopy: Sendable {
 
     // MARK: Pushes
 
-    /// The daily check-in reminder by the day of the streak today is (`StreakRules.dayNumber`):
-    /// 0 without a streak (Flow 1's day 1, or a fresh start after a lost one), 2 the day after a
-    /// first check-in (Flow 1's day 2) or after a comeback (`longestStreak` 2 or more: "You're
-    /// back!"), more in a streak, which it names.
+    /// The daily check-in reminder by the day of the streak today is (`StreakRules.dayNumber`): 0
+    /// without a streak (a new user's first day, or a fresh start after a lost one), 2 the day
+    /// after a first check-in (a new user's second day) or after a comeback (`longestStreak` 2 or
+    /// more: "You're back!"), more in a streak, which it names.
     public func checkin(dayNumber: Int, longestStreak: Int) -> (title: String, body: String) {
         let title = french ? "⏰ Ton check-in du jour" : "⏰ Daily Check-in Reminder"
         switch (dayNumber, french) {
@@ -59,8 +59,8 @@ public struct ReminderCopy: Sendable {
         }
     }
 
-    /// Seed 003's "You're halfway through the week but only at 35% of your step goal", said as it
-    /// is on Wednesday evening: the share of the week gone, and of the goal reached.
+    /// Weekly goal progress, said as it is on Wednesday evening: the share of the week gone, and
+    /// of the goal reached (docs/jobs/reminders.md, "The parts").
     public func weeklyGoal(percent value: Int, weekGone: Int) -> (title: String, body: String) {
         french
             ? ("📊 Objectif de la semaine",
@@ -69,7 +69,8 @@ public struct ReminderCopy: Sendable {
                "The week is \(percent(weekGone)) gone and you're at \(percent(value)) of your step goal. You've got this!")
     }
 
-    /// Seed 003: "Submit today's 8,234 steps to your FitCircles before midnight!"
+    /// "Submit today's 8,234 steps to your FitCircles before midnight!" (docs/jobs/reminders.md,
+    /// "The words").
     public func dataSubmission(steps: Int?) -> (title: String, body: String) {
         let title = french ? "🏃 Tes FitCircles t'attendent" : "🏃 FitCircle Data Submission"
         guard let steps, steps > 0 else {
@@ -86,8 +87,9 @@ public struct ReminderCopy: Sendable {
                : ("⚖️ FitCircle Data Submission", "Submit today's weight to your FitCircles before midnight!")
     }
 
-    /// Seed 003: "🎉 Halfway there! You're 50% to your weight loss goal.", in the circle it names
-    /// ("in your FitCircle" when its name cannot be shown, `UserText.circleName`).
+    /// A challenge milestone (docs/jobs/reminders.md, "The words"): "🎉 Halfway there! You're 50% to
+    /// your weight loss goal.", in the circle it names ("in your FitCircle" when its name cannot be
+    /// shown, `UserText.circleName`).
     public func milestone(_ percent: Int, challenge: FitCircleMembership.Challenge, circle: String) -> (title: String, body: String) {
         let goal = switch (challenge, french) {
         case (.steps, false): "step goal"
@@ -113,8 +115,8 @@ public struct ReminderCopy: Sendable {
         }
     }
 
-    /// Seed 003 Flow 1, day 7: "You did it! 7-day streak complete. Your daily goals are now
-    /// personalized based on your baseline."
+    /// The streak badge (docs/jobs/reminders.md, "The words"); on day 7: "You did it! 7-day streak
+    /// complete. Your daily goals are now personalized based on your baseline."
     public func streakMilestone(_ badge: StreakBadge) -> (title: String, body: String) {
         switch (badge, french) {
         case (.weekWarrior, false):
@@ -153,7 +155,7 @@ public struct ReminderCopy: Sendable {
         }
     }
 
-    /// Seed 003 F7's welcome email.
+    /// The welcome email (docs/jobs/reminders.md, "Emails").
     public var welcome: EmailText {
         french
             ? EmailText(subject: "Bienvenue sur FitCircle ! C'est parti 🎉", heading: "Bienvenue sur FitCircle",
@@ -168,7 +170,8 @@ public struct ReminderCopy: Sendable {
                         button: "Complete Check-in", signOff: "See you inside!")
     }
 
-    /// The daily check-in reminder by email (seed 003 F7: 21:00, no push token).
+    /// The daily check-in reminder by email (at 21:00 for a user no push reaches,
+    /// docs/jobs/reminders.md, "The parts").
     public func checkinEmail(dayNumber: Int, longestStreak: Int) -> EmailText {
         let line = checkin(dayNumber: dayNumber, longestStreak: longestStreak).body
         return french
@@ -180,8 +183,8 @@ public struct ReminderCopy: Sendable {
                         button: "Complete Check-in", signOff: "See you inside!")
     }
 
-    /// Seed 003 F7's streak-at-risk email, as Nudge's rule has it: a miss with the week's freeze
-    /// already used ("never miss twice").
+    /// The streak-at-risk email (docs/jobs/reminders.md, "The parts"): a miss with the week's
+    /// freeze already used ("never miss twice").
     public func streakRiskEmail(streak: Int) -> EmailText {
         french
             ? EmailText(subject: "⚠️ Ta série de \(days(streak)) est en danger !", heading: "Ta série est en danger",
@@ -206,8 +209,9 @@ public struct ReminderCopy: Sendable {
                         button: "View the Leaderboard", signOff: "Keep crushing it!")
     }
 
-    /// The monthly progress report (seed 003 F7: the 1st, 09:00). Its subject names what the user
-    /// did: their steps, or, without steps, their check-ins, or else their active days (weigh-ins).
+    /// The monthly progress report (the 1st, 09:00; docs/jobs/reminders.md, "The parts"). Its
+    /// subject names what the user did: their steps, or, without steps, their check-ins, or else
+    /// their active days (weigh-ins).
     public func monthlyReport(_ month: ReminderRules.Month, streak: Int) -> EmailText {
         let name = monthName(month.first)
         let did = if month.steps > 0 {

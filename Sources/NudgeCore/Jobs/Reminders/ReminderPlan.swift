@@ -1,9 +1,9 @@
 import Foundation
 
-/// One user's reminders at one instant: each part's decision, in the order of seed 003's table,
-/// with the work marks, outbox rows and milestone records it implies, and the user's next
-/// instant (the earliest moment of a part still ahead). Pure: the same facts and clock give the
-/// same plan.
+/// One user's reminders at one instant: each part's decision, in the order of the table of
+/// docs/jobs/reminders.md ("The parts"), with the work marks, outbox rows and milestone records it
+/// implies, and the user's next instant (the earliest moment of a part still ahead). Pure: the same
+/// facts and clock give the same plan.
 struct ReminderPlan {
     let job: RemindersJob
     let user: UserInTime

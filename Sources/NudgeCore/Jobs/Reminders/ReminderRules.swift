@@ -29,10 +29,11 @@ public enum ReminderPart: String, Sendable, CaseIterable {
     case unplaced
 }
 
-/// The times of seed 003's table, and the rules that are not about one user's data.
+/// The times of the reminders (docs/jobs/reminders.md, "The parts"), and the rules that are not
+/// about one user's data.
 public enum ReminderRules {
     public static let defaultReminderTime = LocalTime(hour: 20, minute: 0)!
-    /// Seed 003 F7: the email instead, at 21:00, for a user no push reaches.
+    /// The email instead, at 21:00, for a user no push reaches (docs/jobs/reminders.md, "The parts").
     public static let checkinEmailTime = LocalTime(hour: 21, minute: 0)!
     public static let morning = LocalTime(hour: 9, minute: 0)!
     public static let weeklyGoalTime = LocalTime(hour: 18, minute: 0)!
@@ -57,7 +58,7 @@ public enum ReminderRules {
 
     // MARK: The learned reminder time
 
-    /// Seed 003 (remind before the user usually checks in): at least this many check-in days…
+    /// The learned time (docs/jobs/reminders.md, "The reminder time"): at least this many check-in days…
     public static let learnedFromDays = 14
     /// …of the last 28 local days before today.
     public static let learningWindowDays = 28
@@ -210,7 +211,7 @@ public enum ReminderRules {
     // MARK: Challenge milestones
 
     public static let milestones = [25, 50, 75, 100]
-    /// Seed 003 F7: by email, 50 % and 100 % only.
+    /// By email, 50 % and 100 % only (docs/jobs/reminders.md, "The parts").
     public static let emailMilestones: Set<Int> = [50, 100]
 
     /// What a user's progress in one circle tells now: the milestones reached and not decided

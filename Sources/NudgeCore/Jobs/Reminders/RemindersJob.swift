@@ -3,7 +3,7 @@ import Logging
 import PostgresNIO
 
 /// reminders (docs/jobs/reminders.md): the daily check-in reminder at each
-/// user's own time, and seed 003's other notifications (`ReminderPart`), each decided at most
+/// user's own time, and the other parts that page lists (`ReminderPart`), each decided at most
 /// once per its period from the user's data at its moment, and queued for dispatch.
 ///
 /// It reads only what is due (`DueSource`): each user's next instant for this job is in
