@@ -1,5 +1,5 @@
 -- The floor of leaderboard-refresh: the boards a first refresh at :now computes, by the same
--- rules (seed 003 Features 3 and 5, as docs/jobs/leaderboard-refresh.md states them), in set-based SQL alone with
+-- rules (docs/jobs/leaderboard-refresh.md), in set-based SQL alone with
 -- window functions, written independently of the job's Swift. Its result goes to the table
 -- leaderboard_floor, shaped like fitcircle_leaderboard_entries; the tests and scripts/bench
 -- compare the two.
@@ -141,7 +141,8 @@ valued as (
                when not w.weighed_in then null
                when r.period = 'daily' then
                    round(100 * (r.starting_weight - w.last_weight) / (r.starting_weight - r.target_weight), 2)
-               -- The week's goal: (starting − target) ÷ the weeks remaining from its Monday (seed 003 Feature 2).
+               -- The week's goal: (starting − target) ÷ the weeks remaining from its Monday
+               -- (docs/jobs/generate-daily-goals.md).
                when r.period = 'weekly' then
                    round(100 * greatest(1, (r.ends_on - r.period_start + 1 + 6) / 7)
                              * (coalesce(w.weight_before, r.starting_weight) - w.last_weight)

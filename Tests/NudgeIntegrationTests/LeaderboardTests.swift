@@ -200,8 +200,9 @@ extension TestDatabase {
         #expect(late["members_without_goal"] ?? 0 >= 1)
         try await expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #- - -")
         try await expectBoard(database, Self.weight, "monthly", "2026-03-01", "12 #1 3 -, 13 #2 2 -, 11 #3 2 -")
-        // 11 weighs in again at 00:20 local for the 10th (within the seed's grace): not counted at
-        // 00:25, while the 10th waits for its final refresh, then counted at 00:31.
+        // 11 weighs in again at 00:20 local for the 10th (within the grace for late submissions,
+        // docs/jobs/leaderboard-refresh.md, "Cadence"): not counted at 00:25, while the 10th waits
+        // for its final refresh, then counted at 00:31.
         try await database.psql("update fitcircle_data_submissions set weight = 85, submitted_at = '2026-03-10T10:20:00Z' where user_id = md5('user-11')::uuid")
         try await database.refreshLeaderboards("2026-03-10T10:25:00Z")
         try await expectBoard(database, Self.weight, "daily", "2026-03-10", "12 #1 30 -, 11 #2 20 -, 13 #- - -")

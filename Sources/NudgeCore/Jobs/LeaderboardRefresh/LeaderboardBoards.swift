@@ -1,6 +1,6 @@
 import Foundation
 
-/// Seed 003 Feature 3's four leaderboards.
+/// The four leaderboards (docs/jobs/leaderboard-refresh.md).
 public enum LeaderboardPeriod: String, CaseIterable, Sendable, Comparable {
     /// Resets at the circle's midnight.
     case daily
@@ -106,7 +106,7 @@ public struct SubmissionsDigest: Sendable, Equatable {
 /// A board to refresh now, and how.
 public struct DueBoard: Sendable, Equatable {
     public enum Reason: String, Sendable {
-        /// Its slot of the seed's cadence has come.
+        /// Its slot of the cadence has come (docs/jobs/leaderboard-refresh.md, "Cadence").
         case cadence
         /// Its period ended (and the grace for late submissions passed): its final ranks.
         case final
@@ -123,12 +123,14 @@ public struct DueBoard: Sendable, Equatable {
     public let isFinal: Bool
 }
 
-/// Seed 003's cadence, in the circle's zone: daily boards every 5 minutes from 06:00 to 23:00
-/// and hourly overnight, weekly boards hourly, monthly and all-time boards daily (from 00:30); and a period's
-/// final refresh once it has ended and the grace for late submissions (seed 003 Feature 5: until
-/// 00:30) has passed. A pure function of the circle's clock and what is remembered of its boards.
+/// The cadence (docs/jobs/leaderboard-refresh.md, "Cadence"), in the circle's zone: daily boards
+/// every 5 minutes from 06:00 to 23:00 and hourly overnight, weekly boards hourly, monthly and
+/// all-time boards daily (from 00:30); and a period's final refresh once it has ended and the grace
+/// for late submissions (30 minutes) has passed. A pure function of the circle's clock and what is
+/// remembered of its boards.
 public enum LeaderboardCadence {
-    /// Seed 003 Feature 5: "Allow submission until 12:30 AM".
+    /// A day's data may still be submitted for this long after the day ends
+    /// (docs/jobs/leaderboard-refresh.md, "Cadence").
     public static let lateSubmissionGrace: TimeInterval = 30 * 60
 
     /// How many periods back a run looks for boards its predecessors left unfinished (an outage):

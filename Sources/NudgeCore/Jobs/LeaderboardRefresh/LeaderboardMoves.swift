@@ -1,11 +1,12 @@
 import Foundation
 
-/// Seed 003 Feature 6's "Leaderboard Position Change": a member whose daily or weekly rank moved
-/// by 3 places or more since the board's previous refresh is told, at most once an hour and three
-/// times a local day (dispatch holds the same caps again when it delivers).
+/// A leaderboard move (docs/jobs/leaderboard-refresh.md, "You moved" notifications): a member whose
+/// daily or weekly rank moved by 3 places or more since the board's previous refresh is told, at
+/// most once an hour and three times a local day (dispatch holds the same caps again when it
+/// delivers).
 public enum LeaderboardMoves {
     public static let type = "leaderboard_change"
-    /// "User's rank changes ±3".
+    /// A move of at least this many places is told.
     public static let threshold = 3
     public static let perDay = 3
     public static let spacing: TimeInterval = 3600
@@ -58,9 +59,9 @@ public enum LeaderboardMoves {
         UserText.circleName(circle) ?? (locale == "fr" ? "Ton FitCircle" : "Your FitCircle")
     }
 
-    /// The seed's copy, naming the board that moved: "📈 You moved up to #3 on today's board in
-    /// 'Work Warriors'! Can you reach #2?"; the way down, the place lost to win back. A name that
-    /// cannot be shown (a link in it, say) reads "in your FitCircle".
+    /// The copy (docs/jobs/leaderboard-refresh.md), naming the board that moved: "📈 You moved up to
+    /// #3 on today's board in 'Work Warriors'! Can you reach #2?"; the way down, the place lost to
+    /// win back. A name that cannot be shown (a link in it, say) reads "in your FitCircle".
     public static func body(_ move: Move, circle: String, locale: String) -> String {
         let french = locale == "fr"
         let place = switch (french, UserText.circleName(circle)) {

@@ -3,8 +3,8 @@ import Logging
 import PostgresNIO
 
 /// leaderboard-refresh: for each FitCircle, in the circle's zone, the daily, weekly, monthly and
-/// all-time boards of `fitcircle_leaderboard_entries` (seed 003, Feature 3), from what the members
-/// submitted (Feature 5), on the seed's cadence (`LeaderboardCadence`), ranked by
+/// all-time boards of `fitcircle_leaderboard_entries` (docs/jobs/leaderboard-refresh.md), from what
+/// the members submitted, on the page's cadence (`LeaderboardCadence`), ranked by
 /// `LeaderboardStandings`. A board whose inputs did not change since it was last computed is
 /// neither read nor written again; one that did is compared with its stored entries and only the
 /// difference is written. Members moved by 3 places or more are told (`LeaderboardMoves`).

@@ -101,15 +101,15 @@ public struct Standing: Sendable, Equatable {
     public let rankChange: Int?
 }
 
-/// Seed 003 Feature 3's ranking logic, per board: steps circles by the sum of steps; weight-loss
-/// circles by the latest weigh-in up to the board's last day (a weight stands until the next
-/// weigh-in): daily boards by the percentage of the goal
+/// The ranking (docs/jobs/leaderboard-refresh.md, "Ranking"), per board: steps circles by the sum
+/// of steps; weight-loss circles by the latest weigh-in up to the board's last day (a weight stands
+/// until the next weigh-in): daily boards by the percentage of the goal
 /// (`(starting − latest) / (starting − target) × 100`, to two decimals), weekly boards by the
-/// percentage of the week's weight goal (`(starting − target) / weeks remaining`, seed 003
-/// Feature 2) lost since the last weight before the week, monthly boards by the weight lost
-/// since the last weight before the month and all-time boards since the starting weight. Ties
-/// go to whoever reached the value first; then, as a last resort, by user id. Members with a
-/// value are ranked 1, 2, 3 …, each with their own place; a member without one has no place.
+/// percentage of the week's weight goal (`(starting − target) / weeks remaining`, as
+/// generate-daily-goals sets it) lost since the last weight before the week, monthly boards by the
+/// weight lost since the last weight before the month and all-time boards since the starting
+/// weight. Ties go to whoever reached the value first; then, as a last resort, by user id. Members
+/// with a value are ranked 1, 2, 3 …, each with their own place; a member without one has no place.
 /// A value comes from the board's own days: steps above 0 in them, or a weigh-in in them
 /// (docs/jobs/leaderboard-refresh.md, "What counts").
 public enum LeaderboardStandings {
