@@ -1,7 +1,7 @@
 -- The floor for preview-notifications (scripts/bench-previews): the job's work at :now as
 -- set-based SQL alone, in one statement. The same calls (pending, not decided for their time,
 -- preview due by :now + 2 min, begun at most an hour ago, found through the same index), the same
--- path per user (seed 000's selection, as PreviewPath), the same outbox rows (type, channel, due
+-- path per user (as PreviewPath chooses it, docs/jobs/preview-notifications.md), the same outbox rows (type, channel, due
 -- time, key; the words in their simplest form) and the same marks on the calls.
 --   psql -v now="'2026-03-19T09:00:00Z'" -f scripts/previews-floor.sql
 with due as (

@@ -41,8 +41,9 @@ import Testing
         #expect(SMSText("éèùìòÇØøÅåÄÖÑÜäöñüàß¿¡§£¥").units == 25)
     }
 
-    /// The seed's own SMS examples carry an emoji and an em dash: UCS-2, so two segments (85 and
-    /// 71 UTF-16 code units, against 70). That is why the SMS Nudge sends is the GSM-7 variant.
+    /// An SMS with an emoji and an em dash is UCS-2, so these two take two segments each (85 and
+    /// 71 UTF-16 code units, against 70). That is why the SMS Nudge sends is the GSM-7 variant
+    /// (docs/jobs/preview-notifications.md, "The SMS is one segment, always").
     @Test func theSeedsOwnExamplesWouldBeTwoSegments() {
         let english = SMSText("Coach Max is calling you in 5 min! 💪 Day 12 — fitness check-in. Make sure to answer!")
         #expect(english.encoding == .ucs2)
@@ -94,7 +95,8 @@ import Testing
         // "never miss" without a phone is the push; without push, the SMS.
         #expect(try PreviewPath.select(Reach(preference: "push_and_sms", push: true, phone: nil)).get() == .push)
         #expect(try PreviewPath.select(Reach(preference: "push_and_sms", push: false, phone: phone)).get() == .sms)
-        // No channel at all, or SMS only without a phone: none, with the seed's warning.
+        // No channel at all, or SMS only without a phone: none, with a warning
+        // (docs/jobs/preview-notifications.md).
         guard case .failure(let none) = PreviewPath.select(Reach(preference: "push_only", push: false, phone: nil)) else {
             Issue.record("expected no channel")
             return
@@ -118,8 +120,8 @@ import Testing
         #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "en") == "Day 14: weekly weigh-in & meal review.")
         #expect(PreviewCopy.pushBody(streak: 14, topicKey: "weekly_weighin", locale: "fr")
                     == "Jour 14 : pesée & bilan repas de la semaine.")
-        // Days 7 and 21 celebrate and still say the topic (seed 000 AC 3); day 21 is no "final"
-        // check-in: streaks and calls go on.
+        // Days 7 and 21 celebrate and still say the topic (docs/jobs/preview-notifications.md);
+        // day 21 is no "final" check-in: streaks and calls go on.
         #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "en")
                 == "Day 7 — one full week! Let's celebrate. Today: mood & energy check.")
         #expect(PreviewCopy.pushBody(streak: 7, topicKey: "mood_check", locale: "fr")

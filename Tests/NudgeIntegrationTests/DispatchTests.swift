@@ -169,7 +169,7 @@ extension DispatchDeliveryTests {
         #expect(!(first.stdout + first.stderr + second.stdout + second.stderr).contains(key))
     }
 
-    /// A user whose only device is seed 000's users.fcm_token, with two notifications grouped into
+    /// A user whose only device is the legacy users.fcm_token, with two notifications grouped into
     /// one delivery that FCM answers UNREGISTERED: the token is recorded inactive once, the run
     /// goes on.
     @Test func anUninstalledLegacyTokenOfAGroupedDeliveryIsRecordedOnce() async throws {

@@ -585,8 +585,9 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(queued == "2026-03-29 06:45:00 Coach Max is calling in 15 min! 🌱")
     }
 
-    /// A call cancelled after its preview was queued gets none; nor does one done before (the
-    /// seed's race), nor one found only after it began.
+    /// A call cancelled after its preview was queued gets none; nor does one done before it went
+    /// (docs/jobs/preview-notifications.md, "Exactly one preview per call time"), nor one found
+    /// only after it began.
     @Test func cancelledDoneOrBegunCallsGetNoPreview() async throws {
         let world = try await PreviewWorld.start()
         defer { Task { await world.shutdown() } }
@@ -621,8 +622,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try await world.database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(3))'") == 0)
     }
 
-    /// Seed 000's P0 row: an expired token fails the push, marks push_enabled false, and the SMS
-    /// goes at once, not 30 seconds later.
+    /// An expired token (docs/jobs/preview-notifications.md) fails the push, marks push_enabled
+    /// false, and the SMS goes at once, not 30 seconds later.
     @Test func anExpiredTokenFallsBackToSMSAtOnce() async throws {
         let world = try await PreviewWorld.start(fcm: { _ in .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.") })
         defer { Task { await world.shutdown() } }
@@ -639,7 +640,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(world.twilio.sent.map(\.to) == [Calls.phone(1)])
     }
 
-    /// No push token and no phone number: the seed's warning, nothing queued, the call untouched.
+    /// No push token and no phone number (docs/jobs/preview-notifications.md): a warning, nothing
+    /// queued, the call untouched.
     @Test func noChannelLogsTheWarningAndLeavesTheCallAlone() async throws {
         let world = try await PreviewWorld.start()
         defer { Task { await world.shutdown() } }

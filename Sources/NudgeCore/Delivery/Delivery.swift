@@ -67,7 +67,7 @@ public struct QueuedNotification: Sendable, Equatable {
         self.requestShownBy = requestShownBy
     }
 
-    /// The scheduled call a preview is for (seed 000): its id and the call time it was queued for.
+    /// The scheduled call a preview is for (docs/jobs/preview-notifications.md): its id and the call time it was queued for.
     public var call: (id: UUID, scheduledAt: Date)? {
         guard let id = payloadObject?["call_id"]?.text, let uuid = UUID(uuidString: id),
               let at = payloadObject?["scheduled_at"]?.text, let instant = try? Date(at, strategy: .iso8601) else { return nil }
@@ -90,7 +90,8 @@ public enum DeliveryProvider: String, Sendable, CaseIterable, Codable {
     }
 }
 
-/// One of a user's devices: a row of `user_push_tokens`, or seed 000's `users.fcm_token`.
+/// One of a user's devices: a row of `user_push_tokens`, or the legacy `users.fcm_token`
+/// (docs/jobs/dispatch.md, "Per user, in this order").
 public struct Device: Sendable, Equatable, Hashable {
     /// How the outbox remembers that this device has a notification: the token's row id, or for
     /// `users.fcm_token` a digest of the token (never the token itself).

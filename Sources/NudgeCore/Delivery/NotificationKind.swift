@@ -85,7 +85,7 @@ public struct NotificationKind: Sendable, Equatable {
         NotificationKind("fitcircle_invite", critical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://invites"),
         // Seed 002: push-trigger decided it against the user's own frequency; one a day at most.
         NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
-        // Seed 000: five minutes before a call the user asked for.
+        // Five minutes before a call the user asked for (docs/jobs/preview-notifications.md).
         NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
         // Its SMS (path B), and the SMS after a push that did not reach the user (paths A and C).
         NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),

@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// Twilio, the SMS channel (seed 000's preview fallback).
+/// Twilio, the SMS channel of call previews (docs/jobs/dispatch.md, "SMS (Twilio)").
 ///
 /// Wire format: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` on `api.twilio.com`,
 /// HTTP Basic authentication (an API key's SID and secret, or the account SID and its auth

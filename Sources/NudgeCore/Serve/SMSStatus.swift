@@ -3,7 +3,7 @@ import Logging
 import PostgresNIO
 
 /// Twilio's status callbacks (`POST /webhooks/twilio`): what became of an SMS after Twilio took
-/// it, recorded on its `notification_logs` row (seed 000 §04 step 5: "Store delivery receipt").
+/// it, recorded on its `notification_logs` row (docs/serve.md).
 /// `delivered` sets `status`, `delivered` and `delivered_at`; `undelivered` and `failed` set
 /// `status = 'failed'` with Twilio's error code; the statuses on the way (`queued`, `sent`…)
 /// change nothing. A delivered SMS is never set back to another status by a callback that

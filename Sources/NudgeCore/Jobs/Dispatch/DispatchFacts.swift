@@ -62,9 +62,9 @@ extension DispatchJob {
     static let reachedTheUser =
         "(o.sent_at is not null or o.delivered_to <> '{}' or (o.channel = 'sms' and o.last_error like 'outcome unknown%'))"
 
-    /// For the batch's call previews (seed 000): each call as it stands now, and each push a
-    /// fallback SMS depends on, with its delivery receipt if the app recorded one. No statement
-    /// when the batch has none.
+    /// For the batch's call previews (docs/jobs/preview-notifications.md): each call as it stands
+    /// now, and each push a fallback SMS depends on, with its delivery receipt if the app recorded
+    /// one. No statement when the batch has none.
     private func previewFacts(for items: [UserNotifications], run: RunContext, on connection: PostgresConnection) async throws
         -> (calls: [UUID: [UUID: DispatchRules.CallState]], pushes: [UUID: [String: DispatchRules.PushState]]) {
         let rows = items.flatMap(\.rows)

@@ -14,9 +14,11 @@ extension DispatchJob {
         var logs = LogRows()
         var invalid: [(userID: UUID, device: Device)] = []
         var emailsSent: [(userID: UUID, type: String, providerID: String, row: Int64)] = []
-        // Preview pushes that could not be delivered: their fallback SMS goes at once (seed 000).
+        // Preview pushes that could not be delivered: their fallback SMS goes at once
+        // (docs/jobs/preview-notifications.md).
         var fallbacksNow: [(userID: UUID, call: UUID, scheduledAt: String, row: Int64)] = []
-        // Preview pushes that left now: a path C fallback SMS waits 30 seconds from then (seed 000).
+        // Preview pushes that left now: a path C fallback SMS waits 30 seconds from then
+        // (docs/jobs/preview-notifications.md).
         var pushesLeft: [(userID: UUID, call: UUID, scheduledAt: String, at: Date, row: Int64)] = []
         var refusedPreviews: [(call: UUID, row: Int64, scheduledAt: Date, text: String, reason: String)] = []
         // Numbers whose SMS Twilio refused because they replied STOP (21610).
@@ -333,8 +335,8 @@ extension DispatchJob {
         }
         let previewsSent = logs.outboxIDs.indices.filter { logs.statuses[$0] == "sent" && logs.callIDs[$0] != UUID.allZeros }
         if !previewsSent.isEmpty {
-            // A preview reached a channel: the call was previewed (seed 000's answer rate with and
-            // without a preview reads it).
+            // A preview reached a channel: the call was previewed (the call answer rate with
+            // and without a preview reads it, docs/report.md).
             writes.step("previews_sent", """
                 update scheduled_calls c set preview_sent = true, preview_sent_at = v.sent_at, updated_at = \(run.now)
                   from (select id, min(sent_at) as sent_at
@@ -379,9 +381,9 @@ extension DispatchJob {
                 """)
         }
         // users.fcm_token belongs to the apps: its token is recorded, inactive, in the one token
-        // store (which push_tokens and dispatch then skip), and kept for audit; and, as seed 000
-        // says of an expired token, users.push_enabled is turned off until the app registers a
-        // new one.
+        // store (which push_tokens and dispatch then skip), and kept for audit; and, the token
+        // having expired, users.push_enabled is turned off until the app registers a new one
+        // (docs/jobs/preview-notifications.md).
         let legacy = invalid.filter { $0.device.tokenID == nil }
         if !legacy.isEmpty {
             writes.step("deactivated_fcm_tokens", """

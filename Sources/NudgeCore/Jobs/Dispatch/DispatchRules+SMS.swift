@@ -64,11 +64,12 @@ extension DispatchRules {
             shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)))
     }
 
-    /// Whether a fallback SMS waits or is not needed, by its push (seed 000 §05): no SMS once the
-    /// device confirmed the push; on path C (`send_when: unconfirmed`) it goes when that has not
-    /// happened by its time, 30 seconds after the push; on path A (`push_failed`) only once the
-    /// push could not be delivered (failed, or suppressed: no device left), and it waits while
-    /// the push is still being tried, 30 seconds at most. Nil: it goes (a row that is no fallback, or whose push is gone).
+    /// Whether a fallback SMS waits or is not needed, by its push
+    /// (docs/jobs/preview-notifications.md): no SMS once the device confirmed the push; on path C
+    /// (`send_when: unconfirmed`) it goes when that has not happened by its time, 30 seconds after
+    /// the push; on path A (`push_failed`) only once the push could not be delivered (failed, or
+    /// suppressed: no device left), and it waits while the push is still being tried, 30 seconds at
+    /// most. Nil: it goes (a row that is no fallback, or whose push is gone).
     static func fallbackHold(_ row: QueuedNotification, facts: UserFacts, now: Date) -> RowOutcome? {
         guard let key = row.payloadObject?["fallback_for"]?.text, let push = facts.pushes[key] else { return nil }
         if let confirmed = push.confirmedAt {

@@ -5,9 +5,10 @@ import Foundation
 /// `DispatchRules`.
 extension DispatchRules {
     /// How an SMS row stands after its attempt: sent once Twilio took it; failed, never repeated,
-    /// when Twilio refused it or its outcome is unknown (seed 000: a failed preview SMS is logged,
-    /// not retried); a request that never left tries again soon; Twilio's rate limit (20429),
-    /// Twilio down, paused or not configured, leave it waiting without spending an attempt.
+    /// when Twilio refused it or its outcome is unknown (a failed preview SMS is logged, not
+    /// retried: docs/jobs/preview-notifications.md); a request that never left tries again soon;
+    /// Twilio's rate limit (20429), Twilio down, paused or not configured, leave it waiting without
+    /// spending an attempt.
     public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
                                  jitter: Double) -> Settlement {
         settleSingle(row, result: result, marker: "sms", provider: .twilio, now: now, expiresAt: expiresAt, jitter: jitter)

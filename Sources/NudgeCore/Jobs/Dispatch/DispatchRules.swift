@@ -39,7 +39,8 @@ public enum DispatchRules {
         public let phone: String?
         /// Whether that number replied STOP to Nudge's SMS (`sms_opt_outs`).
         public let smsOptedOut: Bool
-        /// The scheduled calls the user's previews are for, as they stand now (seed 000).
+        /// The scheduled calls the user's previews are for, as they stand now
+        /// (docs/jobs/preview-notifications.md).
         public let calls: [UUID: CallState]
         /// The pushes the user's fallback SMS depend on, by the push row's deduplication key.
         public let pushes: [String: PushState]
@@ -420,9 +421,10 @@ public enum DispatchRules {
     /// job queues the same message again and the runner revives the row.
     public static let callStep = "call"
 
-    /// Why a call's preview must not go now (seed 000's edge cases), or nil: the call is gone,
-    /// no longer pending (cancelled, done: the race the seed names), moved to another time (its
-    /// preview for the new time is queued anew), or begun.
+    /// Why a call's preview must not go now (docs/jobs/preview-notifications.md, "Exactly one
+    /// preview per call time"), or nil: the call is gone, no longer pending (cancelled or done
+    /// after its preview was queued), moved to another time (its preview for the new time is queued
+    /// anew), or begun.
     static func callRefusal(_ call: (id: UUID, scheduledAt: Date), facts: UserFacts, now: Date) -> String? {
         guard let state = facts.calls[call.id] else { return "the call is gone (scheduled_calls)" }
         guard state.status == "pending" else { return "the call is \(state.status), no longer pending" }

@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
 
-/// A scheduled coaching call as preview-notifications pages it (seed 000).
+/// A scheduled coaching call as preview-notifications pages it (docs/jobs/preview-notifications.md).
 public struct CallRow: Sendable, Equatable {
     public let id: UUID
     public let userID: UUID

@@ -1,25 +1,24 @@
 import Foundation
 
-/// The words of a call preview (seed 000 §03 and §08), in the user's locale: French for `fr`,
-/// English for every other.
+/// The words of a call preview (docs/jobs/preview-notifications.md), in the user's locale: French
+/// for `fr`, English for every other.
 ///
 /// - The push: title "{coach} is calling in {min} min! {emoji}", body "Day {streak}: {topic}."
-///   (the 7th and 21st days celebrate first, and still say the topic, as seed 000's acceptance
-///   criteria want; a user without a streak reads "Today: {topic}."). `{streak}` is the day of
-///   the streak the call falls on (`StreakRules.dayNumber`). The topic is the seed's words for a
-///   known key, the app's own text for any other when it can be shown, "today's check-in" when
-///   there is none or it cannot.
-///   The coach is the persona's name as the app shows it ("Coach Max", "Dr. Luna", "Mama Rosa",
-///   as in the seed's mock-ups), "Your coach" when the user has none.
-/// - The SMS: one segment, always. The seed's own SMS text carries an emoji and an em dash, which
-///   make any SMS UCS-2 (70 characters a part): at ~95 characters it would cost two. So the SMS is
-///   the emoji-free GSM-7 variant, "{coach} is calling you in {min} min! Day {streak} - {topic}.
+///   (the 7th and 21st days celebrate first, and still say the topic; a user without a streak
+///   reads "Today: {topic}."). `{streak}` is the day of the streak the call falls on
+///   (`StreakRules.dayNumber`). The topic is the words of `topics` for a known key, the app's own
+///   text for any other when it can be shown, "today's check-in" when there is none or it cannot.
+///   The coach is the persona's name as the app shows it ("Coach Max", "Dr. Luna", "Mama Rosa"),
+///   "Your coach" when the user has none.
+/// - The SMS: one segment, always. An emoji or an em dash makes any SMS UCS-2 (70 characters a
+///   part): an SMS with both, at ~95 characters, would cost two. So the SMS is the emoji-free
+///   GSM-7 variant, "{coach} is calling you in {min} min! Day {streak} - {topic}.
 ///   Answer!", with French letters GSM-7 lacks written plain (`fête` → `fete`, see
 ///   `SMSText.plain`). When that is more than one segment (a long coach name in another script),
 ///   it drops the topic, then the streak; when even "{coach} is calling you in {min} min." is
 ///   longer, there is no SMS.
 public enum PreviewCopy {
-    /// Seed 000 §08's topics, by key: (English, French).
+    /// The topics Nudge knows, by key: (English, French) (docs/jobs/preview-notifications.md).
     public static let topics: [String: (en: String, fr: String)] = [
         "fitness_checkin": ("your fitness goal check-in", "point objectif fitness"),
         "weekly_weighin": ("weekly weigh-in & meal review", "pesée & bilan repas de la semaine"),
@@ -31,12 +30,12 @@ public enum PreviewCopy {
 
     /// What a call without a topic is about.
     static let neutralTopic = (en: "today's check-in", fr: "le point du jour")
-    /// `scheduled_calls.topic`'s width (seed 000: VARCHAR(100)).
+    /// The longest topic a preview shows, in characters (docs/jobs/preview-notifications.md).
     static let longestTopic = 100
 
     static func isFrench(_ locale: String) -> Bool { locale.lowercased().hasPrefix("fr") }
 
-    /// The topic's words in the locale: the seed's for a key of its table; free text as the app
+    /// The topic's words in the locale: those of `topics` for a key it holds; free text as the app
     /// wrote it, on one line and at most 100 characters, when it can be shown (`UserText.forCopy`:
     /// no link, address or phone number, no hidden marks); a neutral phrase when there is none,
     /// it cannot be shown, or it is a key this table does not know (`knee_rehab`: lower case and

@@ -18,11 +18,11 @@ import PostgresNIO
 ///
 /// In the batch's one statement with the outbox rows, the call is marked decided: `preview_for`,
 /// the call time the preview was decided for. `preview_sent` and `preview_sent_at` are dispatch's:
-/// set when a preview of the call reached a channel (APNs or FCM took the push, Twilio the SMS),
-/// so that the seed's "answer rate with and without a preview" can be read from them. A call
-/// moved to another time no longer matches `preview_for` and gets a preview for its new time;
-/// dispatch refuses the preview of the old one (and of a call no longer pending, or begun) when
-/// its time comes. A call found after it began, whose user cannot be reached, or that cannot be
+/// set when a preview of the call reached a channel (APNs or FCM took the push, Twilio the SMS), so
+/// that the call answer rate with and without a preview (docs/report.md) can be read from them. A
+/// call moved to another time no longer matches `preview_for` and gets a preview for its new time;
+/// dispatch refuses the preview of the old one (and of a call no longer pending, or begun) when its
+/// time comes. A call found after it began, whose user cannot be reached, or that cannot be
 /// decided, is marked with the reason in `preview_note`, once, and left alone: the call itself
 /// happens regardless.
 public struct PreviewNotificationsJob: PlainJob {
@@ -33,7 +33,8 @@ public struct PreviewNotificationsJob: PlainJob {
 
     /// How far ahead of its due time a preview is queued: a run every minute, with room for a late start.
     public static let lookAhead: TimeInterval = 120
-    /// Path C: how long the push has to be confirmed delivered before the SMS goes (seed 000).
+    /// Path C: how long the push has to be confirmed delivered before the SMS goes
+    /// (docs/jobs/preview-notifications.md).
     public static let fallbackAfter: TimeInterval = 30
     public static let deepLink = "fitcircle://incoming-call"
 
@@ -151,7 +152,7 @@ public struct PreviewNotificationsJob: PlainJob {
         switch PreviewPath.select(facts.reach) {
         case .success(let selected): path = selected
         case .failure(let none):
-            // Seed 000: "No notification channel for user": a warning, and the call goes ahead.
+            // No channel: a warning, and the call goes ahead (docs/jobs/preview-notifications.md).
             run.logger.warning("no notification channel for the call's user", metadata: [
                 LogKey.userID: "\(call.userID.uuidString.lowercased())", LogKey.reason: "\(none)",
             ])

@@ -1,6 +1,7 @@
 import Foundation
 
-/// Seed 000 §05: which way a call's preview goes. Pure: the same user gives the same path.
+/// Which way a call's preview goes (docs/jobs/preview-notifications.md). Pure: the same user gives
+/// the same path.
 ///
 /// - **A, push**: the user has a device that takes pushes, and pushes on.
 /// - **B, SMS**: `notification_pref = 'sms_only'`, or no push (no app, push off), with a phone.
@@ -8,7 +9,7 @@ import Foundation
 ///   the push, and the SMS 30 seconds later unless the push's delivery receipt came back.
 ///
 /// On path A a user with a phone number also gets the SMS when the push cannot reach them at all
-/// (the token expired: seed 000's P0 edge case), at once.
+/// (the token expired), at once.
 public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
     case push = "A"
     case sms = "B"
@@ -38,12 +39,12 @@ public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
         }
     }
 
-    /// The path for `reach`, or why there is none (seed 000: "No notification channel for user").
-    /// Where the preference asks for a channel the user lacks, the other one is used: a preview on
-    /// the other channel is better than none, since the call comes anyway. The one exception is
-    /// `sms_only` without a phone: the user asked for no pushes. A number that replied STOP is
-    /// another matter: the user turned SMS off from the phone itself, and the preview goes by push
-    /// when it can, whatever the preference.
+    /// The path for `reach`, or why there is none (the call then goes ahead without a preview,
+    /// docs/jobs/preview-notifications.md). Where the preference asks for a channel the user lacks,
+    /// the other one is used: a preview on the other channel is better than none, since the call
+    /// comes anyway. The one exception is `sms_only` without a phone: the user asked for no pushes.
+    /// A number that replied STOP is another matter: the user turned SMS off from the phone itself,
+    /// and the preview goes by push when it can, whatever the preference.
     public static func select(_ reach: Reach) -> Result<PreviewPath, NoChannel> {
         let phone = reach.phone != nil && !reach.smsOptedOut
         switch reach.preference {
