@@ -307,7 +307,8 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
         #expect(two.parkedFor == nil)
     }
 
-    /// Seed 003's "3 retries with exponential backoff": 30 s, 2 min, 8 min, each between half and all.
+    /// Three retries with exponential backoff (docs/jobs/dispatch.md, "Retries and waits"): 30 s,
+    /// 2 min, 8 min, each between half and all.
     @Test(arguments: [(1, 0.0, 15.0), (1, 1.0, 30.0), (2, 0.0, 60.0), (2, 1.0, 120.0), (3, 1.0, 480.0)])
     func backoffQuadruplesWithJitter(_ attempts: Int, _ jitter: Double, _ delay: Double) {
         #expect(DispatchRules.retryDelay(afterAttempt: attempts, retryAfter: nil, jitter: jitter) == delay)

@@ -103,9 +103,9 @@ private final class Outage: Sendable {
         // it carries), may never be found down: its batches wait between tries, each on its
         // own key's jitter, and spend no attempt either.
         #expect(resendRequestsDuringOutage.allSatisfy { $0 <= 4 }, "\(resendRequestsDuringOutage)")
-        // No attempt was spent on the outage: seed 003's retries are left for the notifications' own
-        // trouble. (A user's two devices, on two providers back one after the other, are two
-        // attempts that each reached one.)
+        // No attempt was spent on the outage: the retries (docs/jobs/dispatch.md, "Retries and
+        // waits") are left for the notifications' own trouble. (A user's two devices, on two
+        // providers back one after the other, are two attempts that each reached one.)
         #expect(try await database.count("select count(*) from notification_outbox where attempts > greatest(1, cardinality(delivered_to))") == 0)
         #expect(try await database.psql("select provider, state from provider_health order by 1") == "apns|up\nfcm|up\nresend|up\ntwilio|up")
         // What an operator reads meanwhile: the logs name the outage, the rows say what they wait for.

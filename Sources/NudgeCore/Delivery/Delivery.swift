@@ -91,7 +91,7 @@ public enum DeliveryProvider: String, Sendable, CaseIterable, Codable {
 }
 
 /// One of a user's devices: a row of `user_push_tokens`, or the legacy `users.fcm_token`
-/// (docs/jobs/dispatch.md, "Per user, in this order").
+/// (docs/jobs/dispatch.md, "Every active device").
 public struct Device: Sendable, Equatable, Hashable {
     /// How the outbox remembers that this device has a notification: the token's row id, or for
     /// `users.fcm_token` a digest of the token (never the token itself).

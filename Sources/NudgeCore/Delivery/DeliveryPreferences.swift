@@ -1,7 +1,7 @@
 import Foundation
 
-/// A user's `notification_preferences` as dispatch reads them (seed 003 Feature 8). No row means
-/// the seed's defaults, except quiet hours: 22:00–08:00 (docs/jobs/dispatch.md).
+/// A user's `notification_preferences` as dispatch reads them. No row means every switch on, quiet
+/// hours 22:00–08:00 and no weekend pause (docs/jobs/dispatch.md, "Preferences").
 public struct DeliveryPreferences: Sendable, Equatable {
     /// The channels' master switches.
     public var pushEnabled = true
@@ -43,7 +43,8 @@ public struct DeliveryPreferences: Sendable, Equatable {
     }
 }
 
-/// Do-not-disturb hours and the weekend pause, in the user's local time (seed 003 F8, seed 004).
+/// Do-not-disturb hours and the weekend pause, in the user's local time
+/// (docs/jobs/dispatch.md, "Quiet hours and the weekend pause").
 public struct QuietHours: Sendable, Equatable {
     /// The window starts at `start` and ends at `end`, local wall-clock time; it runs overnight
     /// when `end` is earlier than `start` (22:00–08:00). Equal times mean no quiet hours.

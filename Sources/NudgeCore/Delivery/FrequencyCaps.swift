@@ -21,7 +21,7 @@ public struct PastDelivery: Sendable, Equatable {
     }
 }
 
-/// Seed 003 F6's frequency caps on the user's local day, hour and week (docs/jobs/dispatch.md,
+/// The frequency caps on the user's local day, hour and week (docs/jobs/dispatch.md,
 /// "Caps"). A day or a week is the one each notification was for (its `local_day`), never the one
 /// its send instant falls on in the user's zone now: a user who moved east since yesterday's
 /// 20:00 reminder does not find it counted on today.

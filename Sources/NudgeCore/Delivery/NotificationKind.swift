@@ -1,14 +1,14 @@
 import Foundation
 
-/// What dispatch knows about each type of notification: seed 003 Feature 6's table (timing,
-/// frequency cap, user control) and Feature 8's critical types, seed 002's proactive push and
-/// seed 000's call preview, and the types Nudge's own jobs add (the streak freeze).
+/// What dispatch knows about each type of notification (docs/jobs/dispatch.md, "Per user, in this
+/// order"): its frequency caps and user control, whether it is critical, the proactive push, the
+/// call preview, and the types Nudge's own jobs add (the streak freeze).
 public struct NotificationKind: Sendable, Equatable {
     public let type: String
-    /// Seed 003 F8's critical types ("cannot disable": the daily check-in reminder, challenge
-    /// milestones, FitCircle invitations): no per-type switch holds them, quiet hours and the
-    /// weekend pause do not defer them, and the daily total does not suppress them (they count
-    /// towards it).
+    /// The critical types, which the user cannot turn off (the daily check-in reminder, challenge
+    /// milestones, FitCircle invitations; docs/jobs/dispatch.md, "Preferences"): no per-type switch
+    /// holds them, quiet hours and the weekend pause do not defer them, and the daily total does
+    /// not suppress them (they count towards it).
     public let isCritical: Bool
     /// A call preview (docs/jobs/preview-notifications.md): the user asked for the call, so neither quiet hours nor any cap
     /// applies, and a late one is worthless.
@@ -20,7 +20,8 @@ public struct NotificationKind: Sendable, Equatable {
     /// time-critical kinds: not the week's one summary, which other types' traffic must not cost.
     let yieldsToDailyTotal: Bool
     /// Notifications of one group due within five minutes of each other go out as one delivery
-    /// (seed 004), in one thread on the device (APNs `thread-id`, FCM's notification tag).
+    /// (docs/jobs/dispatch.md, "Grouping"), in one thread on the device (APNs `thread-id`, FCM's
+    /// notification tag).
     public let group: String
     /// Where the notification opens the app when its payload names no `deep_link`.
     public let deepLink: String
@@ -55,7 +56,7 @@ public struct NotificationKind: Sendable, Equatable {
     /// Whether the daily total (3 a day) may suppress it. Every delivery counts towards it.
     public var heldByDailyTotal: Bool { yieldsToDailyTotal && !isCritical && !isTimeCritical }
 
-    /// Seed 003 F6: at most this many notifications a user's local day.
+    /// At most this many notifications a user's local day (docs/jobs/dispatch.md, "Caps").
     public static let dailyTotal = 3
 
     public static let catalog: [String: NotificationKind] = Dictionary(uniqueKeysWithValues: [
@@ -66,7 +67,8 @@ public struct NotificationKind: Sendable, Equatable {
                          deepLink: "fitcircle://checkin", asks: .checkIn),
         NotificationKind("streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
                          deepLink: "fitcircle://checkin", asks: .checkIn),
-        // The morning after a 7/30/100-day streak (seed 003 Flow 1, day 7): one a day at most.
+        // The morning after a 7/30/100-day streak (docs/jobs/reminders.md, "The parts"): one a day
+        // at most.
         NotificationKind("streak_milestone", pushSwitch: nil, caps: [.perLocalDay(1)], group: "streak",
                          deepLink: "fitcircle://streak"),
         NotificationKind("weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
@@ -83,7 +85,8 @@ public struct NotificationKind: Sendable, Equatable {
         NotificationKind("challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
                          deepLink: "fitcircle://challenge"),
         NotificationKind("fitcircle_invite", critical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://invites"),
-        // Seed 002: push-trigger decided it against the user's own frequency; one a day at most.
+        // push-trigger decided it against the user's own frequency (docs/jobs/push-trigger.md); one
+        // a day at most.
         NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
         // Five minutes before a call the user asked for (docs/jobs/preview-notifications.md).
         NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
@@ -99,7 +102,7 @@ public struct NotificationKind: Sendable, Equatable {
     }
 }
 
-/// Seed 003 F6's "Frequency Cap" column.
+/// A type's frequency caps (docs/jobs/dispatch.md, "Caps").
 public enum FrequencyCap: Sendable, Equatable, CustomStringConvertible {
     /// At most n on the user's local day.
     case perLocalDay(Int)

@@ -1,6 +1,7 @@
 import Foundation
 
-/// What a delivery shows and carries, and its payload for each platform in seed 003 F6's shapes:
+/// What a delivery shows and carries, and its payload for each platform (docs/jobs/dispatch.md,
+/// "Every active device"):
 /// APNs `{"aps": {"alert": {title, body}, "badge", "sound", "thread-id"}, "data": {…}}`, FCM
 /// `{"notification": {title, body}, "data": {…}, "android": {"priority": "high", …}}`, the deep
 /// link in `data`. A grouped delivery shows its newest notification, with a line saying how

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Resend, the email API (seed 003 Feature 7).
+/// Resend, the email API (docs/jobs/dispatch.md, "Email (Resend)").
 ///
 /// Wire format: `POST /emails/batch` on `api.resend.com`, headers `Authorization: Bearer <API
 /// key>`, `Content-Type: application/json`, a `User-Agent` (Resend refuses a request without

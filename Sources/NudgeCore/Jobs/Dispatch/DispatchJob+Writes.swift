@@ -287,7 +287,8 @@ extension DispatchJob {
             }
         }
         if !emailsSent.isEmpty {
-            // Seed 003 F7's log of the emails sent, beside notification_logs.
+            // The log of the emails sent, beside notification_logs (docs/jobs/dispatch.md,
+            // "Email (Resend)").
             writes.step("email_logs", """
                 insert into email_logs (user_id, email_type, sent_at, provider_id)
                 select e.user_id, e.email_type, e.sent_at, e.provider_id

@@ -2,11 +2,11 @@ import Foundation
 
 /// dispatch's rules for an email row (`DispatchRules.plan`).
 extension DispatchRules {
-    /// An email row (seed 003 Feature 7): the user's email switches (the master, the type's
-    /// switch in either table), an address that can be sent to and that has not bounced hard
-    /// nor complained (`emailSuppression`), and Resend ready. Emails are not
-    /// held by quiet hours (they do not wake anyone) nor by the push caps; their job queues each
-    /// at most once per user and period.
+    /// An email row (docs/jobs/dispatch.md, "Email (Resend)"): the user's email switches (the
+    /// master, the type's switch in either table), an address that can be sent to and that has not
+    /// bounced hard nor complained (`emailSuppression`), and Resend ready. Emails are not held by
+    /// quiet hours (they do not wake anyone) nor by the push caps; their job queues each at most
+    /// once per user and period.
     static func planEmail(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
                           into plan: inout Plan) {
         if let refusal = facts.preferences.emailRefusal(for: row.type) {

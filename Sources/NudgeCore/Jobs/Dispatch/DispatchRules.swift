@@ -1,16 +1,18 @@
 import Foundation
 
-/// What dispatch does with one user's due notifications, in the order seed 003 F6–F8 and seed 004
-/// give: (1) the user's preferences, (2) quiet hours and the weekend pause, (3) grouping of one
-/// group's notifications due within five minutes into one delivery, (4) the frequency caps, each
-/// delivery counted once, (5) every active device. Pure: the same rows, facts and clock give the
-/// same plan.
+/// What dispatch does with one user's due notifications, in the order docs/jobs/dispatch.md gives
+/// ("Per user, in this order"): (1) the user's preferences, (2) quiet hours and the weekend pause,
+/// (3) grouping of one group's notifications due within five minutes into one delivery, (4) the
+/// frequency caps, each delivery counted once, (5) every active device. Pure: the same rows, facts
+/// and clock give the same plan.
 public enum DispatchRules {
-    /// Seed 004: "Batch notifications within 5 min window".
+    /// A group's notifications due within five minutes go out as one delivery
+    /// (docs/jobs/dispatch.md, "Grouping").
     public static let groupWindow: TimeInterval = 5 * 60
-    /// Seed 003 F6: "Retry failed sends 3x with exponential backoff": the first attempt and three
-    /// retries. Only an answer about the notification or its device spends one; a provider that is
-    /// down, not configured or over its quota spends none (`ChannelHealth`).
+    /// A failed send is retried three times with exponential backoff: the first attempt and three
+    /// retries (docs/jobs/dispatch.md, "Retries and waits"). Only an answer about the notification
+    /// or its device spends one; a provider that is down, not configured or over its quota spends
+    /// none (`ChannelHealth`).
     public static let maxAttempts = 4
     /// The first retry's delay; each further one is four times the last: 30 s, 2 min, 8 min (with
     /// jitter, see `retryDelay`).
