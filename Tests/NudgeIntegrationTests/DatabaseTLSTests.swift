@@ -101,8 +101,9 @@ private struct FakePostgres {
     }
 }
 
-/// Seed 000 keeps the database password secret; PostgresNIO gives it to any server that asks for
-/// it in clear text, so Nudge never lets a server it has not verified ask.
+/// The database password stays secret: PostgresNIO gives it to any server that asks for it in
+/// clear text, so Nudge never lets a server it has not verified ask (docs/operations.md,
+/// "Configuration").
 @Suite struct DatabasePasswordTests {
     private static let password = "pw-\(UUID().uuidString.prefix(8))"
 

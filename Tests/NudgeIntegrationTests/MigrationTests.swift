@@ -32,7 +32,7 @@ let migrationFiles = try! FileManager.default
         #expect(try await database.count("select count(*) from nudge_migrations") == migrationFiles.count)
     }
 
-    /// SPEC §3: the seeds' column names are the contract.
+    /// The tables' and columns' names are the apps' contract (docs/operations.md, "Migrations").
     @Test(arguments: [
         ("users", ["id", "timezone", "locale", "display_name", "email", "phone_number", "created_at", "last_active_at",
                    "coach_persona_id", "fcm_token", "push_enabled", "notification_pref", "notification_lead_min"]),

@@ -127,7 +127,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
             }
             #expect(segments == figures.segments, "\(id): the types and channels")
         }
-        // The targets and whether they hold, as the seeds give them.
+        // The targets and whether they hold, as docs/report.md gives them.
         let openRate = try #require(metrics.first { $0["id"] as? String == "email_open_rate" })
         let streak = try #require((openRate["segments"] as! [[String: Any]]).first { $0["type"] as? String == "streak_at_risk" })
         #expect(streak["target"] as? String == "≥ 40 %")

@@ -2,10 +2,10 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// What became of an email after Resend took it (seed 003 Feature 7's receipts), from Resend's
+/// What became of an email after Resend took it (docs/report.md, "Receipts"), from Resend's
 /// webhooks (`POST /webhooks/resend`, `ResendWebhook`): each event is kept (`email_events`, once
-/// per `svix-id`: a retry or a replay changes nothing) and its email's log row is set from all
-/// the events of that email, in whatever order they came:
+/// per `svix-id`: a retry or a replay changes nothing) and its email's log row is set from all the
+/// events of that email, in whatever order they came:
 /// - `email.delivered`: `delivered`, `delivered_at`, status `delivered`;
 /// - `email.opened`, `email.clicked`: `opened`, `opened_at` (a click is an open, where the open
 ///   pixel was blocked), `clicked_at`, status `opened`;

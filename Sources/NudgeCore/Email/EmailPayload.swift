@@ -8,7 +8,7 @@ public struct EmailPayload: Codable, Sendable, Equatable {
     /// `email_logs.email_type`, and a Resend tag.
     public let emailType: String
     public let html: String
-    /// Nil for an email the user may not stop (seed 003 F7's "Required" rows).
+    /// Nil for an email the user may not stop (docs/jobs/reminders.md, "Emails").
     public let unsubscribeURL: String?
     /// What else the email is about, as Resend tags (`week_start`).
     public let tags: [String: String]

@@ -1,9 +1,9 @@
 import Foundation
 
-/// The emails a user may stop (seed 003 Feature 7's "Optional" rows): each with the switches
-/// that turn it off, in `email_preferences` (Feature 7) and `notification_preferences`
-/// (Feature 8). The welcome email, FitCircle invitations and challenge milestones are required
-/// and have no unsubscribe link.
+/// The emails a user may stop (docs/jobs/reminders.md, "Emails"; docs/jobs/weekly-digest.md): each
+/// with the switches that turn it off, in `email_preferences` and `notification_preferences`. The
+/// welcome email, FitCircle invitations and challenge milestones are required and have no
+/// unsubscribe link.
 public enum EmailType: String, Sendable, CaseIterable {
     case dailyCheckinReminder = "daily_checkin_reminder"
     case streakAtRisk = "streak_at_risk"

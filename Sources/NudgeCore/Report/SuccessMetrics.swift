@@ -1,7 +1,7 @@
 import Foundation
 
-/// One of the seeds' success metrics (seed 000 §13, seed 003's Phase 2 table): what it measures,
-/// its target, and the one SQL query that computes it, so that an analyst can run it again.
+/// One of the success metrics (docs/report.md, "`nudge report`"): what it measures, its target, and
+/// the one SQL query that computes it, so that an analyst can run it again.
 ///
 /// Every query takes `$1` and `$2`, the period's first instant and the instant after it
 /// (`timestamptz`), and `$3`, the zone its days are in (`text`), and returns rows of
@@ -43,13 +43,13 @@ public struct SuccessMetric: Sendable {
     /// A stable name (`--json`'s key, the Grafana panel's).
     public let id: String
     public let title: String
-    /// Where the seeds define it.
+    /// Where its definition comes from, printed beside it (docs/report.md, "`nudge report`").
     public let seed: String
     /// What is divided by what, in words.
     public let measures: String
-    /// Nil for a figure the seeds give a baseline and no target (shown beside the one with).
+    /// Nil for a figure with a baseline and no target (shown beside the one with; docs/report.md).
     public let target: Target?
-    /// A target of its own for some notification types (seed 003: 30 % for the weekly digest's
+    /// A target of its own for some notification types (docs/report.md: 30 % for the weekly digest's
     /// emails, 40 % for streak at risk).
     public let targetsByType: [String: Target]
     public let baseline: String?
@@ -88,8 +88,9 @@ public enum SuccessMetrics {
             """
     }
 
-    /// The scheduled calls that came in the period, answered or not (seed 000: "answered_calls /
-    /// total_calls"; a call cancelled, or that failed on Nudge's side, is not the user's answer).
+    /// The scheduled calls that came in the period, answered or not (docs/report.md: calls
+    /// completed ÷ calls completed or missed; a call cancelled, or that failed on Nudge's side, is
+    /// not the user's answer).
     private static func calls(preview: Bool) -> String {
         """
         select \(grain) as grain,

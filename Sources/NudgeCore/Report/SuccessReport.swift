@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// `nudge report`: the seeds' success metrics (`SuccessMetrics`) over a period of days in a zone,
+/// `nudge report` (docs/report.md): the success metrics (`SuccessMetrics`) over a period of days in a zone,
 /// each beside its target, for the period, per day and per notification type and channel.
 public struct SuccessReport: Sendable, Encodable {
     /// A ratio and what it is made of; no value when nothing was there to measure.

@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// One-click unsubscribe (RFC 8058, seed 003 Feature 7): a genuine token turns the email type it
-/// names off for its user, in both tables that switch it (`email_preferences` and
-/// `notification_preferences`), creating the rows with the seed's defaults where there are none.
+/// One-click unsubscribe (RFC 8058, docs/serve.md): a genuine token turns the email type it names
+/// off for its user, in both tables that switch it (`email_preferences` and
+/// `notification_preferences`), creating the rows where there are none, with every other switch on.
 /// Doing it twice changes nothing the second time. Other emails and every push stay as they are.
 public enum Unsubscribe {
     public enum Outcome: Sendable, Equatable {
