@@ -100,7 +100,7 @@ private func run(_ name: String, on db: Database, at now: Date, sweep: Bool = fa
         let gap = at("2026-03-29T02:00:00Z")..<at("2026-03-29T08:00:00Z")
 
         for (database, skipping) in [(steady, false), (gapped, true)] {
-            try await database.withDatabase { db in
+            try await database.withDatabase { db in try await database.pinned { database in
                 var tick = at("2026-03-27T12:00:00Z")
                 var skipped = 0
                 while tick < at("2026-03-31T12:00:00Z") {
@@ -118,7 +118,7 @@ private func run(_ name: String, on db: Database, at now: Date, sweep: Bool = fa
                     }
                     tick = tick.addingTimeInterval(15 * 60)
                 }
-            }
+            } }
         }
         // Every user-day settled once, every week digested once, the same in both.
         let settled = "select job, user_id, local_day, outcome from job_work order by 1, 2, 3"

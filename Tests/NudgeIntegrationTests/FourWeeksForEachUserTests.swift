@@ -48,31 +48,33 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         var tick = at(Self.start)
         let last = at(Self.end)
         var runs = 0
-        while tick < last {
-            try await happen(database, through: tick)
-            if try await database.anyoneDue(for: "validate-streaks", at: tick) {
-                #expect(try await validateStreaks(database, at: tick).counts.failed == 0)
-                runs += 1
+        try await database.pinned { database in
+            while tick < last {
+                try await happen(database, through: tick)
+                if try await database.anyoneDue(for: "validate-streaks", at: tick) {
+                    #expect(try await validateStreaks(database, at: tick).counts.failed == 0)
+                    runs += 1
+                }
+                if try await database.anyoneDue(for: "reminders", at: tick) {
+                    #expect(try await reminders(database, at: tick).counts.failed == 0)
+                    runs += 1
+                }
+                let minute = tick.addingTimeInterval(60)
+                try await happen(database, through: minute)
+                if try await database.count("""
+                    select count(*) from notification_outbox where status = 'pending' and coalesce(next_attempt_at, deliver_after) <= '\(iso(minute))'
+                    """) > 0 {
+                    #expect(try await dispatch(database, environment: environment, at: minute).exitCode == 0)
+                    runs += 1
+                }
+                try await database.psql("""
+                    insert into sim_events (user_id, kind, day, at)
+                    select o.user_id, 'checkin', o.local_day, o.sent_at + interval '3 minutes' from notification_outbox o
+                     where o.user_id = '\(Fixture.userID(Who.answerer))' and o.notification_type = 'daily_checkin' and o.sent_at is not null
+                    on conflict do nothing
+                    """)
+                tick = try await nextTick(database, after: tick)
             }
-            if try await database.anyoneDue(for: "reminders", at: tick) {
-                #expect(try await reminders(database, at: tick).counts.failed == 0)
-                runs += 1
-            }
-            let minute = tick.addingTimeInterval(60)
-            try await happen(database, through: minute)
-            if try await database.count("""
-                select count(*) from notification_outbox where status = 'pending' and coalesce(next_attempt_at, deliver_after) <= '\(iso(minute))'
-                """) > 0 {
-                #expect(try await dispatch(database, environment: environment, at: minute).exitCode == 0)
-                runs += 1
-            }
-            try await database.psql("""
-                insert into sim_events (user_id, kind, day, at)
-                select o.user_id, 'checkin', o.local_day, o.sent_at + interval '3 minutes' from notification_outbox o
-                 where o.user_id = '\(Fixture.userID(Who.answerer))' and o.notification_type = 'daily_checkin' and o.sent_at is not null
-                on conflict do nothing
-                """)
-            tick = try await nextTick(database, after: tick)
         }
         #expect(runs > 100)
 

@@ -58,6 +58,8 @@ struct TestFailure: Error, CustomStringConvertible {
 struct TestDatabase: Sendable {
     let name: String
     let url: String
+    /// The one session this copy's SQL goes through, inside `pinned`.
+    private var session: TestSQL.Pinned?
 
     init(named name: String) throws {
         let server = try TestServer.serverURL()
@@ -116,7 +118,26 @@ struct TestDatabase: Sendable {
     /// no thread while it waits.
     @discardableResult
     func psql(_ sql: String) async throws -> String {
-        try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines)
+        if let session { return try await session.run(sql).trimmingCharacters(in: .newlines) }
+        return try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines)
+    }
+
+    /// `body` with a copy of this database whose SQL (`psql`, `value`, `count`) goes through one
+    /// session, ended after it: for a scenario's loop of thousands of calls, which would otherwise
+    /// each start and end a session of the server's. Everything else (the jobs it runs, `nudge`)
+    /// is as before.
+    func pinned<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
+        var copy = self
+        let session = try await TestSQL.Pinned(url: url)
+        copy.session = session
+        do {
+            let value = try await body(copy)
+            await session.end()
+            return value
+        } catch {
+            await session.end()
+            throw error
+        }
     }
 
     func value(_ sql: String) async throws -> String { try await psql(sql) }

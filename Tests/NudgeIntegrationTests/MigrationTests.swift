@@ -92,8 +92,10 @@ let migrationFiles = try! FileManager.default
         for name in ["idx_push_log_user_sent", "idx_notif_user", "idx_notif_call", "idx_leaderboard_circle_period_rank"] {
             #expect(indexes.contains(name), "\(name)")
         }
-        await #expect(throws: TestFailure.self) {
+        await #expect {
             try await database.psql("insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users")
+        } throws: { error in
+            (error as? TestSQL.Refused)?.message.contains("push_log_push_type_check") == true
         }
     }
 }

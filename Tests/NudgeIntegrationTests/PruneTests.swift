@@ -49,13 +49,13 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         let kept = try await TestDatabase.fresh()
         let seeded = try await kept.nudge(["seed", "--users", "200", "--seed", "17", "--now", "2026-03-09T00:00:00Z"])
         #expect(seeded.status == 0, "\(seeded.stderr)")
-        try await kept.withDatabase { db in
+        try await kept.withDatabase { db in try await kept.pinned { kept in
             var tick = at("2026-03-09T00:00:00Z")
             while tick < at("2026-03-16T00:00:00Z") {
                 try await cronTick(kept, on: db, at: tick)
                 tick = tick.addingTimeInterval(3600)
             }
-        }
+        } }
         let pruned = try await kept.clone()
         let before = try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox")
         let run = try await prune(pruned, at: at("2026-03-16T00:30:00Z"))
@@ -68,13 +68,13 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         #expect(try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox") < before)
 
         for database in [kept, pruned] {
-            try await database.withDatabase { db in
+            try await database.withDatabase { db in try await database.pinned { database in
                 var tick = at("2026-03-16T01:00:00Z")
                 while tick < at("2026-03-23T01:00:00Z") {
                     try await cronTick(database, on: db, at: tick)
                     tick = tick.addingTimeInterval(3600)
                 }
-            }
+            } }
         }
         // What the second week decided, in both.
         for query in [

@@ -58,23 +58,25 @@ enum ReminderFixture {
         var skipped = 0
         let checkIns = try await database.value("select string_agg(extract(epoch from at)::bigint::text, ',') from planned_checkins")
             .split(separator: ",").compactMap { Double($0) }.map { Date(timeIntervalSince1970: $0) }
-        while now < end {
-            if checkIns.contains(where: { $0 > written && $0 <= now }) {
-                try await database.psql("""
-                    insert into daily_tracking (user_id, date, mood, energy, steps, checked_in_at)
-                    select user_id, date, 4, 3, 6000, at from planned_checkins where at <= '\(iso(now))' and at > '\(iso(written))'
-                    """)
-                written = now
+        try await database.pinned { database in
+            while now < end {
+                if checkIns.contains(where: { $0 > written && $0 <= now }) {
+                    try await database.psql("""
+                        insert into daily_tracking (user_id, date, mood, energy, steps, checked_in_at)
+                        select user_id, date, 4, 3, 6000, at from planned_checkins where at <= '\(iso(now))' and at > '\(iso(written))'
+                        """)
+                    written = now
+                }
+                if try await database.anyoneDue(for: "reminders", at: now) {
+                    let summary = try await reminders(database, at: now)
+                    #expect(summary.counts.failed == 0)
+                } else {
+                    // One in eight of the runs skipped as reading nobody is run: it does read nobody.
+                    skipped += 1
+                    if skipped % 8 == 0 { #expect(try await reminders(database, at: now).counts.processed == 0, "\(now)") }
+                }
+                now = now.addingTimeInterval(15 * 60)
             }
-            if try await database.anyoneDue(for: "reminders", at: now) {
-                let summary = try await reminders(database, at: now)
-                #expect(summary.counts.failed == 0)
-            } else {
-                // One in eight of the runs skipped as reading nobody is run: it does read nobody.
-                skipped += 1
-                if skipped % 8 == 0 { #expect(try await reminders(database, at: now).counts.processed == 0, "\(now)") }
-            }
-            now = now.addingTimeInterval(15 * 60)
         }
         // The days whose 20:00 (21:00 for the email) fell inside the two weeks, by PostgreSQL.
         func expected(_ n: Int, at time: String, when condition: String = "true") async throws -> String {

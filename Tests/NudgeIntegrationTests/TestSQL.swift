@@ -61,6 +61,65 @@ enum TestSQL {
         }
     }
 
+    /// One session kept for a scenario's thousands of calls (`TestDatabase.pinned`): its scripts
+    /// run one at a time, in the order they came, each as `run` would, but without a session
+    /// started and ended for each. What a script sets stays for the next (a scenario does not
+    /// rely on either). A script that leaves a transaction open is refused; so is every script
+    /// after the session ended.
+    final class Pinned: Sendable {
+        private typealias Request = (sql: String, answer: CheckedContinuation<String, any Error>)
+        private let requests: AsyncStream<Request>.Continuation
+        private let task: Task<Void, Never>
+
+        init(url: String) async throws {
+            let (stream, requests) = AsyncStream<Request>.makeStream()
+            let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
+            self.requests = requests
+            task = Task {
+                var pending: Request?
+                do {
+                    try await session(url, bound: heldBound) { session in
+                        isReady.finish()
+                        for await request in stream {
+                            pending = request
+                            do {
+                                let rows = try await session.run(request.sql)
+                                guard session.messages.transactionStatus == UInt8(ascii: "I") else {
+                                    throw TestFailure("a pinned session's script left a transaction open: \(request.sql)")
+                                }
+                                pending = nil
+                                request.answer.resume(returning: rows)
+                            } catch let refused as Refused {
+                                pending = nil
+                                request.answer.resume(throwing: refused)   // the session goes on, as after any refused script
+                            }
+                        }
+                    }
+                } catch {
+                    isReady.finish(throwing: error)
+                    pending?.answer.resume(throwing: error)
+                }
+                requests.finish()
+                for await request in stream { request.answer.resume(throwing: TestFailure("the pinned session has ended")) }
+            }
+            for try await _ in ready {}
+        }
+
+        func run(_ sql: String) async throws -> String {
+            try await withCheckedThrowingContinuation { answer in
+                if case .terminated = requests.yield((sql, answer)) {
+                    answer.resume(throwing: TestFailure("the pinned session has ended"))
+                }
+            }
+        }
+
+        /// Ends the session once the scripts sent before have run.
+        func end() async {
+            requests.finish()
+            await task.value
+        }
+    }
+
     /// A session of its own for `body`, closed after it (and after `bound` whatever happens).
     static func session<T: Sendable>(_ url: String, bound: TimeAmount = bound,
                                      _ body: (inout Session) async throws -> T) async throws -> T {
@@ -190,6 +249,8 @@ enum TestSQL {
     struct Messages {
         var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
         var buffer = ByteBuffer()
+        /// The session's state at the last ReadyForQuery: `I` idle, `T` in a transaction, `E` in a failed one.
+        var transactionStatus: UInt8 = UInt8(ascii: "I")
 
         init(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) { self.inbound = inbound }
 
@@ -247,6 +308,7 @@ enum TestSQL {
                     rows.append(values.joined(separator: "|"))
                 case UInt8(ascii: "E"): failure = SQLFailure(body)
                 case UInt8(ascii: "Z"):
+                    transactionStatus = body.readInteger(as: UInt8.self) ?? UInt8(ascii: "I")
                     if let failure { throw failure }
                     return rows.joined(separator: "\n")
                 case UInt8(ascii: "G"), UInt8(ascii: "H"):

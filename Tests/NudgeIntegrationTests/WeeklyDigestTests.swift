@@ -100,31 +100,33 @@ enum DigestFixture {
         var queuedAt: [String: [String]] = [:]   // user -> the ticks that queued their digests
         var lastID = 0
         var skipped = 0
-        for saturday in ["2026-02-28", "2026-03-07", "2026-03-14", "2026-03-21", "2026-03-28", "2026-04-04"] {
-            var tick = at("\(saturday)T12:00:00Z")
-            let end = tick.addingTimeInterval(48 * 3600)
-            while tick < end {
-                guard try await database.anyoneDue(for: "weekly-digest", at: tick) else {
-                    // One in eight of the runs skipped as reading nobody is run: it does read nobody.
-                    skipped += 1
-                    if skipped % 8 == 0 { #expect(try await weeklyDigest(database, at: tick).counts.processed == 0, "\(tick)") }
-                    tick = tick.addingTimeInterval(15 * 60)
-                    continue
-                }
-                let summary = try await weeklyDigest(database, at: tick)
-                #expect(summary.counts.failed == 0, "\(summary.failures)")
-                if summary.counts.succeeded > 0 {
-                    let rows = try await database.psql("""
-                        select id, user_id, channel from notification_outbox where id > \(lastID) and notification_type = 'weekly_digest'
-                         order by id
-                        """).split(separator: "\n")
-                    for row in rows {
-                        let fields = row.split(separator: "|").map(String.init)
-                        lastID = max(lastID, Int(fields[0])!)
-                        if fields[2] == "push" { queuedAt[fields[1], default: []].append(ISO8601DateFormatter().string(from: tick)) }
+        try await database.pinned { database in
+            for saturday in ["2026-02-28", "2026-03-07", "2026-03-14", "2026-03-21", "2026-03-28", "2026-04-04"] {
+                var tick = at("\(saturday)T12:00:00Z")
+                let end = tick.addingTimeInterval(48 * 3600)
+                while tick < end {
+                    guard try await database.anyoneDue(for: "weekly-digest", at: tick) else {
+                        // One in eight of the runs skipped as reading nobody is run: it does read nobody.
+                        skipped += 1
+                        if skipped % 8 == 0 { #expect(try await weeklyDigest(database, at: tick).counts.processed == 0, "\(tick)") }
+                        tick = tick.addingTimeInterval(15 * 60)
+                        continue
                     }
+                    let summary = try await weeklyDigest(database, at: tick)
+                    #expect(summary.counts.failed == 0, "\(summary.failures)")
+                    if summary.counts.succeeded > 0 {
+                        let rows = try await database.psql("""
+                            select id, user_id, channel from notification_outbox where id > \(lastID) and notification_type = 'weekly_digest'
+                             order by id
+                            """).split(separator: "\n")
+                        for row in rows {
+                            let fields = row.split(separator: "|").map(String.init)
+                            lastID = max(lastID, Int(fields[0])!)
+                            if fields[2] == "push" { queuedAt[fields[1], default: []].append(ISO8601DateFormatter().string(from: tick)) }
+                        }
+                    }
+                    tick = tick.addingTimeInterval(15 * 60)
                 }
-                tick = tick.addingTimeInterval(15 * 60)
             }
         }
         for (index, zone) in Self.sundays.enumerated() {
