@@ -22,7 +22,7 @@ import Foundation
 /// by taking other tokens (`confirmsTokens`); until then the notification waits, so that a wrong
 /// environment at a trickle of pushes deactivates nothing. A token called unknown again counts
 /// once: the same stale tokens retried cannot add up to a burst (docs/jobs/dispatch.md,
-/// "Provider health").
+/// "Provider outages").
 public struct ProviderHealth: Sendable, Equatable {
     public enum State: String, Sendable { case up, down, paused }
 
