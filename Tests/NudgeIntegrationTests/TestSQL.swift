@@ -33,46 +33,28 @@ enum TestSQL {
 
     /// A session that has run `sql` and holds on to what it took (an advisory lock, a row lock of
     /// an open transaction) until `end()`: another program, as a test sees it.
-    static func hold(_ sql: String, url: String) async throws -> HeldSession {
-        let (released, release) = AsyncStream<Void>.makeStream()
-        let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
-        let task = Task {
-            do {
-                try await session(url, bound: heldBound) { session in
-                    _ = try await session.run(sql)
-                    isReady.finish()
-                    for await _ in released {}
-                }
-            } catch {
-                isReady.finish(throwing: error)
-            }
+    static func hold(_ sql: String, url: String) async throws -> Pinned {
+        let session = try await Pinned(url: url, keepsTransactions: true)
+        do {
+            _ = try await session.run(sql)
+        } catch {
+            await session.end()
+            throw error
         }
-        for try await _ in ready {}
-        return HeldSession(release: release, task: task)
-    }
-
-    struct HeldSession: Sendable {
-        fileprivate let release: AsyncStream<Void>.Continuation
-        fileprivate let task: Task<Void, Never>
-
-        /// Closes the session, and returns once it is closed (its locks released).
-        func end() async {
-            release.finish()
-            await task.value
-        }
+        return session
     }
 
     /// One session kept for a scenario's thousands of calls (`TestDatabase.pinned`): its scripts
     /// run one at a time, in the order they came, each as `run` would, but without a session
     /// started and ended for each. What a script sets stays for the next (a scenario does not
-    /// rely on either). A script that leaves a transaction open is refused; so is every script
-    /// after the session ended.
+    /// rely on either). A script that leaves a transaction open is refused (unless the session
+    /// is one `hold` keeps); so is every script after the session ended.
     final class Pinned: Sendable {
         private typealias Request = (sql: String, answer: CheckedContinuation<String, any Error>)
         private let requests: AsyncStream<Request>.Continuation
         private let task: Task<Void, Never>
 
-        init(url: String) async throws {
+        init(url: String, keepsTransactions: Bool = false) async throws {
             let (stream, requests) = AsyncStream<Request>.makeStream()
             let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
             self.requests = requests
@@ -85,7 +67,7 @@ enum TestSQL {
                             pending = request
                             do {
                                 let rows = try await session.run(request.sql)
-                                guard session.messages.transactionStatus == UInt8(ascii: "I") else {
+                                guard keepsTransactions || session.messages.transactionStatus == UInt8(ascii: "I") else {
                                     throw TestFailure("a pinned session's script left a transaction open: \(request.sql)")
                                 }
                                 pending = nil
@@ -114,7 +96,8 @@ enum TestSQL {
             }
         }
 
-        /// Ends the session once the scripts sent before have run.
+        /// Ends the session once the scripts sent before have run, and returns once it is closed
+        /// (its locks released).
         func end() async {
             requests.finish()
             await task.value
