@@ -162,7 +162,7 @@ private final class LeaseLog: Sendable {
 
 /// dispatch, with a batch whose facts take so long to read that its claims run out and another
 /// dispatcher takes one of its users meanwhile.
-private struct SlowFactsDispatch: Job {
+private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
     let inner: DispatchJob
     let stolen: UUID
     /// Per user sent to, whether their claim had a minute or more left as the sends began.
@@ -170,7 +170,7 @@ private struct SlowFactsDispatch: Job {
     var definition: JobDefinition { inner.definition }
     var source: OutboxQueue { inner.source }
     var readStatements: Int { inner.readStatements + 1 }
-    var completesOutside: Bool { inner.completesOutside }
+    var callsOutside: Bool { inner.callsOutside }
     var bookkeepingStatements: Int { inner.bookkeepingStatements }
     var outsideTimeLimit: Duration? { inner.outsideTimeLimit }
 

@@ -11,9 +11,11 @@ public struct UserRow: Sendable, Equatable {
 }
 
 /// A named batch job. The runner owns paging, isolation, locks, the ledger and kill switches; a
-/// job owns only its rules: what kind of work it pages (its `source`: users unless it says
-/// otherwise), what to read for a batch, what to decide for one item (a pure function), and the
-/// set-based writes that carry out a batch's decisions.
+/// job owns only its rules: what kind of work it pages (its `source`), what to read for a batch,
+/// what to decide for one item (a pure function), and the set-based writes that carry out a
+/// batch's decisions. A job that needs more opts in to it by conforming to a capability
+/// (JobCapabilities.swift): outside calls, bookkeeping kept between batches and runs, reports of
+/// its own.
 public protocol Job: Sendable {
     /// What the job pages: the users due for it (`DueSource`), a user's due notifications,
     /// circles… Every job names its own: there is no default that would walk every user.
@@ -41,114 +43,13 @@ public protocol Job: Sendable {
     /// user fails.
     func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites
 
-    /// How many statements `loadFacts` (or `afterBatch`) sends one after the other at most: the
-    /// runner waits for their answers that many statement time-outs.
+    /// How many statements `loadFacts` sends one after the other at most: the runner waits for
+    /// their answers that many statement time-outs.
     var readStatements: Int { get }
-
-    /// Whether `complete` calls an outside service; the runner calls it only then.
-    var completesOutside: Bool { get }
-
-    /// Whether the job's batches may commit without waiting for the disk (`synchronous_commit =
-    /// off`): true for a job whose writes follow no outside call. Losing its last second of
-    /// commits in a crash loses nothing: every state it writes is compare-and-set (a user's
-    /// instant, `settled_through`, a goal that exists, a work mark), so the batches lost are
-    /// decided again by the next run, their outbox rows with them, before dispatch ever saw
-    /// them. A job whose write records what a provider or the LLM already did (dispatch,
-    /// push-trigger) waits for the disk.
-    var commitsAsynchronously: Bool { get }
-
-    /// How many statements `afterBatch` or `tend` sends one after the other at most.
-    var bookkeepingStatements: Int { get }
-
-    /// Carries out the part of a decided change that needs an outside service (push-trigger's LLM
-    /// copy), between the decision and the batch's write. The runner calls it for up to
-    /// `--concurrency` users of a batch at once. A thrown error fails this user alone; a `UserSkip`
-    /// skips them with its reason; a `RunStop` leaves the user undone and ends the run after this batch.
-    func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change>
-
-    /// Outside calls the batch's items make together, once each item's own are done (dispatch:
-    /// the batch's emails in Resend's batch requests). Each of its waits has its own bound.
-    func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>]
-
-    /// The batch's changes once every outside call of the batch ended, before they are written:
-    /// for a job whose reading of one answer depends on what the whole batch learnt (dispatch:
-    /// a provider found down late in the batch). Pure; the identity unless the job says otherwise.
-    func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>]
-
-    /// How long the runner leaves between one batch's outside calls and the next batch's, after
-    /// the batch's `planned` changes went to `complete` (push-trigger: 100 ms per 50 users,
-    /// owed in proportion to the users the batch sent to the LLM, docs/jobs/push-trigger.md).
-    func pause(after planned: [PlannedChange<Change>]) -> Duration
-
-    /// How long a batch's outside calls may take all together, when the job's calls leave part
-    /// of their own bound to the runner (dispatch: a provider that stalls after its answer's
-    /// head); nil when each call bounds itself. The items still at work then fail with the reason.
-    var outsideTimeLimit: Duration? { get }
-
-    /// Bookkeeping after each batch that must never block or undo its write (push-trigger's LLM
-    /// usage). Returns what to add to the run's tally; the runner logs its errors and goes on.
-    func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int]
-
-    /// State the job shares with its other runs, kept while no batch is at work: called before a
-    /// run's first page and, for a queue, about every second while it waits for the next item
-    /// (dispatch: the providers' health and their probes). Its errors are logged and the
-    /// run goes on.
-    func tend(run: RunContext, on connection: PostgresConnection) async throws
-
-    /// Outside calls the shared state asks for, made after each `tend`, outside the bound of its
-    /// statements (dispatch: the harmless probes of providers found down, which its `tend`
-    /// claimed). Each of its waits has its own bound; it never fails the run. True when they
-    /// learnt something `tend` should write at once: the runner then calls `tend` again.
-    func tendOutside(run: RunContext) async -> Bool
-
-    /// A configuration error the job met on its way without stopping (dispatch: a provider
-    /// paused for the rest of the run): the run goes to its end, then reports it and exits 1.
-    var runProblem: String? { get }
-
-    /// What the run's summary should say besides its counts, from its tally (dispatch: which
-    /// providers are not configured, and how many notifications wait for them).
-    func summaryNote(tally: [String: Int]) -> String?
-
-    /// Gauges of the job's own for the run's metrics textfile (`NUDGE_METRICS_DIR`), beside the
-    /// runner's: asked once, at the end of a run that is not a dry run, with at most one bounded
-    /// statement on the run's connection (dispatch: each provider's state and the notifications
-    /// parked for it, docs/jobs/dispatch.md). Its error is logged and the run's own metrics are
-    /// written without them.
-    func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric]
 }
 
 extension Job {
     public var readStatements: Int { 1 }
-
-    public var completesOutside: Bool { false }
-
-    public var commitsAsynchronously: Bool { !completesOutside }
-
-    public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
-        change
-    }
-
-    public func review(_ changes: [PlannedChange<Change>], run: RunContext) -> [PlannedChange<Change>] { changes }
-
-    public func completeTogether(_ changes: [PlannedChange<Change>], run: RunContext) async -> [PlannedChange<Change>] { changes }
-
-    public func pause(after planned: [PlannedChange<Change>]) -> Duration { .zero }
-
-    public var outsideTimeLimit: Duration? { nil }
-
-    public func afterBatch(run: RunContext, on connection: PostgresConnection) async throws -> [String: Int] { [:] }
-
-    public func tend(run: RunContext, on connection: PostgresConnection) async throws {}
-
-    public func tendOutside(run: RunContext) async -> Bool { false }
-
-    public var bookkeepingStatements: Int { readStatements }
-
-    public var runProblem: String? { nil }
-
-    public func summaryNote(tally: [String: Int]) -> String? { nil }
-
-    public func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric] { [] }
 }
 
 /// Thrown by a job's outside step to skip one user with a reason the ledger records (push-trigger:

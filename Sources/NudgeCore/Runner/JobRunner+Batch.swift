@@ -66,7 +66,7 @@ extension JobRunner {
         var undone: Set<UUID> = []
         // When the page's claims end, on this process's clock (nil: a source without claims).
         var heldUntil = source.claimLasts.map { claimedAt + .seconds($0) }
-        if job.completesOutside && !planned.isEmpty, let limit = job.outsideTimeLimit, let until = heldUntil {
+        if let outside = capabilities.outside, !planned.isEmpty, let limit = outside.timeLimit, let until = heldUntil {
             // The claims must outlast the outside calls (each user's, then the batch's together)
             // and the write: renewed when reading took long, and the users whose claim went to
             // another run meanwhile are left to it, nothing sent for them.
@@ -79,18 +79,18 @@ extension JobRunner {
             }
             planned.removeAll { !held.contains($0.itemID) }
         }
-        if job.completesOutside && !planned.isEmpty {
+        if let outside = capabilities.outside, !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
                 try await Task.sleep(until: previous + state.pauseOwed)
             }
-            let pause = job.pause(after: planned)
-            let outside = await completeOutside(planned, context: context)
-            planned = job.review(await job.completeTogether(outside.completed, run: context), run: context)
-            failures += outside.failed
-            skipped += outside.skipped
-            undone = outside.undone
-            state.stop = state.stop ?? outside.stop
-            state.interrupted = state.interrupted || outside.interrupted
+            let pause = outside.pause(planned)
+            let result = await completeOutside(planned, calls: outside, context: context)
+            planned = outside.review(await outside.completeTogether(result.completed, context), context)
+            failures += result.failed
+            skipped += result.skipped
+            undone = result.undone
+            state.stop = state.stop ?? result.stop
+            state.interrupted = state.interrupted || result.interrupted
             state.outsideCallsEnded = .now
             state.pauseOwed = pause
             if !context.dryRun, !planned.isEmpty, let until = heldUntil {
@@ -181,8 +181,8 @@ extension JobRunner {
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
-            if laneEnds == nil {
-                state.tally.merge(try await db(statements: job.bookkeepingStatements) { try await job.afterBatch(run: context, on: db.connection) },
+            if laneEnds == nil, let books = capabilities.bookkeeping {
+                state.tally.merge(try await db(statements: books.bookkeepingStatements) { try await books.afterBatch(run: context, on: db.connection) },
                                   uniquingKeysWith: +)
             }
         } catch where !db.connection.isClosed {

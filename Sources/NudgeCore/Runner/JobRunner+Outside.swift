@@ -4,13 +4,14 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// A batch's calls to the outside world (`Job.outside`), bounded and stopped gracefully
+/// A batch's calls to the outside world (`OutsideCalls`), bounded and stopped gracefully
 /// (`JobRunner`).
 extension JobRunner {
     /// Runs the job's outside step for the batch's changes, up to `--concurrency` at once, in the
     /// changes' order. After SIGTERM no new call starts, and the calls in flight get
     /// `shutdownGrace` to end before they are cancelled: their users are left undone.
-    func completeOutside(_ planned: [PlannedChange<J.Change>], context: RunContext) async -> OutsideResult {
+    func completeOutside(_ planned: [PlannedChange<J.Change>], calls: JobCapabilities<J>.Outside,
+                         context: RunContext) async -> OutsideResult {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
         let grace = options.shutdownGrace
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
@@ -24,7 +25,7 @@ extension JobRunner {
                 next += 1
                 group.addTask {
                     do {
-                        return (index, .done(try await job.complete(change, run: context)))
+                        return (index, .done(try await calls.complete(change, context)))
                     } catch let stop as RunStop {
                         return (index, .stopped(stop))
                     } catch let skip as UserSkip {
@@ -44,7 +45,7 @@ extension JobRunner {
             }
             // The batch's bound, when the job's calls leave part of their waits to it (-2).
             var timeLimitPassed = false
-            if let limit = job.outsideTimeLimit {
+            if let limit = calls.timeLimit {
                 group.addTask {
                     do { try await Task.sleep(for: limit) } catch { return (-1, .interrupted) }
                     return (-2, .interrupted)
@@ -57,7 +58,7 @@ extension JobRunner {
                     timeLimitPassed = true
                     group.cancelAll()
                 case (let index, .interrupted)? where index >= 0 && timeLimitPassed && !shuttingDown:
-                    outcomes[index] = .failed("its outside calls took longer than the batch's \(job.outsideTimeLimit!)")
+                    outcomes[index] = .failed("its outside calls took longer than the batch's \(calls.timeLimit!)")
                     running -= 1
                 case nil where !shuttingDown:
                     shuttingDown = true

@@ -77,16 +77,17 @@ extension JobRunner {
     func tendOutside(context: RunContext, on db: BoundedConnection) async {
         var context = context
         context.now = max(context.now, options.clock.now())
-        guard await job.tendOutside(run: context) else { return }
+        guard let books = capabilities.bookkeeping, await books.tendOutside(run: context) else { return }
         await tendShared(context: context, on: db)
     }
 
     private func tendShared(context: RunContext, on db: BoundedConnection) async {
+        guard let books = capabilities.bookkeeping else { return }
         var context = context
         context.now = max(context.now, options.clock.now())
         let now = context
         do {
-            try await db(statements: job.bookkeepingStatements) { try await job.tend(run: now, on: db.connection) }
+            try await db(statements: books.bookkeepingStatements) { try await books.tend(run: now, on: db.connection) }
         } catch {
             context.logger.warning("the job's shared state could not be kept", metadata: [LogKey.reason: "\(describe(error))"])
         }

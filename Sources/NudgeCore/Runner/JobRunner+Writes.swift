@@ -62,7 +62,7 @@ extension JobRunner {
         do {
             try await send(writes, context: context, on: db)
             return nil
-        } catch where job.completesOutside && !context.dryRun && FailureScope.of(error) == .run {
+        } catch where capabilities.outside != nil && !context.dryRun && FailureScope.of(error) == .run {
             context.logger.warning("the batch's write failed after its sends; trying it once more on a fresh connection",
                                    metadata: [LogKey.reason: "\(describe(error))"])
             do {

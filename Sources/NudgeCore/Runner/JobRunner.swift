@@ -15,6 +15,8 @@ public struct JobRunner<J: Job>: Sendable {
     public let options: RunOptions
     public let database: Database
     public let observer: any RunObserver
+    /// What the job opted in to besides its core (JobCapabilities.swift).
+    let capabilities: JobCapabilities<J>
 
     /// How many failures the summary carries; the ledger keeps them all.
     static var failuresInSummary: Int { 20 }
@@ -24,6 +26,7 @@ public struct JobRunner<J: Job>: Sendable {
         self.options = options
         self.database = database
         self.observer = observer
+        capabilities = JobCapabilities(job)
     }
 
     var name: String { job.definition.name }
@@ -59,9 +62,9 @@ public struct JobRunner<J: Job>: Sendable {
             }
             do {
                 // A job whose writes follow no outside call commits its batches without waiting
-                // for the disk (`Job.commitsAsynchronously`); the pooled connection gets its
+                // for the disk (`OutsideCalls`); the pooled connection gets its
                 // setting back after the run.
-                let asynchronous = job.commitsAsynchronously && !options.dryRun
+                let asynchronous = capabilities.commitsAsynchronously && !options.dryRun
                 if asynchronous { try await db({ try await connection.query("set synchronous_commit = off", logger: logger) }) }
                 let summary = try await runLocked(ledger: ledger, started: started, logger: logger, on: db)
                 if asynchronous { _ = try? await db({ try await connection.query("reset synchronous_commit", logger: logger) }) }
@@ -74,7 +77,7 @@ public struct JobRunner<J: Job>: Sendable {
                 return summary
             } catch {
                 if !connection.isClosed {
-                    if job.commitsAsynchronously && !options.dryRun {
+                    if capabilities.commitsAsynchronously && !options.dryRun {
                         _ = try? await db({ try await connection.query("reset synchronous_commit", logger: logger) })
                     }
                     try? await db({ try await locks.release(on: connection, logger: logger) })
@@ -133,7 +136,7 @@ public struct JobRunner<J: Job>: Sendable {
             }
             state.counts = loop.totals.counts
             if status == .succeeded && state.counts.failed > 0 { status = .partial }
-            if let problem = job.runProblem, [.succeeded, .partial].contains(status) {
+            if let problem = capabilities.reports?.runProblem, [.succeeded, .partial].contains(status) {
                 status = .aborted
                 configurationProblem = true
                 errorMessage = "bad configuration found at run time: \(problem)"
@@ -173,7 +176,7 @@ public struct JobRunner<J: Job>: Sendable {
         }
         return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
                           tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
-                          failures: state.failureSample, message: errorMessage ?? job.summaryNote(tally: state.tally),
+                          failures: state.failureSample, message: errorMessage ?? capabilities.reports?.summaryNote(tally: state.tally),
                           exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun,
                           jobMetrics: await jobMetrics(context: context, on: db))
     }
@@ -182,12 +185,12 @@ public struct JobRunner<J: Job>: Sendable {
     /// run (which writes no metrics) or when nobody writes them. An error is logged and the run's
     /// own metrics go without them.
     private func jobMetrics(context: RunContext, on db: BoundedConnection) async -> [RunMetric] {
-        guard options.readsJobMetrics && !options.dryRun else { return [] }
+        guard options.readsJobMetrics && !options.dryRun, let reports = capabilities.reports else { return [] }
         var context = context
         context.now = max(context.now, options.clock.now())
         let now = context
         do {
-            return try await db { try await job.runMetrics(run: now, on: db.connection) }
+            return try await db { try await reports.runMetrics(run: now, on: db.connection) }
         } catch {
             context.logger.warning("the job's metrics could not be read", metadata: [LogKey.reason: "\(describe(error))"])
             return []

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A gauge a job adds to its run's metrics textfile (`Job.runMetrics`), besides the runner's own
+/// A gauge a job adds to its run's metrics textfile (`RunReports.runMetrics`), besides the runner's own
 /// `nudge_run_*`: its name, what it measures, and its samples with their labels. The runner
 /// writes each sample with the run's own labels first (`job`, and `shard` for a sharded run), so
 /// that the files of two shards never hold the same series (docs/operations.md, "Monitoring").

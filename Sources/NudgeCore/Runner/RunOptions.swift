@@ -96,7 +96,7 @@ public struct RunOptions: Sendable {
     /// prove the index right (DESIGN "Finding the work"): what it finds due that the index had
     /// not is done, logged and counted (`index_missed`).
     public var sweep = false
-    /// Whether the run asks its job for metrics of its own (`Job.runMetrics`) at its end: only
+    /// Whether the run asks its job for metrics of its own (`RunReports.runMetrics`) at its end: only
     /// when someone writes them (`nudge run` with `NUDGE_METRICS_DIR`), since they may cost the
     /// job a statement.
     public var readsJobMetrics = false

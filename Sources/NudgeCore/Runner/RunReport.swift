@@ -44,7 +44,7 @@ public struct RunSummary: Sendable, Codable {
     public let exitCode: Int32
     /// What the run's items are ("user", "circle"): what its counts count.
     public var noun: String = "user"
-    /// The job's own gauges for the run's metrics textfile (`Job.runMetrics`); not in `--json`.
+    /// The job's own gauges for the run's metrics textfile (`RunReports.runMetrics`); not in `--json`.
     public var jobMetrics: [RunMetric] = []
 
     public struct Failure: Sendable, Codable {

@@ -8,7 +8,7 @@ import PostgresNIO
 /// device. The pushes go out to APNs and FCM; each row then stands sent, pending a retry (up to
 /// three attempts, backing off), deferred, suppressed or failed, with every attempt in
 /// `notification_logs` and invalid tokens deactivated, in the batch's one write.
-public struct DispatchJob: RegisteredJob {
+public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports {
     public static let jobName = "dispatch"
 
     public let definition: JobDefinition
@@ -63,7 +63,7 @@ public struct DispatchJob: RegisteredJob {
     /// The users' preferences, devices and deliveries; the calls and pushes their previews depend on.
     public var readStatements: Int { 2 }
 
-    public var completesOutside: Bool { !dryRun }
+    public var callsOutside: Bool { !dryRun }
 
     public var bookkeepingStatements: Int { ChannelHealth.statements + 2 }
 

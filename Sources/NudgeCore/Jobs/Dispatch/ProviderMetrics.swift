@@ -82,7 +82,7 @@ public enum ProviderMetrics {
 }
 
 extension DispatchJob {
-    /// The providers' gauges for the run's textfile (`Job.runMetrics`).
+    /// The providers' gauges for the run's textfile (`RunReports.runMetrics`).
     public func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric] {
         ProviderMetrics.metrics(try await ProviderMetrics.read(on: connection, logger: run.logger), configured: push.states,
                                 now: run.now)

@@ -15,7 +15,7 @@ import PostgresNIO
 /// instant to their next 10:00, and triggers make a user due at once when their time zone
 /// changes, check-ins are turned on or a first device arrives. A user read again on a day already
 /// decided costs one indexed lookup: the heavy facts are read only for the undecided.
-public struct PushTriggerJob: RegisteredJob {
+public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
     public static let jobName = "push-trigger"
 
     public typealias Source = DueSource
@@ -98,8 +98,6 @@ public struct PushTriggerJob: RegisteredJob {
         let todays = user.calendar.instant(of: today, at: moment)
         return instant < todays ? todays : user.calendar.instant(of: today.adding(days: 1), at: moment)
     }
-
-    public var completesOutside: Bool { true }
 
     /// The pause between batches (`pauseBetweenBatchesMilliseconds` after each `batchSize` users
     /// of the definition: 100 ms for each 50, docs/jobs/push-trigger.md) paces the LLM calls: a
