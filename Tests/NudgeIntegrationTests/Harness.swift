@@ -77,6 +77,7 @@ struct TestDatabase: Sendable {
         let template = migrated ? try await TestServer.template.ensure() : nil
         let slot = await ProcessSlots.shared.acquire("create database \(name)")
         defer { Task { await ProcessSlots.shared.release(slot) } }
+        if let template { await TestSQL.closeIdle(try TestDatabase(named: template).url) }
         try await admin.psql("create database \(name)" + (template.map { " template \($0)" } ?? ""))
         return try TestDatabase(named: name)
     }
@@ -87,6 +88,7 @@ struct TestDatabase: Sendable {
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let slot = await ProcessSlots.shared.acquire("create database \(name) template \(self.name)")
         defer { Task { await ProcessSlots.shared.release(slot) } }
+        await TestSQL.closeIdle(url)
         try await TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
         return try TestDatabase(named: name)
     }
@@ -201,12 +203,15 @@ struct TestDatabase: Sendable {
 
     /// Returns once no other client session is connected to this database. A program that ended
     /// (a `nudge` run, a pool closed) has its sessions end a moment later, on a loaded machine a
-    /// while later; each reports its reads and writes to PostgreSQL's counters as it ends.
+    /// while later; each reports its reads and writes to PostgreSQL's counters as it ends. The
+    /// test's own idle sessions (TestSQL's) are ended first, for their counters.
     func othersEnded() async throws {
+        await TestSQL.closeIdle(url)
         let ended = try await eventuallyHere(seconds: 120) {
             try await count("""
                 select count(*) from pg_stat_activity
                  where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
+                   and application_name <> 'test-sql'
                 """) == 0
         }
         guard ended else { throw TestFailure("sessions on \(name) still there after 120 s") }

@@ -84,17 +84,34 @@ private final class Lines: Sendable {
         #expect(refused.status == 1 && refused.stderr == "ERROR:  column \"nope\" does not exist", "\(refused.stderr)")
     }
 
-    /// A held session keeps what it took until it ends; each other call is a session of its own,
-    /// so nothing one sets outlives it.
+    /// A held session keeps what it took until it ends; each other call runs as a session of its
+    /// own would, so nothing one sets or leaves open outlives it, though the sessions are kept.
     @Test func aHeldSessionKeepsItsLockUntilItEnds() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
         let holder = try await TestSQL.hold("select pg_advisory_lock(4242)", url: database.url)
         #expect(try await database.value("select pg_try_advisory_lock(4242)") == "f")
         await holder.end()
         #expect(try await database.value("select pg_try_advisory_lock(4242)") == "t")
+        // The lock the last script took went with it, though its session was kept.
+        let kept = try await database.value("select pg_backend_pid()")
+        #expect(try await database.value("select pg_backend_pid()") == kept, "the session is kept for the next call")
+        let other = try await TestSQL.hold("select pg_try_advisory_lock(4242)", url: database.url)
+        #expect(try await other.run("select pg_try_advisory_lock(4242)") == "t")
+        await other.end()
         try await database.psql("set application_name = 'set by an earlier script'")
-        #expect(try await database.value("show application_name") == "")
+        #expect(try await database.value("show application_name") == "test-sql")
         // The server bounds each statement of the tests' SQL, so that none runs on after its test gave up.
         #expect(try await database.value("show statement_timeout") == "170s")
+        // A transaction a script leaves open is rolled back with its session.
+        try await database.psql("create table t (x int)")
+        try await database.psql("begin; insert into t values (1)")
+        #expect(try await database.count("select count(*) from t") == 0)
+        // A kept session the server ended is replaced, and the script runs once.
+        let ending = try await database.value("select pg_backend_pid()")
+        let terminator = try await TestSQL.hold("select pg_terminate_backend(\(ending))", url: database.url)
+        await terminator.end()
+        #expect(try await database.psql("insert into t values (2) returning x") == "2")
+        #expect(try await database.count("select count(*) from t") == 1)
+        #expect(try await database.value("select pg_backend_pid()") != ending)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The tests' SQL: PostgreSQL's simple query protocol, spoken in this process and awaited without
 /// holding a thread. A script of several statements runs as one request in one implicit
@@ -9,8 +10,13 @@ import NIOPosix
 /// NULL as nothing. (PostgresNIO speaks only the extended protocol, one statement at a time with
 /// binary values; the tests' fixtures are scripts, and their checks compare text.)
 ///
-/// Each call is a session of its own, as each psql process was: nothing a script sets outlives it.
-/// The sessions run on an event loop of their own, never the stand-ins' or Nudge's.
+/// Each call runs as a session of its own would, as each psql process did: nothing a script sets
+/// outlives it (`discard all` after it), and a transaction it leaves open is rolled back with its
+/// session. The sessions are kept for the next call on the same database (`Idle`) instead of
+/// started and ended for each, which cost the server more than most scripts; a test that needs
+/// nobody else on a database (a copy, PostgreSQL's counters) closes them first (`closeIdle`).
+/// They are named `test-sql` (`application_name`), and run on an event loop of their own, never
+/// the stand-ins' or Nudge's.
 enum TestSQL {
     static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
@@ -28,7 +34,80 @@ enum TestSQL {
     /// `sql` run on the database `url` names (a `postgres://user@host/db?host=SOCKET&port=N` URL,
     /// as `scripts/pg` prints; trust authentication, as the test server has on its socket).
     static func run(_ sql: String, url: String) async throws -> String {
-        try await session(url) { session in try await session.run(sql) }
+        if let idle = await Idle.shared.take(url) {
+            do {
+                return try await run(sql, on: idle, url: url)
+            } catch is SessionEnded {
+                // A kept session the server ended while it waited (a test that ends every
+                // session on its database), found closed as the script went: the server never
+                // had it. Once more, on a session of its own.
+            }
+        }
+        do {
+            return try await run(sql, on: try await Pinned(url: url, kept: true), url: url)
+        } catch let ended as SessionEnded {
+            throw TestFailure("SQL failed: \(ended)\n\(sql)")
+        }
+    }
+
+    private static func run(_ sql: String, on session: Pinned, url: String) async throws -> String {
+        let answer: (rows: String, idle: Bool)
+        do {
+            answer = try await session.send(sql)
+        } catch let refused as Refused {
+            await keepOrEnd(session, url: url, idle: session.idle)
+            throw refused
+        } catch {
+            await session.end()
+            throw error
+        }
+        await keepOrEnd(session, url: url, idle: answer.idle)
+        return answer.rows
+    }
+
+    /// A session back to the idle ones, reset, when its script left no transaction open; ended
+    /// (its transaction rolled back) when it did.
+    private static func keepOrEnd(_ session: Pinned, url: String, idle: Bool) async {
+        guard idle, (try? await session.send("discard all")) != nil else {
+            await session.end()
+            return
+        }
+        await Idle.shared.give(session, url: url)
+    }
+
+    /// Ends the idle sessions kept on the database `url` names, whatever their role, and returns
+    /// once they are closed: before the database is copied, or its sessions' counters read.
+    static func closeIdle(_ url: String) async {
+        guard let database = try? Address(url).database else { return }
+        for session in await Idle.shared.takeAll(database: database) { await session.end() }
+    }
+
+    /// The sessions `run` keeps between calls: a few, the oldest ended when there are more.
+    actor Idle {
+        static let shared = Idle()
+        /// Few enough that, with the runs' own pools, the test server's connections suffice.
+        static let most = 12
+        private var sessions: [(url: String, database: String, session: Pinned)] = []
+
+        func take(_ url: String) -> Pinned? {
+            sessions.removeAll { !$0.session.isOpen }
+            guard let index = sessions.lastIndex(where: { $0.url == url }) else { return nil }
+            return sessions.remove(at: index).session
+        }
+
+        func give(_ session: Pinned, url: String) {
+            sessions.append((url, (try? Address(url).database) ?? "", session))
+            while sessions.count > Self.most {
+                let oldest = sessions.removeFirst().session
+                Task { await oldest.end() }
+            }
+        }
+
+        func takeAll(database: String) -> [Pinned] {
+            let taken = sessions.filter { $0.database == database }.map(\.session)
+            sessions.removeAll { $0.database == database }
+            return taken
+        }
     }
 
     /// A session that has run `sql` and holds on to what it took (an advisory lock, a row lock of
@@ -47,32 +126,46 @@ enum TestSQL {
     /// One session kept for a scenario's thousands of calls (`TestDatabase.pinned`): its scripts
     /// run one at a time, in the order they came, each as `run` would, but without a session
     /// started and ended for each. What a script sets stays for the next (a scenario does not
-    /// rely on either). A script that leaves a transaction open is refused (unless the session
-    /// is one `hold` keeps); so is every script after the session ended.
+    /// rely on either). A script that leaves a transaction open is refused, and ends the session
+    /// (unless the session is one `hold` keeps); so is every script after the session ended.
     final class Pinned: Sendable {
-        private typealias Request = (sql: String, answer: CheckedContinuation<String, any Error>)
+        private typealias Request = (sql: String, answer: CheckedContinuation<(rows: String, idle: Bool), any Error>)
         private let requests: AsyncStream<Request>.Continuation
         private let task: Task<Void, Never>
+        private let keepsTransactions: Bool
+        private let state = State()
 
-        init(url: String, keepsTransactions: Bool = false) async throws {
+        private final class State: Sendable {
+            /// Whether the server's end of the session is still there.
+            let open = Mutex(true)
+            /// Whether the session was in no transaction after its last script.
+            let idle = Mutex(true)
+        }
+
+        /// `kept`: a session `run` keeps between calls, with their bounds (`statementBound`) and
+        /// its name; otherwise one a test pins or holds, bounded by `heldBound` alone.
+        init(url: String, keepsTransactions: Bool = false, kept: Bool = false) async throws {
             let (stream, requests) = AsyncStream<Request>.makeStream()
             let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
             self.requests = requests
+            self.keepsTransactions = keepsTransactions
+            let state = self.state
             task = Task {
                 var pending: Request?
                 do {
-                    try await session(url, bound: heldBound) { session in
+                    try await session(url, bound: heldBound, kept: kept, closed: { state.open.withLock { $0 = false } }) { session in
                         isReady.finish()
                         for await request in stream {
                             pending = request
                             do {
                                 let rows = try await session.run(request.sql)
-                                guard keepsTransactions || session.messages.transactionStatus == UInt8(ascii: "I") else {
-                                    throw TestFailure("a pinned session's script left a transaction open: \(request.sql)")
-                                }
+                                let idle = session.messages.transactionStatus == UInt8(ascii: "I")
+                                state.idle.withLock { $0 = idle }
                                 pending = nil
-                                request.answer.resume(returning: rows)
+                                request.answer.resume(returning: (rows, idle))
                             } catch let refused as Refused {
+                                let idle = session.messages.transactionStatus == UInt8(ascii: "I")
+                                state.idle.withLock { $0 = idle }
                                 pending = nil
                                 request.answer.resume(throwing: refused)   // the session goes on, as after any refused script
                             }
@@ -82,13 +175,29 @@ enum TestSQL {
                     isReady.finish(throwing: error)
                     pending?.answer.resume(throwing: error)
                 }
+                state.open.withLock { $0 = false }
                 requests.finish()
                 for await request in stream { request.answer.resume(throwing: TestFailure("the pinned session has ended")) }
             }
             for try await _ in ready {}
         }
 
+        var isOpen: Bool { state.open.withLock { $0 } }
+
+        /// Whether the session was in no transaction after its last script.
+        var idle: Bool { state.idle.withLock { $0 } }
+
         func run(_ sql: String) async throws -> String {
+            let answer = try await send(sql)
+            guard answer.idle || keepsTransactions else {
+                await end()
+                throw TestFailure("a pinned session's script left a transaction open: \(sql)")
+            }
+            return answer.rows
+        }
+
+        /// `sql`'s rows, and whether the session is in no transaction after it.
+        func send(_ sql: String) async throws -> (rows: String, idle: Bool) {
             try await withCheckedThrowingContinuation { answer in
                 if case .terminated = requests.yield((sql, answer)) {
                     answer.resume(throwing: TestFailure("the pinned session has ended"))
@@ -105,7 +214,10 @@ enum TestSQL {
     }
 
     /// A session of its own for `body`, closed after it (and after `bound` whatever happens).
-    static func session<T: Sendable>(_ url: String, bound: TimeAmount = bound,
+    /// `kept`: bounded statements (`statementBound`) and the name `test-sql`; `closed` is told when
+    /// the session's connection closes, from either end.
+    static func session<T: Sendable>(_ url: String, bound: TimeAmount = bound, kept: Bool = false,
+                                     closed: (@Sendable () -> Void)? = nil,
                                      _ body: (inout Session) async throws -> T) async throws -> T {
         let address = try Address(url)
         let channel = try await ClientBootstrap(group: group)
@@ -115,12 +227,14 @@ enum TestSQL {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
+        if let closed { channel.channel.closeFuture.whenComplete { _ in closed() } }
         let timer = channel.channel.eventLoop.scheduleTask(in: bound) { channel.channel.close(promise: nil) }
         defer { timer.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
             var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound)
             try await outbound.write(Self.startup(user: address.user, database: address.database,
-                                                  options: bound == Self.bound ? "-c statement_timeout=\(statementBound)" : nil))
+                                                  options: bound == Self.bound || kept ? "-c statement_timeout=\(statementBound)" : nil,
+                                                  name: kept ? "test-sql" : nil))
             do {
                 try await session.messages.untilReady()
             } catch let failure as SQLFailure {
@@ -148,10 +262,17 @@ enum TestSQL {
                 return try await messages.results()
             } catch let failure as SQLFailure {
                 throw Refused(message: failure.message, sql: sql)
+            } catch let ended as SessionEnded {
+                throw ended
             } catch {
                 throw TestFailure("SQL failed: \(error)\n\(sql)")
             }
         }
+    }
+
+    /// The session's connection closed before the server answered.
+    struct SessionEnded: Error, CustomStringConvertible {
+        var description: String { "the session ended before the server's answer (closed by the server, or by TestSQL's bound)" }
     }
 
     /// The server refused a script: its error as psql prints it, and the script.
@@ -187,11 +308,12 @@ enum TestSQL {
         }
     }
 
-    static func startup(user: String, database: String, options: String?) -> ByteBuffer {
+    static func startup(user: String, database: String, options: String?, name: String?) -> ByteBuffer {
         var body = ByteBuffer()
         body.writeInteger(Int32(196_608))   // protocol 3.0
         var parameters = [("user", user), ("database", database), ("client_encoding", "UTF8")]
         if let options { parameters.append(("options", options)) }
+        if let name { parameters.append(("application_name", name)) }
         for (key, value) in parameters {
             body.writeNullTerminatedString(key)
             body.writeNullTerminatedString(value)
@@ -250,7 +372,7 @@ enum TestSQL {
                     }
                 }
                 guard var more = try await inbound.next() else {
-                    throw TestFailure("the session ended before the server's answer (closed by the server, or by TestSQL's bound)")
+                    throw SessionEnded()
                 }
                 buffer.discardReadBytes()
                 buffer.writeBuffer(&more)
