@@ -484,7 +484,7 @@ struct Report: AsyncParsableCommand {
 
 struct Grafana: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write the Grafana dashboard (deploy/grafana/nudge.json): nudge report's queries, and the runs' Prometheus metrics.")
+        abstract: "Write the Grafana dashboard (nudge.json): nudge report's queries, and the runs' Prometheus metrics.")
 
     @Option(help: "The folder to write nudge.json into (made if missing).")
     var output: String

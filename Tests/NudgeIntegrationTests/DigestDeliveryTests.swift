@@ -341,7 +341,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let shot = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
         #expect(FileManager.default.fileExists(atPath: screenshot), "\(shot.stderr)")
         // Width, height, then pixels of the button's blue, the text's ink, the card's white.
-        let colours = try await runProcessOffThePool("/usr/bin/python3", [packageRoot.appendingPathComponent("scripts/png-colours.py").path, screenshot,
+        let colours = try await runProcessOffThePool("/usr/bin/python3", [packageRoot.appendingPathComponent("Tests/Fixtures/png-colours.py").path, screenshot,
                                                           "2563eb", "1f2933", "ffffff"])
         let numbers = colours.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect(numbers.count == 5, "\(colours.stdout)\(colours.stderr)")

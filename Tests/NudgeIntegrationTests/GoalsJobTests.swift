@@ -21,9 +21,9 @@ private func goals(_ database: TestDatabase) async throws -> String {
     return parts.joined(separator: "\n--\n")
 }
 
-/// Runs scripts/goals-floor.sql, the same rules in SQL alone.
+/// Runs scripts/bench/goals-floor.sql, the same rules in SQL alone.
 private func floor(_ database: TestDatabase, now: String, from: String = "", to: String = "") async throws {
-    let result = try await database.runScript("scripts/goals-floor.sql", variables: ["now": now, "from": from, "to": to])
+    let result = try await database.runScript("scripts/bench/goals-floor.sql", variables: ["now": now, "from": from, "to": to])
     guard result.status == 0 else { throw TestFailure("goals-floor.sql failed: \(result.stderr)") }
 }
 

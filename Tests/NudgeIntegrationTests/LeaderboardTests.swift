@@ -15,9 +15,9 @@ extension TestDatabase {
         return summary["tally"] as? [String: Int] ?? [:]
     }
 
-    /// Runs scripts/leaderboard-floor.sql at `now`: its boards in the table leaderboard_floor.
+    /// Runs scripts/bench/leaderboard-floor.sql at `now`: its boards in the table leaderboard_floor.
     func leaderboardFloor(_ now: String) async throws {
-        let script = try String(contentsOf: packageRoot.appendingPathComponent("scripts/leaderboard-floor.sql"), encoding: .utf8)
+        let script = try String(contentsOf: packageRoot.appendingPathComponent("scripts/bench/leaderboard-floor.sql"), encoding: .utf8)
         try await psql(script.replacingOccurrences(of: ":now", with: "'\(now)'"))
     }
 

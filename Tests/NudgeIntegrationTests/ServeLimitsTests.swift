@@ -79,7 +79,7 @@ final class ServeProcess: Sendable {
     }
 
     func pressure(_ arguments: [String]) async throws -> [String: Any] {
-        let script = packageRoot.appendingPathComponent("scripts/http-pressure.py").path
+        let script = packageRoot.appendingPathComponent("scripts/bench/http-pressure.py").path
         let result = try await runProcessOffThePool("/usr/bin/python3", [script, arguments[0], "127.0.0.1", "\(port)"] + arguments.dropFirst())
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
@@ -101,7 +101,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
     /// A request kept waiting by a held connection would wait at least for its time-out (10 s for a
     /// body, 30 s idle) or be refused; so here the slowest must stay under 5 s and the typical one
     /// under a second, which tells that apart from the other tests loading the machine. The
-    /// second for every request is the benchmark's (`scripts/bench-serve`), on a quiet machine.
+    /// second for every request is the benchmark's (`scripts/bench/serve`), on a quiet machine.
     @Test func heldConnectionsNeverKeepARealRequestWaiting() async throws {
         let database = try await TestDatabase.fresh()
         let user = UUID()

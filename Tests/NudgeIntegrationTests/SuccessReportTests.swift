@@ -201,16 +201,19 @@ private func makeSeededMonth() async throws -> TestDatabase {
         #expect(report.dom.contains("Push delivery rate"))
     }
 
-    /// deploy/grafana/nudge.json is what `nudge grafana` writes, and each of its PostgreSQL
-    /// panels, with Grafana's macros given the report's period and zone, returns the report's
-    /// numbers: in UTC, and in New York across its clock change.
+    /// Each PostgreSQL panel of the dashboard `nudge grafana` writes, with Grafana's macros given
+    /// the report's period and zone, returns the report's numbers: in UTC, and in New York
+    /// across its clock change.
     @Test(arguments: [("UTC", "2026-03-04T00:00:00Z", "2026-03-18T00:00:00Z"),
                       // The same local days in New York: 05:00 UTC before its clocks change on 8 March, 04:00 after.
                       ("America/New_York", "2026-03-04T05:00:00Z", "2026-03-18T04:00:00Z")])
     func eachGrafanaPanelReturnsTheReportsNumbers(_ zone: String, _ from: String, _ to: String) async throws {
-        let committed = try String(contentsOfFile: packageRoot.appendingPathComponent("deploy/grafana/nudge.json").path, encoding: .utf8)
-        #expect(committed == (try GrafanaDashboard.json()), "run `nudge grafana --output deploy/grafana`")
         let database = try await seededMonth()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-grafana-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let wrote = try await database.nudge(["grafana", "--output", folder.path])
+        #expect(wrote.status == 0, "\(wrote.stderr)")
+        let written = try String(contentsOfFile: folder.appendingPathComponent("nudge.json").path, encoding: .utf8)
         let report = try await database.nudge(["report", "--json", "--timezone", zone] + Self.period)
         let metrics = try #require((try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])?["metrics"]
                                    as? [[String: Any]])
@@ -219,7 +222,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
             guard let value = value as? Double else { return "" }
             return String(format: "%.1f", (value * 1000).rounded() / 10)
         }
-        let dashboard = try #require(try JSONSerialization.jsonObject(with: Data(committed.utf8)) as? [String: Any])
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: Data(written.utf8)) as? [String: Any])
         var checked = (stats: 0, series: 0, tables: 0)
         for panel in dashboard["panels"] as! [[String: Any]] {
             for target in panel["targets"] as? [[String: Any]] ?? [] {

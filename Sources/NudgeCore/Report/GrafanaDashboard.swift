@@ -1,7 +1,7 @@
 import Foundation
 
-/// `deploy/grafana/nudge.json`: a Grafana dashboard for the teams that run Grafana, written by
-/// `nudge grafana` (a test checks the committed file is its output). Its PostgreSQL panels run the
+/// `nudge.json`: a Grafana dashboard for the teams that run Grafana, written by `nudge grafana`
+/// (docs/report.md, "Grafana"; a test runs each of its queries). Its PostgreSQL panels run the
 /// same queries as `nudge report` (`SuccessMetrics`), with Grafana's time range for the period
 /// and the dashboard's `zone` for the days: a stat per metric (the period's value) and its daily
 /// series against its target. Its Prometheus panels read the run metrics the jobs write

@@ -1,9 +1,9 @@
--- The floor for preview-notifications (scripts/bench-previews): the job's work at :now as
+-- The floor for preview-notifications (scripts/bench/previews): the job's work at :now as
 -- set-based SQL alone, in one statement. The same calls (pending, not decided for their time,
 -- preview due by :now + 2 min, begun at most an hour ago, found through the same index), the same
 -- path per user (as PreviewPath chooses it, docs/jobs/preview-notifications.md), the same outbox rows (type, channel, due
 -- time, key; the words in their simplest form) and the same marks on the calls.
---   psql -v now="'2026-03-19T09:00:00Z'" -f scripts/previews-floor.sql
+--   psql -v now="'2026-03-19T09:00:00Z'" -f scripts/bench/previews-floor.sql
 with due as (
     select c.id, c.user_id, c.scheduled_at, c.topic, u.notification_lead_min as lead, coalesce(u.timezone, 'UTC') as timezone,
            u.notification_pref as pref, p.name as coach, coalesce(s.current_streak, 0) as streak,

@@ -1,4 +1,4 @@
--- The floor for scripts/bench: validate-streaks for one local day per user, as ONE set-based
+-- The floor for scripts/bench/waves: validate-streaks for one local day per user, as ONE set-based
 -- statement, by the same rules (StreakRules) and with the same writes (user_streaks,
 -- daily_tracking.streak_day, user_badges, job_work, notification_outbox, and each user's next
 -- instant in the due index: 00:05 after the day that follows). It assumes what the benchmark

@@ -2,7 +2,7 @@
 -- (what PostgreSQL alone takes to do the same work) and the tests' independent computation of
 -- the goals (the job's rows must equal these).
 --
---   psql -v now=2026-03-15T02:00:00Z -v from= -v to= -f scripts/goals-floor.sql
+--   psql -v now=2026-03-15T02:00:00Z -v from= -v to= -f scripts/bench/goals-floor.sql
 --
 -- now: the run's clock; from/to: a backfill window (empty for a normal run: each user's local
 -- yesterday and today). Users with an unknown time zone are not supported here.

@@ -1,4 +1,4 @@
--- The floor for scripts/bench: push-trigger's run at :now, as set-based SQL alone. What SQL cannot
+-- The floor for scripts/bench/waves: push-trigger's run at :now, as set-based SQL alone. What SQL cannot
 -- do is taken as given: which candidates PushIntelligence found something to say to, and the
 -- LLM's copy (floor_pushed: each user the job pushed and the layer, filled from the job's marks
 -- before the clock starts; the copy is a fixed text). The rest is the job's, by its rules:

@@ -1,10 +1,10 @@
 -- The floor of leaderboard-refresh: the boards a first refresh at :now computes, by the same
 -- rules (docs/jobs/leaderboard-refresh.md), in set-based SQL alone with
 -- window functions, written independently of the job's Swift. Its result goes to the table
--- leaderboard_floor, shaped like fitcircle_leaderboard_entries; the tests and scripts/bench
+-- leaderboard_floor, shaped like fitcircle_leaderboard_entries; the tests and scripts/bench/waves
 -- compare the two.
 --
---   psql -v now="'2026-03-18T12:00:00Z'" -f scripts/leaderboard-floor.sql
+--   psql -v now="'2026-03-18T12:00:00Z'" -f scripts/bench/leaderboard-floor.sql
 --
 -- The boards: per circle whose boards can be due, in its zone, the board of each period holding today and the board
 -- before it, whose counted days (the period's days within starts_on–ends_on) have begun; a

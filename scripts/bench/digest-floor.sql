@@ -1,4 +1,4 @@
--- The floor for scripts/bench: weekly-digest's run at :now, as set-based SQL alone, by the same
+-- The floor for scripts/bench/waves: weekly-digest's run at :now, as set-based SQL alone, by the same
 -- rules (WeeklyDigestJob, WeeklyDigestRules, DigestChannels) and with the same writes: everyone
 -- whose Sunday 20:00 has come in the due index is read; a week not digested yet, on time and 3
 -- days after sign-up, has the facts the job reads read (preferences, devices, the streak, six
