@@ -33,17 +33,20 @@ public enum PaceSpacing {
 /// in the unit tests). A run with a database paces through it (`SharedPace`).
 public final class LocalPace: ProviderPace {
     public let interval: Duration
-    private let next = Mutex(ContinuousClock.now)
+    private let clock: any WaitClock
+    private let next: Mutex<Duration>
 
-    public init(interval: Duration) {
+    public init(interval: Duration, clock: any WaitClock = SystemWaitClock()) {
         self.interval = interval
+        self.clock = clock
+        next = Mutex(clock.now())
     }
 
     public func reserve(within limit: Duration?) -> Duration? {
-        next.withLock { next in
-            let now = ContinuousClock.now
+        let now = clock.now()
+        return next.withLock { next in
             let slot = max(next, now)
-            let wait = now.duration(to: slot)
+            let wait = slot - now
             if let limit, wait > limit { return nil }
             next = slot + interval
             return wait
@@ -51,7 +54,8 @@ public final class LocalPace: ProviderPace {
     }
 
     public func hold(for delay: Duration) {
-        next.withLock { next in next = max(next, ContinuousClock.now + delay) }
+        let now = clock.now()
+        next.withLock { next in next = max(next, now + delay) }
     }
 }
 

@@ -55,7 +55,7 @@ struct BatchLoopState {
     var failureSample: [RunSummary.Failure] = []
     let calendars = CalendarCache()
     /// When the last batch's outside calls ended, for the pause before the next batch's.
-    var outsideCallsEnded: ContinuousClock.Instant?
+    var outsideCallsEnded: Duration?
     /// The pause owed after those calls.
     var pauseOwed: Duration = .zero
     /// Set when a job ended the run (a budget spent): the run stops after the batch in flight.

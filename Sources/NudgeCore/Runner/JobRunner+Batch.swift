@@ -24,7 +24,7 @@ extension JobRunner {
         return BatchFacts(placed: placed, failures: failures, facts: facts)
     }
 
-    func runBatch(_ page: [Paged<J.Source.Item>], facts read: BatchFacts, claimedAt: ContinuousClock.Instant,
+    func runBatch(_ page: [Paged<J.Source.Item>], facts read: BatchFacts, claimedAt: Duration,
                           state: inout BatchLoopState, context: RunContext,
                           ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
         let logger = context.logger
@@ -71,8 +71,10 @@ extension JobRunner {
             // and the write: renewed when reading took long, and the users whose claim went to
             // another run meanwhile are left to it, nothing sent for them.
             let needed = (limit * 2).seconds + 20
-            let ids = planned.map(\.itemID), renewing = ContinuousClock.now
-            let held = try await db { try await source.keep(page: ids, for: needed, heldUntil: until, run: context, on: db.connection) }
+            let ids = planned.map(\.itemID), renewing = options.waitClock.now()
+            let held = try await db {
+                try await source.keep(page: ids, for: needed, left: until - renewing, run: context, on: db.connection)
+            }
             heldUntil = max(until, renewing + .seconds(needed))
             for id in ids where !held.contains(id) {
                 skipped.append((id, "its claim ran out before its outside calls and another run holds it now"))
@@ -81,7 +83,7 @@ extension JobRunner {
         }
         if let outside = capabilities.outside, !planned.isEmpty {
             if let previous = state.outsideCallsEnded {
-                try await Task.sleep(until: previous + state.pauseOwed)
+                try await options.waitClock.sleep(until: previous + state.pauseOwed)
             }
             let pause = outside.pause(planned)
             let result = await completeOutside(planned, calls: outside, context: context)
@@ -91,7 +93,7 @@ extension JobRunner {
             undone = result.undone
             state.stop = state.stop ?? result.stop
             state.interrupted = state.interrupted || result.interrupted
-            state.outsideCallsEnded = .now
+            state.outsideCallsEnded = options.waitClock.now()
             state.pauseOwed = pause
             if !context.dryRun, !planned.isEmpty, let until = heldUntil {
                 // The write must end before the claims do: renewed when less than its bound is
@@ -100,7 +102,7 @@ extension JobRunner {
                 // (what was sent for them may be sent again).
                 // The write's bound is that of its two statements (`send`). (At most a claim's own
                 // length: a database without a statement time-out bounds its write by two hours,
-                // and a dispatcher that died would hold its users as long.)
+                // and a run that died would hold its items as long.)
                 let bound = min(database.limits.answerTimeout(statements: 2).seconds, source.claimLasts ?? 0)
                 let ids = planned.map(\.itemID)
                 let held = await keepBeforeWrite(ids, for: bound, heldUntil: until, context: context, on: db)

@@ -13,7 +13,8 @@ extension JobRunner {
     func completeOutside(_ planned: [PlannedChange<J.Change>], calls: JobCapabilities<J>.Outside,
                          context: RunContext) async -> OutsideResult {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
-        let grace = options.shutdownGrace
+        let grace = options.shutdownGrace, clock = options.waitClock
+        var timeLimitPassed = false
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
             var next = 0
             var shuttingDown = Task.isShuttingDownGracefully
@@ -44,10 +45,9 @@ extension JobRunner {
                 return nil
             }
             // The batch's bound, when the job's calls leave part of their waits to it (-2).
-            var timeLimitPassed = false
             if let limit = calls.timeLimit {
                 group.addTask {
-                    do { try await Task.sleep(for: limit) } catch { return (-1, .interrupted) }
+                    do { try await clock.sleep(for: limit) } catch { return (-1, .interrupted) }
                     return (-2, .interrupted)
                 }
             }
@@ -63,7 +63,7 @@ extension JobRunner {
                 case nil where !shuttingDown:
                     shuttingDown = true
                     group.addTask {
-                        try? await Task.sleep(for: grace)
+                        try? await clock.sleep(for: grace)
                         return Task.isCancelled ? (-1, .interrupted) : nil
                     }
                 case nil:
@@ -88,6 +88,10 @@ extension JobRunner {
                 result.skipped.append((change.itemID, "not done: \(stop)"))
                 result.undone.insert(change.itemID)
                 result.stop = result.stop ?? stop
+            case nil where timeLimitPassed:
+                // Not started (more changes than `--concurrency`) when the bound passed: no signal
+                // came, and the user fails as those whose calls the bound stopped.
+                result.failed.append((change.itemID, "its outside calls had not started when the batch's \(calls.timeLimit!) for them ran out"))
             case .interrupted?, nil:
                 result.skipped.append((change.itemID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))
                 result.undone.insert(change.itemID)

@@ -27,7 +27,7 @@ extension JobRunner {
                 return try await db(statements: 2) { try await source.page(request, calendars: calendars, on: db.connection) }
             } catch let error as PSQLError where source.isQueue && attempt < 3
                 && ["40001", "40P01", "55P03"].contains(error.serverInfo?[.sqlState] ?? "") {
-                logger.notice("claim lost a race with another dispatcher; claiming again",
+                logger.notice("claim lost a race with another run; claiming again",
                               metadata: [LogKey.reason: "\(describe(error))"])
                 try await Task.sleep(for: .milliseconds(20 * attempt))
             }
@@ -39,12 +39,13 @@ extension JobRunner {
     /// takes all that is due at that instant); a draining run sleeps until the next item is due
     /// (looking again every second, for items queued meanwhile) and ends when nothing falls due
     /// before its deadline, on a signal or when the job is paused.
-    func waitForNextPass(state: inout BatchLoopState, until deadline: ContinuousClock.Instant, runID: Int64,
+    func waitForNextPass(state: inout BatchLoopState, until deadline: Duration, runID: Int64,
                                  totals: RunTotals, context: RunContext, on db: BoundedConnection) async throws -> Bool {
         let logger = context.logger
         defer { state.passFoundWork = false }
         if options.nowIsExplicit || options.dryRun { return state.passFoundWork && !options.dryRun }
-        while ContinuousClock.now < deadline {
+        let clock = options.waitClock
+        while clock.now() < deadline {
             if Task.isShuttingDownGracefully || Task.isCancelled { return false }
             if totals.progressDue() {
                 let counts = totals.counts
@@ -57,9 +58,9 @@ extension JobRunner {
             guard let next else { return false }
             let wait = next.timeIntervalSince(options.clock.now())
             if wait <= 0 { return true }
-            let left = deadline - ContinuousClock.now
+            let left = deadline - clock.now()
             guard Duration.seconds(wait) < left else { return false }
-            try? await Task.sleep(for: min(.seconds(wait), .seconds(1), left))
+            try? await clock.sleep(for: min(.seconds(wait), .seconds(1), left))
         }
         return false
     }

@@ -31,15 +31,16 @@ extension JobRunner {
     /// batch's connection, or, when that fails (it went during the sends), on a fresh one, as the
     /// write will be (`sendAfterSends`). When neither answers, every user counts as held: the
     /// write, behind the claims, changes nothing of a user another run took.
-    func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant,
+    func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: Duration,
                                  context: RunContext, on db: BoundedConnection) async -> Set<UUID> {
+        let left = heldUntil - options.waitClock.now()
         do {
-            return try await db { try await source.keep(page: ids, for: duration, heldUntil: heldUntil, run: context, on: db.connection) }
+            return try await db { try await source.keep(page: ids, for: duration, left: left, run: context, on: db.connection) }
         } catch {
             do {
                 return try await database.withNewConnection { connection in
                     try await database.bounded(connection) {
-                        try await source.keep(page: ids, for: duration, heldUntil: heldUntil, run: context, on: connection)
+                        try await source.keep(page: ids, for: duration, left: left, run: context, on: connection)
                     }
                 }
             } catch let again {

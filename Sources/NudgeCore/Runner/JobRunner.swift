@@ -118,7 +118,7 @@ public struct JobRunner<J: Job>: Sendable {
         await tend(context: context, on: db)
         // A queue is drained in passes until this instant; a run at an explicit --now drains what
         // is due at that instant and ends.
-        let drainUntil = ContinuousClock.now + (options.nowIsExplicit || options.dryRun ? .zero : options.drainFor)
+        let drainUntil = options.waitClock.now() + (options.nowIsExplicit || options.dryRun ? .zero : options.drainFor)
 
         var state = BatchLoopState(after: resume?.checkpoint)
         var status = RunStatus.succeeded
@@ -202,7 +202,7 @@ public struct JobRunner<J: Job>: Sendable {
         let runID: Int64
         let ledger: RunLedger
         let logger: Logger
-        let drainUntil: ContinuousClock.Instant
+        let drainUntil: Duration
         /// The run's counts, across lanes.
         let totals: RunTotals
     }
@@ -214,7 +214,7 @@ public struct JobRunner<J: Job>: Sendable {
     private struct ReadPage: Sendable {
         let page: [Paged<J.Source.Item>]
         let request: PageRequest
-        let claimedAt: ContinuousClock.Instant
+        let claimedAt: Duration
         var facts: BatchFacts?
     }
 
@@ -258,7 +258,7 @@ public struct JobRunner<J: Job>: Sendable {
     /// Reads a page and, when it has items, their facts: what the loop reads ahead.
     private func readAhead(_ request: PageRequest, calendars: CalendarCache, context: RunContext,
                            on db: BoundedConnection) async throws -> ReadPage {
-        let claimedAt = ContinuousClock.now
+        let claimedAt = options.waitClock.now()
         let page = try await readPage(request, calendars: calendars, logger: context.logger, on: db)
         var read = ReadPage(page: page, request: request, claimedAt: claimedAt)
         if !page.isEmpty { read.facts = try await readBatch(page, context: context, on: db) }
@@ -300,7 +300,7 @@ public struct JobRunner<J: Job>: Sendable {
                 // at about the time it really is. So is one the second connection failed to read:
                 // the run's own connection says whether the database is there.
                 let kept = Self.readAheadKeptFor
-                if let early = try? await task.value, early.claimedAt.duration(to: .now) <= kept,
+                if let early = try? await task.value, options.waitClock.now() - early.claimedAt <= kept,
                    options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds {
                     readEarlier = early
                 }
@@ -315,7 +315,7 @@ public struct JobRunner<J: Job>: Sendable {
                 let pageID = loop.totals.nextPage()
                 let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
                                           now: context.now, logger: logger)
-                let claimedAt = ContinuousClock.now
+                let claimedAt = options.waitClock.now()
                 read = ReadPage(page: try await readPage(request, calendars: state.calendars, logger: logger, on: db),
                                 request: request, claimedAt: claimedAt)
             }

@@ -100,6 +100,9 @@ public struct RunOptions: Sendable {
     /// when someone writes them (`nudge run` with `NUDGE_METRICS_DIR`), since they may cost the
     /// job a statement.
     public var readsJobMetrics = false
+    /// What the run's waits are measured on (the drain, the claims, the pause between batches,
+    /// the outside calls' bound, the shutdown grace): the real time, unless a test moves it.
+    public var waitClock: any WaitClock = SystemWaitClock()
 
     /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
     public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],

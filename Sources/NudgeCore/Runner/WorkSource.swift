@@ -50,11 +50,11 @@ public protocol WorkSource: Sendable {
     var claimLasts: TimeInterval? { get }
 
     /// Before a batch's outside calls and before its write (a queue's claims): makes the page's
-    /// claims last `duration` more when what is left of them (they end at `heldUntil`, on this
-    /// process's clock) might not cover it; the items still held, without those whose claim ran
+    /// claims last `duration` more when what is `left` of them (on the run's wait clock) might
+    /// not cover it; the items still held, without those whose claim ran
     /// out and went to another run meanwhile, which the batch must leave alone. All of them for
     /// a source without claims.
-    func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
+    func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
               on connection: PostgresConnection) async throws -> Set<UUID>
 
     /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
@@ -92,7 +92,7 @@ extension WorkSource {
 
     public var claimLasts: TimeInterval? { nil }
 
-    public func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
+    public func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
                      on connection: PostgresConnection) async throws -> Set<UUID> {
         Set(ids)
     }

@@ -105,12 +105,12 @@ public struct OutboxQueue: WorkSource {
     public var claimLasts: TimeInterval? { lease }
 
     /// Renews the page's claims (the users' leases and their rows') for `duration` from now, when
-    /// what is left of them (until `heldUntil`) is less than that (reading the facts, or the
+    /// what is `left` of them is less than that (reading the facts, or the
     /// sends, took long); the users still held: not one whose lease ran out and another
     /// dispatcher took.
-    public func keep(page ids: [UUID], for duration: TimeInterval, heldUntil: ContinuousClock.Instant, run: RunContext,
+    public func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
                      on connection: PostgresConnection) async throws -> Set<UUID> {
-        guard !ids.isEmpty, ContinuousClock.now.duration(to: heldUntil).seconds < duration else { return Set(ids) }
+        guard !ids.isEmpty, left.seconds < duration else { return Set(ids) }
         let answer = try await connection.query("""
             with kept as (
                 update dispatch_leases set leased_until = greatest(leased_until, now() + make_interval(secs => \(duration)))

@@ -1,0 +1,126 @@
+import Foundation
+import NudgeCore
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// The runner's waits on a clock the test moves (`RunOptions.waitClock`): what it does at each
+/// moment is checked without waiting for it, whatever the machine's load.
+@Suite struct WaitClockRunTests {
+    private static let now = "2026-03-20T12:00:00Z"
+
+    /// Moves `clock` to each deadline a sleeper waits for, as soon as it waits: the run goes on
+    /// at once, and its clock reads what it would have after the real waits.
+    private static func advancing(_ clock: ManualWaitClock) -> Task<Void, Never> {
+        Task {
+            for await deadline in clock.sleepers {
+                let now = clock.now()
+                if deadline > now { clock.advance(by: deadline - now) }
+            }
+        }
+    }
+
+    private static func run<J: Job>(_ job: J, clock: ManualWaitClock, on database: TestDatabase) async throws -> RunSummary {
+        try await database.withDatabase { db in
+            var options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
+            options.waitClock = clock
+            return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+        }
+    }
+
+    /// A job that calls out owes a pause after each batch's calls: the next batch's calls start
+    /// once the pause has passed on the run's clock, measured from the end of the calls before.
+    @Test func theNextBatchsCallsWaitOutThePauseOnTheRunsClock() async throws {
+        let database = try await TestDatabase.fresh()
+        try await Fixture.population(database, count: 15, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let clock = ManualWaitClock()
+        let advancing = Self.advancing(clock)
+        defer { advancing.cancel() }
+        let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .seconds(10))
+        let summary = try await Self.run(job, clock: clock, on: database)
+        #expect(summary.status == "succeeded", "\(summary)")
+        #expect(summary.counts.succeeded == 15)
+        // Three batches of five: their calls at 0 s, 10 s and 20 s on the run's clock, and the
+        // runner slept until each of those instants.
+        #expect(job.calls.all == [.zero, .seconds(10), .seconds(20)])
+        #expect(clock.deadlines == [.seconds(10), .seconds(20)])
+    }
+
+    /// A batch's outside calls that go on past the job's bound for them all are stopped when the
+    /// run's clock reaches it: the user whose call was under way fails with the reason, and so do
+    /// those whose calls had not started (`--concurrency` 1): no signal came, and the run is not
+    /// called interrupted.
+    @Test func outsideCallsPastTheirBoundFailTheirUsersWhenTheRunsClockReachesIt() async throws {
+        let database = try await TestDatabase.fresh()
+        try await Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let clock = ManualWaitClock()
+        let advancing = Self.advancing(clock)
+        defer { advancing.cancel() }
+        let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
+                             limit: .seconds(30), hangs: true)
+        let summary = try await Self.run(job, clock: clock, on: database)
+        #expect(summary.status == "partial", "\(summary)")
+        #expect(summary.counts.failed == 5)
+        let reasons = summary.failures.map(\.reason).sorted()
+        #expect(reasons.count == 5)
+        #expect(reasons.count { $0 == "its outside calls took longer than the batch's 30.0 seconds" } == 1, "\(reasons)")
+        #expect(reasons.count { $0 == "its outside calls had not started when the batch's 30.0 seconds for them ran out" } == 4,
+                "\(reasons)")
+        #expect(clock.deadlines == [.seconds(30)])
+        #expect(try await database.count("select count(*) from user_streaks") == 0)
+    }
+}
+
+/// validate-streaks with an outside step: each batch's calls record when they began on the run's
+/// clock, and either return at once or never (until cancelled).
+private struct CallingOut: OutsideCalls {
+    let inner: ValidateStreaksJob
+    let clock: ManualWaitClock
+    let pause: Duration
+    var limit: Duration?
+    var hangs = false
+    /// When each batch's calls began.
+    let calls = Calls()
+
+    final class Calls: Sendable {
+        private let state = Mutex<[Duration]>([])
+
+        /// Records `now` unless the batch's calls already did.
+        func began(at now: Duration) { state.withLock { calls in if calls.last != now { calls.append(now) } } }
+
+        var all: [Duration] { state.withLock { $0 } }
+    }
+
+    var definition: JobDefinition { inner.definition }
+
+    var source: DueSource { inner.source }
+
+    var readStatements: Int { inner.readStatements }
+
+    var outsideTimeLimit: Duration? { limit }
+
+    func loadFacts(for users: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: ValidateStreaksJob.Facts] {
+        try await inner.loadFacts(for: users, run: run, on: connection)
+    }
+
+    func decide(for user: DueUser, facts: ValidateStreaksJob.Facts?, run: RunContext) throws -> Decision<ValidateStreaksJob.Change> {
+        try inner.decide(for: user, facts: facts, run: run)
+    }
+
+    func complete(_ change: PlannedChange<ValidateStreaksJob.Change>, run: RunContext) async throws -> PlannedChange<ValidateStreaksJob.Change> {
+        let now = clock.now()
+        calls.began(at: now)
+        if hangs {
+            // Never answers: ends only when the runner cancels it (a real sleep, which the test's
+            // clock does not end).
+            try await Task.sleep(for: .seconds(3600))
+        }
+        return change
+    }
+
+    func pause(after planned: [PlannedChange<ValidateStreaksJob.Change>]) -> Duration { pause }
+
+    func writes(for changes: [PlannedChange<ValidateStreaksJob.Change>], run: RunContext) -> BatchWrites {
+        inner.writes(for: changes, run: run)
+    }
+}
