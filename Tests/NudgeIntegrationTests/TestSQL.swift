@@ -39,8 +39,10 @@ enum TestSQL {
                 return try await run(sql, on: idle, url: url)
             } catch is SessionEnded {
                 // A kept session the server ended while it waited (a test that ends every
-                // session on its database), found closed as the script went: the server never
-                // had it. Once more, on a session of its own.
+                // session on its database), found closed as the script went, before any answer:
+                // the server most likely never had it (a session ended in the middle of a script
+                // rolls it back; only one ended between its commit and its answer would run it
+                // twice). Once more, on a session of its own.
             }
         }
         do {
@@ -79,7 +81,9 @@ enum TestSQL {
     /// once they are closed: before the database is copied, or its sessions' counters read.
     static func closeIdle(_ url: String) async {
         guard let database = try? Address(url).database else { return }
-        for session in await Idle.shared.takeAll(database: database) { await session.end() }
+        let (idle, ending) = await Idle.shared.takeAll(database: database)
+        for session in idle { await session.end() }
+        for task in ending { await task.value }
     }
 
     /// The sessions `run` keeps between calls: a few, the oldest ended when there are more.
@@ -87,9 +91,15 @@ enum TestSQL {
         static let shared = Idle()
         /// Few enough that, with the runs' own pools, the test server's connections suffice.
         static let most = 12
-        private var sessions: [(url: String, database: String, session: Pinned)] = []
+        private typealias Entry = (url: String, database: String, session: Pinned)
+        private var sessions: [Entry] = []
+        /// The sessions being ended (the oldest, or one the server closed), until they are:
+        /// `closeIdle` waits for those on its database too.
+        private var ending: [Int: (database: String, task: Task<Void, Never>)] = [:]
+        private var endings = 0
 
         func take(_ url: String) -> Pinned? {
+            for dead in sessions where !dead.session.isOpen { retire(dead) }
             sessions.removeAll { !$0.session.isOpen }
             guard let index = sessions.lastIndex(where: { $0.url == url }) else { return nil }
             return sessions.remove(at: index).session
@@ -97,17 +107,25 @@ enum TestSQL {
 
         func give(_ session: Pinned, url: String) {
             sessions.append((url, (try? Address(url).database) ?? "", session))
-            while sessions.count > Self.most {
-                let oldest = sessions.removeFirst().session
-                Task { await oldest.end() }
-            }
+            while sessions.count > Self.most { retire(sessions.removeFirst()) }
         }
 
-        func takeAll(database: String) -> [Pinned] {
+        func takeAll(database: String) -> (idle: [Pinned], ending: [Task<Void, Never>]) {
             let taken = sessions.filter { $0.database == database }.map(\.session)
             sessions.removeAll { $0.database == database }
-            return taken
+            return (taken, ending.values.filter { $0.database == database }.map(\.task))
         }
+
+        private func retire(_ entry: Entry) {
+            endings += 1
+            let id = endings
+            ending[id] = (entry.database, Task {
+                await entry.session.end()
+                self.ended(id)
+            })
+        }
+
+        private func ended(_ id: Int) { ending[id] = nil }
     }
 
     /// A session that has run `sql` and holds on to what it took (an advisory lock, a row lock of
@@ -158,7 +176,7 @@ enum TestSQL {
                         for await request in stream {
                             pending = request
                             do {
-                                let rows = try await session.run(request.sql)
+                                let rows = try await session.run(request.sql, within: kept ? bound : nil)
                                 let idle = session.messages.transactionStatus == UInt8(ascii: "I")
                                 state.idle.withLock { $0 = idle }
                                 pending = nil
@@ -231,14 +249,21 @@ enum TestSQL {
         let timer = channel.channel.eventLoop.scheduleTask(in: bound) { channel.channel.close(promise: nil) }
         defer { timer.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
-            var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound)
+            var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound, channel: channel.channel)
             try await outbound.write(Self.startup(user: address.user, database: address.database,
                                                   options: bound == Self.bound || kept ? "-c statement_timeout=\(statementBound)" : nil,
                                                   name: kept ? "test-sql" : nil))
+            // Opening the session is bounded like a script.
+            let opening = channel.channel.eventLoop.scheduleTask(in: Self.bound) { channel.channel.close(promise: nil) }
             do {
                 try await session.messages.untilReady()
+                opening.cancel()
             } catch let failure as SQLFailure {
+                opening.cancel()
                 throw TestFailure("could not open a session on \(address.database): \(failure.message)")
+            } catch {
+                opening.cancel()
+                throw TestFailure("could not open a session on \(address.database): \(error)")
             }
             let value = try await body(&session)
             // Terminate, and wait for the server to close: its session has then ended, its locks
@@ -253,21 +278,37 @@ enum TestSQL {
     struct Session {
         fileprivate var messages: Messages
         fileprivate let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+        fileprivate let channel: any Channel
 
-        /// `sql`'s rows, as `psql -At` prints them; a `Refused` with the server's error.
-        mutating func run(_ sql: String) async throws -> String {
+        /// `sql`'s rows, as `psql -At` prints them; a `Refused` with the server's error. With a
+        /// `bound`, a script that has no answer by then closes the session and fails its test.
+        mutating func run(_ sql: String, within bound: TimeAmount? = nil) async throws -> String {
             guard !sql.utf8.contains(0) else { throw TestFailure("SQL with a NUL byte cannot be sent: \(sql)") }
+            let channel = self.channel, late = Late()
+            let timer = bound.map { bound in
+                channel.eventLoop.scheduleTask(in: bound) {
+                    late.passed.withLock { $0 = true }
+                    channel.close(promise: nil)
+                }
+            }
+            defer { timer?.cancel() }
             try await outbound.write(TestSQL.query(sql))
             do {
                 return try await messages.results()
             } catch let failure as SQLFailure {
                 throw Refused(message: failure.message, sql: sql)
             } catch let ended as SessionEnded {
+                if late.passed.withLock({ $0 }) { throw TestFailure("SQL failed: no answer within TestSQL's bound (\(bound!))\n\(sql)") }
                 throw ended
             } catch {
                 throw TestFailure("SQL failed: \(error)\n\(sql)")
             }
         }
+    }
+
+    /// Whether a script's bound passed.
+    private final class Late: Sendable {
+        let passed = Mutex(false)
     }
 
     /// The session's connection closed before the server answered.

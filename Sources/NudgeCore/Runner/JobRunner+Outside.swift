@@ -14,10 +14,9 @@ extension JobRunner {
                          context: RunContext) async -> OutsideResult {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
         let grace = options.shutdownGrace, clock = options.waitClock
-        var timeLimitPassed = false
+        var timeLimitPassed = false, shuttingDown = Task.isShuttingDownGracefully
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
             var next = 0
-            var shuttingDown = Task.isShuttingDownGracefully
             var running = 0
             func startNext() {
                 guard next < planned.count, !shuttingDown, !Task.isShuttingDownGracefully else { return }
@@ -88,10 +87,13 @@ extension JobRunner {
                 result.skipped.append((change.itemID, "not done: \(stop)"))
                 result.undone.insert(change.itemID)
                 result.stop = result.stop ?? stop
-            case nil where timeLimitPassed:
-                // Not started (more changes than `--concurrency`) when the bound passed: no signal
-                // came, and the user fails as those whose calls the bound stopped.
-                result.failed.append((change.itemID, "its outside calls had not started when the batch's \(calls.timeLimit!) for them ran out"))
+            case nil where timeLimitPassed && !shuttingDown:
+                // Not started (more changes than `--concurrency`) when the bound passed: nothing
+                // was tried, so the item is left for the next run as it was (a queue's rows go
+                // back untouched, their attempt not spent); no signal came.
+                result.skipped.append((change.itemID, "not done: its outside calls had not started when the batch's "
+                                       + "\(calls.timeLimit!) for them ran out; left to the next run"))
+                result.undone.insert(change.itemID)
             case .interrupted?, nil:
                 result.skipped.append((change.itemID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))
                 result.undone.insert(change.itemID)

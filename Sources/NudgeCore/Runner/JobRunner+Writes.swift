@@ -33,14 +33,16 @@ extension JobRunner {
     /// write, behind the claims, changes nothing of a user another run took.
     func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: Duration,
                                  context: RunContext, on db: BoundedConnection) async -> Set<UUID> {
-        let left = heldUntil - options.waitClock.now()
+        // What is left of the claims, read as each attempt begins: the first may have taken long to fail.
+        let clock = options.waitClock
+        let left: @Sendable () -> Duration = { heldUntil - clock.now() }
         do {
-            return try await db { try await source.keep(page: ids, for: duration, left: left, run: context, on: db.connection) }
+            return try await db { try await source.keep(page: ids, for: duration, left: left(), run: context, on: db.connection) }
         } catch {
             do {
                 return try await database.withNewConnection { connection in
                     try await database.bounded(connection) {
-                        try await source.keep(page: ids, for: duration, left: left, run: context, on: connection)
+                        try await source.keep(page: ids, for: duration, left: left(), run: context, on: connection)
                     }
                 }
             } catch let again {
