@@ -395,7 +395,7 @@ private func plan(_ rows: [QueuedNotification], preferences: DeliveryPreferences
 
     /// The streak-at-risk email too: the rule holds whatever the channel.
     @Test func theRuleHoldsForEmailsToo() {
-        let email = QueuedNotification(id: 7, type: "streak_at_risk", channel: "email", localDay: day, deliverAfter: at("2026-03-10T09:00:00Z"),
+        let email = QueuedNotification(id: 7, type: "streak_at_risk", channel: .email, localDay: day, deliverAfter: at("2026-03-10T09:00:00Z"),
                                        title: "⚠️", body: "b", payload: #"{"email_type":"streak_at_risk","html":"<p>b</p>"}"#)
         let result = DispatchRules.plan(rows: [email], facts: .init(devices: [], address: "a@example.com",
                                                                      actions: UserActions(checkIns: [day: at("2026-03-10T08:00:00Z")])),

@@ -247,7 +247,7 @@ import Testing
     }
 
     @Test func anEmailSettlesByItsAnswer() {
-        let row = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: LocalDate(year: 2026, month: 3, day: 22)!,
+        let row = QueuedNotification(id: 9, type: "weekly_digest", channel: .email, localDay: LocalDate(year: 2026, month: 3, day: 22)!,
                                      deliverAfter: Date(timeIntervalSince1970: 0), title: "s", body: "t")
         let now = Date(timeIntervalSince1970: 1_000)
         let expiry = now.addingTimeInterval(48 * 3600)
@@ -262,7 +262,7 @@ import Testing
         let throttled = DispatchRules.settleEmail(row, result: .throttled("429", after: 7), now: now, expiresAt: expiry, jitter: 0)
         #expect(throttled.status == .pending && !throttled.countsAsAttempt && throttled.nextAttemptAt == now.addingTimeInterval(7))
         #expect(DispatchRules.settleEmail(row, result: .rejected("422"), now: now, expiresAt: expiry, jitter: 0).status == .failed)
-        let last = QueuedNotification(id: 9, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
+        let last = QueuedNotification(id: 9, type: "weekly_digest", channel: .email, localDay: row.localDay, deliverAfter: row.deliverAfter,
                                       title: "s", body: "t", attempts: 4)
         #expect(DispatchRules.settleEmail(last, result: .retry("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .failed)
         #expect(DispatchRules.settleEmail(last, result: .unavailable("500", after: nil), now: now, expiresAt: expiry, jitter: 0).status == .pending)
@@ -276,7 +276,7 @@ import Testing
     @Test func anEmailRowIsPlannedByTheUsersEmailSwitchesAndAddress() throws {
         let payload = EmailPayload(emailType: "weekly_digest", html: "<p>hi</p>", unsubscribeURL: "https://n.example/u").json
         let now = ISO8601DateFormatter().date(from: "2026-03-22T23:00:00Z")!   // inside quiet hours
-        let row = QueuedNotification(id: 5, type: "weekly_digest", channel: "email", localDay: LocalDate(year: 2026, month: 3, day: 22)!,
+        let row = QueuedNotification(id: 5, type: "weekly_digest", channel: .email, localDay: LocalDate(year: 2026, month: 3, day: 22)!,
                                      deliverAfter: now.addingTimeInterval(-60), title: "Subject", body: "Text", payload: payload)
         let calendar = try CalendarCache().calendar(for: "Europe/London")
         func plan(_ preferences: DeliveryPreferences = .standard, address: String? = "a@example.com",
@@ -298,7 +298,7 @@ import Testing
         // until Resend no longer holds the key or the batch's shelf life ends; then it is not sent again.
         let key = ResendClient.batchKey(rows: [7, 5])
         func left(_ ago: TimeInterval, to address: String? = "old@example.com", batchExpires: Date? = nil) -> QueuedNotification {
-            QueuedNotification(id: 5, type: "weekly_digest", channel: "email", localDay: row.localDay, deliverAfter: row.deliverAfter,
+            QueuedNotification(id: 5, type: "weekly_digest", channel: .email, localDay: row.localDay, deliverAfter: row.deliverAfter,
                                title: "Subject", body: "Text", payload: payload, requestLeftAt: now.addingTimeInterval(-ago),
                                requestKey: key, requestTo: address, requestExpiresAt: batchExpires)
         }

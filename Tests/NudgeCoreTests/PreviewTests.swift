@@ -238,10 +238,10 @@ import Testing
     let call = UUID(uuidString: "0c2f9a54-6b1e-4d3a-9f07-5e8c1b2a7d40")!
     let callAt = ISO8601DateFormatter().date(from: "2026-03-29T07:00:00Z")!
 
-    func row(_ id: Int64, type: String, channel: String, due: Date, body: String = "Coach Max is calling you in 5 min! Answer!",
+    func row(_ id: Int64, type: String, channel: DeliveryChannel, due: Date, body: String = "Coach Max is calling you in 5 min! Answer!",
              extra: String = "", requestLeftAt: Date? = nil) -> QueuedNotification {
         QueuedNotification(id: id, type: type, channel: channel, localDay: LocalDate(iso8601: "2026-03-29")!, deliverAfter: due,
-                           title: channel == "push" ? "Coach Max is calling in 5 min! 🔥" : "", body: body,
+                           title: channel == .push ? "Coach Max is calling in 5 min! 🔥" : "", body: body,
                            payload: #"{"call_id":"\#(call.uuidString.lowercased())","scheduled_at":"2026-03-29T07:00:00Z"\#(extra)}"#,
                            requestLeftAt: requestLeftAt)
     }
@@ -259,7 +259,7 @@ import Testing
     var previewAt: Date { callAt.addingTimeInterval(-300) }
 
     @Test func aPreviewGoesOnlyWhileItsCallIsPendingAtItsTime() {
-        let push = row(1, type: "preview_push", channel: "push", due: previewAt)
+        let push = row(1, type: "preview_push", channel: .push, due: previewAt)
         #expect(plan([push], now: previewAt).outcomes[1] == .deliver(0))
         for (status, moved, now, words) in [("cancelled", nil as Date?, previewAt, "cancelled"), ("completed", nil, previewAt, "completed"),
                                             ("pending", callAt.addingTimeInterval(1800), previewAt, "moved"),
@@ -280,7 +280,7 @@ import Testing
     /// leaves (five minutes on time; two when it waited for its turn until two minutes before
     /// the call; a second at the least), not what was left when it was planned.
     @Test func anOfflineDeviceKeepsAPreviewOnlyUntilItsCallBegins() throws {
-        let push = row(1, type: "preview_push", channel: "push", due: previewAt)
+        let push = row(1, type: "preview_push", channel: .push, due: previewAt)
         let planned = try #require(plan([push], now: previewAt).deliveries.first)
         #expect(planned.keepUntil == callAt)
         let device = Device(tokenID: nil, token: String(repeating: "ab", count: 32), platform: "ios")
@@ -290,7 +290,7 @@ import Testing
         #expect(request.keepFor(at: callAt.addingTimeInterval(-0.2)) == 1)
         #expect(request.keepFor(at: callAt.addingTimeInterval(60)) == 1)
         // Another push is kept until its shelf life ends (a day after its time, by default).
-        let other = QueuedNotification(id: 2, type: "streak_at_risk", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
+        let other = QueuedNotification(id: 2, type: "streak_at_risk", channel: .push, localDay: LocalDate(iso8601: "2026-03-29")!,
                                        deliverAfter: previewAt, title: "Streak at risk", body: "Check in today", payload: "{}")
         let later = callAt.addingTimeInterval(5 * 3600)
         #expect(plan([other], now: later).deliveries.map(\.keepUntil) == [previewAt.addingTimeInterval(24 * 3600)])
@@ -319,8 +319,8 @@ import Testing
     /// Two calls' previews due within the grouping window go as two pushes, each its own.
     @Test func twoCallsPreviewsAreNeverOnePush() {
         let other = UUID(uuidString: "5d1e0b7a-2c4f-4e8a-9b6d-0a1b2c3d4e5f")!
-        let first = row(1, type: "preview_push", channel: "push", due: previewAt)
-        let second = QueuedNotification(id: 2, type: "preview_push", channel: "push", localDay: LocalDate(iso8601: "2026-03-29")!,
+        let first = row(1, type: "preview_push", channel: .push, due: previewAt)
+        let second = QueuedNotification(id: 2, type: "preview_push", channel: .push, localDay: LocalDate(iso8601: "2026-03-29")!,
                                         deliverAfter: previewAt, title: "Dr. Luna is calling in 5 min! 🌱", body: "Today: goals.",
                                         payload: #"{"call_id":"\#(other.uuidString.lowercased())","scheduled_at":"2026-03-29T07:00:00Z"}"#)
         let facts = DispatchRules.UserFacts(
@@ -350,7 +350,7 @@ import Testing
     }
 
     @Test func anSMSGoesToAnE164NumberInOneSegmentAndNeverTwice() {
-        let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
+        let sms = row(2, type: "preview_sms", channel: .sms, due: previewAt)
         let planned = plan([sms], now: previewAt)
         #expect(planned.outcomes[2] == .sms(0))
         #expect(planned.texts.first?.request.to.e164 == "+15550123456")
@@ -362,7 +362,7 @@ import Testing
             Issue.record("no number was not refused")
             return
         }
-        let long = row(2, type: "preview_sms", channel: "sms", due: previewAt, body: String(repeating: "a", count: 161))
+        let long = row(2, type: "preview_sms", channel: .sms, due: previewAt, body: String(repeating: "a", count: 161))
         guard case .failed(let why)? = plan([long], now: previewAt).outcomes[2] else {
             Issue.record("a two-segment SMS was not refused")
             return
@@ -370,20 +370,20 @@ import Testing
         #expect(why.contains("2 segments"))
         // Its request left without a clear answer: Twilio is asked about that request (nothing is
         // sent), before anything else, its attempts spent or not.
-        let unknown = row(2, type: "preview_sms", channel: "sms", due: previewAt, requestLeftAt: previewAt)
+        let unknown = row(2, type: "preview_sms", channel: .sms, due: previewAt, requestLeftAt: previewAt)
         let asked = plan([unknown], now: previewAt.addingTimeInterval(60))
         #expect(asked.outcomes[2] == .sms(0))
         #expect(asked.texts.first?.leftAt == previewAt)
         #expect(asked.texts.first?.shownBy == previewAt.addingTimeInterval(TwilioClient.listShowsAfter))
         // Claimed ahead of its time with its mark set: put back as it is, mark and all.
-        let early = row(2, type: "preview_sms", channel: "sms", due: previewAt.addingTimeInterval(60), requestLeftAt: previewAt)
+        let early = row(2, type: "preview_sms", channel: .sms, due: previewAt.addingTimeInterval(60), requestLeftAt: previewAt)
         #expect(plan([early], now: previewAt).outcomes[2] == .released)
     }
 
     @Test func aFallbackGoesOnlyWhenItsPushDidNotReachTheUser() {
-        let unconfirmed = row(3, type: "fallback_sms", channel: "sms", due: previewAt.addingTimeInterval(30),
+        let unconfirmed = row(3, type: "fallback_sms", channel: .sms, due: previewAt.addingTimeInterval(30),
                               extra: #","fallback_for":"the-push","send_when":"unconfirmed""#)
-        let whenFailed = row(4, type: "fallback_sms", channel: "sms", due: previewAt.addingTimeInterval(30),
+        let whenFailed = row(4, type: "fallback_sms", channel: .sms, due: previewAt.addingTimeInterval(30),
                              extra: #","fallback_for":"the-push","send_when":"push_failed""#)
         let now = previewAt.addingTimeInterval(30)
         let confirmed = DispatchRules.PushState(status: "sent", confirmedAt: previewAt.addingTimeInterval(2))
@@ -416,7 +416,7 @@ import Testing
     }
 
     @Test func anSMSIsSettledWithoutEverRepeatingAnUnknownOutcome() {
-        let sms = row(2, type: "preview_sms", channel: "sms", due: previewAt)
+        let sms = row(2, type: "preview_sms", channel: .sms, due: previewAt)
         #expect(DispatchRules.settleSMS(sms, result: .delivered(providerID: "SM1"), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0).status == .sent)
         let unknown = DispatchRules.settleSMS(sms, result: .rejected(TwilioClient.unknownOutcome("no answer")), now: previewAt, expiresAt: previewAt.addingTimeInterval(600), jitter: 0)
         #expect(unknown.status == .failed)
@@ -506,7 +506,7 @@ import Testing
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "stop calling me at 6"]) == nil)
         #expect(SMSStatus.optOut(["SmsStatus": "received", "Body": "x", "OptOutType": "STOP"]) == true)
         #expect(SMSStatus.optOut(["MessageStatus": "delivered", "Body": "STOP"]) == nil)
-        let row = QueuedNotification(id: 1, type: "preview_sms", channel: "sms", localDay: LocalDate(year: 2026, month: 3, day: 29)!,
+        let row = QueuedNotification(id: 1, type: "preview_sms", channel: .sms, localDay: LocalDate(year: 2026, month: 3, day: 29)!,
                                      deliverAfter: Date(timeIntervalSince1970: 1_774_764_900), title: "", body: "Coach Max is calling")
         let plan = DispatchRules.plan(rows: [row], facts: .init(devices: [], phone: "+15550100001", smsOptedOut: true),
                                       providers: [.twilio: .ready], locale: "en",

@@ -15,7 +15,7 @@ private let shipped: ShelfLife = {
     return try! JSONDecoder().decode(JobDefinition.self, from: Data(contentsOf: url)).shelfLife!
 }()
 
-private func row(_ id: Int64, _ type: String, channel: String = "push", due: String, payload: String = "{}",
+private func row(_ id: Int64, _ type: String, channel: DeliveryChannel = .push, due: String, payload: String = "{}",
                  dueAt: String? = nil) -> QueuedNotification {
     QueuedNotification(id: id, type: type, channel: channel, localDay: LocalDate(iso8601: String(due.prefix(10)))!,
                        deliverAfter: at(due), dueAt: dueAt.map(at), title: "t", body: "b", payload: payload)
@@ -33,7 +33,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         #expect(shipped.expiry(of: row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T23:00:00Z"))
         #expect(shipped.expiry(of: row(2, "proactive_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
         #expect(shipped.expiry(of: row(3, "weekly_digest", due: "2026-03-08T19:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
-        #expect(shipped.expiry(of: row(4, "weekly_digest", channel: "email", due: "2026-03-08T19:00:00Z"), calendar: paris)
+        #expect(shipped.expiry(of: row(4, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z"), calendar: paris)
                 == at("2026-03-10T19:00:00Z"))
         #expect(shipped.expiry(of: row(5, "preview_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T16:10:00Z"))
         // A move on a daily board at 22:30 is stale at midnight, when the board resets; on a weekly board, after 2 hours.
@@ -101,7 +101,7 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         let held = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
                         providers: [.apns: .held("quota", for: 90), .fcm: .ready], now: "2026-03-09T16:00:00Z")
         #expect(held.outcomes[1] == .waiting(until: at("2026-03-09T16:01:30Z"), reason: "quota"))
-        let email = plan([row(2, "weekly_digest", channel: "email", due: "2026-03-08T19:00:00Z",
+        let email = plan([row(2, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z",
                               payload: #"{"email_type":"weekly_digest","html":"<p>hi</p>","tags":{}}"#)],
                          providers: [.resend: .unavailable("Resend is down")], now: "2026-03-08T19:00:00Z")
         #expect(email.outcomes[2] == .waiting(until: at("2026-03-10T19:00:00Z"), reason: "Resend is down", parkedFor: .resend))

@@ -4,8 +4,7 @@ import Foundation
 public struct QueuedNotification: Sendable, Equatable {
     public let id: Int64
     public let type: String
-    /// `push`, `email` or `sms`.
-    public let channel: String
+    public let channel: DeliveryChannel
     public let localDay: LocalDate
     public let deliverAfter: Date
     /// When it is due: `deliverAfter`, or the end of the quiet hours it was deferred to, or the
@@ -41,7 +40,7 @@ public struct QueuedNotification: Sendable, Equatable {
     /// believed when it does not show it (nil: `TwilioClient.listShowsAfter` after it left).
     public let requestShownBy: Date?
 
-    public init(id: Int64, type: String, channel: String = "push", localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
+    public init(id: Int64, type: String, channel: DeliveryChannel = .push, localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
                 title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
                 deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
                 requestTo: String? = nil, requestExpiresAt: Date? = nil, requestShownBy: Date? = nil) {

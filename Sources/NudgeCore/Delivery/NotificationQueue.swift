@@ -17,7 +17,7 @@ enum NotificationQueue {
             select dedupe_key, \(job), user_id, local_day, notification_type, channel, deliver_after, title, body,
                    payload::jsonb, \(runID)
               from unnest(\(messages.map { $0.1.dedupeKey(job: job, userID: $0.0) }), \(messages.map(\.0)),
-                          \(messages.map(\.1.localDay)), \(messages.map(\.1.type)), \(messages.map(\.1.channel)),
+                          \(messages.map(\.1.localDay)), \(messages.map(\.1.type)), \(messages.map(\.1.channel.rawValue)),
                           \(messages.map(\.1.deliverAfter)), \(messages.map(\.1.title)), \(messages.map(\.1.body)),
                           \(messages.map(\.1.payload)))
                    as m(dedupe_key, user_id, local_day, notification_type, channel, deliver_after, title, body, payload)

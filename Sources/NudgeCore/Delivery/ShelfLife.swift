@@ -42,8 +42,8 @@ public struct ShelfLife: Sendable, Equatable, Codable {
     }
 
     /// The rule for a row of `type` on `channel`.
-    public func rule(type: String, channel: String) -> Rule {
-        rules["\(type):\(channel)"] ?? rules[type] ?? rules["*:\(channel)"] ?? rules["*"] ?? .duration(24 * 3600)
+    public func rule(type: String, channel: DeliveryChannel) -> Rule {
+        rules["\(type):\(channel.rawValue)"] ?? rules[type] ?? rules["*:\(channel.rawValue)"] ?? rules["*"] ?? .duration(24 * 3600)
     }
 
     /// The instant after which `row` is no longer sent.

@@ -147,8 +147,7 @@ public struct OutboxMessage: Sendable, Equatable {
     /// Whom it is for: nil for the user the change is about (the item of a job that pages
     /// users); a member, for a job that pages circles.
     public let recipient: UUID?
-    /// `push`, `email` or `sms`.
-    public let channel: String
+    public let channel: DeliveryChannel
     /// What tells this one apart from the user's others of its type in the deduplication key.
     public let occasion: Occasion?
 
@@ -161,7 +160,7 @@ public struct OutboxMessage: Sendable, Equatable {
     }
 
     public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
-                recipient: UUID? = nil, channel: String = "push", occasion: Occasion? = nil) {
+                recipient: UUID? = nil, channel: DeliveryChannel = .push, occasion: Occasion? = nil) {
         self.type = type
         self.localDay = localDay
         self.deliverAfter = deliverAfter
@@ -174,7 +173,7 @@ public struct OutboxMessage: Sendable, Equatable {
     }
 
     public func dedupeKey(job: String, userID: UUID) -> String {
-        let kind = type + (channel == "push" ? "" : ":\(channel)")
+        let kind = type + channel.suffix
         switch occasion {
         case nil: return "\(job):\(userID.uuidString.lowercased()):\(localDay):\(kind)"
         case .withinDay(let occasion): return "\(job):\(userID.uuidString.lowercased()):\(localDay):\(kind):\(occasion)"

@@ -218,7 +218,7 @@ extension JobRunner {
                 state.tally[Self.indexMissed, default: 0] += 1
             }
             for message in change.notifications {
-                state.tally["notification:\(message.type)" + (message.channel == "push" ? "" : ":\(message.channel)"), default: 0] += 1
+                state.tally["notification:\(message.type)\(message.channel.suffix)", default: 0] += 1
             }
             if observer.wantsUserReports {
                 report(change.itemID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },

@@ -476,8 +476,8 @@ public struct JobRunner<J: Job>: Sendable {
     /// A queued notification as a run's report tells it: its type and channel, when, and what
     /// the user will read (an email's subject).
     static func reportLine(_ message: OutboxMessage) -> String {
-        let when = "\(message.type)" + (message.channel == "push" ? "" : " (\(message.channel))") + " after \(timestamp(message.deliverAfter))"
-        return message.channel == "push" ? "\(when): \(message.title) — \(message.body)" : "\(when): \(message.title)"
+        let when = "\(message.type)" + (message.channel == .push ? "" : " (\(message.channel))") + " after \(timestamp(message.deliverAfter))"
+        return message.channel == .push ? "\(when): \(message.title) — \(message.body)" : "\(when): \(message.title)"
     }
 
     func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],

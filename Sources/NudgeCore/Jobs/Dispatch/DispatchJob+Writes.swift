@@ -35,17 +35,17 @@ extension DispatchJob {
             // An email that left in a batch request retries on that request's jitter: the batch
             // comes due, and is claimed and sent again, together.
             let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
-            let settled = row.channel == "sms"
+            let settled = row.channel == .sms
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
                 : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter,
                                             waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
-            updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+            updates.add(row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                         deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
                         waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownAfter: shownAfter)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
-                logs.add(userID, row, status: "sent", provider: provider, providerID: providerID, error: nil, sentAt: run.now,
+                logs.add(userID, row, status: .sent, provider: provider, providerID: providerID, error: nil, sentAt: run.now,
                          device: nil, content: nil, runID: run.runID)
                 return providerID
             case .notSent?, nil:
@@ -56,10 +56,10 @@ extension DispatchJob {
             case .throttled?:
                 // A wait the provider asked for (its rate), not an attempt: nothing to log.
                 return nil
-            case .configuration? where row.channel == "sms":
+            case .configuration? where row.channel == .sms:
                 return nil
             case let other?:
-                logs.add(userID, row, status: "failed", provider: provider, providerID: nil, error: other.reason, sentAt: nil,
+                logs.add(userID, row, status: .failed, provider: provider, providerID: nil, error: other.reason, sentAt: nil,
                          device: nil, content: nil, runID: run.runID)
                 return nil
             }
@@ -77,7 +77,7 @@ extension DispatchJob {
                     // One jitter for the delivery: its rows stay together for their retry.
                     let settled = DispatchRules.settle(row, delivery: delivery, results: results, now: run.now,
                                                        jitter: Self.jitter(delivery: delivery.id, attempt: row.attempts))
-                    updates.add(row, status: settled.status.rawValue, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                    updates.add(row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                                 deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
                                 attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
                     if row.type == "preview_push", row.sentAt == nil, let left = settled.sentAt, let call = row.call,
@@ -91,13 +91,13 @@ extension DispatchJob {
                         guard let result = results[device.key] else { continue }
                         switch result {
                         case .delivered(let providerID):
-                            logs.add(userID, row, status: "sent", provider: device.provider.rawValue, providerID: providerID,
+                            logs.add(userID, row, status: .sent, provider: device.provider.rawValue, providerID: providerID,
                                      error: nil, sentAt: run.now, device: device, content: delivery.content, runID: run.runID)
                         case .notSent, .unavailable:
                             // Not sent, or no answer from the provider: a wait, no attempt.
                             continue
                         default:
-                            logs.add(userID, row, status: "failed", provider: device.provider.rawValue, providerID: nil,
+                            logs.add(userID, row, status: .failed, provider: device.provider.rawValue, providerID: nil,
                                      error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
                             if case .invalidToken = result { invalid.append((userID, device)) }
                         }
@@ -135,10 +135,10 @@ extension DispatchJob {
                         optedOut.append((change.plan.texts[index].request.to.e164, row.id))
                     }
                 case .suppressed(let step, let reason):
-                    updates.add(row, status: "suppressed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                    updates.add(row, status: .suppressed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
                     // A preview push with no device to go to: its fallback SMS goes at once too.
-                    if row.channel == "push", step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                    if row.channel == .push, step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at, row.id))
                     }
                     // The call is told when its preview itself (not a fallback) reached no one.
@@ -146,32 +146,32 @@ extension DispatchJob {
                        let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         refusedPreviews.append((call.id, row.id, call.scheduledAt, at, reason))
                     }
-                    logs.add(userID, row, status: "suppressed", provider: nil, providerID: nil, error: "\(step): \(reason)",
+                    logs.add(userID, row, status: .suppressed, provider: nil, providerID: nil, error: "\(step): \(reason)",
                              sentAt: nil, device: nil, content: nil, runID: run.runID)
                 case .deferred(let until, let reason):
-                    updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                    updates.add(row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "deferred: \(reason)", attemptUndone: true)
-                    logs.add(userID, row, status: "deferred", provider: nil, providerID: nil,
+                    logs.add(userID, row, status: .deferred, provider: nil, providerID: nil,
                              error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
                              runID: run.runID)
                 case .waiting(let until, let reason, let parkedFor):
                     // (An SMS whose earlier request left waits to ask Twilio about it: its mark stays.)
-                    updates.add(row, status: "pending", next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                    updates.add(row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor,
-                                keepRequest: row.channel == "sms")
+                                keepRequest: row.channel == .sms)
                 case .released:
                     if row.type == "fallback_sms", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
                     }
-                    updates.add(row, status: "pending", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == "sms")
+                    updates.add(row, status: .pending, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == .sms)
                 case .reached(let reason):
-                    updates.add(row, status: "sent", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                    updates.add(row, status: .sent, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: reason, attemptUndone: true)
                 case .failed(let reason):
-                    updates.add(row, status: "failed", next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                    updates.add(row, status: .failed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
                                 sentAt: row.sentAt, error: reason, attemptUndone: false)
-                    logs.add(userID, row, status: "failed", provider: nil, providerID: nil, error: reason, sentAt: nil,
+                    logs.add(userID, row, status: .failed, provider: nil, providerID: nil, error: reason, sentAt: nil,
                              device: nil, content: nil, runID: run.runID)
                 }
             }
@@ -274,7 +274,7 @@ extension DispatchJob {
                        order by k.received_at limit 1) e on true
                  where l.outbox_id in (select id from outbox_rows)
                 """)
-            let smsLogs = logs.outboxIDs.indices.filter { logs.channels[$0] == "sms" }
+            let smsLogs = logs.outboxIDs.indices.filter { logs.channels[$0] == DeliveryChannel.sms.rawValue }
             if !smsLogs.isEmpty {
                 writes.step("early_sms_statuses", """
                     delete from sms_status_early k
@@ -445,12 +445,12 @@ private struct RowUpdates {
         keepNext[index] = false
     }
 
-    mutating func add(_ row: QueuedNotification, status: String, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
+    mutating func add(_ row: QueuedNotification, status: OutboxStatus, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
                       sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
                       forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
-        statuses.append(status)
+        statuses.append(status.rawValue)
         nexts.append(next ?? never)
         self.keepNext.append(keepNext)
         self.deliveredTo.append(deliveredTo.sorted().joined(separator: ","))
@@ -483,15 +483,15 @@ private struct LogRows {
     var channels: [String] = []
     var callIDs: [UUID] = []
 
-    mutating func add(_ userID: UUID, _ row: QueuedNotification, status: String, provider: String?, providerID: String?,
-                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: String? = nil) {
+    mutating func add(_ userID: UUID, _ row: QueuedNotification, status: LogStatus, provider: String?, providerID: String?,
+                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: DeliveryChannel? = nil) {
         let channel = channel ?? row.channel
-        channels.append(channel)
+        channels.append(channel.rawValue)
         userIDs.append(userID)
         types.append(row.type)
-        statuses.append(status)
+        statuses.append(status.rawValue)
         titles.append(content?.title ?? row.title)
-        if channel == "email" {
+        if channel == .email {
             // An email's log names it (its subject, type and tags); its parts, with the user's
             // unsubscribe link, stay in the outbox row.
             bodies.append("")

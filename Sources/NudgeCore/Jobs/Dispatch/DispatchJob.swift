@@ -147,7 +147,7 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
         case .endOfLocalDay, .endOfPeriod: return true
         case .duration: break
         }
-        if row.channel == "email" { return false }
+        if row.channel == .email { return false }
         let localCap = kind.caps.contains { cap in
             switch cap {
             case .perLocalDay, .perLocalWeek: true

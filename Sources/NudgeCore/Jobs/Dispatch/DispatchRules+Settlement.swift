@@ -99,7 +99,18 @@ extension DispatchRules {
 
     /// How one row stands after its delivery's attempt.
     public struct Settlement: Sendable, Equatable {
-        public enum Status: String, Sendable { case pending, sent, failed }
+        /// Where the row stands: its outbox status, one of three.
+        public enum Status: Sendable {
+            case pending, sent, failed
+
+            public var outbox: OutboxStatus {
+                switch self {
+                case .pending: .pending
+                case .sent: .sent
+                case .failed: .failed
+                }
+            }
+        }
         public let status: Status
         /// When a `pending` row is due again.
         public let nextAttemptAt: Date?

@@ -154,7 +154,7 @@ public enum DispatchRules {
         for row in rows.sorted(by: { ($0.dueAt, $0.id) < ($1.dueAt, $1.id) }) {
             // An SMS whose request may have reached Twilio is settled by asking Twilio first,
             // before anything else (its attempts, a refusal that its job might queue again).
-            if row.channel == "sms", let left = row.requestLeftAt {
+            if row.channel == .sms, let left = row.requestLeftAt {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
                 } else {
@@ -169,7 +169,7 @@ public enum DispatchRules {
             }
             // An email whose batch request left was decided then: it goes again only in that batch,
             // as it was (`planLeftEmail`), whatever has changed since.
-            if row.channel == "email", let key = row.requestKey, let left = row.requestLeftAt {
+            if row.channel == .email, let key = row.requestKey, let left = row.requestLeftAt {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
                 } else {
@@ -199,17 +199,17 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: answeredStep, reason: done)
                 continue
             }
-            if row.channel == "email" || row.channel == "sms" {
+            if row.channel == .email || row.channel == .sms {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
-                } else if row.channel == "email" {
+                } else if row.channel == .email {
                     planEmail(row, facts: facts, provider: providers[.resend], now: now, expiry: expiry, into: &plan)
                 } else {
                     planSMS(row, facts: facts, provider: providers[.twilio], now: now, expiry: expiry, into: &plan)
                 }
                 continue
             }
-            guard row.channel == "push" else {
+            guard row.channel == .push else {
                 plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait),
                                                  reason: "dispatch has no \(row.channel) channel configured")
                 continue

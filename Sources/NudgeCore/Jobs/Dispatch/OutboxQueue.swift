@@ -81,6 +81,10 @@ public struct OutboxQueue: WorkSource {
         for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
              attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, requestShownBy, timezone, locale,
              createdAt) in rows {
+            // The table's check allows no other (migration 0005).
+            guard let channel = DeliveryChannel(rawValue: channel) else {
+                throw NudgeError(.database, "notification_outbox row \(id) has the channel '\(channel)', which dispatch does not know")
+            }
             let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
                                          dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
                                          deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,

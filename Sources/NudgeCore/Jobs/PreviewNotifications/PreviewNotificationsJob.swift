@@ -173,7 +173,7 @@ public struct PreviewNotificationsJob: PlainJob {
             "scheduled_at": .string(call.scheduledAt.formatted(.iso8601)),
             "path": .string(path.rawValue),
         ]
-        func message(_ type: String, channel: String, at instant: Date, title: String, body: String,
+        func message(_ type: String, channel: DeliveryChannel, at instant: Date, title: String, body: String,
                      extra: [String: JSONValue]) -> OutboxMessage {
             OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: title, body: body,
                           payload: JSONValue.object(base.merging(extra) { $1 }).text, recipient: call.userID, channel: channel,
@@ -186,7 +186,7 @@ public struct PreviewNotificationsJob: PlainJob {
         var messages: [OutboxMessage] = []
         var note = item.zoneProblem
         if path != .sms {
-            let push = message("preview_push", channel: "push", at: sendAt,
+            let push = message("preview_push", channel: .push, at: sendAt,
                                title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: streak, locale: locale),
                                body: PreviewCopy.pushBody(streak: streak, topicKey: call.topic, locale: locale),
                                extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")])
@@ -194,7 +194,7 @@ public struct PreviewNotificationsJob: PlainJob {
             messages.append(push)
             if facts.reach.phone != nil {
                 if let sms {
-                    messages.append(message("fallback_sms", channel: "sms", at: sendAt.addingTimeInterval(Self.fallbackAfter),
+                    messages.append(message("fallback_sms", channel: .sms, at: sendAt.addingTimeInterval(Self.fallbackAfter),
                                             title: "", body: sms.text,
                                             extra: smsExtra(sms).merging([
                                                 "fallback_for": .string(pushKey),
@@ -208,7 +208,7 @@ public struct PreviewNotificationsJob: PlainJob {
             guard let sms else {
                 return skip("sms_too_long", "the SMS would be more than one segment however it is shortened (the coach's name?)")
             }
-            messages.append(message("preview_sms", channel: "sms", at: sendAt, title: "", body: sms.text, extra: smsExtra(sms)))
+            messages.append(message("preview_sms", channel: .sms, at: sendAt, title: "", body: sms.text, extra: smsExtra(sms)))
         }
         return .act(PlannedChange(itemID: call.id,
                                   change: Change(callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: path,

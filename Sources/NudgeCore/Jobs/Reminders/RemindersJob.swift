@@ -351,6 +351,6 @@ public struct RemindersJob: RegisteredJob {
         if case .unsubscribe(_, let url) = footer { unsubscribe = url }
         let payload = EmailPayload(emailType: emailType, html: rendered.html, unsubscribeURL: unsubscribe, tags: tags)
         return OutboxMessage(type: type, localDay: day, deliverAfter: deliverAfter, title: rendered.subject, body: rendered.text,
-                             payload: payload.json, channel: "email", occasion: occasion)
+                             payload: payload.json, channel: .email, occasion: occasion)
     }
 }

@@ -315,7 +315,7 @@ public struct WeeklyDigestJob: RegisteredJob {
                 let payload = EmailPayload(emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
                                            unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
                 notifications.append(OutboxMessage(type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
-                                                   body: rendered.text, payload: payload.json, channel: "email"))
+                                                   body: rendered.text, payload: payload.json, channel: .email))
                 renderedEmail = rendered
                 channels.append("email")
             }
