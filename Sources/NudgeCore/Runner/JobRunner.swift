@@ -232,11 +232,23 @@ public struct JobRunner<J: Job>: Sendable {
     /// this one's last item, whatever this batch writes: its items are other users, whose facts
     /// no batch of this run writes.) A page read more than `readAheadKeptFor` before its turn is
     /// read again. Only for a source that allows it (`WorkSource.readsAhead`); any other: the
-    /// plain loop.
+    /// plain loop. The second connection is taken once the first page has items: a run with
+    /// nothing to do (most cron runs) uses one.
     private func batchLoopReadingAhead(state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
                                        on db: BoundedConnection) async throws -> (RunStatus, String?) {
         guard source.readsAhead else {
             return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
+        }
+        var starting = context
+        starting.now = max(context.now, options.clock.now())
+        let firstContext = starting
+        let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: loop.totals.nextPage(),
+                                  now: firstContext.now, logger: loop.logger)
+        let claimedAt = options.waitClock.now()
+        let first = ReadPage(page: try await readPage(request, calendars: state.calendars, logger: loop.logger, on: db),
+                             request: request, claimedAt: claimedAt)
+        guard !first.page.isEmpty else {
+            return try await batchLoop(state: &state, context: firstContext, loop: loop, on: db, second: nil, first: first)
         }
         let start = state
         // The loop's state comes back whether it ended or threw: an aborted run's ledger still
@@ -244,8 +256,8 @@ public struct JobRunner<J: Job>: Sendable {
         let (end, after) = try await database.withConnection { connection in
             var local = start
             do {
-                let end = try await batchLoop(state: &local, context: context, loop: loop, on: db,
-                                              second: BoundedConnection(connection: connection, database: database))
+                let end = try await batchLoop(state: &local, context: firstContext, loop: loop, on: db,
+                                              second: BoundedConnection(connection: connection, database: database), first: first)
                 return (Result<(RunStatus, String?), any Error>.success(end), local)
             } catch {
                 return (.failure(error), local)
@@ -267,12 +279,15 @@ public struct JobRunner<J: Job>: Sendable {
 
     /// Pages and batches until the items (or the queue's passes) end, the job is paused, a
     /// signal comes or the job stops itself: how the loop ended, and why. With a `second`
-    /// connection, each batch's next page and facts are read on it while the batch writes.
+    /// connection, each batch's next page and facts are read on it while the batch writes. The
+    /// `first` page, when the caller read it, is the loop's first.
     private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
-                           on db: BoundedConnection, second: BoundedConnection? = nil) async throws -> (RunStatus, String?) {
+                           on db: BoundedConnection, second: BoundedConnection? = nil,
+                           first: ReadPage? = nil) async throws -> (RunStatus, String?) {
         var ahead: Task<ReadPage, any Error>?
         do {
-            let end = try await batchLoop(state: &state, context: initial, loop: loop, on: db, second: second, ahead: &ahead)
+            let end = try await batchLoop(state: &state, context: initial, loop: loop, on: db, second: second, first: first,
+                                          ahead: &ahead)
             // A page read ahead of a loop that ended (a pause, a stop, a signal) is dropped unused.
             _ = try? await ahead?.value
             return end
@@ -283,17 +298,21 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
-                           on db: BoundedConnection, second: BoundedConnection?,
+                           on db: BoundedConnection, second: BoundedConnection?, first: ReadPage?,
                            ahead: inout Task<ReadPage, any Error>?) async throws -> (RunStatus, String?) {
         let connection = db.connection, logger = loop.logger
         var context = initial
+        var first = first
         while true {
             if Task.isShuttingDownGracefully || Task.isCancelled {
                 logger.notice("stopping on a signal after the last batch")
                 return (.interrupted, "stopped by a signal; \(options.resumeHint)")
             }
             var readEarlier: ReadPage?
-            if let task = ahead {
+            if let given = first {
+                first = nil
+                readEarlier = given
+            } else if let task = ahead {
                 ahead = nil
                 // A page read ahead while the batch before took long (its outside calls held by a
                 // rate limit), by the wall clock or the run's, is read again: a batch is decided
