@@ -99,8 +99,9 @@ enum TestSQL {
         private var endings = 0
 
         func take(_ url: String) -> Pinned? {
-            for dead in sessions where !dead.session.isOpen { retire(dead) }
-            sessions.removeAll { !$0.session.isOpen }
+            let dead = sessions.filter { !$0.session.isOpen }
+            sessions.removeAll { entry in dead.contains { $0.session === entry.session } }
+            for entry in dead { retire(entry) }
             guard let index = sessions.lastIndex(where: { $0.url == url }) else { return nil }
             return sessions.remove(at: index).session
         }
@@ -292,7 +293,11 @@ enum TestSQL {
                 }
             }
             defer { timer?.cancel() }
-            try await outbound.write(TestSQL.query(sql))
+            do {
+                try await outbound.write(TestSQL.query(sql))
+            } catch {
+                throw SessionEnded()   // the connection was closed already
+            }
             do {
                 return try await messages.results()
             } catch let failure as SQLFailure {
@@ -412,9 +417,13 @@ enum TestSQL {
                         return (type, body)
                     }
                 }
-                guard var more = try await inbound.next() else {
-                    throw SessionEnded()
+                let read: ByteBuffer?
+                do {
+                    read = try await inbound.next()
+                } catch {
+                    throw SessionEnded()   // reset by the server
                 }
+                guard var more = read else { throw SessionEnded() }
                 buffer.discardReadBytes()
                 buffer.writeBuffer(&more)
             }

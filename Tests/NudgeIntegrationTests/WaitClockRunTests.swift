@@ -69,6 +69,22 @@ import Testing
         #expect(clock.deadlines == [.seconds(30)])
         #expect(try await database.count("select count(*) from user_streaks") == 0)
     }
+
+    /// A call that answers its cancellation with its result (its request had left) is settled by
+    /// it; no call starts once the bound has passed: the others are left to the next run.
+    @Test func noCallStartsOnceTheBoundHasPassed() async throws {
+        let database = try await TestDatabase.fresh()
+        try await Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        let clock = ManualWaitClock()
+        let advancing = Self.advancing(clock)
+        defer { advancing.cancel() }
+        let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
+                             limit: .seconds(30), hangs: true, answersWhenCancelled: true)
+        let summary = try await Self.run(job, clock: clock, on: database)
+        #expect(job.calls.started == 1)
+        #expect(summary.counts.succeeded == 1 && summary.counts.skipped == 4 && summary.counts.failed == 0, "\(summary.counts)")
+        #expect(try await database.count("select count(*) from user_streaks") == 1)
+    }
 }
 
 /// validate-streaks with an outside step: each batch's calls record when they began on the run's
@@ -79,16 +95,27 @@ private struct CallingOut: OutsideCalls {
     let pause: Duration
     var limit: Duration?
     var hangs = false
+    /// Whether a hanging call answers its cancellation with its change, as a call whose request
+    /// already left does (dispatch's), rather than with an error.
+    var answersWhenCancelled = false
     /// When each batch's calls began.
     let calls = Calls()
 
     final class Calls: Sendable {
         private let state = Mutex<[Duration]>([])
 
+        private let count = Mutex(0)
+
         /// Records `now` unless the batch's calls already did.
-        func began(at now: Duration) { state.withLock { calls in if calls.last != now { calls.append(now) } } }
+        func began(at now: Duration) {
+            count.withLock { $0 += 1 }
+            state.withLock { calls in if calls.last != now { calls.append(now) } }
+        }
 
         var all: [Duration] { state.withLock { $0 } }
+
+        /// How many calls began.
+        var started: Int { count.withLock { $0 } }
     }
 
     var definition: JobDefinition { inner.definition }
@@ -113,7 +140,11 @@ private struct CallingOut: OutsideCalls {
         if hangs {
             // Never answers: ends only when the runner cancels it (a real sleep, which the test's
             // clock does not end).
-            try await Task.sleep(for: .seconds(3600))
+            if answersWhenCancelled {
+                try? await Task.sleep(for: .seconds(3600))
+            } else {
+                try await Task.sleep(for: .seconds(3600))
+            }
         }
         return change
     }

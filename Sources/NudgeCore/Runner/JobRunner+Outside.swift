@@ -19,7 +19,9 @@ extension JobRunner {
             var next = 0
             var running = 0
             func startNext() {
-                guard next < planned.count, !shuttingDown, !Task.isShuttingDownGracefully else { return }
+                // Nothing new once the batch's bound has passed (the calls under way answer their
+                // cancellation) or a signal came.
+                guard next < planned.count, !timeLimitPassed, !shuttingDown, !Task.isShuttingDownGracefully else { return }
                 running += 1
                 let index = next, change = planned[index]
                 next += 1

@@ -334,7 +334,7 @@ extension DispatchJob {
                 on conflict (phone_number) do nothing
                 """)
         }
-        let previewsSent = logs.outboxIDs.indices.filter { logs.statuses[$0] == "sent" && logs.callIDs[$0] != UUID.allZeros }
+        let previewsSent = logs.outboxIDs.indices.filter { logs.statuses[$0] == LogStatus.sent.rawValue && logs.callIDs[$0] != UUID.allZeros }
         if !previewsSent.isEmpty {
             // A preview reached a channel: the call was previewed (the call answer rate with
             // and without a preview reads it, docs/report.md).

@@ -199,7 +199,7 @@ public enum DispatchRules {
                 plan.outcomes[row.id] = .suppressed(step: answeredStep, reason: done)
                 continue
             }
-            if row.channel == .email || row.channel == .sms {
+            if row.channel != .push {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
                 } else if row.channel == .email {
@@ -207,11 +207,6 @@ public enum DispatchRules {
                 } else {
                     planSMS(row, facts: facts, provider: providers[.twilio], now: now, expiry: expiry, into: &plan)
                 }
-                continue
-            }
-            guard row.channel == .push else {
-                plan.outcomes[row.id] = .waiting(until: now.addingTimeInterval(providerWait),
-                                                 reason: "dispatch has no \(row.channel) channel configured")
                 continue
             }
             guard row.payloadObject != nil else {
