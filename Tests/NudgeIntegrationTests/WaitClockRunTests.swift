@@ -20,6 +20,13 @@ import Testing
         }
     }
 
+    /// A database of `count` users due for validate-streaks at `now`, and a clock for the run.
+    private static func users(_ count: Int) async throws -> (TestDatabase, ManualWaitClock) {
+        let database = try await TestDatabase.fresh()
+        try await Fixture.population(database, count: count, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
+        return (database, ManualWaitClock())
+    }
+
     private static func run<J: Job>(_ job: J, clock: ManualWaitClock, on database: TestDatabase) async throws -> RunSummary {
         try await database.withDatabase { db in
             var options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
@@ -31,9 +38,7 @@ import Testing
     /// A job that calls out owes a pause after each batch's calls: the next batch's calls start
     /// once the pause has passed on the run's clock, measured from the end of the calls before.
     @Test func theNextBatchsCallsWaitOutThePauseOnTheRunsClock() async throws {
-        let database = try await TestDatabase.fresh()
-        try await Fixture.population(database, count: 15, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let clock = ManualWaitClock()
+        let (database, clock) = try await Self.users(15)
         let advancing = Self.advancing(clock)
         defer { advancing.cancel() }
         let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .seconds(10))
@@ -51,9 +56,7 @@ import Testing
     /// whose calls had not started (`--concurrency` 1) are left to the next run as they were,
     /// nothing spent; no signal came, and the run is not called interrupted.
     @Test func outsideCallsPastTheirBoundFailTheirUsersWhenTheRunsClockReachesIt() async throws {
-        let database = try await TestDatabase.fresh()
-        try await Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let clock = ManualWaitClock()
+        let (database, clock) = try await Self.users(5)
         let advancing = Self.advancing(clock)
         defer { advancing.cancel() }
         let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
@@ -73,9 +76,7 @@ import Testing
     /// A call that answers its cancellation with its result (its request had left) is settled by
     /// it; no call starts once the bound has passed: the others are left to the next run.
     @Test func noCallStartsOnceTheBoundHasPassed() async throws {
-        let database = try await TestDatabase.fresh()
-        try await Fixture.population(database, count: 5, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let clock = ManualWaitClock()
+        let (database, clock) = try await Self.users(5)
         let advancing = Self.advancing(clock)
         defer { advancing.cancel() }
         let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
