@@ -149,7 +149,4 @@ struct JobCapabilities<J: Job>: Sendable {
 
     /// Whether the job's batches commit without waiting for the disk (`OutsideCalls`).
     var commitsAsynchronously: Bool { outside == nil }
-
-    /// How many statements the job's bookkeeping sends one after the other at most.
-    var bookkeepingStatements: Int { bookkeeping?.bookkeepingStatements ?? 1 }
 }
