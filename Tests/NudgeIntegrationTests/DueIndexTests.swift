@@ -165,16 +165,21 @@ private func run(_ name: String, on db: Database, at now: Date, sweep: Bool = fa
 
     /// Steps synced after the user's midnight close their yesterday again at the next run; a
     /// check-in for today makes nobody due (today closes at the user's next midnight anyway).
-    /// (The triggers read PostgreSQL's clock: this test runs at the real time.)
+    /// (The triggers read PostgreSQL's clock: this test runs at the real time, in a zone where it
+    /// is about noon, so that no user's midnight passes while it runs.)
     @Test func lateStepsCloseYesterdayAgainAndTodaysCheckInsCostNothing() async throws {
         let database = try await TestDatabase.fresh()
         let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let hour = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: now).hour!
+        let east = 12 - hour   // hours east of UTC where it is noon: -11 to 12
+        let noon = east == 0 ? "Etc/UTC" : "Etc/GMT\(east > 0 ? "-" : "+")\(abs(east))"   // (the sign of Etc/GMT names is POSIX's, west positive)
         let days = DateFormatter()
         days.dateFormat = "yyyy-MM-dd"
         days.timeZone = TimeZone(identifier: "UTC")
         let signup = ISO8601DateFormatter().string(from: now.addingTimeInterval(-20 * 86_400))
-        try await Fixture.population(database, count: 10, signup: signup, from: days.string(from: now.addingTimeInterval(-21 * 86_400)),
-                               to: days.string(from: now.addingTimeInterval(-2 * 86_400)))
+        try await Fixture.population(database, count: 10, zones: [noon], signup: signup,
+                                     from: days.string(from: now.addingTimeInterval(-21 * 86_400)),
+                                     to: days.string(from: now.addingTimeInterval(-2 * 86_400)))
         _ = try await run("generate-daily-goals", database, at: now)
         let user = Fixture.userID(2)
         let local = "(now() at time zone (select coalesce(timezone, 'UTC') from users where id = '\(user)'))::date"

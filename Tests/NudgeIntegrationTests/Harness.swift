@@ -173,7 +173,9 @@ struct TestDatabase: Sendable {
             }
             done.signal()
         }
+        let wait = Waits.begin("a stand-in's script waiting for its SQL on \(name): \(sql.prefix(120))")
         done.wait()   // blocks: a stand-in's thread, checked above
+        Waits.end(wait)
         return try outcome.withLock { $0! }.get()
     }
 
@@ -272,6 +274,8 @@ struct TestDatabase: Sendable {
                                    _ body: @escaping @Sendable (Database) async throws -> T) async throws -> T {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
+        let wait = Waits.begin("a job's database pool in this process, on \(name)")
+        defer { Waits.end(wait) }
         return try await Database.with(try DatabaseURL(url), logger: logger, limits: limits, connections: connections, body)
     }
 }
@@ -317,7 +321,9 @@ actor ProcessSlots {
             try? await Task.sleep(for: reportAfter)
             self.reportIfWaiting(slot)
         }
+        let wait = Waits.begin("a process slot for \(what)")
         await withCheckedContinuation { waiting.append((slot, what, $0)) }
+        Waits.end(wait)
         return slot
     }
 
@@ -363,30 +369,17 @@ struct ProcessResult: Sendable {
     var seconds: Double = 0
 }
 
-/// Blocks the calling thread until `executable` ends: only ever on a thread of its own
-/// (`runProcessOffThePool`), never one of Swift's cooperative threads, which the tests, the
-/// stand-ins' callers and the in-process jobs all need.
-private func blockingRun(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
+/// Blocks the calling thread until `executable` ends and has closed its output: only ever on a
+/// thread of its own (`runProcessOffThePool`), never one of Swift's cooperative threads, which
+/// the tests, the stand-ins' callers and the in-process jobs all need.
+private func blockingRun(_ executable: String, _ arguments: [String], environment: [String: String]?, test: String?) throws -> ProcessResult {
     let started = Date()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Read both pipes while the process runs, so that a full pipe never blocks it.
-    let group = DispatchGroup()   // blocks: this function runs on a thread of its own
-    nonisolated(unsafe) var stdout = Data(), stderr = Data()
-    group.enter()
-    onThreadOfItsOwn { stdout = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }   // blocks: a thread of its own
-    group.enter()
-    onThreadOfItsOwn { stderr = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }   // blocks: a thread of its own
-    process.waitUntilExit()   // blocks: a thread of its own
-    group.wait()   // blocks: a thread of its own
-    return ProcessResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+    let child = try Child.start(executable, arguments, environment: environment ?? ProcessInfo.processInfo.environment, output: .pipes)
+    let wait = Waits.begin("process \(child.pid) (\(executable) \(arguments.joined(separator: " ").prefix(120))): its end and its output's", test: test)
+    defer { Waits.end(wait) }
+    let (stdout, stderr) = child.output()   // blocks: a thread of its own
+    let status = child.waitForEnd()   // blocks: a thread of its own
+    return ProcessResult(status: status, stdout: String(decoding: stdout, as: UTF8.self),
                          stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
 }
 
@@ -394,9 +387,10 @@ private func blockingRun(_ executable: String, _ arguments: [String], environmen
 /// tests start a process and wait for it. With the pool's two threads blocked in two waits,
 /// nothing would be left to answer a process that talks to `nudge serve` or a job in this process.
 func runProcessOffThePool(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
-    try await withCheckedThrowingContinuation { continuation in
+    let test = Test.current?.name
+    return try await withCheckedThrowingContinuation { continuation in
         onThreadOfItsOwn {
-            continuation.resume(with: Result { try blockingRun(executable, arguments, environment: environment) })
+            continuation.resume(with: Result { try blockingRun(executable, arguments, environment: environment, test: test) })
         }
     }
 }
@@ -412,55 +406,42 @@ func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
 }
 
 /// A `nudge` started in the background; its output goes to files, read when it ends.
-final class RunningProcess: @unchecked Sendable {
-    let process = Process()
+final class RunningProcess: Sendable {
+    private let child: Child
     private let outURL: URL
     private let errURL: URL
-    /// Signalled by the process's termination handler. `waitUntilExit` on a thread other than
-    /// the one that started the process spins a core for the whole wait (Foundation polls that
-    /// thread's empty run loop: 3.0 s of CPU for a 3 s wait here), and a test starts its process
-    /// on one thread and waits for it on another; a semaphore costs nothing while it waits.
-    private let ended = DispatchSemaphore(value: 0)   // blocks: waited on in finished()'s own thread
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
         let folder = FileManager.default.temporaryDirectory
         outURL = folder.appendingPathComponent("nudge-\(UUID()).out")
         errURL = folder.appendingPathComponent("nudge-\(UUID()).err")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [ended] _ in ended.signal() }
-        try process.run()
+        child = try Child.start(executable, arguments, environment: environment, output: .files(out: outURL, err: errURL))
     }
 
-    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    func signal(_ signal: Int32) { kill(child.pid, signal) }
 
     /// Whether the process has ended (without waiting for it).
-    var hasExited: Bool { !process.isRunning }
+    var hasExited: Bool { child.hasEnded }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { child.pid }
 
-    /// `wait()`, off Swift's cooperative threads: a stand-in in this process may be answering the
-    /// process meanwhile.
+    /// Its status and output once it has ended, awaited off Swift's cooperative threads: a
+    /// stand-in in this process may be answering the process meanwhile.
     func finished() async -> ProcessResult {
-        await withCheckedContinuation { continuation in
+        let wait = Waits.begin("process \(child.pid), started in the background: its end")
+        defer { Waits.end(wait) }
+        return await withCheckedContinuation { continuation in
             onThreadOfItsOwn { continuation.resume(returning: self.wait()) }   // blocks: a thread of its own
         }
     }
 
     private func wait() -> ProcessResult {
-        ended.wait()   // blocks: only from finished(), on a thread of its own
-        ended.signal()   // for a later wait
+        let status = child.waitForEnd()   // blocks: only from finished(), on a thread of its own
         defer {
             try? FileManager.default.removeItem(at: outURL)
             try? FileManager.default.removeItem(at: errURL)
         }
-        return ProcessResult(status: process.terminationStatus,
+        return ProcessResult(status: status,
                              stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                              stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
     }

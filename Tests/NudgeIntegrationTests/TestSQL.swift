@@ -34,6 +34,8 @@ enum TestSQL {
     /// `sql` run on the database `url` names (a `postgres://user@host/db?host=SOCKET&port=N` URL,
     /// as `scripts/pg` prints; trust authentication, as the test server has on its socket).
     static func run(_ sql: String, url: String) async throws -> String {
+        let wait = Waits.begin("TestSQL on \((try? Address(url).database) ?? url): \(sql.prefix(120))")
+        defer { Waits.end(wait) }
         if let idle = await Idle.shared.take(url) {
             do {
                 return try await run(sql, on: idle, url: url)
@@ -81,6 +83,8 @@ enum TestSQL {
     /// once they are closed: before the database is copied, or its sessions' counters read.
     static func closeIdle(_ url: String) async {
         guard let database = try? Address(url).database else { return }
+        let wait = Waits.begin("TestSQL: closing the idle sessions on \(database)")
+        defer { Waits.end(wait) }
         let (idle, ending) = await Idle.shared.takeAll(database: database)
         for session in idle { await session.end() }
         for task in ending { await task.value }
@@ -153,6 +157,8 @@ enum TestSQL {
         private let task: Task<Void, Never>
         private let keepsTransactions: Bool
         private let state = State()
+        /// Which database, for `Waits`.
+        private let database: String
 
         private final class State: Sendable {
             /// Whether the server's end of the session is still there.
@@ -166,6 +172,8 @@ enum TestSQL {
         init(url: String, keepsTransactions: Bool = false, kept: Bool = false) async throws {
             let (stream, requests) = AsyncStream<Request>.makeStream()
             let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
+            let database = (try? Address(url).database) ?? url
+            self.database = database
             self.requests = requests
             self.keepsTransactions = keepsTransactions
             let state = self.state
@@ -198,6 +206,8 @@ enum TestSQL {
                 requests.finish()
                 for await request in stream { request.answer.resume(throwing: TestFailure("the pinned session has ended")) }
             }
+            let wait = Waits.begin("TestSQL: opening a session on \(database)")
+            defer { Waits.end(wait) }
             for try await _ in ready {}
         }
 
@@ -217,7 +227,9 @@ enum TestSQL {
 
         /// `sql`'s rows, and whether the session is in no transaction after it.
         func send(_ sql: String) async throws -> (rows: String, idle: Bool) {
-            try await withCheckedThrowingContinuation { answer in
+            let wait = Waits.begin("TestSQL: a session on \(database) running \(sql.prefix(120))")
+            defer { Waits.end(wait) }
+            return try await withCheckedThrowingContinuation { answer in
                 if case .terminated = requests.yield((sql, answer)) {
                     answer.resume(throwing: TestFailure("the pinned session has ended"))
                 }
@@ -227,6 +239,8 @@ enum TestSQL {
         /// Ends the session once the scripts sent before have run, and returns once it is closed
         /// (its locks released).
         func end() async {
+            let wait = Waits.begin("TestSQL: ending a session on \(database)")
+            defer { Waits.end(wait) }
             requests.finish()
             await task.value
         }
