@@ -120,16 +120,16 @@ final class Child: Sendable {
         let group = DispatchGroup()   // blocks: only from a thread of its own
         nonisolated(unsafe) var out = Data(), err = Data()
         group.enter()
-        onThreadOfItsOwn {   // blocks: a thread of its own
-            out = FileHandle(fileDescriptor: pipes.out, closeOnDealloc: true).readDataToEndOfFile()
+        onThreadOfItsOwn {
+            out = FileHandle(fileDescriptor: pipes.out, closeOnDealloc: true).readDataToEndOfFile()   // blocks: a thread of its own
             group.leave()
         }
         group.enter()
-        onThreadOfItsOwn {   // blocks: a thread of its own
-            err = FileHandle(fileDescriptor: pipes.err, closeOnDealloc: true).readDataToEndOfFile()
+        onThreadOfItsOwn {
+            err = FileHandle(fileDescriptor: pipes.err, closeOnDealloc: true).readDataToEndOfFile()   // blocks: a thread of its own
             group.leave()
         }
-        group.wait()
+        group.wait()   // blocks: only from a thread of its own
         return (out, err)
     }
 }

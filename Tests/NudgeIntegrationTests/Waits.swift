@@ -30,7 +30,7 @@ enum Waits {
         let thread = Thread {
             var reported = 0
             while true {
-                Thread.sleep(forTimeInterval: min(reportAfter / 4, 30))
+                Thread.sleep(forTimeInterval: min(reportAfter / 4, 30))   // blocks: the watch's own thread
                 let oldest = table.withLock { $0.entries.min { $0.value.since < $1.value.since } }
                 guard let (id, entry) = oldest, id != reported,
                       entry.since.duration(to: .now) > .seconds(reportAfter) else { continue }
