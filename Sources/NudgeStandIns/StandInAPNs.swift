@@ -125,6 +125,7 @@ public final class StandInAPNs: Sendable {
         let state = State(script: script, record: record, publicKey: key.publicKey, keyID: keyID, teamID: teamID,
                           bundleID: bundleID, clock: clock)
         let tls = try ca.serverContext(protocols: ["h2"])
+        let scripts = StandInLoops.scriptQueue("APNs")
         let channel = try await ServerBootstrap(group: StandInLoops.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -139,7 +140,7 @@ public final class StandInAPNs: Sendable {
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandlers([
-                                HTTP2FramePayloadToHTTP1ServerCodec(), APNsStreamHandler(state: state),
+                                HTTP2FramePayloadToHTTP1ServerCodec(), APNsStreamHandler(state: state, scripts: scripts),
                             ])
                         }
                     }.map { _ in }
@@ -232,11 +233,13 @@ private final class APNsStreamHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let state: StandInAPNs.State
+    private let scripts: ScriptQueue?
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
 
-    init(state: StandInAPNs.State) {
+    init(state: StandInAPNs.State, scripts: ScriptQueue?) {
         self.state = state
+        self.scripts = scripts
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -247,33 +250,47 @@ private final class APNsStreamHandler: ChannelInboundHandler {
             body.writeBuffer(&chunk)
         case .end:
             guard let head else { return }
-            var headers: [String: String] = [:]
-            for (name, value) in head.headers { headers[name.lowercased()] = value }
+            var lowered: [String: String] = [:]
+            for (name, value) in head.headers { lowered[name.lowercased()] = value }
             let payload = Data(body.readableBytesView)
-            let token = head.uri.hasPrefix("/3/device/") ? String(head.uri.dropFirst("/3/device/".count)) : ""
-            let answer: StandInAPNs.Answer
-            if let (status, reason) = StandInAPNs.check(path: head.uri, headers: headers, body: payload, state: state) {
-                state.log.withLock { $0.count += 1 }
-                answer = .reject(status: status, reason: reason)
-            } else {
-                let jwt = String(headers["authorization"]!.dropFirst("bearer ".count))
-                let record = state.record
-                let request: StandInAPNs.Request = state.log.withLock { log in
-                    log.count += 1
-                    // A counting stand-in (benchmarks) keeps no per-device history.
-                    guard record else {
-                        return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
-                                                   attempt: 0, receivedAt: Date())
-                    }
-                    log.attempts[token, default: 0] += 1
-                    return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
-                                               attempt: log.attempts[token]!, receivedAt: Date())
-                }
-                answer = state.script(request)
-                if state.record { state.log.withLock { $0.requests.append(request) } }
+            let (state, path, headers) = (self.state, head.uri, lowered)
+            guard let scripts else {
+                respond(Self.answer(path: path, headers: headers, payload: payload, state: state), apnsID: headers["apns-id"], context: context)
+                return
             }
-            respond(answer, apnsID: headers["apns-id"], context: context)
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            scripts.run({ Self.answer(path: path, headers: headers, payload: payload, state: state) }, answer: { answer in
+                let (this, context) = bound.value
+                this.respond(answer, apnsID: headers["apns-id"], context: context)
+            }, on: context.eventLoop)
         }
+    }
+
+    /// What the stand-in answers to a request: Apple's error when it is malformed, else the script's.
+    private static func answer(path: String, headers: [String: String], payload: Data, state: StandInAPNs.State) -> StandInAPNs.Answer {
+        let token = path.hasPrefix("/3/device/") ? String(path.dropFirst("/3/device/".count)) : ""
+        let answer: StandInAPNs.Answer
+        if let (status, reason) = StandInAPNs.check(path: path, headers: headers, body: payload, state: state) {
+            state.log.withLock { $0.count += 1 }
+            answer = .reject(status: status, reason: reason)
+        } else {
+            let jwt = String(headers["authorization"]!.dropFirst("bearer ".count))
+            let record = state.record
+            let request: StandInAPNs.Request = state.log.withLock { log in
+                log.count += 1
+                // A counting stand-in (benchmarks) keeps no per-device history.
+                guard record else {
+                    return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
+                                               attempt: 0, receivedAt: Date())
+                }
+                log.attempts[token, default: 0] += 1
+                return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
+                                           attempt: log.attempts[token]!, receivedAt: Date())
+            }
+            answer = state.script(request)
+            if state.record { state.log.withLock { $0.requests.append(request) } }
+        }
+        return answer
     }
 
     private func respond(_ answer: StandInAPNs.Answer, apnsID: String?, context: ChannelHandlerContext) {

@@ -2,12 +2,55 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The event loops every stand-in answers on, apart from the ones Nudge's HTTP clients and
 /// database pools use in a test's process: a test's stand-in is never slowed by the load it is
 /// answering, nor that load by a script that takes its time.
+///
+/// A stand-in's script (what it answers to each request) runs off these loops, on a queue of
+/// its stand-in's own (`ScriptQueue`), in the order the requests came: a script that waits (a
+/// test's that changes the database while a request is on the wire) holds up only its own
+/// stand-in, never the others' answers. A stand-in process for the benchmarks, whose scripts
+/// answer at once, runs them on the loops instead (`scriptsOnTheLoops()`).
 public enum StandInLoops {
     public static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
+    private static let onTheLoops = Atomic(false)
+
+    /// From now on, the stand-ins started run their scripts on the event loops, without a hop.
+    public static func scriptsOnTheLoops() { onTheLoops.store(true, ordering: .relaxed) }
+
+    /// Whether the caller is a stand-in's script, running on its stand-in's queue.
+    public static var isScript: Bool { ScriptQueue.isCurrent }
+
+    /// A new stand-in's queue for its scripts (none: on the loops).
+    static func scriptQueue(_ name: String) -> ScriptQueue? {
+        onTheLoops.load(ordering: .relaxed) ? nil : ScriptQueue(name)
+    }
+}
+
+/// Where one stand-in's scripts run, one at a time, in the order they came.
+struct ScriptQueue: Sendable {
+    private let queue: DispatchQueue
+    /// Marks the queues' threads, for `isCurrent`.
+    private static let key = DispatchSpecificKey<Bool>()
+
+    init(_ name: String) {
+        queue = DispatchQueue(label: "stand-in scripts: \(name)")
+        queue.setSpecific(key: Self.key, value: true)
+    }
+
+    /// `script`'s answer, handed to `answer` on `eventLoop`.
+    func run<T: Sendable>(_ script: @escaping @Sendable () -> T, answer: @escaping @Sendable (T) -> Void, on eventLoop: any EventLoop) {
+        queue.async {
+            let value = script()
+            eventLoop.execute { answer(value) }
+        }
+    }
+
+    /// Whether the caller is a stand-in's script, running on its queue.
+    static var isCurrent: Bool { DispatchQueue.getSpecific(key: key) ?? false }
 }
 
 /// A small HTTP/1.1 server on loopback for the stand-ins that speak plain HTTP (the LLM, FCM and
@@ -40,13 +83,14 @@ struct StandInHTTPServer: Sendable {
     private let channel: any Channel
 
     static func start(port: Int, handler: @escaping Handler) async throws -> StandInHTTPServer {
+        let scripts = StandInLoops.scriptQueue("HTTP \(port)")
         let channel = try await ServerBootstrap(group: StandInLoops.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(StandInHTTPHandler(handler: handler))
+                    try channel.pipeline.syncOperations.addHandler(StandInHTTPHandler(handler: handler, scripts: scripts))
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
@@ -63,11 +107,13 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let handler: StandInHTTPServer.Handler
+    private let scripts: ScriptQueue?
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
 
-    init(handler: @escaping StandInHTTPServer.Handler) {
+    init(handler: @escaping StandInHTTPServer.Handler, scripts: ScriptQueue?) {
         self.handler = handler
+        self.scripts = scripts
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -83,18 +129,31 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
             for (name, value) in requestHead.headers { headers[name.lowercased()] = value }
             let request = StandInHTTPServer.Request(method: requestHead.method, path: requestHead.uri, headers: headers,
                                                     body: Data(body.readableBytesView), receivedAt: .now)
-            let (reply, latency) = handler(request)
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let version = requestHead.version
-            if latency > .zero {
-                let (seconds, attoseconds) = latency.components
-                context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
-                    let (handler, context) = bound.value
-                    handler.write(reply, version: version, context: context)
-                }
-            } else {
-                write(reply, version: version, context: context)
+            guard let scripts else {
+                let (reply, latency) = handler(request)
+                answer(reply, after: latency, version: version, context: context)
+                return
             }
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let handler = self.handler
+            scripts.run({ handler(request) }, answer: { reply, latency in
+                let (this, context) = bound.value
+                this.answer(reply, after: latency, version: version, context: context)
+            }, on: context.eventLoop)
+        }
+    }
+
+    private func answer(_ reply: StandInHTTPServer.Reply, after latency: Duration, version: HTTPVersion, context: ChannelHandlerContext) {
+        guard latency > .zero else {
+            write(reply, version: version, context: context)
+            return
+        }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let (seconds, attoseconds) = latency.components
+        context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+            let (handler, context) = bound.value
+            handler.write(reply, version: version, context: context)
         }
     }
 

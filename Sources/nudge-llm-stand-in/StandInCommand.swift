@@ -31,6 +31,7 @@ struct StandInCommand {
             arrivals = ArrivalLog(handle)
         }
         let answerAfter = latency, log = arrivals
+        StandInLoops.scriptsOnTheLoops()   // its script answers at once
         let server = try await StandInLLM.start(port: port, record: false) { request in
             log?.append(request.receivedAt)
             return (.reply(CannedCopy.reply(to: request.prompt)), answerAfter)

@@ -57,6 +57,7 @@ struct PushStandInCommand {
         }
         let gone = unregistered, deliveries = log
         let ca = try StandInCA(validFor: 30 * 24 * 3600)
+        StandInLoops.scriptsOnTheLoops()   // its scripts answer at once
         let apns = try await StandInAPNs.start(ca: ca, port: apnsPort, record: false, script: { request in
             let uninstalled = gone.contains(request.deviceToken)
             deliveries?.append("apns", answer: uninstalled ? "410" : "200", token: request.deviceToken, collapse: request.collapseID,

@@ -156,12 +156,13 @@ struct TestDatabase: Sendable {
         }
     }
 
-    /// `psql` from a stand-in's script, which answers synchronously on the stand-ins' own event
-    /// loops (`StandInLoops`): that thread waits while the SQL runs in a task of its own. Never
-    /// from anywhere else: a test's own thread is one of Swift's few cooperative ones.
+    /// `psql` from a stand-in's script, which answers synchronously on its stand-in's own queue
+    /// (`StandInLoops`): that thread waits while the SQL runs in a task of its own, and only that
+    /// stand-in's answers wait with it. Never from anywhere else: a test's own thread is one of
+    /// Swift's few cooperative ones.
     @discardableResult
     func psqlFromAStandIn(_ sql: String) throws -> String {
-        precondition(StandInLoops.group.any().inEventLoop, "psqlFromAStandIn outside a stand-in's script")
+        precondition(StandInLoops.isScript, "psqlFromAStandIn outside a stand-in's script")
         let outcome = Mutex<Result<String, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)   // blocks: a stand-in's thread, never the pool's
         Task.detached {
