@@ -91,8 +91,10 @@ let package = Package(
         ),
         .testTarget(
             name: "NudgeCoreTests",
-            dependencies: ["NudgeCore", "NudgeStandIns", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOHTTP1", package: "swift-nio")],
+            dependencies: [
+                "NudgeCore", "NudgeStandIns", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

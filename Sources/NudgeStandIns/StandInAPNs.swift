@@ -32,7 +32,7 @@ public final class StandInAPNs: Sendable {
         /// The payload's `aps.alert` title and body, and its `data`.
         public var alert: (title: String, body: String)? {
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-                  let aps = object["aps"] as? [String: Any], let alert = aps["alert"] as? [String: Any]
+                let aps = object["aps"] as? [String: Any], let alert = aps["alert"] as? [String: Any]
             else { return nil }
             return ((alert["title"] as? String) ?? "", (alert["body"] as? String) ?? "")
         }
@@ -92,8 +92,10 @@ public final class StandInAPNs: Sendable {
         let bundleID: String
         let clock: @Sendable () -> Date
 
-        init(script: @escaping Script, record: Bool, publicKey: P256.Signing.PublicKey, keyID: String, teamID: String,
-             bundleID: String, clock: @escaping @Sendable () -> Date) {
+        init(
+            script: @escaping Script, record: Bool, publicKey: P256.Signing.PublicKey, keyID: String, teamID: String,
+            bundleID: String, clock: @escaping @Sendable () -> Date
+        ) {
             self.script = script
             self.record = record
             self.publicKey = publicKey
@@ -104,8 +106,10 @@ public final class StandInAPNs: Sendable {
         }
     }
 
-    private init(port: Int, keyID: String, teamID: String, bundleID: String, privateKeyPEM: String, state: State,
-                 channel: any Channel) {
+    private init(
+        port: Int, keyID: String, teamID: String, bundleID: String, privateKeyPEM: String, state: State,
+        channel: any Channel
+    ) {
         self.port = port
         self.keyID = keyID
         self.teamID = teamID
@@ -117,13 +121,16 @@ public final class StandInAPNs: Sendable {
 
     /// Starts a stand-in with a new provider key. `record: false` keeps only counts (benchmarks);
     /// `clock` is the time it checks `iat` against.
-    public static func start(ca: StandInCA, port: Int = 0, keyID: String = "STANDIN01", teamID: String = "TEAMSTANDIN",
-                             bundleID: String = "app.nudge.standin", record: Bool = true,
-                             clock: @escaping @Sendable () -> Date = { Date() },
-                             script: @escaping Script = { _ in .accept }) async throws -> StandInAPNs {
+    public static func start(
+        ca: StandInCA, port: Int = 0, keyID: String = "STANDIN01", teamID: String = "TEAMSTANDIN",
+        bundleID: String = "app.nudge.standin", record: Bool = true,
+        clock: @escaping @Sendable () -> Date = { Date() },
+        script: @escaping Script = { _ in .accept }
+    ) async throws -> StandInAPNs {
         let key = P256.Signing.PrivateKey()
-        let state = State(script: script, record: record, publicKey: key.publicKey, keyID: keyID, teamID: teamID,
-                          bundleID: bundleID, clock: clock)
+        let state = State(
+            script: script, record: record, publicKey: key.publicKey, keyID: keyID, teamID: teamID,
+            bundleID: bundleID, clock: clock)
         let tls = try ca.serverContext(protocols: ["h2"])
         let scripts = StandInLoops.scriptQueue("APNs")
         let channel = try await ServerBootstrap(group: StandInLoops.group)
@@ -135,8 +142,10 @@ public final class StandInAPNs: Sendable {
                 }.flatMap {
                     channel.configureHTTP2Pipeline(
                         mode: .server,
-                        initialLocalSettings: [HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-                                               HTTP2Setting(parameter: .maxHeaderListSize, value: 8192)]
+                        initialLocalSettings: [
+                            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+                            HTTP2Setting(parameter: .maxHeaderListSize, value: 8192),
+                        ]
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandlers([
@@ -147,8 +156,9 @@ public final class StandInAPNs: Sendable {
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
-        return StandInAPNs(port: channel.localAddress?.port ?? port, keyID: keyID, teamID: teamID, bundleID: bundleID,
-                           privateKeyPEM: key.pemRepresentation, state: state, channel: channel)
+        return StandInAPNs(
+            port: channel.localAddress?.port ?? port, keyID: keyID, teamID: teamID, bundleID: bundleID,
+            privateKeyPEM: key.pemRepresentation, state: state, channel: channel)
     }
 
     public func shutdown() async {
@@ -166,8 +176,11 @@ public final class StandInAPNs: Sendable {
         if let problem = verify(String(authorization.dropFirst("bearer ".count)), state: state) { return problem }
         guard let topic = headers["apns-topic"] else { return (400, "MissingTopic") }
         guard topic == state.bundleID else { return (400, "TopicDisallowed") }
-        guard let type = headers["apns-push-type"], ["alert", "background", "voip", "complication", "fileprovider", "mdm",
-                                                       "liveactivity", "pushtotalk"].contains(type)
+        guard let type = headers["apns-push-type"],
+            [
+                "alert", "background", "voip", "complication", "fileprovider", "mdm",
+                "liveactivity", "pushtotalk",
+            ].contains(type)
         else { return (400, "InvalidPushType") }
         if let priority = headers["apns-priority"], !["1", "5", "10"].contains(priority) { return (400, "BadPriority") }
         if let expiration = headers["apns-expiration"], Int(expiration) == nil { return (400, "BadExpirationDate") }
@@ -183,8 +196,8 @@ public final class StandInAPNs: Sendable {
         } else {
             let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
             guard body.first(where: { !whitespace.contains($0) }) == UInt8(ascii: "{"),
-                  body.last(where: { !whitespace.contains($0) }) == UInt8(ascii: "}"),
-                  body.range(of: Data(#""aps":{"#.utf8)) != nil
+                body.last(where: { !whitespace.contains($0) }) == UInt8(ascii: "}"),
+                body.range(of: Data(#""aps":{"#.utf8)) != nil
             else { return (400, "BadPayload") }
         }
         return nil
@@ -198,14 +211,21 @@ public final class StandInAPNs: Sendable {
         }
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = base64URL(parts[0]), let claimsData = base64URL(parts[1]),
-              let signatureData = base64URL(parts[2]) else { return (403, "InvalidProviderToken") }
-        struct Header: Decodable { let alg: String; let kid: String }
-        struct Claims: Decodable { let iss: String; let iat: Int }
+            let signatureData = base64URL(parts[2])
+        else { return (403, "InvalidProviderToken") }
+        struct Header: Decodable {
+            let alg: String
+            let kid: String
+        }
+        struct Claims: Decodable {
+            let iss: String
+            let iat: Int
+        }
         guard let header = try? JSONDecoder().decode(Header.self, from: headerData), header.alg == "ES256",
-              header.kid == state.keyID,
-              let claims = try? JSONDecoder().decode(Claims.self, from: claimsData), claims.iss == state.teamID,
-              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              state.publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+            header.kid == state.keyID,
+            let claims = try? JSONDecoder().decode(Claims.self, from: claimsData), claims.iss == state.teamID,
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+            state.publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { return (403, "InvalidProviderToken") }
         state.log.withLock { log in
             log.verified[jwt] = claims.iat
@@ -259,10 +279,12 @@ private final class APNsStreamHandler: ChannelInboundHandler {
                 return
             }
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            scripts.run({ Self.answer(path: path, headers: headers, payload: payload, state: state) }, answer: { answer in
-                let (this, context) = bound.value
-                this.respond(answer, apnsID: headers["apns-id"], context: context)
-            }, on: context.eventLoop)
+            scripts.run(
+                { Self.answer(path: path, headers: headers, payload: payload, state: state) },
+                answer: { answer in
+                    let (this, context) = bound.value
+                    this.respond(answer, apnsID: headers["apns-id"], context: context)
+                }, on: context.eventLoop)
         }
     }
 
@@ -280,12 +302,14 @@ private final class APNsStreamHandler: ChannelInboundHandler {
                 log.count += 1
                 // A counting stand-in (benchmarks) keeps no per-device history.
                 guard record else {
-                    return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
-                                               attempt: 0, receivedAt: Date())
+                    return StandInAPNs.Request(
+                        deviceToken: token, headers: headers, body: payload, providerToken: jwt,
+                        attempt: 0, receivedAt: Date())
                 }
                 log.attempts[token, default: 0] += 1
-                return StandInAPNs.Request(deviceToken: token, headers: headers, body: payload, providerToken: jwt,
-                                           attempt: log.attempts[token]!, receivedAt: Date())
+                return StandInAPNs.Request(
+                    deviceToken: token, headers: headers, body: payload, providerToken: jwt,
+                    attempt: log.attempts[token]!, receivedAt: Date())
             }
             answer = state.script(request)
             if state.record { state.log.withLock { $0.requests.append(request) } }
@@ -296,8 +320,11 @@ private final class APNsStreamHandler: ChannelInboundHandler {
     private func respond(_ answer: StandInAPNs.Answer, apnsID: String?, context: ChannelHandlerContext) {
         if case .acceptAfter(let delay) = answer {
             let later = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000
-                                                            + delay.components.attoseconds / 1_000_000_000)) {
+            context.eventLoop.scheduleTask(
+                in: .nanoseconds(
+                    Int64(delay.components.seconds) * 1_000_000_000
+                        + delay.components.attoseconds / 1_000_000_000)
+            ) {
                 let (handler, context) = later.value
                 handler.respond(.accept, apnsID: apnsID, context: context)
             }

@@ -29,14 +29,15 @@ public final class StandInFCM: Sendable {
 
         public var data: [String: String] {
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-                  let message = object["message"] as? [String: Any] else { return [:] }
+                let message = object["message"] as? [String: Any]
+            else { return [:] }
             return (message["data"] as? [String: String]) ?? [:]
         }
 
         /// `android.collapse_key`.
         public var collapseKey: String? {
             guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-                  let message = object["message"] as? [String: Any], let android = message["android"] as? [String: Any]
+                let message = object["message"] as? [String: Any], let android = message["android"] as? [String: Any]
             else { return nil }
             return android["collapse_key"] as? String
         }
@@ -90,8 +91,10 @@ public final class StandInFCM: Sendable {
         self.privateKeyPEM = privateKeyPEM
     }
 
-    public static func start(port: Int = 0, projectID: String = "nudge-standin", record: Bool = true,
-                             script: @escaping Script = { _ in .accept }) async throws -> StandInFCM {
+    public static func start(
+        port: Int = 0, projectID: String = "nudge-standin", record: Bool = true,
+        script: @escaping Script = { _ in .accept }
+    ) async throws -> StandInFCM {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let publicKey = key.publicKey
         let clientEmail = "dispatch@\(projectID).iam.gserviceaccount.com"
@@ -109,8 +112,9 @@ public final class StandInFCM: Sendable {
             return sendReply(request, projectID: projectID, state: state, record: record, script: script)
         }
         portBox.withLock { $0 = server.port }
-        return StandInFCM(projectID: projectID, clientEmail: clientEmail, server: server, state: state,
-                          privateKeyPEM: key.pkcs8PEMRepresentation)
+        return StandInFCM(
+            projectID: projectID, clientEmail: clientEmail, server: server, state: state,
+            privateKeyPEM: key.pkcs8PEMRepresentation)
     }
 
     public func shutdown() async {
@@ -119,17 +123,21 @@ public final class StandInFCM: Sendable {
 
     /// The service-account JSON, as Google's console issues it.
     public func serviceAccountJSON() -> Data {
-        standInJSON(["type": "service_account", "project_id": projectID, "private_key_id": "standin-key-1",
-                     "private_key": privateKeyPEM, "client_email": clientEmail, "client_id": "100000000000000000000",
-                     "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": tokenURI])
+        standInJSON([
+            "type": "service_account", "project_id": projectID, "private_key_id": "standin-key-1",
+            "private_key": privateKeyPEM, "client_email": clientEmail, "client_id": "100000000000000000000",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": tokenURI,
+        ])
     }
 
     public func writeServiceAccount(to path: String) throws {
         try serviceAccountJSON().write(to: URL(fileURLWithPath: path))
     }
 
-    private static func error(_ status: Int, status text: String, code: String? = nil, message: String,
-                              retryAfter: String? = nil) -> StandInHTTPServer.Reply {
+    private static func error(
+        _ status: Int, status text: String, code: String? = nil, message: String,
+        retryAfter: String? = nil
+    ) -> StandInHTTPServer.Reply {
         var error: [String: Any] = ["code": status, "message": message, "status": text]
         if let code {
             error["details"] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code]]
@@ -137,12 +145,15 @@ public final class StandInFCM: Sendable {
         return .respond(status: status, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: standInJSON(["error": error]))
     }
 
-    private static func tokenReply(_ request: StandInHTTPServer.Request, publicKey: _RSA.Signing.PublicKey, clientEmail: String,
-                                   tokenURI: String, state: State) -> StandInHTTPServer.Reply {
-        let form = Dictionary(String(decoding: request.body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
-            return parts.count == 2 ? (parts[0], parts[1]) : nil
-        }, uniquingKeysWith: { first, _ in first })
+    private static func tokenReply(
+        _ request: StandInHTTPServer.Request, publicKey: _RSA.Signing.PublicKey, clientEmail: String,
+        tokenURI: String, state: State
+    ) -> StandInHTTPServer.Reply {
+        let form = Dictionary(
+            String(decoding: request.body, as: UTF8.self).split(separator: "&").compactMap { pair -> (String, String)? in
+                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+                return parts.count == 2 ? (parts[0], parts[1]) : nil
+            }, uniquingKeysWith: { first, _ in first })
         func refuse(_ why: String) -> StandInHTTPServer.Reply {
             .respond(status: 400, headers: [], body: standInJSON(["error": "invalid_grant", "error_description": why]))
         }
@@ -151,12 +162,19 @@ public final class StandInFCM: Sendable {
         }
         let parts = assertion.split(separator: ".", omittingEmptySubsequences: false)
         struct Header: Decodable { let alg: String }
-        struct Claims: Decodable { let iss: String; let scope: String; let aud: String; let iat: Int; let exp: Int }
+        struct Claims: Decodable {
+            let iss: String
+            let scope: String
+            let aud: String
+            let iat: Int
+            let exp: Int
+        }
         guard parts.count == 3, let headerData = StandInAPNs.base64URL(parts[0]), let claimsData = StandInAPNs.base64URL(parts[1]),
-              let signatureData = StandInAPNs.base64URL(parts[2]),
-              let header = try? JSONDecoder().decode(Header.self, from: headerData), header.alg == "RS256",
-              publicKey.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signatureData),
-                                         for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5)
+            let signatureData = StandInAPNs.base64URL(parts[2]),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData), header.alg == "RS256",
+            publicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signatureData),
+                for: Data("\(parts[0]).\(parts[1])".utf8), padding: .insecurePKCS1v1_5)
         else { return refuse("Invalid JWT Signature.") }
         guard let claims = try? JSONDecoder().decode(Claims.self, from: claimsData) else { return refuse("Invalid JWT claims") }
         guard claims.iss == clientEmail else { return refuse("Invalid issuer") }
@@ -170,20 +188,27 @@ public final class StandInFCM: Sendable {
             log.issued.append(token)
             return token
         }
-        return .respond(status: 200, headers: [],
-                        body: standInJSON(["access_token": token, "expires_in": 3599, "token_type": "Bearer"]))
+        return .respond(
+            status: 200, headers: [],
+            body: standInJSON(["access_token": token, "expires_in": 3599, "token_type": "Bearer"]))
     }
 
-    private static func sendReply(_ request: StandInHTTPServer.Request, projectID: String, state: State, record: Bool,
-                                  script: Script) -> (reply: StandInHTTPServer.Reply, latency: Duration) {
+    private static func sendReply(
+        _ request: StandInHTTPServer.Request, projectID: String, state: State, record: Bool,
+        script: Script
+    ) -> (reply: StandInHTTPServer.Reply, latency: Duration) {
         guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer "),
-              state.log.withLock({ $0.issued.contains(String(authorization.dropFirst("Bearer ".count))) })
+            state.log.withLock({ $0.issued.contains(String(authorization.dropFirst("Bearer ".count))) })
         else {
-            return (error(401, status: "UNAUTHENTICATED",
-                          message: "Request had invalid authentication credentials. Expected OAuth 2 access token."), .zero)
+            return (
+                error(
+                    401, status: "UNAUTHENTICATED",
+                    message: "Request had invalid authentication credentials. Expected OAuth 2 access token."), .zero
+            )
         }
         guard let object = try? JSONSerialization.jsonObject(with: request.body) as? [String: Any],
-              let message = object["message"] as? [String: Any] else {
+            let message = object["message"] as? [String: Any]
+        else {
             return (error(400, status: "INVALID_ARGUMENT", message: "Invalid JSON payload received."), .zero)
         }
         let validateOnly = (object["validate_only"] ?? object["validateOnly"]) as? Bool ?? false
@@ -197,7 +222,8 @@ public final class StandInFCM: Sendable {
             }
         }
         if let android = message["android"] as? [String: Any], let priority = android["priority"] as? String,
-           !["high", "normal", "HIGH", "NORMAL"].contains(priority) {
+            !["high", "normal", "HIGH", "NORMAL"].contains(priority)
+        {
             return (error(400, status: "INVALID_ARGUMENT", message: "Invalid value at 'message.android.priority'"), .zero)
         }
         let counted = standInJSON(["notification": message["notification"] ?? [:], "data": message["data"] ?? [:]])
@@ -208,15 +234,17 @@ public final class StandInFCM: Sendable {
         let accessToken = String(authorization.dropFirst("Bearer ".count))
         if validateOnly {
             state.log.withLock { $0.validations += 1 }
-            let entry = Request(deviceToken: token, message: notification, body: request.body, accessToken: accessToken,
-                                attempt: 1, validateOnly: true)
+            let entry = Request(
+                deviceToken: token, message: notification, body: request.body, accessToken: accessToken,
+                attempt: 1, validateOnly: true)
             return answer(script(entry), name: "projects/\(projectID)/messages/fake_message_id")
         }
         let entry: Request = state.log.withLock { log in
             log.count += 1
             log.attempts[token, default: 0] += 1
-            return Request(deviceToken: token, message: notification, body: request.body,
-                           accessToken: accessToken, attempt: log.attempts[token]!, validateOnly: false)
+            return Request(
+                deviceToken: token, message: notification, body: request.body,
+                accessToken: accessToken, attempt: log.attempts[token]!, validateOnly: false)
         }
         if record { state.log.withLock { $0.requests.append(entry) } }
         return answer(script(entry), name: "projects/\(projectID)/messages/0:\(Int(Date().timeIntervalSince1970 * 1000))%\(UUID().uuidString.prefix(8))")
@@ -228,19 +256,25 @@ public final class StandInFCM: Sendable {
         case .accept:
             return (.respond(status: 200, headers: [], body: standInJSON(["name": name])), .zero)
         case .reject(let status, let code, let text, let retryAfter):
-            let fcmCodes: Set<String> = ["UNREGISTERED", "SENDER_ID_MISMATCH", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL",
-                                         "THIRD_PARTY_AUTH_ERROR", "INVALID_ARGUMENT"]
-            let statusText = switch status {
-            case 400: "INVALID_ARGUMENT"
-            case 401: "UNAUTHENTICATED"
-            case 403: "PERMISSION_DENIED"
-            case 404: "NOT_FOUND"
-            case 429: "RESOURCE_EXHAUSTED"
-            case 503: "UNAVAILABLE"
-            default: "INTERNAL"
-            }
-            return (error(status, status: statusText, code: fcmCodes.contains(code) ? code : nil,
-                          message: text.isEmpty ? "stand-in answered \(code)" : text, retryAfter: retryAfter), .zero)
+            let fcmCodes: Set<String> = [
+                "UNREGISTERED", "SENDER_ID_MISMATCH", "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL",
+                "THIRD_PARTY_AUTH_ERROR", "INVALID_ARGUMENT",
+            ]
+            let statusText =
+                switch status {
+                case 400: "INVALID_ARGUMENT"
+                case 401: "UNAUTHENTICATED"
+                case 403: "PERMISSION_DENIED"
+                case 404: "NOT_FOUND"
+                case 429: "RESOURCE_EXHAUSTED"
+                case 503: "UNAVAILABLE"
+                default: "INTERNAL"
+                }
+            return (
+                error(
+                    status, status: statusText, code: fcmCodes.contains(code) ? code : nil,
+                    message: text.isEmpty ? "stand-in answered \(code)" : text, retryAfter: retryAfter), .zero
+            )
         case .hang:
             return (.silence, .zero)
         case .stallAfterHead:

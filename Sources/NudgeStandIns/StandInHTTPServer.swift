@@ -127,8 +127,9 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
             guard let requestHead = head else { return }
             var headers: [String: String] = [:]
             for (name, value) in requestHead.headers { headers[name.lowercased()] = value }
-            let request = StandInHTTPServer.Request(method: requestHead.method, path: requestHead.uri, headers: headers,
-                                                    body: Data(body.readableBytesView), receivedAt: .now)
+            let request = StandInHTTPServer.Request(
+                method: requestHead.method, path: requestHead.uri, headers: headers,
+                body: Data(body.readableBytesView), receivedAt: .now)
             let version = requestHead.version
             guard let scripts else {
                 let (reply, latency) = handler(request)
@@ -137,10 +138,12 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
             }
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let handler = self.handler
-            scripts.run({ handler(request) }, answer: { reply, latency in
-                let (this, context) = bound.value
-                this.answer(reply, after: latency, version: version, context: context)
-            }, on: context.eventLoop)
+            scripts.run(
+                { handler(request) },
+                answer: { reply, latency in
+                    let (this, context) = bound.value
+                    this.answer(reply, after: latency, version: version, context: context)
+                }, on: context.eventLoop)
         }
     }
 

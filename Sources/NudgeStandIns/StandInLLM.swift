@@ -61,8 +61,9 @@ public final class StandInLLM: Sendable {
     public static func start(port: Int = 0, record: Bool = true, script: @escaping Script) async throws -> StandInLLM {
         let log = RequestLog()
         let server = try await StandInHTTPServer.start(port: port) { http in
-            let request = Request(path: http.path, headers: http.headers, body: String(decoding: http.body, as: UTF8.self),
-                                  receivedAt: http.receivedAt)
+            let request = Request(
+                path: http.path, headers: http.headers, body: String(decoding: http.body, as: UTF8.self),
+                receivedAt: http.receivedAt)
             if record { log.requests.withLock { $0.append(request) } }
             let (answer, latency) = script(request)
             return (reply(to: request, answer: answer), latency)
@@ -85,25 +86,32 @@ public final class StandInLLM: Sendable {
         case .malformedBody:
             return .respond(status: 200, headers: [], body: Data("<html>upstream proxy error</html>".utf8))
         case .status(let code, let retryAfter):
-            let kind = switch code {
-            case 429: "rate_limit_error"
-            case 529: "overloaded_error"
-            case 400: "invalid_request_error"
-            case 401: "authentication_error"
-            default: "api_error"
-            }
-            let body = anthropic
+            let kind =
+                switch code {
+                case 429: "rate_limit_error"
+                case 529: "overloaded_error"
+                case 400: "invalid_request_error"
+                case 401: "authentication_error"
+                default: "api_error"
+                }
+            let body =
+                anthropic
                 ? standInJSON(["type": "error", "error": ["type": kind, "message": "stand-in answered \(code)"]])
                 : standInJSON(["error": ["type": kind, "message": "stand-in answered \(code)", "code": String(code)]])
             return .respond(status: code, headers: retryAfter.map { [("retry-after", $0)] } ?? [], body: body)
         case .reply(let text, let input, let output):
-            let body = anthropic
-                ? standInJSON(["id": "msg_standin", "type": "message", "role": "assistant", "model": "claude-haiku-4-5-20251001",
-                               "content": [["type": "text", "text": text]], "stop_reason": "end_turn", "stop_sequence": NSNull(),
-                               "usage": ["input_tokens": input, "output_tokens": output]])
-                : standInJSON(["id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": "stand-in",
-                               "choices": [["index": 0, "message": ["role": "assistant", "content": text], "finish_reason": "stop"]],
-                               "usage": ["prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output]])
+            let body =
+                anthropic
+                ? standInJSON([
+                    "id": "msg_standin", "type": "message", "role": "assistant", "model": "claude-haiku-4-5-20251001",
+                    "content": [["type": "text", "text": text]], "stop_reason": "end_turn", "stop_sequence": NSNull(),
+                    "usage": ["input_tokens": input, "output_tokens": output],
+                ])
+                : standInJSON([
+                    "id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": "stand-in",
+                    "choices": [["index": 0, "message": ["role": "assistant", "content": text], "finish_reason": "stop"]],
+                    "usage": ["prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output],
+                ])
             return .respond(status: 200, headers: [], body: body)
         }
     }

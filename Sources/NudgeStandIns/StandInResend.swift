@@ -92,10 +92,12 @@ public final class StandInResend: Sendable {
         self.state = state
     }
 
-    public static func start(port: Int = 0, apiKey: String = "re_standin_\(UUID().uuidString.prefix(8))",
-                             onSent: (@Sendable (Email) -> Void)? = nil,
-                             reading: @escaping @Sendable () -> Answer = { .accept },
-                             script: @escaping Script = { _ in .accept }) async throws -> StandInResend {
+    public static func start(
+        port: Int = 0, apiKey: String = "re_standin_\(UUID().uuidString.prefix(8))",
+        onSent: (@Sendable (Email) -> Void)? = nil,
+        reading: @escaping @Sendable () -> Answer = { .accept },
+        script: @escaping Script = { _ in .accept }
+    ) async throws -> StandInResend {
         let state = State()
         let server = try await StandInHTTPServer.start(port: port) { request in
             if request.method == .GET, request.path.split(separator: "?").first == "/domains" {
@@ -115,8 +117,10 @@ public final class StandInResend: Sendable {
     }
 
     /// `GET /domains`: the team's domains (one), after the key and the `User-Agent` are checked.
-    private static func domains(_ request: StandInHTTPServer.Request, apiKey: String, state: State,
-                                answer: Answer) -> StandInHTTPServer.Reply {
+    private static func domains(
+        _ request: StandInHTTPServer.Request, apiKey: String, state: State,
+        answer: Answer
+    ) -> StandInHTTPServer.Reply {
         guard let authorization = request.headers["authorization"] else {
             return error(401, "missing_api_key", "Missing API key in the authorization header.")
         }
@@ -130,15 +134,23 @@ public final class StandInResend: Sendable {
         case .hang, .acceptSilently: return .silence
         case .accept: break
         }
-        return .respond(status: 200, headers: [], body: standInJSON([
-            "object": "list", "has_more": false,
-            "data": [["id": "d91cd9bd-1176-453e-8fc1-35364d380206", "name": "fitcircle.example", "status": "verified",
-                      "created_at": "2026-01-01 00:00:00.000000+00", "region": "us-east-1"]],
-        ]))
+        return .respond(
+            status: 200, headers: [],
+            body: standInJSON([
+                "object": "list", "has_more": false,
+                "data": [
+                    [
+                        "id": "d91cd9bd-1176-453e-8fc1-35364d380206", "name": "fitcircle.example", "status": "verified",
+                        "created_at": "2026-01-01 00:00:00.000000+00", "region": "us-east-1",
+                    ]
+                ],
+            ]))
     }
 
-    private static func reply(_ request: StandInHTTPServer.Request, apiKey: String, state: State,
-                              onSent: (@Sendable (Email) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+    private static func reply(
+        _ request: StandInHTTPServer.Request, apiKey: String, state: State,
+        onSent: (@Sendable (Email) -> Void)?, script: Script
+    ) -> StandInHTTPServer.Reply {
         guard request.path == "/emails" || request.path == "/emails/batch" else {
             return error(404, "not_found", "The requested endpoint does not exist.")
         }
@@ -198,7 +210,8 @@ public final class StandInResend: Sendable {
     private static func seen(_ key: String?, body: Data, state: State) -> StandInHTTPServer.Reply? {
         state.log.withLock { log -> StandInHTTPServer.Reply? in
             guard let key, let seen = log.keys[key] else { return nil }
-            return seen.body == body ? .respond(status: 200, headers: [], body: seen.answer)
+            return seen.body == body
+                ? .respond(status: 200, headers: [], body: seen.answer)
                 : error(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload.")
         }
     }
@@ -215,8 +228,10 @@ public final class StandInResend: Sendable {
     /// valid ones and names the others in `errors` by index. The script answers per email: a 422
     /// refuses that email alone; any other refusal, silence or a hang answers for the whole
     /// request (the first one met).
-    private static func batch(_ request: StandInHTTPServer.Request, key: String?, agent: String, state: State,
-                              onSent: (@Sendable (Email) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+    private static func batch(
+        _ request: StandInHTTPServer.Request, key: String?, agent: String, state: State,
+        onSent: (@Sendable (Email) -> Void)?, script: Script
+    ) -> StandInHTTPServer.Reply {
         guard let list = try? JSONSerialization.jsonObject(with: request.body) as? [[String: Any]] else {
             return error(422, "validation_error", "The request body must be an array of emails.")
         }
@@ -233,8 +248,13 @@ public final class StandInResend: Sendable {
                 continue
             }
             let body = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
-            emails.append((index, Email(id: UUID().uuidString.lowercased(), fields: fields(object), body: body, idempotencyKey: key,
-                                        userAgent: agent, attempt: attempt)))
+            emails.append(
+                (
+                    index,
+                    Email(
+                        id: UUID().uuidString.lowercased(), fields: fields(object), body: body, idempotencyKey: key,
+                        userAgent: agent, attempt: attempt)
+                ))
         }
         state.log.withLock { $0.requests += emails.map(\.email) }
         if let earlier { return earlier }
@@ -305,18 +325,25 @@ extension StandInResend {
     /// Resend's webhooks come (through Svix): the event as JSON, `svix-id`, `svix-timestamp` and
     /// `svix-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the key
     /// `secret` holds after `whsec_`). Returns the HTTP status the receiver answered with.
-    public func notify(_ email: Email, type: String, to url: URL, secret: String, bounce: (type: String, subType: String)? = nil,
-                       at instant: Date = Date()) async throws -> Int {
+    public func notify(
+        _ email: Email, type: String, to url: URL, secret: String, bounce: (type: String, subType: String)? = nil,
+        at instant: Date = Date()
+    ) async throws -> Int {
         let stamp = ISO8601DateFormatter()
         stamp.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        var data: [String: Any] = ["email_id": email.id, "created_at": stamp.string(from: instant), "from": email.from ?? "",
-                                   "to": email.to, "subject": email.subject ?? ""]
+        var data: [String: Any] = [
+            "email_id": email.id, "created_at": stamp.string(from: instant), "from": email.from ?? "",
+            "to": email.to, "subject": email.subject ?? "",
+        ]
         if let bounce {
-            data["bounce"] = ["type": bounce.type, "subType": bounce.subType,
-                              "message": "The recipient's mail server rejected the email: the mailbox does not exist."]
+            data["bounce"] = [
+                "type": bounce.type, "subType": bounce.subType,
+                "message": "The recipient's mail server rejected the email: the mailbox does not exist.",
+            ]
         }
-        let body = try JSONSerialization.data(withJSONObject: ["type": type, "created_at": stamp.string(from: instant), "data": data],
-                                              options: [.sortedKeys])
+        let body = try JSONSerialization.data(
+            withJSONObject: ["type": type, "created_at": stamp.string(from: instant), "data": data],
+            options: [.sortedKeys])
         let id = "msg_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let timestamp = String(Int(Date().timeIntervalSince1970))
         guard let key = Data(base64Encoded: String(secret.dropFirst("whsec_".count))) else { throw StandInError("not a webhook secret") }

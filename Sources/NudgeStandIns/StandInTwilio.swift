@@ -1,10 +1,11 @@
 import Crypto
 import Foundation
+import NIOHTTP1
+import Synchronization
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import NIOHTTP1
-import Synchronization
 
 /// A local Twilio: `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` as Twilio's API takes
 /// it. It checks HTTP Basic authentication against its account SID and auth token, or its API
@@ -100,24 +101,28 @@ public final class StandInTwilio: Sendable {
         /// password.
         func user(_ header: String?) -> String? {
             guard let header, header.hasPrefix("Basic "), let data = Data(base64Encoded: String(header.dropFirst(6))),
-                  let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
-                  let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...]) else { return nil }
+                let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
+                let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...])
+            else { return nil }
             return String(text[..<colon])
         }
 
         /// Whether `header` is HTTP Basic authentication with a known user and its password.
         func authenticates(_ header: String?) -> Bool {
             guard let header, header.hasPrefix("Basic "), let data = Data(base64Encoded: String(header.dropFirst(6))),
-                  let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
-                  let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...]) else { return false }
+                let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":"),
+                let password = keys[String(text[..<colon])], password == String(text[text.index(after: colon)...])
+            else { return false }
             log.withLock { $0.users.append(String(text[..<colon])) }
             return true
         }
         let log = Mutex(Log())
     }
 
-    private init(accountSID: String, authToken: String, apiKeySID: String, apiKeySecret: String, server: StandInHTTPServer,
-                 state: State) {
+    private init(
+        accountSID: String, authToken: String, apiKeySID: String, apiKeySecret: String, server: StandInHTTPServer,
+        state: State
+    ) {
         self.accountSID = accountSID
         self.authToken = authToken
         self.apiKeySID = apiKeySID
@@ -126,15 +131,17 @@ public final class StandInTwilio: Sendable {
         self.state = state
     }
 
-    public static func start(port: Int = 0,
-                             accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
-                             authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
-                             apiKeySID: String = "SK" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
-                             apiKeySecret: String = UUID().uuidString.replacingOccurrences(of: "-", with: ""),
-                             onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
-                             listing: @escaping @Sendable () -> Answer = { .accept },
-                             account: @escaping @Sendable () -> Answer = { .accept },
-                             script: @escaping Script = { _ in .accept }) async throws -> StandInTwilio {
+    public static func start(
+        port: Int = 0,
+        accountSID: String = "AC" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+        authToken: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+        apiKeySID: String = "SK" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased(),
+        apiKeySecret: String = UUID().uuidString.replacingOccurrences(of: "-", with: ""),
+        onSent: (@Sendable (Message) -> Void)? = nil, latency: Duration = .zero,
+        listing: @escaping @Sendable () -> Answer = { .accept },
+        account: @escaping @Sendable () -> Answer = { .accept },
+        script: @escaping Script = { _ in .accept }
+    ) async throws -> StandInTwilio {
         let state = State(keys: [accountSID: authToken, apiKeySID: apiKeySecret])
         let server = try await StandInHTTPServer.start(port: port) { request in
             if request.method == .GET, request.path == "/2010-04-01/Accounts/\(accountSID).json" {
@@ -145,8 +152,9 @@ public final class StandInTwilio: Sendable {
             }
             return (reply(request, accountSID: accountSID, authToken: authToken, state: state, onSent: onSent, script: script), latency)
         }
-        return StandInTwilio(accountSID: accountSID, authToken: authToken, apiKeySID: apiKeySID, apiKeySecret: apiKeySecret,
-                             server: server, state: state)
+        return StandInTwilio(
+            accountSID: accountSID, authToken: authToken, apiKeySID: apiKeySID, apiKeySecret: apiKeySecret,
+            server: server, state: state)
     }
 
     public func shutdown() async {
@@ -154,19 +162,24 @@ public final class StandInTwilio: Sendable {
     }
 
     private static func error(_ status: Int, _ code: Int, _ message: String, headers: [(String, String)] = []) -> StandInHTTPServer.Reply {
-        .respond(status: status, headers: headers, body: standInJSON([
-            "code": code, "message": message, "more_info": "https://www.twilio.com/docs/errors/\(code)", "status": status,
-        ]))
+        .respond(
+            status: status, headers: headers,
+            body: standInJSON([
+                "code": code, "message": message, "more_info": "https://www.twilio.com/docs/errors/\(code)", "status": status,
+            ]))
     }
 
-    private static func reply(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
-                              onSent: (@Sendable (Message) -> Void)?, script: Script) -> StandInHTTPServer.Reply {
+    private static func reply(
+        _ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+        onSent: (@Sendable (Message) -> Void)?, script: Script
+    ) -> StandInHTTPServer.Reply {
         let path = "/2010-04-01/Accounts/\(accountSID)/Messages.json"
         guard request.path == path else { return error(404, 20404, "The requested resource \(request.path) was not found") }
         guard request.method == .POST else { return error(405, 20004, "Method not allowed") }
         guard state.authenticates(request.headers["authorization"]) else { return error(401, 20003, "Authenticate") }
         guard request.headers["content-type"]?.hasPrefix("application/x-www-form-urlencoded") == true,
-              let fields = form(String(decoding: request.body, as: UTF8.self)) else {
+            let fields = form(String(decoding: request.body, as: UTF8.self))
+        else {
             return error(400, 20001, "The request body is not a form")
         }
         guard let to = fields["To"], to.range(of: #"^\+[1-9][0-9]{6,14}$"#, options: .regularExpression) != nil else {
@@ -216,27 +229,36 @@ public final class StandInTwilio: Sendable {
     }
 
     /// `GET` the account: its JSON, after its credentials are checked.
-    private static func readAccount(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
-                                answer: Answer) -> StandInHTTPServer.Reply {
+    private static func readAccount(
+        _ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+        answer: Answer
+    ) -> StandInHTTPServer.Reply {
         // As Twilio's: a Standard API key may not read the account resource.
         guard let user = state.user(request.headers["authorization"]), !user.hasPrefix("SK") else {
             return error(401, 20003, "Authenticate")
         }
-        state.log.withLock { $0.accountReads += 1; $0.users.append(user) }
+        state.log.withLock {
+            $0.accountReads += 1
+            $0.users.append(user)
+        }
         switch answer {
         case .reject(let status, let code, let text, let headers): return error(status, code, text, headers: headers)
         case .hang, .acceptSilently: return .silence
         case .accept: break
         }
-        return .respond(status: 200, headers: [], body: standInJSON([
-            "sid": accountSID, "owner_account_sid": accountSID, "friendly_name": "FitCircle", "status": "active", "type": "Full",
-            "date_created": "Thu, 01 Jan 2026 00:00:00 +0000", "uri": "/2010-04-01/Accounts/\(accountSID).json",
-        ]))
+        return .respond(
+            status: 200, headers: [],
+            body: standInJSON([
+                "sid": accountSID, "owner_account_sid": accountSID, "friendly_name": "FitCircle", "status": "active", "type": "Full",
+                "date_created": "Thu, 01 Jan 2026 00:00:00 +0000", "uri": "/2010-04-01/Accounts/\(accountSID).json",
+            ]))
     }
 
     /// `GET Messages.json`: the messages taken, newest first, filtered by `To`, at most `PageSize` (50).
-    private static func list(_ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
-                             answer: Answer) -> StandInHTTPServer.Reply {
+    private static func list(
+        _ request: StandInHTTPServer.Request, accountSID: String, authToken: String, state: State,
+        answer: Answer
+    ) -> StandInHTTPServer.Reply {
         let parts = request.path.split(separator: "?", maxSplits: 1)
         guard parts.first.map(String.init) == "/2010-04-01/Accounts/\(accountSID)/Messages.json" else {
             return error(404, 20404, "The requested resource \(request.path) was not found")
@@ -259,14 +281,18 @@ public final class StandInTwilio: Sendable {
         stamp.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
         let messages = state.log.withLock { $0.sent }.reversed().filter { query["To"] == nil || $0.to == query["To"] }.prefix(size)
         let listed: [[String: Any]] = messages.map { message in
-            ["sid": message.sid, "account_sid": accountSID, "to": message.to ?? "", "from": message.from ?? NSNull(),
-             "body": message.body ?? "", "status": "sent", "direction": "outbound-api",
-             "date_created": stamp.string(from: message.receivedAt), "date_sent": stamp.string(from: message.receivedAt)]
+            [
+                "sid": message.sid, "account_sid": accountSID, "to": message.to ?? "", "from": message.from ?? NSNull(),
+                "body": message.body ?? "", "status": "sent", "direction": "outbound-api",
+                "date_created": stamp.string(from: message.receivedAt), "date_sent": stamp.string(from: message.receivedAt),
+            ]
         }
-        return .respond(status: 200, headers: [], body: standInJSON([
-            "messages": listed, "page": 0, "page_size": size, "next_page_uri": NSNull(),
-            "uri": "/2010-04-01/Accounts/\(accountSID)/Messages.json",
-        ]))
+        return .respond(
+            status: 200, headers: [],
+            body: standInJSON([
+                "messages": listed, "page": 0, "page_size": size, "next_page_uri": NSNull(),
+                "uri": "/2010-04-01/Accounts/\(accountSID)/Messages.json",
+            ]))
     }
 
     /// A form body's fields (the last of a repeated name wins); nil when it is not one.
@@ -275,7 +301,7 @@ public final class StandInTwilio: Sendable {
         for pair in body.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = parts[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
-                  let value = (parts.count > 1 ? String(parts[1]) : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+                let value = (parts.count > 1 ? String(parts[1]) : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding
             else { return nil }
             fields[name] = value
         }
@@ -296,8 +322,10 @@ public final class StandInTwilio: Sendable {
         guard let callback = message.statusCallback, let url = URL(string: callback) else {
             throw StandInError("the message has no StatusCallback")
         }
-        var fields = [("AccountSid", accountSID), ("MessageSid", message.sid), ("SmsSid", message.sid),
-                      ("MessageStatus", status), ("SmsStatus", status), ("To", message.to ?? ""), ("ApiVersion", "2010-04-01")]
+        var fields = [
+            ("AccountSid", accountSID), ("MessageSid", message.sid), ("SmsSid", message.sid),
+            ("MessageStatus", status), ("SmsStatus", status), ("To", message.to ?? ""), ("ApiVersion", "2010-04-01"),
+        ]
         if let from = message.from { fields.append(("From", from)) }
         if let errorCode { fields.append(("ErrorCode", errorCode)) }
         return try await post(fields, to: url, signing: signing)
@@ -309,9 +337,11 @@ public final class StandInTwilio: Sendable {
     public func relay(reply body: String, from: String, to url: String, optOutType: String? = nil) async throws -> Int {
         guard let target = URL(string: url) else { throw StandInError("not a URL: \(url)") }
         let hex = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        var fields = [("AccountSid", accountSID), ("MessageSid", "SM" + hex), ("SmsSid", "SM" + hex), ("SmsMessageSid", "SM" + hex),
-                      ("SmsStatus", "received"), ("From", from), ("To", "+15005550006"), ("Body", body), ("NumMedia", "0"),
-                      ("NumSegments", "1"), ("ApiVersion", "2010-04-01")]
+        var fields = [
+            ("AccountSid", accountSID), ("MessageSid", "SM" + hex), ("SmsSid", "SM" + hex), ("SmsMessageSid", "SM" + hex),
+            ("SmsStatus", "received"), ("From", from), ("To", "+15005550006"), ("Body", body), ("NumMedia", "0"),
+            ("NumSegments", "1"), ("ApiVersion", "2010-04-01"),
+        ]
         if let optOutType { fields.append(("OptOutType", optOutType)) }
         return try await post(fields, to: target, signing: .genuine)
     }
@@ -332,9 +362,10 @@ public final class StandInTwilio: Sendable {
             break
         }
         let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
-        request.httpBody = Data(fields.map { name, value in
-            name + "=" + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
-        }.joined(separator: "&").utf8)
+        request.httpBody = Data(
+            fields.map { name, value in
+                name + "=" + (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+            }.joined(separator: "&").utf8)
         request.timeoutInterval = 10
         let (_, response) = try await URLSession.shared.data(for: request)
         return (response as? HTTPURLResponse)?.statusCode ?? 0

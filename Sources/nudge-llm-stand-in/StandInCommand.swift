@@ -27,10 +27,12 @@ struct StandInCommand {
         var arrivals: ArrivalLog?
         if let arrivalsPath {
             guard FileManager.default.createFile(atPath: arrivalsPath, contents: nil),
-                  let handle = FileHandle(forWritingAtPath: arrivalsPath) else { fail("cannot write \(arrivalsPath)") }
+                let handle = FileHandle(forWritingAtPath: arrivalsPath)
+            else { fail("cannot write \(arrivalsPath)") }
             arrivals = ArrivalLog(handle)
         }
-        let answerAfter = latency, log = arrivals
+        let answerAfter = latency
+        let log = arrivals
         StandInLoops.scriptsOnTheLoops()   // its script answers at once
         let server = try await StandInLLM.start(port: port, record: false) { request in
             log?.append(request.receivedAt)

@@ -43,7 +43,8 @@ struct PushStandInCommand {
         }
         guard let folder else { fail(usage) }
         guard (0...65_535).contains(apnsPort), (0...65_535).contains(fcmPort), (0...65_535).contains(resendPort),
-              (0...65_535).contains(twilioPort) else { fail("ports must be between 0 and 65535") }
+            (0...65_535).contains(twilioPort)
+        else { fail("ports must be between 0 and 65535") }
         var unregistered: Set<String> = []
         if let unregisteredPath {
             guard let text = try? String(contentsOfFile: unregisteredPath, encoding: .utf8) else { fail("cannot read \(unregisteredPath)") }
@@ -55,19 +56,24 @@ struct PushStandInCommand {
             else { fail("cannot write \(logPath)") }
             log = DeliveryLog(handle)
         }
-        let gone = unregistered, deliveries = log
+        let gone = unregistered
+        let deliveries = log
         let ca = try StandInCA(validFor: 30 * 24 * 3600)
         StandInLoops.scriptsOnTheLoops()   // its scripts answer at once
-        let apns = try await StandInAPNs.start(ca: ca, port: apnsPort, record: false, script: { request in
-            let uninstalled = gone.contains(request.deviceToken)
-            deliveries?.append("apns", answer: uninstalled ? "410" : "200", token: request.deviceToken, collapse: request.collapseID,
-                               title: request.alert?.title)
-            return uninstalled ? .reject(status: 410, reason: "Unregistered") : .accept
-        })
+        let apns = try await StandInAPNs.start(
+            ca: ca, port: apnsPort, record: false,
+            script: { request in
+                let uninstalled = gone.contains(request.deviceToken)
+                deliveries?.append(
+                    "apns", answer: uninstalled ? "410" : "200", token: request.deviceToken, collapse: request.collapseID,
+                    title: request.alert?.title)
+                return uninstalled ? .reject(status: 410, reason: "Unregistered") : .accept
+            })
         let fcm = try await StandInFCM.start(port: fcmPort, record: false) { request in
             let uninstalled = gone.contains(request.deviceToken)
-            deliveries?.append("fcm", answer: uninstalled ? "404" : "200", token: request.deviceToken, collapse: request.collapseKey,
-                               title: request.message["title"])
+            deliveries?.append(
+                "fcm", answer: uninstalled ? "404" : "200", token: request.deviceToken, collapse: request.collapseKey,
+                title: request.message["title"])
             return uninstalled ? .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found.") : .accept
         }
         let directory = URL(fileURLWithPath: folder, isDirectory: true)
@@ -78,46 +84,53 @@ struct PushStandInCommand {
         let webhookSecret = StandInResend.makeWebhookSecret()
         let webhook = resendWebhook
         let mailbox = Mutex<StandInResend?>(nil)
-        let resend = try await StandInResend.start(port: resendPort, onSent: { email in
-            // What Resend tells of each email: delivered a second later (or, for an address of
-            // which a hash says so, 1 in 50, a hard bounce), and opened by about 2 in 5 a minute on.
-            if let url = webhook, let resend = mailbox.withLock({ $0 }) {
-                let address = email.to.first ?? ""
-                let hash = address.unicodeScalars.reduce(UInt32(2_166_136_261)) { ($0 ^ $1.value) &* 16_777_619 }
-                Task {
-                    try? await Task.sleep(for: .seconds(1))
-                    if hash % 50 == 0 {
-                        _ = try? await resend.notify(email, type: "email.bounced", to: url, secret: webhookSecret,
-                                                     bounce: ("Permanent", "General"))
-                        return
-                    }
-                    _ = try? await resend.notify(email, type: "email.delivered", to: url, secret: webhookSecret)
-                    if (hash / 50) % 5 < 2 {
+        let resend = try await StandInResend.start(
+            port: resendPort,
+            onSent: { email in
+                // What Resend tells of each email: delivered a second later (or, for an address of
+                // which a hash says so, 1 in 50, a hard bounce), and opened by about 2 in 5 a minute on.
+                if let url = webhook, let resend = mailbox.withLock({ $0 }) {
+                    let address = email.to.first ?? ""
+                    let hash = address.unicodeScalars.reduce(UInt32(2_166_136_261)) { ($0 ^ $1.value) &* 16_777_619 }
+                    Task {
                         try? await Task.sleep(for: .seconds(1))
-                        _ = try? await resend.notify(email, type: "email.opened", to: url, secret: webhookSecret,
-                                                     at: Date().addingTimeInterval(60))
+                        if hash % 50 == 0 {
+                            _ = try? await resend.notify(
+                                email, type: "email.bounced", to: url, secret: webhookSecret,
+                                bounce: ("Permanent", "General"))
+                            return
+                        }
+                        _ = try? await resend.notify(email, type: "email.delivered", to: url, secret: webhookSecret)
+                        if (hash / 50) % 5 < 2 {
+                            try? await Task.sleep(for: .seconds(1))
+                            _ = try? await resend.notify(
+                                email, type: "email.opened", to: url, secret: webhookSecret,
+                                at: Date().addingTimeInterval(60))
+                        }
                     }
                 }
-            }
-            let number = counter.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            try? Data((email.html ?? "").utf8).write(to: mail.appendingPathComponent("\(number).html"))
-            try? Data((email.text ?? "").utf8).write(to: mail.appendingPathComponent("\(number).txt"))
-            deliveries?.append("resend", answer: "200", token: email.to.first ?? "", collapse: "\(number)", title: email.subject,
-                               whole: true)
-        })
+                let number = counter.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                try? Data((email.html ?? "").utf8).write(to: mail.appendingPathComponent("\(number).html"))
+                try? Data((email.text ?? "").utf8).write(to: mail.appendingPathComponent("\(number).txt"))
+                deliveries?.append(
+                    "resend", answer: "200", token: email.to.first ?? "", collapse: "\(number)", title: email.subject,
+                    whole: true)
+            })
         mailbox.withLock { $0 = resend }
         let receipts = Mutex<StandInTwilio?>(nil)
-        let twilio = try await StandInTwilio.start(port: twilioPort, onSent: { message in
-            deliveries?.append("twilio", answer: "201", token: message.to ?? "", collapse: message.sid, title: message.body)
-            guard message.statusCallback != nil, let twilio = receipts.withLock({ $0 }) else { return }
-            Task {
-                try? await Task.sleep(for: .seconds(2))
-                _ = try? await twilio.report(message, status: "delivered")
-            }
-        })
+        let twilio = try await StandInTwilio.start(
+            port: twilioPort,
+            onSent: { message in
+                deliveries?.append("twilio", answer: "201", token: message.to ?? "", collapse: message.sid, title: message.body)
+                guard message.statusCallback != nil, let twilio = receipts.withLock({ $0 }) else { return }
+                Task {
+                    try? await Task.sleep(for: .seconds(2))
+                    _ = try? await twilio.report(message, status: "delivered")
+                }
+            })
         receipts.withLock { $0 = twilio }
         let ca_pem = directory.appendingPathComponent("ca.pem").path
         let key = directory.appendingPathComponent("apns-key.p8").path
@@ -140,7 +153,8 @@ struct PushStandInCommand {
             """
         try Data(env.utf8).write(to: directory.appendingPathComponent("env"))
         // Written straight to the file descriptor: whoever started the stand-ins waits for this line.
-        FileHandle.standardOutput.write(Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL), Twilio \(twilio.baseURL)\n".utf8))
+        FileHandle.standardOutput.write(
+            Data("push stand-ins listening: APNs \(apns.baseURL), FCM \(fcm.baseURL), Resend \(resend.baseURL), Twilio \(twilio.baseURL)\n".utf8))
         // How many requests Resend's stand-in has had (a batch is one), for the benchmarks.
         let requests = directory.appendingPathComponent("resend-requests")
         while true {

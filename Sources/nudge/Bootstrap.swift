@@ -19,8 +19,9 @@ struct Bootstrap {
     }
 
     func databaseURL() throws(NudgeError) -> DatabaseURL {
-        try DatabaseURL(environment.require(
-            "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"),
+        try DatabaseURL(
+            environment.require(
+                "DATABASE_URL", hint: "set it to the postgres:// URL of Nudge's database (scripts/demo prints one)"),
             // The database's own roots: never those the providers' clients trust (NUDGE_CA_FILE).
             extraTrustedRoots: environment["NUDGE_DB_CA_FILE"],
             allowInsecurePassword: environment.flag("NUDGE_DB_ALLOW_INSECURE_PASSWORD", default: false))
@@ -30,11 +31,14 @@ struct Bootstrap {
     /// `nudge <command>` (`application_name`).
     /// `connections`: the most the command holds at once (a dispatch run: one per lane, one for
     /// provider tokens, one to spare).
-    func withDatabase<Result: Sendable>(_ command: String, limits: DatabaseLimits = .forOperators, stopOnSignals: Bool = false,
-                                        connections: Int = 4,
-                                        _ body: @escaping @Sendable (Database) async throws -> Result) async throws -> Result {
-        try await Database.with(try databaseURL(), logger: logger, applicationName: "nudge \(command)", limits: limits,
-                                stopOnSignals: stopOnSignals, connections: connections, body)
+    func withDatabase<Result: Sendable>(
+        _ command: String, limits: DatabaseLimits = .forOperators, stopOnSignals: Bool = false,
+        connections: Int = 4,
+        _ body: @escaping @Sendable (Database) async throws -> Result
+    ) async throws -> Result {
+        try await Database.with(
+            try databaseURL(), logger: logger, applicationName: "nudge \(command)", limits: limits,
+            stopOnSignals: stopOnSignals, connections: connections, body)
     }
 
     func definition(_ name: String) throws -> JobDefinition {

@@ -16,8 +16,10 @@ struct ListJobs: AsyncParsableCommand {
                 let global = try bootstrap.environment.flag("NUDGE_ENABLED", default: true)
                 let own = try bootstrap.environment.flag(definition.killSwitch, default: definition.enabledByDefault)
                 let enabled = !global ? "no (NUDGE_ENABLED)" : own ? "yes" : "no (\(definition.killSwitch))"
-                rows.append([definition.name, definition.schedule, definition.localTime?.description ?? "-",
-                             definition.killSwitch, enabled, String(definition.batchSize)])
+                rows.append([
+                    definition.name, definition.schedule, definition.localTime?.description ?? "-",
+                    definition.killSwitch, enabled, String(definition.batchSize),
+                ])
             }
             print(table(rows))
             print("\nDelivery (dispatch):")
@@ -26,8 +28,10 @@ struct ListJobs: AsyncParsableCommand {
             var unread: String?
             if bootstrap.environment["DATABASE_URL"] != nil {
                 do {
-                    health = try await bootstrap.withDatabase("list", limits: DatabaseLimits(statementTimeout: .seconds(10)),
-                                                              connections: 1) { database in
+                    health = try await bootstrap.withDatabase(
+                        "list", limits: DatabaseLimits(statementTimeout: .seconds(10)),
+                        connections: 1
+                    ) { database in
                         try await ChannelHealth.shared(in: database)
                     }
                 } catch {
@@ -56,9 +60,10 @@ struct Migrate: AsyncParsableCommand {
             let bootstrap = try Bootstrap.make()
             let migrator = try Migrator(directory: bootstrap.home.migrationsDirectory)
             let applied = try await bootstrap.withDatabase("migrate") { database in try await migrator.migrate(database) }
-            print(applied.isEmpty
-                  ? "schema is up to date (\(migrator.migrations.count) migrations)"
-                  : "applied \(applied.joined(separator: ", "))")
+            print(
+                applied.isEmpty
+                    ? "schema is up to date (\(migrator.migrations.count) migrations)"
+                    : "applied \(applied.joined(separator: ", "))")
         }
     }
 }
@@ -94,7 +99,9 @@ struct Seed: AsyncParsableCommand {
                 try await seeder.seed(database, users: users, seed: seed, now: end)
             }
             let seconds = started.duration(to: .now)
-            print("seeded \(users) users (seed \(seed), history ending \(ISO8601DateFormatter().string(from: end))) in \(seconds.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))))")
+            print(
+                "seeded \(users) users (seed \(seed), history ending \(ISO8601DateFormatter().string(from: end))) in \(seconds.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1))))"
+            )
             print(table([["TABLE", "ROWS"]] + tables.filter { $0.rows > 0 }.map { [$0.table, String($0.rows)] }))
         }
     }
@@ -128,7 +135,8 @@ struct Runs: AsyncParsableCommand {
                     var text = try await Self.recentRuns(job: job, limit: limit, on: connection, logger: database.logger)
                     for (name, count) in try await DueSource.unindexedUsers(jobs: indexed, on: connection, logger: database.logger)
                     where count > 0 {
-                        text += "\nNOT INDEXED: \(count) users have no row in the due index of \(name), so no run reads them;"
+                        text +=
+                            "\nNOT INDEXED: \(count) users have no row in the due index of \(name), so no run reads them;"
                             + " `nudge run \(name) --sweep` reads them and gives them one"
                     }
                     return text
@@ -140,7 +148,8 @@ struct Runs: AsyncParsableCommand {
 
     private static func recentRuns(job: String?, limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> String {
         var rows = [["RUN", "JOB", "SHARD", "STARTED (UTC)", "SECONDS", "STATUS", "PROCESSED", "CHANGED", "NOTHING DUE", "FAILED", "NOTE"]]
-        let result = try await connection.query("""
+        let result = try await connection.query(
+            """
             select id, job, shard_index, shard_count, to_char(started_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
                    coalesce(extract(epoch from ended_at - started_at)::float8, -1), status, dry_run,
                    processed, succeeded, skipped, failed, resumed_from, coalesce(error, '')
@@ -148,12 +157,15 @@ struct Runs: AsyncParsableCommand {
              order by id desc limit \(limit)
             """, logger: logger)
         for try await (id, name, index, count, started, seconds, status, dryRun, processed, succeeded, skipped, failed, resumedFrom, error)
-            in result.decode((Int64, String, Int, Int, String, Double, String, Bool, Int, Int, Int, Int, Int64?, String).self) {
+            in result.decode((Int64, String, Int, Int, String, Double, String, Bool, Int, Int, Int, Int, Int64?, String).self)
+        {
             var note = [dryRun ? "dry run" : nil, resumedFrom.map { "resumed \($0)" }, error.isEmpty ? nil : error]
                 .compactMap { $0 }.joined(separator: "; ")
             if note.count > 80 { note = String(note.prefix(77)) + "..." }
-            rows.append([String(id), name, "\(index)/\(count)", started, seconds < 0 ? "-" : String(format: "%.1f", seconds),
-                         status, String(processed), String(succeeded), String(skipped), String(failed), note])
+            rows.append([
+                String(id), name, "\(index)/\(count)", started, seconds < 0 ? "-" : String(format: "%.1f", seconds),
+                status, String(processed), String(succeeded), String(skipped), String(failed), note,
+            ])
         }
         var text = rows.count == 1 ? "no runs yet" : table(rows)
         let paused = try await connection.query("select job, paused_by, coalesce(reason, '') from job_pauses order by job", logger: logger)
@@ -176,9 +188,11 @@ struct Runs: AsyncParsableCommand {
         }
         var failed = 0
         for try await count in try await connection.query("select failed from job_runs where id = \(runID)", logger: logger)
-            .decode(Int.self) { failed = count }
+            .decode(Int.self)
+        { failed = count }
         let unlisted = failed - (rows.count - 1)
-        let earlier = unlisted > 0
+        let earlier =
+            unlisted > 0
             ? "\n\(unlisted) more failed as an earlier run of the day recorded, with the same reason (each failure is recorded once a day)"
             : ""
         return (rows.count == 1 ? "run \(runID) has no failed users recorded" : table(rows)) + earlier
@@ -209,7 +223,8 @@ struct Pause: AsyncParsableCommand {
             let who = "\(bootstrap.environment["USER"] ?? ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)"
             let reason = self.reason
             _ = try await bootstrap.withDatabase("pause", limits: try .forJobs(bootstrap.environment)) { database in
-                try await database.client.query("""
+                try await database.client.query(
+                    """
                     insert into job_pauses (job, paused_by, reason) values (\(name), \(who), \(reason))
                     on conflict (job) do update set paused_at = now(), paused_by = excluded.paused_by, reason = excluded.reason
                     """, logger: database.logger)
@@ -314,8 +329,10 @@ struct Kubernetes: AsyncParsableCommand {
             throw ValidationError("--image must be an image reference, without spaces or quotes")
         }
         if let problem = KubernetesSetup.imageProblem(image) { throw ValidationError(problem) }
-        if let namespace, namespace.isEmpty || namespace.count > 63
-            || !namespace.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) {
+        if let namespace,
+            namespace.isEmpty || namespace.count > 63
+                || !namespace.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" })
+        {
             throw ValidationError("--namespace must be a Kubernetes name: lower-case letters, digits and '-', at most 63")
         }
     }
@@ -392,20 +409,29 @@ struct Serve: AsyncParsableCommand {
             FileDescriptors.raiseSoftLimit(toAtLeast: limits.maxConnections + 256, logger: logger)
             // Each request waits 5 seconds at most for the database (a lease, then its statement):
             // a lost database answers 503 at /health instead of holding requests.
-            try await bootstrap.withDatabase("serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
-                                             connections: 8) { database in
+            try await bootstrap.withDatabase(
+                "serve", limits: DatabaseLimits(statementTimeout: .seconds(5)), stopOnSignals: true,
+                connections: 8
+            ) { database in
                 try await database.refuseRoleThatMayCreateOnItsPath(command: "serve")
-                try await NudgeServer.run(database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
-                                          twilioPreviousAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 },
-                                          resendWebhookSecret: resendSecret, limits: limits, host: host, port: port, healthPort: healthPort,
-                                          logger: logger, onRunning: { bound in
-                    logger.notice("listening", metadata: ["nudge.address": "http://\(host):\(bound)",
-                                                          "nudge.public_url": "\(links.publicURL)"])
-                    StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")
-                }, onHealthRunning: { bound in
-                    logger.notice("health check listening", metadata: ["nudge.address": "http://127.0.0.1:\(bound)/health?db=1"])
-                    StandardError.write("nudge serve: the database's health check on http://127.0.0.1:\(bound)/health?db=1\n")
-                })
+                try await NudgeServer.run(
+                    database: database, links: links, twilioAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN"],
+                    twilioPreviousAuthToken: bootstrap.environment["TWILIO_AUTH_TOKEN_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 },
+                    resendWebhookSecret: resendSecret, limits: limits, host: host, port: port, healthPort: healthPort,
+                    logger: logger,
+                    onRunning: { bound in
+                        logger.notice(
+                            "listening",
+                            metadata: [
+                                "nudge.address": "http://\(host):\(bound)",
+                                "nudge.public_url": "\(links.publicURL)",
+                            ])
+                        StandardError.write("nudge serve: listening on http://\(host):\(bound) (links point at \(links.publicURL))\n")
+                    },
+                    onHealthRunning: { bound in
+                        logger.notice("health check listening", metadata: ["nudge.address": "http://127.0.0.1:\(bound)/health?db=1"])
+                        StandardError.write("nudge serve: the database's health check on http://127.0.0.1:\(bound)/health?db=1\n")
+                    })
             }
         }
     }

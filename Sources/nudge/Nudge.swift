@@ -46,6 +46,9 @@ struct Nudge: AsyncParsableCommand {
             64 usage error, 75 another run of the job holds its lock.
             """,
         version: NudgeVersion.current,
-        subcommands: [ListJobs.self, Run.self, Migrate.self, Seed.self, Runs.self, Pause.self, Resume.self, Crontab.self, Systemd.self, Kubernetes.self, Serve.self, Report.self, Grafana.self]
+        subcommands: [
+            ListJobs.self, Run.self, Migrate.self, Seed.self, Runs.self, Pause.self, Resume.self, Crontab.self, Systemd.self, Kubernetes.self, Serve.self,
+            Report.self, Grafana.self,
+        ]
     )
 }

@@ -40,10 +40,16 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Users per batch (default: the job's, usually 50).")
     var batchSize: Int?
 
-    @Option(help: "How many users of a batch are worked on at once, for jobs that call outside services (push-trigger's LLM, dispatch's pushes; default: the job's, else 1).")
+    @Option(
+        help:
+            "How many users of a batch are worked on at once, for jobs that call outside services (push-trigger's LLM, dispatch's pushes; default: the job's, else 1)."
+    )
     var concurrency: Int?
 
-    @Option(help: "How long a run of a queue job (dispatch) keeps draining what falls due, in seconds (default: the job's; 0: one pass). A run at --now drains what is due at that instant and ends.")
+    @Option(
+        help:
+            "How long a run of a queue job (dispatch) keeps draining what falls due, in seconds (default: the job's; 0: one pass). A run at --now drains what is due at that instant and ends."
+    )
     var drainSeconds: Int?
 
     @Option(help: "How many batches a run of a queue job (dispatch) works on at once, each claimed on its own database connection (default: the job's).")
@@ -55,9 +61,10 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "With --dry-run: still ask the LLM for each push's copy (nothing is written or sent either way).")
     var dryRunLlm = false
 
-    @Flag(help: ArgumentHelp(
-        "Read every user, due or not, to prove the due index right (the weekly safety sweep of the jobs that read it).",
-        discussion: "What it finds due that the index had not is done, logged at error level and counted as index_missed."))
+    @Flag(
+        help: ArgumentHelp(
+            "Read every user, due or not, to prove the due index right (the weekly safety sweep of the jobs that read it).",
+            discussion: "What it finds due that the index had not is done, logged at error level and counted as index_missed."))
     var sweep = false
 
     @Option(help: "Stop the run cleanly once it has made this many LLM calls.")
@@ -69,9 +76,10 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Print a machine-readable summary on stdout (with every user's decision on a dry run of one job).")
     var json = false
 
-    @Option(help: ArgumentHelp(
-        "Exit 0 instead of these statuses (3, 75 or both, comma-separated), for schedulers that retry or stop on any other.",
-        discussion: "Kubernetes counts a pod that exits 3 (some users failed, recorded) or 75 (another run holds the lock) as failed."))
+    @Option(
+        help: ArgumentHelp(
+            "Exit 0 instead of these statuses (3, 75 or both, comma-separated), for schedulers that retry or stop on any other.",
+            discussion: "Kubernetes counts a pod that exits 3 (some users failed, recorded) or 75 (another run holds the lock) as failed."))
     var exitZeroOn: String?
 
     /// The statuses `--exit-zero-on` turns into 0.
@@ -158,8 +166,9 @@ struct Run: AsyncParsableCommand {
             bootstrap.logger.notice("job disabled by its kill switch", metadata: ["nudge.job": "\(name)", "nudge.reason": "\(reason)"])
             return .disabled(job: name, reason: reason)
         }
-        let monitoring = try RunMonitoring(environment: bootstrap.environment, job: name, shard: runOptions.shard,
-                                           dryRun: runOptions.dryRun, logger: bootstrap.logger)
+        let monitoring = try RunMonitoring(
+            environment: bootstrap.environment, job: name, shard: runOptions.shard,
+            dryRun: runOptions.dryRun, logger: bootstrap.logger)
         // A job's own metrics may cost it a statement: read only when they are written.
         runOptions.readsJobMetrics = monitoring.metricsDirectory != nil
         let options = runOptions
@@ -170,8 +179,10 @@ struct Run: AsyncParsableCommand {
         do {
             let setup = JobSetup(definition: definition, environment: bootstrap.environment, options: options)
             let summary = try await JobRegistry.withJob(setup) { implementation in
-                try await bootstrap.withDatabase("run \(name)", limits: limits, stopOnSignals: true,
-                                                  connections: max(4, options.lanes + 2)) { database in
+                try await bootstrap.withDatabase(
+                    "run \(name)", limits: limits, stopOnSignals: true,
+                    connections: max(4, options.lanes + 2)
+                ) { database in
                     let pending = try await migrator.pending(database)
                     guard pending.isEmpty else {
                         throw NudgeError(.configuration, "the database lacks \(pending.joined(separator: ", ")): run `nudge migrate` first")
@@ -272,6 +283,8 @@ struct CombinedReport: Encodable {
     let jobs: [RunSummary]
 
     enum CodingKeys: String, CodingKey {
-        case exitCode = "exit_code", dryRun = "dry_run", jobs
+        case exitCode = "exit_code"
+        case dryRun = "dry_run"
+        case jobs
     }
 }

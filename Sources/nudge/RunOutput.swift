@@ -89,16 +89,16 @@ struct CompositeObserver: RunObserver {
     let observers: [any RunObserver]
 
     func runStarted(runID: Int64, job: String, usersInScope: Int?, resumedFrom: Int64?) {
-        observers.forEach { $0.runStarted(runID: runID, job: job, usersInScope: usersInScope, resumedFrom: resumedFrom) }
+        for observer in observers { observer.runStarted(runID: runID, job: job, usersInScope: usersInScope, resumedFrom: resumedFrom) }
     }
 
-    func batchFinished(counts: RunCounts) { observers.forEach { $0.batchFinished(counts: counts) } }
+    func batchFinished(counts: RunCounts) { for observer in observers { observer.batchFinished(counts: counts) } }
 
     var wantsUserReports: Bool { observers.contains { $0.wantsUserReports } }
 
-    func userDecided(_ report: UserReport) { observers.forEach { $0.userDecided(report) } }
+    func userDecided(_ report: UserReport) { for observer in observers { observer.userDecided(report) } }
 
-    func runFinished(counts: RunCounts) { observers.forEach { $0.runFinished(counts: counts) } }
+    func runFinished(counts: RunCounts) { for observer in observers { observer.runFinished(counts: counts) } }
 }
 
 /// The readable end-of-run summary.
@@ -127,12 +127,15 @@ struct SummaryText {
         }
         let notifications = summary.tally.filter { $0.key.hasPrefix("notification:") }.sorted { $0.key < $1.key }
         if !notifications.isEmpty {
-            lines.append("  notifications \(summary.dryRun ? "that would be queued" : "queued"): "
-                + notifications.map { "\($0.key.dropFirst("notification:".count)) \($0.value)" }.joined(separator: ", "))
+            lines.append(
+                "  notifications \(summary.dryRun ? "that would be queued" : "queued"): "
+                    + notifications.map { "\($0.key.dropFirst("notification:".count)) \($0.value)" }.joined(separator: ", "))
         }
         if let message = summary.message { lines.append("  \(message)") }
         if !summary.failures.isEmpty {
-            lines.append("  failed \(summary.noun)s\(counts.failed > summary.failures.count ? " (first \(summary.failures.count); all: nudge runs --failures \(runID))" : ""):")
+            lines.append(
+                "  failed \(summary.noun)s\(counts.failed > summary.failures.count ? " (first \(summary.failures.count); all: nudge runs --failures \(runID))" : ""):"
+            )
             for failure in summary.failures {
                 lines.append("    \(failure.userID.uuidString.lowercased()): \(failure.reason)")
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct ConfigurationTests {
@@ -82,7 +83,8 @@ import Testing
     }
 
     @Test func windowsMustRunForward() throws {
-        let from = LocalDate(iso8601: "2026-03-10")!, to = LocalDate(iso8601: "2026-03-01")!
+        let from = LocalDate(iso8601: "2026-03-10")!
+        let to = LocalDate(iso8601: "2026-03-01")!
         #expect(throws: NudgeError.self) { try DayWindow(from: from, to: to) }
         #expect(try DayWindow(from: to, to: from).contains(LocalDate(iso8601: "2026-03-05")!))
     }
@@ -129,9 +131,11 @@ import Testing
         #expect(JobTable.jobs.count == JobRegistry.names.count)
         for definition in repositoryCatalog.definitions {
             let options = RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true)
-            let environment = Environment(["NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
-                                           "NUDGE_PUBLIC_URL": "https://nudge.example.com",
-                                           "NUDGE_POSTAL_ADDRESS": "FitCircle Inc., 1 Example Street, Paris"])
+            let environment = Environment([
+                "NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
+                "NUDGE_PUBLIC_URL": "https://nudge.example.com",
+                "NUDGE_POSTAL_ADDRESS": "FitCircle Inc., 1 Example Street, Paris",
+            ])
             let built = try await JobRegistry.withJob(JobSetup(definition: definition, environment: environment, options: options)) {
                 $0.definition.name
             }
@@ -141,17 +145,25 @@ import Testing
         for name in ["weekly-digest", "reminders"] {
             let emailing = try #require(repositoryCatalog.definition(named: name))
             await #expect(throws: NudgeError.self) {
-                try await JobRegistry.withJob(JobSetup(definition: emailing, environment: Environment([:]),
-                                                       options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                try await JobRegistry.withJob(
+                    JobSetup(
+                        definition: emailing, environment: Environment([:]),
+                        options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))
+                ) {
                     $0.definition.name
                 }
             }
             // Nor without the sender's postal address, which every email's footer carries (CAN-SPAM).
             await #expect(throws: NudgeError.self) {
-                try await JobRegistry.withJob(JobSetup(
-                    definition: emailing, environment: Environment(["NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
-                                                                    "NUDGE_PUBLIC_URL": "https://nudge.example.com"]),
-                    options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))) {
+                try await JobRegistry.withJob(
+                    JobSetup(
+                        definition: emailing,
+                        environment: Environment([
+                            "NUDGE_UNSUBSCRIBE_SECRET": "7c1e0b5a9d2f48e3a6b4c8d0e2f1a3b5c7d9e0f1a2b3c4d5e6f708192a3b4c5d",
+                            "NUDGE_PUBLIC_URL": "https://nudge.example.com",
+                        ]),
+                        options: RunOptions(now: Date(), nowIsExplicit: false, batchSize: 50, dryRun: true))
+                ) {
                     $0.definition.name
                 }
             }
@@ -189,7 +201,8 @@ import Testing
 
 @Suite struct EnvironmentFileTests {
     @Test func readsNameValueLinesCommentsQuotesAndExport() throws {
-        let values = try EnvironmentFile.parse("""
+        let values = try EnvironmentFile.parse(
+            """
             # Nudge
             DATABASE_URL=postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x
 
@@ -199,11 +212,12 @@ import Testing
             QUOTED="a \\"b\\" \\\\ c"
             EMPTY=
             """, path: "/etc/nudge/env")
-        #expect(values == [
-            "DATABASE_URL": "postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x",
-            "NUDGE_LOG_LEVEL": "warning", "PUSH_TRIGGER_ENABLED": "true",
-            "ANTHROPIC_API_KEY": #"sk-ant-with "quotes" and # hash"#, "QUOTED": #"a "b" \ c"#, "EMPTY": "",
-        ])
+        #expect(
+            values == [
+                "DATABASE_URL": "postgres://nudge:s3cret@db:5432/nudge?sslmode=require&application_name=x",
+                "NUDGE_LOG_LEVEL": "warning", "PUSH_TRIGGER_ENABLED": "true",
+                "ANTHROPIC_API_KEY": #"sk-ant-with "quotes" and # hash"#, "QUOTED": #"a "b" \ c"#, "EMPTY": "",
+            ])
     }
 
     /// Each bad line carries a secret (hunter2x): the error names the line, never quotes it.
@@ -246,7 +260,8 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-env-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let file = folder.appendingPathComponent("env"), link = folder.appendingPathComponent("link")
+        let file = folder.appendingPathComponent("env")
+        let link = folder.appendingPathComponent("link")
         try Data("DATABASE_URL=postgres://file/nudge\n".utf8).write(to: file)
         chmod(file.path, mode_t(mode))
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: file)
@@ -271,14 +286,16 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try Data("the key".utf8).write(to: folder.appendingPathComponent("nudge_apns-key.p8"))
-        let data = try SecretFile.read("/etc/nudge/keys/apns-key.p8", setting: "APNS_PRIVATE_KEY",
-                                       environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
+        let data = try SecretFile.read(
+            "/etc/nudge/keys/apns-key.p8", setting: "APNS_PRIVATE_KEY",
+            environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
         #expect(String(decoding: data, as: UTF8.self) == "the key")
         // An empty credential is no credential.
         try Data().write(to: folder.appendingPathComponent("nudge_fcm-service-account.json"))
         let error = try #require(throws: NudgeError.self) {
-            try SecretFile.read("/nonexistent/fcm-service-account.json", setting: "GOOGLE_APPLICATION_CREDENTIALS",
-                                environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
+            try SecretFile.read(
+                "/nonexistent/fcm-service-account.json", setting: "GOOGLE_APPLICATION_CREDENTIALS",
+                environment: Environment(["CREDENTIALS_DIRECTORY": folder.path]))
         }
         #expect(error.message.contains("cannot read /nonexistent/fcm-service-account.json (GOOGLE_APPLICATION_CREDENTIALS): no such file"))
     }
@@ -293,9 +310,10 @@ import Testing
         #expect(try CronSchedule("* * * * *").onCalendar == "*-*-* *:*:00 UTC")
         #expect(try CronSchedule("0-30/10 */12 * * *").minutes == [0, 10, 20, 30])
         // A sweep that starts in a minute the job's own schedule starts it in would find the lock taken.
-        let clashing = JobDefinition(name: "validate-streaks", summary: "", schedule: "5,20,35,50 * * * *", localTime: nil,
-                                     sweepSchedule: "35 3 * * 3", killSwitch: "VALIDATE_STREAKS_ENABLED", enabledByDefault: true,
-                                     batchSize: 50)
+        let clashing = JobDefinition(
+            name: "validate-streaks", summary: "", schedule: "5,20,35,50 * * * *", localTime: nil,
+            sweepSchedule: "35 3 * * 3", killSwitch: "VALIDATE_STREAKS_ENABLED", enabledByDefault: true,
+            batchSize: 50)
         #expect(throws: NudgeError.self) { try clashing.validated(file: "validate-streaks.json") }
         // The weekly sweeps: on weekdays, Sunday as 0 or 7.
         #expect(try CronSchedule("35 3 * * 3").onCalendar == "Wed *-*-* 03:35:00 UTC")
@@ -306,9 +324,11 @@ import Testing
     }
 
     @Test func pathsCronOrSystemdWouldMisreadAreRefused() {
-        for layout in [InstallLayout(binary: "nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
-                       InstallLayout(binary: "/opt/my nudge/bin/nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
-                       InstallLayout(binary: "/opt/nudge/bin/nudge", envFile: "/etc/nudge/100%", logDirectory: "/var/log/nudge")] {
+        for layout in [
+            InstallLayout(binary: "nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
+            InstallLayout(binary: "/opt/my nudge/bin/nudge", envFile: "/etc/nudge/env", logDirectory: "/var/log/nudge"),
+            InstallLayout(binary: "/opt/nudge/bin/nudge", envFile: "/etc/nudge/100%", logDirectory: "/var/log/nudge"),
+        ] {
             #expect(throws: NudgeError.self) { try layout.validated() }
         }
     }
@@ -335,24 +355,35 @@ import Testing
     let key = "SK" + String(repeating: "1", count: 32)
 
     @Test func anAPIKeyIsUsedWhenSetAndHalfAKeyIsRefused() throws {
-        let withKey = try #require(try TwilioConfiguration(environment: Environment([
-            "TWILIO_ACCOUNT_SID": account, "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret", "TWILIO_FROM": "+15005550006",
-        ])))
+        let withKey = try #require(
+            try TwilioConfiguration(
+                environment: Environment([
+                    "TWILIO_ACCOUNT_SID": account, "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret", "TWILIO_FROM": "+15005550006",
+                ])))
         #expect(withKey.usesAPIKey)
         #expect(withKey.authorization == "Basic " + Data("\(key):key-secret".utf8).base64EncodedString())
         // Both set: the key sends; the token is for signatures.
-        let both = try #require(try TwilioConfiguration(environment: Environment([
-            "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret",
-            "TWILIO_FROM": "+15005550006",
-        ])))
+        let both = try #require(
+            try TwilioConfiguration(
+                environment: Environment([
+                    "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_API_KEY_SID": key, "TWILIO_API_KEY_SECRET": "key-secret",
+                    "TWILIO_FROM": "+15005550006",
+                ])))
         #expect(both.authorization == withKey.authorization)
-        let withToken = try #require(try TwilioConfiguration(environment: Environment([
-            "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_FROM": "+15005550006",
-        ])))
+        let withToken = try #require(
+            try TwilioConfiguration(
+                environment: Environment([
+                    "TWILIO_ACCOUNT_SID": account, "TWILIO_AUTH_TOKEN": "token", "TWILIO_FROM": "+15005550006",
+                ])))
         #expect(!withToken.usesAPIKey)
         #expect(withToken.authorization == "Basic " + Data("\(account):token".utf8).base64EncodedString())
-        for half in [["TWILIO_API_KEY_SID": key], ["TWILIO_API_KEY_SECRET": "key-secret"], ["TWILIO_API_KEY_SID": "AB" + String(repeating: "1", count: 32),
-                                                                                            "TWILIO_API_KEY_SECRET": "key-secret"]] {
+        for half in [
+            ["TWILIO_API_KEY_SID": key], ["TWILIO_API_KEY_SECRET": "key-secret"],
+            [
+                "TWILIO_API_KEY_SID": "AB" + String(repeating: "1", count: 32),
+                "TWILIO_API_KEY_SECRET": "key-secret",
+            ],
+        ] {
             let environment = Environment(["TWILIO_ACCOUNT_SID": account, "TWILIO_FROM": "+15005550006"].merging(half) { _, new in new })
             #expect(throws: NudgeError.self, "\(half.keys.sorted())") { try TwilioConfiguration(environment: environment) }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
@@ -15,15 +16,19 @@ private func steps(_ values: [Int?], before end: String) -> [LocalDate: Tracking
     return tracking
 }
 
-private func weightCircle(start: Double?, target: Double?, endsOn: String = "2026-05-31", joined: String = "2026-01-01",
-                          left: String? = nil) -> FitCircleMembership {
-    FitCircleMembership(circleID: UUID(), challenge: .weightLoss, startsOn: day("2026-01-01"), endsOn: day(endsOn), stepGoal: nil,
-                        joinedOn: day(joined), leftOn: left.map(day), startingWeight: start, targetWeight: target)
+private func weightCircle(
+    start: Double?, target: Double?, endsOn: String = "2026-05-31", joined: String = "2026-01-01",
+    left: String? = nil
+) -> FitCircleMembership {
+    FitCircleMembership(
+        circleID: UUID(), challenge: .weightLoss, startsOn: day("2026-01-01"), endsOn: day(endsOn), stepGoal: nil,
+        joinedOn: day(joined), leftOn: left.map(day), startingWeight: start, targetWeight: target)
 }
 
 private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String? = nil) -> FitCircleMembership {
-    FitCircleMembership(circleID: UUID(), challenge: .steps, startsOn: day("2026-01-01"), endsOn: day("2026-12-31"),
-                        stepGoal: goal, joinedOn: day(joined), leftOn: left.map(day), startingWeight: nil, targetWeight: nil)
+    FitCircleMembership(
+        circleID: UUID(), challenge: .steps, startsOn: day("2026-01-01"), endsOn: day("2026-12-31"),
+        stepGoal: goal, joinedOn: day(joined), leftOn: left.map(day), startingWeight: nil, targetWeight: nil)
 }
 
 @Suite struct GoalRulesTests {
@@ -34,11 +39,13 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
         let first = GoalRules.dailyTargets(on: signup, signedUpOn: signup, tracking: [:], memberships: [weightCircle(start: 200, target: 180)])
         #expect(first == .init(steps: 7_000, weight: nil, basis: .newUser, stepsFromBaseline: false, reasons: []))
         // Day 4 of a sedentary start (under 5,000 a day): 5,000; a moderate one: 7,000. No weight goal yet.
-        let sedentary = GoalRules.dailyTargets(on: day("2026-03-04"), signedUpOn: signup,
-                                               tracking: steps([3_000, 4_000, 4_500], before: "2026-03-04"), memberships: [])
+        let sedentary = GoalRules.dailyTargets(
+            on: day("2026-03-04"), signedUpOn: signup,
+            tracking: steps([3_000, 4_000, 4_500], before: "2026-03-04"), memberships: [])
         #expect(sedentary.steps == 5_000 && sedentary.basis == .newUser && sedentary.weight == nil)
-        let moderate = GoalRules.dailyTargets(on: day("2026-03-04"), signedUpOn: signup,
-                                              tracking: steps([6_000, 5_000, 4_500], before: "2026-03-04"), memberships: [])
+        let moderate = GoalRules.dailyTargets(
+            on: day("2026-03-04"), signedUpOn: signup,
+            tracking: steps([6_000, 5_000, 4_500], before: "2026-03-04"), memberships: [])
         #expect(moderate.steps == 7_000)
     }
 
@@ -64,19 +71,27 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
         let targets = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup, tracking: tracking, memberships: [])
         #expect(targets.steps == 6_600 && targets.basis == .baseline)
         // Two days are not a baseline: the default, with the reason.
-        let thin = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup,
-                                          tracking: steps([9_000, nil, nil, 0, 12_000], before: "2026-03-20"), memberships: [])
-        #expect(thin == .init(steps: 7_000, weight: nil, basis: .defaults, stepsFromBaseline: false,
-                              reasons: ["steps on only 2 of the 7 days before 2026-03-20"]))
+        let thin = GoalRules.dailyTargets(
+            on: day("2026-03-20"), signedUpOn: signup,
+            tracking: steps([9_000, nil, nil, 0, 12_000], before: "2026-03-20"), memberships: [])
+        #expect(
+            thin
+                == .init(
+                    steps: 7_000, weight: nil, basis: .defaults, stepsFromBaseline: false,
+                    reasons: ["steps on only 2 of the 7 days before 2026-03-20"]))
     }
 
     @Test func corruptTrackingGivesTheDefaultsAndSaysWhy() {
         var tracking = steps([8_000, 9_000, 10_000, 8_000, 9_000, 10_000, 9_000], before: "2026-03-20")
         tracking[day("2026-03-17")] = TrackingDay(date: day("2026-03-17"), mood: 3, energy: 3, steps: -500, weight: nil)
-        let negative = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup, tracking: tracking,
-                                              memberships: [weightCircle(start: 200, target: 180)])
-        #expect(negative == .init(steps: 7_000, weight: nil, basis: .defaults, stepsFromBaseline: false,
-                                  reasons: ["daily_tracking 2026-03-17: steps -500 is outside 0-150000"]))
+        let negative = GoalRules.dailyTargets(
+            on: day("2026-03-20"), signedUpOn: signup, tracking: tracking,
+            memberships: [weightCircle(start: 200, target: 180)])
+        #expect(
+            negative
+                == .init(
+                    steps: 7_000, weight: nil, basis: .defaults, stepsFromBaseline: false,
+                    reasons: ["daily_tracking 2026-03-17: steps -500 is outside 0-150000"]))
         tracking[day("2026-03-17")] = TrackingDay(date: day("2026-03-17"), mood: 3, energy: 3, steps: 8_000, weight: 0)
         let zeroWeight = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup, tracking: tracking, memberships: [])
         #expect(zeroWeight.basis == .defaults && zeroWeight.reasons == ["daily_tracking 2026-03-17: weight 0.0 is outside 0-1500 lb"])
@@ -89,28 +104,32 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
         }
         // 2026-03-16 (that week's Monday) to 2026-05-31 is 11 weeks: 14 lb / 11 / 7 = 0.18 lb a day.
         #expect(weight(weightCircle(start: 200, target: 186)) == -0.18)
-        #expect(weight(weightCircle(start: 250, target: 150)) == -0.3)     // 1.3 a day, held at 0.3
-        #expect(weight(weightCircle(start: 200, target: 199)) == -0.1)     // 0.013 a day, raised to 0.1
+        #expect(weight(weightCircle(start: 250, target: 150)) == -0.3)   // 1.3 a day, held at 0.3
+        #expect(weight(weightCircle(start: 200, target: 199)) == -0.1)   // 0.013 a day, raised to 0.1
         // No weight goal outside a weight-loss circle, before joining, after leaving, or from absurd weights.
         #expect(weight(weightCircle(start: 200, target: 186, joined: "2026-03-21")) == nil)
         #expect(weight(weightCircle(start: 200, target: 186, left: "2026-03-19")) == nil)
-        let absurd = GoalRules.dailyTargets(on: day("2026-03-20"), signedUpOn: signup, tracking: tracking,
-                                            memberships: [weightCircle(start: 180, target: 190)])
+        let absurd = GoalRules.dailyTargets(
+            on: day("2026-03-20"), signedUpOn: signup, tracking: tracking,
+            memberships: [weightCircle(start: 180, target: 190)])
         #expect(absurd.weight == nil && absurd.basis == .defaults && absurd.reasons.count == 1)
         #expect(absurd.steps == 9_900 && absurd.stepsFromBaseline)   // the steps goal is unaffected
     }
 
     @Test func ofTwoCirclesAskingTheSameLossTheLowerIdWins() {
         // 10.2 lb each, though 180.3 - 170.1 and 190.2 - 180.0 differ in their last binary digits.
-        let first = FitCircleMembership(circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!, challenge: .weightLoss,
-                                        startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
-                                        leftOn: nil, startingWeight: 190.2, targetWeight: 180.0)
-        let second = FitCircleMembership(circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!, challenge: .weightLoss,
-                                         startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
-                                         leftOn: nil, startingWeight: 180.3, targetWeight: 170.1)
+        let first = FitCircleMembership(
+            circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!, challenge: .weightLoss,
+            startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
+            leftOn: nil, startingWeight: 190.2, targetWeight: 180.0)
+        let second = FitCircleMembership(
+            circleID: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!, challenge: .weightLoss,
+            startsOn: day("2026-01-01"), endsOn: day("2026-05-31"), stepGoal: nil, joinedOn: day("2026-01-01"),
+            leftOn: nil, startingWeight: 180.3, targetWeight: 170.1)
         for order in [[first, second], [second, first]] {
             guard case .circle(let chosen, _) = GoalRules.weightCircle(on: day("2026-03-20"), memberships: order) else {
-                Issue.record("expected a circle"); return
+                Issue.record("expected a circle")
+                return
             }
             #expect(chosen.circleID == first.circleID)
         }
@@ -134,13 +153,14 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
         let monday = day("2026-03-16")
         let week = steps([8_000, 9_000, 10_000, 8_000, 9_000, 10_000, 9_000], before: "2026-03-16")
         let plain = GoalRules.weeklyTargets(monday: monday, asOf: monday, signedUpOn: signup, tracking: week, memberships: [])
-        #expect(plain[.steps] == .init(target: 69_300, circleID: nil))        // Monday's 9,900 x 7
-        #expect(plain[.weight] == .init(target: 0, circleID: nil))            // maintenance
+        #expect(plain[.steps] == .init(target: 69_300, circleID: nil))   // Monday's 9,900 x 7
+        #expect(plain[.weight] == .init(target: 0, circleID: nil))   // maintenance
         #expect(plain[.streak]?.target == 7 && plain[.activeDays]?.target == 5)
         // A new user's week: the 50,000 default.
         let fresh = GoalRules.weeklyTargets(monday: monday, asOf: monday, signedUpOn: day("2026-03-12"), tracking: [:], memberships: [])
         #expect(fresh[.steps] == .init(target: 50_000, circleID: nil))
-        let circle = stepsCircle(goal: 70_000), loss = weightCircle(start: 200, target: 178)
+        let circle = stepsCircle(goal: 70_000)
+        let loss = weightCircle(start: 200, target: 178)
         let member = GoalRules.weeklyTargets(monday: monday, asOf: monday, signedUpOn: signup, tracking: week, memberships: [circle, loss])
         #expect(member[.steps] == .init(target: 70_000, circleID: circle.circleID))
         #expect(member[.weight] == .init(target: -2, circleID: loss.circleID))   // 22 lb over 11 weeks
@@ -165,7 +185,7 @@ private func stepsCircle(goal: Int, joined: String = "2026-01-01", left: String?
     }
 
     @Test func roundingMatchesPostgreSQLsNumericRound() {
-        #expect(GoalRules.rounded(0.145) == 0.15)      // held in binary as 0.14499999999999999
+        #expect(GoalRules.rounded(0.145) == 0.15)   // held in binary as 0.14499999999999999
         #expect(GoalRules.rounded(-0.125) == -0.13)
         #expect(GoalRules.rounded(2.0 / 7) == 0.29)
     }
@@ -175,9 +195,11 @@ private let goalsJob = GenerateDailyGoalsJob(definition: definition("generate-da
 
 /// A user as the due index hands them over, due since 'epoch'.
 private func user(_ zone: String?, signedUp: String) -> DueUser {
-    DueUser(user: UserInTime(user: UserRow(id: UUID(), timezone: zone, locale: "en", createdAt: instant(signedUp)),
-                             calendar: try! LocalCalendar(identifier: zone)),
-            dueAt: Date(timeIntervalSince1970: 0))
+    DueUser(
+        user: UserInTime(
+            user: UserRow(id: UUID(), timezone: zone, locale: "en", createdAt: instant(signedUp)),
+            calendar: try! LocalCalendar(identifier: zone)),
+        dueAt: Date(timeIntervalSince1970: 0))
 }
 
 private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> GenerateDailyGoalsJob.Change? {
@@ -219,7 +241,10 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
     @Test func existingGoalsKeepTheirTargetsAndAnUpToDateUserIsNothingDue() throws {
         let utc = user(nil, signedUp: "2026-03-01T08:00:00Z")
         let run = runContext("generate-daily-goals", now: "2026-03-18T09:00:00Z")
-        guard let first = change(try goalsJob.decide(for: utc, facts: nil, run: run)) else { Issue.record("expected goals"); return }
+        guard let first = change(try goalsJob.decide(for: utc, facts: nil, run: run)) else {
+            Issue.record("expected goals")
+            return
+        }
         var facts = GenerateDailyGoalsJob.Facts()
         for write in first.daily {
             facts.daily[write.date, default: [:]][write.goal.rawValue] = .init(target: write.target, actual: write.actual, completed: write.completed)
@@ -229,7 +254,8 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
                 target: write.target, actual: write.actual, breakdown: write.breakdown, completed: write.completed, circleID: write.circleID)
         }
         guard case .later(let waiting, _) = try goalsJob.decide(for: utc, facts: facts, run: run) else {
-            Issue.record("a second decision over its own writes should change nothing"); return
+            Issue.record("a second decision over its own writes should change nothing")
+            return
         }
         #expect(waiting.change.daily.isEmpty && waiting.change.weekly.isEmpty)
         #expect(waiting.change.nextDue == instant("2026-03-19T00:00:00Z"))
@@ -243,8 +269,9 @@ private func change(_ decision: Decision<GenerateDailyGoalsJob.Change>) -> Gener
         // Leaving a weight-loss circle mid-week puts that week's weight goal back to maintenance.
         let loss = weightCircle(start: 200, target: 178, joined: "2026-03-01", left: "2026-03-17")
         facts.memberships = [loss]
-        facts.weekly[day("2026-03-16")]!["weight"] = .init(target: -2, actual: nil, breakdown: [:], completed: false,
-                                                            circleID: loss.circleID)
+        facts.weekly[day("2026-03-16")]!["weight"] = .init(
+            target: -2, actual: nil, breakdown: [:], completed: false,
+            circleID: loss.circleID)
         let left = change(try goalsJob.decide(for: utc, facts: facts, run: run))
         #expect(left?.weekly.map { "\($0.goal.rawValue) \($0.target) \($0.circleID == nil)" } == ["weight 0.0 true"])
     }

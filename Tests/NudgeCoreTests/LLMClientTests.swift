@@ -4,23 +4,32 @@ import NIOHTTP1
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private let secret = "sk-ant-test-0000-not-a-real-key"
 
-private func configuration(_ server: StandInLLM, provider: LLMConfiguration.Provider = .anthropic,
-                           timeout: Duration = .seconds(120), retries: Int = 3) -> LLMConfiguration {
-    LLMConfiguration(provider: provider, baseURL: provider == .anthropic ? server.baseURL : server.baseURL + "/v1",
-                     apiKey: secret, model: provider == .anthropic ? LLMConfiguration.defaultAnthropicModel : "local-model",
-                     timeout: timeout, requestsPerMinute: 1_000, maxRetries: retries,
-                     initialBackoff: .milliseconds(20), maxBackoff: .milliseconds(100))
+private func configuration(
+    _ server: StandInLLM, provider: LLMConfiguration.Provider = .anthropic,
+    timeout: Duration = .seconds(120), retries: Int = 3
+) -> LLMConfiguration {
+    LLMConfiguration(
+        provider: provider, baseURL: provider == .anthropic ? server.baseURL : server.baseURL + "/v1",
+        apiKey: secret, model: provider == .anthropic ? LLMConfiguration.defaultAnthropicModel : "local-model",
+        timeout: timeout, requestsPerMinute: 1_000, maxRetries: retries,
+        initialBackoff: .milliseconds(20), maxBackoff: .milliseconds(100))
 }
 
 /// Answers the n-th request (from 0) with `answers[n]`, then with a good reply.
 private final class Counter: Sendable {
     private let value = Mutex(0)
 
-    func next() -> Int { value.withLock { value in defer { value += 1 }; return value } }
+    func next() -> Int {
+        value.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+    }
 }
 
 private func scripted(_ answers: [StandInLLM.Answer], latency: Duration = .zero) -> StandInLLM.Script {
@@ -31,8 +40,10 @@ private func scripted(_ answers: [StandInLLM.Answer], latency: Duration = .zero)
     }
 }
 
-private func withStandIn<T>(record: Bool = true, _ script: @escaping StandInLLM.Script,
-                            _ body: (StandInLLM) async throws -> T) async throws -> T {
+private func withStandIn<T>(
+    record: Bool = true, _ script: @escaping StandInLLM.Script,
+    _ body: (StandInLLM) async throws -> T
+) async throws -> T {
     let server = try await StandInLLM.start(record: record, script: script)
     do {
         let result = try await body(server)
@@ -205,10 +216,11 @@ private let logger = Logger(label: "test")
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment([:])) }
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "openai"])) }
         #expect(throws: NudgeError.self) { try LLMConfiguration(environment: Environment(["NUDGE_LLM_PROVIDER": "gemini"])) }
-        let openAI = try LLMConfiguration(environment: Environment([
-            "NUDGE_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1/", "NUDGE_LLM_MODEL": "llama",
-            "NUDGE_LLM_REQUESTS_PER_MINUTE": "600",
-        ]))
+        let openAI = try LLMConfiguration(
+            environment: Environment([
+                "NUDGE_LLM_PROVIDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1/", "NUDGE_LLM_MODEL": "llama",
+                "NUDGE_LLM_REQUESTS_PER_MINUTE": "600",
+            ]))
         #expect(openAI.baseURL == "http://127.0.0.1:8080/v1")
         #expect(openAI.apiKey == nil)
         #expect(openAI.requestsPerMinute == 600)

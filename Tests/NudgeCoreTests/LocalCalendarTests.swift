@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
@@ -41,8 +42,10 @@ private func calendar(_ zone: String?) -> LocalCalendar { try! LocalCalendar(ide
         #expect(calendar("").timeZone.secondsFromGMT(for: instant("2026-07-01T00:00:00Z")) == 0)
     }
 
-    @Test(arguments: ["Mars/Olympus", "Europe/Pariss", "GMT+5", "not a zone", "europe/paris", "posixrules", "localtime",
-                      "../../etc/passwd", "/usr/share/zoneinfo/UTC"])
+    @Test(arguments: [
+        "Mars/Olympus", "Europe/Pariss", "GMT+5", "not a zone", "europe/paris", "posixrules", "localtime",
+        "../../etc/passwd", "/usr/share/zoneinfo/UTC",
+    ])
     func anUnknownTimeZoneIsAnError(_ zone: String) {
         #expect(throws: LocalCalendar.Failure.unknownTimeZone(zone)) { try LocalCalendar(identifier: zone) }
     }
@@ -115,8 +118,10 @@ private func calendar(_ zone: String?) -> LocalCalendar { try! LocalCalendar(ide
     }
 
     @Test func everyLocalDayStartsWhereThePreviousEnds() {
-        let zones = ["America/New_York", "Europe/Paris", "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Chatham",
-                     "America/Sao_Paulo", "Asia/Tehran", "America/St_Johns"]
+        let zones = [
+            "America/New_York", "Europe/Paris", "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Chatham",
+            "America/Sao_Paulo", "Asia/Tehran", "America/St_Johns",
+        ]
         for zone in zones {
             let cal = calendar(zone)
             var previousEnd: Date?

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -28,45 +29,52 @@ private func lines(_ text: String, of name: String) -> [String] {
             ProviderMetrics.Reading(provider: .resend, state: .up, since: nil, parked: 0),
             ProviderMetrics.Reading(provider: .twilio, state: .up, since: nil, parked: 4),
         ]
-        let configured: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .ready, .resend: .ready,
-                                                              .twilio: .unavailable("Twilio is not configured")]
-        let text = RunMonitoring.metrics(dispatchSummary(ProviderMetrics.metrics(readings, configured: configured, now: now)),
-                                         endedAt: now)
-        #expect(lines(text, of: "nudge_provider_state") == [
-            "# HELP nudge_provider_state Each delivery provider's state as every dispatcher shares it (provider_health): 1 for the state it is in.",
-            "# TYPE nudge_provider_state gauge",
-            #"nudge_provider_state{job="dispatch",provider="apns",state="up"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="apns",state="down"} 1"#,
-            #"nudge_provider_state{job="dispatch",provider="apns",state="paused"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="fcm",state="up"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="fcm",state="down"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="fcm",state="paused"} 1"#,
-            #"nudge_provider_state{job="dispatch",provider="resend",state="up"} 1"#,
-            #"nudge_provider_state{job="dispatch",provider="resend",state="down"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="resend",state="paused"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="twilio",state="up"} 1"#,
-            #"nudge_provider_state{job="dispatch",provider="twilio",state="down"} 0"#,
-            #"nudge_provider_state{job="dispatch",provider="twilio",state="paused"} 0"#,
-        ])
+        let configured: [DeliveryProvider: ProviderState] = [
+            .apns: .ready, .fcm: .ready, .resend: .ready,
+            .twilio: .unavailable("Twilio is not configured"),
+        ]
+        let text = RunMonitoring.metrics(
+            dispatchSummary(ProviderMetrics.metrics(readings, configured: configured, now: now)),
+            endedAt: now)
+        #expect(
+            lines(text, of: "nudge_provider_state") == [
+                "# HELP nudge_provider_state Each delivery provider's state as every dispatcher shares it (provider_health): 1 for the state it is in.",
+                "# TYPE nudge_provider_state gauge",
+                #"nudge_provider_state{job="dispatch",provider="apns",state="up"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="apns",state="down"} 1"#,
+                #"nudge_provider_state{job="dispatch",provider="apns",state="paused"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="fcm",state="up"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="fcm",state="down"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="fcm",state="paused"} 1"#,
+                #"nudge_provider_state{job="dispatch",provider="resend",state="up"} 1"#,
+                #"nudge_provider_state{job="dispatch",provider="resend",state="down"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="resend",state="paused"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="twilio",state="up"} 1"#,
+                #"nudge_provider_state{job="dispatch",provider="twilio",state="down"} 0"#,
+                #"nudge_provider_state{job="dispatch",provider="twilio",state="paused"} 0"#,
+            ])
         // Whole seconds since provider_health.since, paused included; 0 for a provider that is up.
-        #expect(lines(text, of: "nudge_provider_down_seconds").suffix(4) == [
-            #"nudge_provider_down_seconds{job="dispatch",provider="apns"} 1200"#,
-            #"nudge_provider_down_seconds{job="dispatch",provider="fcm"} 130"#,
-            #"nudge_provider_down_seconds{job="dispatch",provider="resend"} 0"#,
-            #"nudge_provider_down_seconds{job="dispatch",provider="twilio"} 0"#,
-        ])
-        #expect(lines(text, of: "nudge_provider_parked").suffix(4) == [
-            #"nudge_provider_parked{job="dispatch",provider="apns"} 312"#,
-            #"nudge_provider_parked{job="dispatch",provider="fcm"} 0"#,
-            #"nudge_provider_parked{job="dispatch",provider="resend"} 0"#,
-            #"nudge_provider_parked{job="dispatch",provider="twilio"} 4"#,
-        ])
-        #expect(lines(text, of: "nudge_provider_configured").suffix(4) == [
-            #"nudge_provider_configured{job="dispatch",provider="apns"} 1"#,
-            #"nudge_provider_configured{job="dispatch",provider="fcm"} 1"#,
-            #"nudge_provider_configured{job="dispatch",provider="resend"} 1"#,
-            #"nudge_provider_configured{job="dispatch",provider="twilio"} 0"#,
-        ])
+        #expect(
+            lines(text, of: "nudge_provider_down_seconds").suffix(4) == [
+                #"nudge_provider_down_seconds{job="dispatch",provider="apns"} 1200"#,
+                #"nudge_provider_down_seconds{job="dispatch",provider="fcm"} 130"#,
+                #"nudge_provider_down_seconds{job="dispatch",provider="resend"} 0"#,
+                #"nudge_provider_down_seconds{job="dispatch",provider="twilio"} 0"#,
+            ])
+        #expect(
+            lines(text, of: "nudge_provider_parked").suffix(4) == [
+                #"nudge_provider_parked{job="dispatch",provider="apns"} 312"#,
+                #"nudge_provider_parked{job="dispatch",provider="fcm"} 0"#,
+                #"nudge_provider_parked{job="dispatch",provider="resend"} 0"#,
+                #"nudge_provider_parked{job="dispatch",provider="twilio"} 4"#,
+            ])
+        #expect(
+            lines(text, of: "nudge_provider_configured").suffix(4) == [
+                #"nudge_provider_configured{job="dispatch",provider="apns"} 1"#,
+                #"nudge_provider_configured{job="dispatch",provider="fcm"} 1"#,
+                #"nudge_provider_configured{job="dispatch",provider="resend"} 1"#,
+                #"nudge_provider_configured{job="dispatch",provider="twilio"} 0"#,
+            ])
         // Each family once, its HELP and TYPE before its samples, after the runner's own.
         for name in ["nudge_provider_state", "nudge_provider_down_seconds", "nudge_provider_parked", "nudge_provider_configured"] {
             #expect(text.components(separatedBy: "# TYPE \(name) gauge\n").count == 2, "\(name)")
@@ -91,8 +99,9 @@ private func lines(_ text: String, of name: String) -> [String] {
     /// refuse (which would drop the run's whole file) or one that takes the runner's names.
     @Test func aJobsOwnMetricsAreEscapedAndABadOneIsLeftOut() {
         let metrics = [
-            RunMetric(name: "nudge_example", help: "A back\\slash\nand a line.",
-                      samples: [.init(["reason": "say \"no\"\nback\\slash"], 2.5), .init(["reason": "none"], 3)]),
+            RunMetric(
+                name: "nudge_example", help: "A back\\slash\nand a line.",
+                samples: [.init(["reason": "say \"no\"\nback\\slash"], 2.5), .init(["reason": "none"], 3)]),
             RunMetric(name: "nudge example", help: "a space in its name", samples: [.init([:], 1)]),
             RunMetric(name: "nudge_run_users", help: "the runner's", samples: [.init([:], 1)]),
             RunMetric(name: "nudge_other", help: "a label the runner writes", samples: [.init(["job": "x"], 1)]),

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -15,16 +16,22 @@ private let shipped: ShelfLife = {
     return try! JSONDecoder().decode(JobDefinition.self, from: Data(contentsOf: url)).shelfLife!
 }()
 
-private func row(_ id: Int64, _ type: String, channel: DeliveryChannel = .push, due: String, payload: String = "{}",
-                 dueAt: String? = nil) -> QueuedNotification {
-    QueuedNotification(id: id, type: type, channel: channel, localDay: LocalDate(iso8601: String(due.prefix(10)))!,
-                       deliverAfter: at(due), dueAt: dueAt.map(at), title: "t", body: "b", payload: payload)
+private func row(
+    _ id: Int64, _ type: String, channel: DeliveryChannel = .push, due: String, payload: String = "{}",
+    dueAt: String? = nil
+) -> QueuedNotification {
+    QueuedNotification(
+        id: id, type: type, channel: channel, localDay: LocalDate(iso8601: String(due.prefix(10)))!,
+        deliverAfter: at(due), dueAt: dueAt.map(at), title: "t", body: "b", payload: payload)
 }
 
-private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .ready],
-                  preferences: DeliveryPreferences = .standard, now: String) -> DispatchRules.Plan {
-    DispatchRules.plan(rows: rows, facts: .init(preferences: preferences, devices: [iphone], address: "ana@example.com"),
-                       providers: providers, locale: "en", calendar: paris, now: at(now), shelfLife: shipped)
+private func plan(
+    _ rows: [QueuedNotification], providers: [DeliveryProvider: ProviderState] = [.apns: .ready, .fcm: .ready],
+    preferences: DeliveryPreferences = .standard, now: String
+) -> DispatchRules.Plan {
+    DispatchRules.plan(
+        rows: rows, facts: .init(preferences: preferences, devices: [iphone], address: "ana@example.com"),
+        providers: providers, locale: "en", calendar: paris, now: at(now), shelfLife: shipped)
 }
 
 @Suite struct ShelfLifeTests {
@@ -33,17 +40,24 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         #expect(shipped.expiry(of: row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T23:00:00Z"))
         #expect(shipped.expiry(of: row(2, "proactive_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
         #expect(shipped.expiry(of: row(3, "weekly_digest", due: "2026-03-08T19:00:00Z"), calendar: paris) == at("2026-03-09T19:00:00Z"))
-        #expect(shipped.expiry(of: row(4, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z"), calendar: paris)
+        #expect(
+            shipped.expiry(of: row(4, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z"), calendar: paris)
                 == at("2026-03-10T19:00:00Z"))
         #expect(shipped.expiry(of: row(5, "preview_push", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-09T16:10:00Z"))
         // A move on a daily board at 22:30 is stale at midnight, when the board resets; on a weekly board, after 2 hours.
-        #expect(shipped.expiry(of: row(6, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"daily"}"#),
-                               calendar: paris) == at("2026-03-09T23:00:00Z"))
-        #expect(shipped.expiry(of: row(7, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"weekly"}"#),
-                               calendar: paris) == at("2026-03-09T23:30:00Z"))
+        #expect(
+            shipped.expiry(
+                of: row(6, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"daily"}"#),
+                calendar: paris) == at("2026-03-09T23:00:00Z"))
+        #expect(
+            shipped.expiry(
+                of: row(7, "leaderboard_change", due: "2026-03-09T21:30:00Z", payload: #"{"period":"weekly"}"#),
+                calendar: paris) == at("2026-03-09T23:30:00Z"))
         // On the board's last evening, a weekly board's move ends with the week.
-        #expect(shipped.expiry(of: row(8, "leaderboard_change", due: "2026-03-15T22:30:00Z", payload: #"{"period":"weekly"}"#),
-                               calendar: paris) == at("2026-03-15T23:00:00Z"))
+        #expect(
+            shipped.expiry(
+                of: row(8, "leaderboard_change", due: "2026-03-15T22:30:00Z", payload: #"{"period":"weekly"}"#),
+                calendar: paris) == at("2026-03-15T23:00:00Z"))
         // A type no one named: a day for a push.
         #expect(shipped.expiry(of: row(9, "something_new", due: "2026-03-09T16:00:00Z"), calendar: paris) == at("2026-03-10T16:00:00Z"))
     }
@@ -61,8 +75,9 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     /// Monday's "streak at risk" after an outage is not sent on Tuesday morning, nor does it use
     /// up Tuesday's cap: it ends suppressed, expired.
     @Test func aNotificationPastItsShelfLifeIsNotSent() {
-        let result = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z", dueAt: "2026-03-10T07:00:00Z")],
-                          now: "2026-03-10T07:00:00Z")
+        let result = plan(
+            [row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z", dueAt: "2026-03-10T07:00:00Z")],
+            now: "2026-03-10T07:00:00Z")
         guard case .suppressed(step: "expired", let reason)? = result.outcomes[1] else {
             Issue.record("sent stale: \(String(describing: result.outcomes[1]))")
             return
@@ -76,17 +91,26 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     @Test func aDeferralPastTheShelfLifeEndsTheRowNow() {
         var late = DeliveryPreferences()
         late.quietHours = QuietHours(start: LocalTime(hour: 21, minute: 0)!, end: LocalTime(hour: 8, minute: 0)!, pauseWeekends: false)
-        let result = plan([row(1, "leaderboard_change", due: "2026-03-09T20:30:00Z", payload: #"{"period":"daily"}"#),
-                           row(2, "social_engagement", due: "2026-03-09T20:30:00Z")],
-                          preferences: late, now: "2026-03-09T20:30:00Z")
+        let result = plan(
+            [
+                row(1, "leaderboard_change", due: "2026-03-09T20:30:00Z", payload: #"{"period":"daily"}"#),
+                row(2, "social_engagement", due: "2026-03-09T20:30:00Z"),
+            ],
+            preferences: late, now: "2026-03-09T20:30:00Z")
         guard case .suppressed(step: "expired", _)? = result.outcomes[1] else {
             Issue.record("deferred past its shelf life: \(String(describing: result.outcomes[1]))")
             return
         }
         // A social push is worth six hours: until 03:30 in Paris, before the quiet hours end.
-        guard case .suppressed(step: "expired", _)? = result.outcomes[2] else { Issue.record("kept"); return }
+        guard case .suppressed(step: "expired", _)? = result.outcomes[2] else {
+            Issue.record("kept")
+            return
+        }
         let weekly = plan([row(3, "weekly_goal_progress", due: "2026-03-09T19:30:00Z")], preferences: late, now: "2026-03-09T20:30:00Z")
-        guard case .suppressed(step: "expired", _)? = weekly.outcomes[3] else { Issue.record("kept past its day"); return }
+        guard case .suppressed(step: "expired", _)? = weekly.outcomes[3] else {
+            Issue.record("kept past its day")
+            return
+        }
         // At 07:00 the quiet hour left ends well within its six hours: deferred, as ever.
         let morning = plan([row(4, "social_engagement", due: "2026-03-09T06:00:00Z")], preferences: late, now: "2026-03-09T06:00:00Z")
         #expect(morning.outcomes[4] == .deferred(until: at("2026-03-09T07:00:00Z"), reason: "quiet hours 21:00–08:00"))
@@ -95,15 +119,21 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     /// A provider that cannot be used parks its notifications until their shelf life ends; one
     /// held by its quota has them looked at again when the quota allows.
     @Test func aRowWaitingForAProviderIsParkedUntilItsShelfLifeEnds() {
-        let down = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
-                        providers: [.apns: .unavailable("APNs is down"), .fcm: .ready], now: "2026-03-09T16:00:00Z")
+        let down = plan(
+            [row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
+            providers: [.apns: .unavailable("APNs is down"), .fcm: .ready], now: "2026-03-09T16:00:00Z")
         #expect(down.outcomes[1] == .waiting(until: at("2026-03-09T23:00:00Z"), reason: "APNs is down", parkedFor: .apns))
-        let held = plan([row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
-                        providers: [.apns: .held("quota", for: 90), .fcm: .ready], now: "2026-03-09T16:00:00Z")
+        let held = plan(
+            [row(1, "streak_at_risk", due: "2026-03-09T16:00:00Z")],
+            providers: [.apns: .held("quota", for: 90), .fcm: .ready], now: "2026-03-09T16:00:00Z")
         #expect(held.outcomes[1] == .waiting(until: at("2026-03-09T16:01:30Z"), reason: "quota"))
-        let email = plan([row(2, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z",
-                              payload: #"{"email_type":"weekly_digest","html":"<p>hi</p>","tags":{}}"#)],
-                         providers: [.resend: .unavailable("Resend is down")], now: "2026-03-08T19:00:00Z")
+        let email = plan(
+            [
+                row(
+                    2, "weekly_digest", channel: .email, due: "2026-03-08T19:00:00Z",
+                    payload: #"{"email_type":"weekly_digest","html":"<p>hi</p>","tags":{}}"#)
+            ],
+            providers: [.resend: .unavailable("Resend is down")], now: "2026-03-08T19:00:00Z")
         #expect(email.outcomes[2] == .waiting(until: at("2026-03-10T19:00:00Z"), reason: "Resend is down", parkedFor: .resend))
     }
 }
@@ -119,16 +149,21 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         var now = at(due)
         var waits: [TimeInterval] = []
         while now < at(due).addingTimeInterval(15 * 60) {
-            let settled = DispatchRules.settle(current, delivery: delivery,
-                                               results: [iphone.key: .unavailable("APNs 503 ServiceUnavailable", after: nil)],
-                                               now: now, jitter: 1)
+            let settled = DispatchRules.settle(
+                current, delivery: delivery,
+                results: [iphone.key: .unavailable("APNs 503 ServiceUnavailable", after: nil)],
+                now: now, jitter: 1)
             #expect(settled.status == .pending)
             #expect(!settled.countsAsAttempt)
-            guard let next = settled.nextAttemptAt else { Issue.record("no next attempt"); return }
+            guard let next = settled.nextAttemptAt else {
+                Issue.record("no next attempt")
+                return
+            }
             waits.append(next.timeIntervalSince(now))
             now = next
-            current = QueuedNotification(id: 1, type: "streak_at_risk", localDay: current.localDay, deliverAfter: current.deliverAfter,
-                                         dueAt: now, title: "t", body: "b", attempts: current.attempts)
+            current = QueuedNotification(
+                id: 1, type: "streak_at_risk", localDay: current.localDay, deliverAfter: current.deliverAfter,
+                dueAt: now, title: "t", body: "b", attempts: current.attempts)
         }
         #expect(waits.first == DispatchRules.firstRetryDelay)
         #expect(waits == waits.sorted())
@@ -151,8 +186,10 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
 
     /// `answers` accepted, `outages` from as many devices (or from `outageDevices` of them),
     /// `unknown` tokens of distinct devices named from `firstUnknown` on.
-    private func answers(_ answers: Int, outages: Int = 0, outageDevices: Int? = nil, unknown: Int = 0, firstUnknown: Int = 0,
-                         trial: Bool = false) -> ProviderHealth.Delta {
+    private func answers(
+        _ answers: Int, outages: Int = 0, outageDevices: Int? = nil, unknown: Int = 0, firstUnknown: Int = 0,
+        trial: Bool = false
+    ) -> ProviderHealth.Delta {
         var delta = ProviderHealth.Delta()
         delta.answers = answers + unknown
         delta.outages = outages
@@ -193,8 +230,9 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     @Test func aWrongEnvironmentAtATrickleIsFoundAcrossRuns() {
         var health = ProviderHealth()
         for minute in 0..<6 {
-            health = health.applying(answers(0, unknown: 3, firstUnknown: 3 * minute), now: now.addingTimeInterval(60 * Double(minute)),
-                                     config: "sandbox")
+            health = health.applying(
+                answers(0, unknown: 3, firstUnknown: 3 * minute), now: now.addingTimeInterval(60 * Double(minute)),
+                config: "sandbox")
             #expect(health.state == .up)
             #expect(!health.confirmsTokens(config: "sandbox"))
         }
@@ -311,8 +349,9 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
     }
 
     @Test func theDispatcherReadsAnswersThroughTheProvidersState() {
-        let health = ChannelHealth(configured: [.apns: .ready, .fcm: .ready], identities: [.apns: "c", .fcm: "f"],
-                                   clock: FixedClock(now))
+        let health = ChannelHealth(
+            configured: [.apns: .ready, .fcm: .ready], identities: [.apns: "c", .fcm: "f"],
+            clock: FixedClock(now))
         for device in 0..<5 { health.record(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns, device: "\(device)") }
         guard case .notSent(let why, nil) = health.interpret(.unavailable("APNs 503 ServiceUnavailable", after: nil), from: .apns) else {
             Issue.record("an outage spent an attempt")
@@ -323,12 +362,16 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
         #expect(health.states()[.apns] == .down(health.hold(.apns)!.reason))
         #expect(health.hold(.fcm) == nil)
         // A lone unknown token from FCM, which has confirmed nothing yet: kept, the row waits.
-        guard case .notSent(_, DispatchRules.providerWait?) = health.interpret(.invalidToken("FCM 400 INVALID_ARGUMENT", unknownToProvider: true),
-                                                                                from: .fcm) else {
+        guard
+            case .notSent(_, DispatchRules.providerWait?) = health.interpret(
+                .invalidToken("FCM 400 INVALID_ARGUMENT", unknownToProvider: true),
+                from: .fcm)
+        else {
             Issue.record("deactivated a token before FCM confirmed its configuration")
             return
         }
-        #expect(health.interpret(.invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false), from: .fcm)
+        #expect(
+            health.interpret(.invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false), from: .fcm)
                 == .invalidToken("FCM 404 UNREGISTERED", unknownToProvider: false))
         #expect(health.problems.isEmpty)
         #expect(health.outages.count == 1)
@@ -345,7 +388,11 @@ private func plan(_ rows: [QueuedNotification], providers: [DeliveryProvider: Pr
             for _ in 0..<10 {
                 group.addTask {
                     _ = await slots.run {
-                        box.state.withLock { $0.now += 1; $0.most = max($0.most, $0.now); $0.ran += 1 }
+                        box.state.withLock {
+                            $0.now += 1
+                            $0.most = max($0.most, $0.now)
+                            $0.ran += 1
+                        }
                         try? await Task.sleep(for: .milliseconds(20))
                         box.state.withLock { $0.now -= 1 }
                     }

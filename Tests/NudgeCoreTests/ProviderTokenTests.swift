@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 /// The provider tokens Nudge signs, checked by a reference implementation: PyJWT (scripts/test
@@ -25,7 +26,8 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script, folder.path, algorithm, audience ?? ""]
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         // Awaited, not waited for: a test holds none of Swift's few cooperative threads.
@@ -42,8 +44,9 @@ import Testing
 
     @Test func theAPNsProviderTokenIsAnES256JWTWithAnIntegerIat() async throws {
         let key = P256.Signing.PrivateKey()
-        let token = try JWT.sign(header: [("kid", JWT.string("ABC123DEFG"))],
-                                 claims: [("iss", JWT.string("TEAM123456")), ("iat", "1773144000")], key: .es256(key))
+        let token = try JWT.sign(
+            header: [("kid", JWT.string("ABC123DEFG"))],
+            claims: [("iss", JWT.string("TEAM123456")), ("iat", "1773144000")], key: .es256(key))
         let checked = try await pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "ES256")
         #expect((checked["header"] as? [String: String]) == ["alg": "ES256", "kid": "ABC123DEFG"])
         #expect((checked["claims"] as? [String: Any])?["iss"] as? String == "TEAM123456")
@@ -52,13 +55,17 @@ import Testing
 
     @Test func theFCMGrantIsAnRS256JWTForTheTokenEndpoint() async throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let token = try JWT.sign(header: [("typ", JWT.string("JWT")), ("kid", JWT.string("key-1"))],
-                                 claims: [("iss", JWT.string("dispatch@p.iam.gserviceaccount.com")),
-                                          ("scope", JWT.string(FCMConfiguration.scope)),
-                                          ("aud", JWT.string("https://oauth2.googleapis.com/token")),
-                                          ("iat", "1773144000"), ("exp", "1773147600")], key: .rs256(key))
-        let checked = try await pyjwt(token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "RS256",
-                                audience: "https://oauth2.googleapis.com/token")
+        let token = try JWT.sign(
+            header: [("typ", JWT.string("JWT")), ("kid", JWT.string("key-1"))],
+            claims: [
+                ("iss", JWT.string("dispatch@p.iam.gserviceaccount.com")),
+                ("scope", JWT.string(FCMConfiguration.scope)),
+                ("aud", JWT.string("https://oauth2.googleapis.com/token")),
+                ("iat", "1773144000"), ("exp", "1773147600"),
+            ], key: .rs256(key))
+        let checked = try await pyjwt(
+            token, publicKeyPEM: key.publicKey.pemRepresentation, algorithm: "RS256",
+            audience: "https://oauth2.googleapis.com/token")
         let claims = try #require(checked["claims"] as? [String: Any])
         #expect(claims["scope"] as? String == "https://www.googleapis.com/auth/firebase.messaging")
         #expect(claims["exp"] as? Int == 1_773_147_600)

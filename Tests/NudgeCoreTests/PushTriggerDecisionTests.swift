@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct PushTriggerWindowTests {
@@ -15,8 +16,9 @@ import Testing
         let formatter = ISO8601DateFormatter()
         var run = runContext("push-trigger", now: startedAt)
         run.now = formatter.date(from: now)!
-        let user = UserInTime(user: UserRow(id: UUID(), timezone: "UTC", locale: "en", createdAt: formatter.date(from: "2026-01-01T00:00:00Z")!),
-                              calendar: try LocalCalendar(identifier: "UTC"))
+        let user = UserInTime(
+            user: UserRow(id: UUID(), timezone: "UTC", locale: "en", createdAt: formatter.date(from: "2026-01-01T00:00:00Z")!),
+            calendar: try LocalCalendar(identifier: "UTC"))
         return try job.decide(for: DueUser(user: user, dueAt: Date(timeIntervalSince1970: 0)), facts: facts, run: run)
     }
 
@@ -48,9 +50,11 @@ import Testing
     /// Outside the window for the whole run: nothing due, and the user is next due at their next
     /// 10:00 (today's before it, tomorrow's after it).
     @Test func outsideTheWindowForTheWholeRunIsNothingDueUntilTheNextTenOClock() throws {
-        for (startedAt, now, next) in [("2026-02-10T13:05:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z"),
-                                       ("2026-02-10T09:00:00Z", "2026-02-10T09:45:00Z", "2026-02-10T10:00:00Z"),
-                                       ("2026-02-10T13:10:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z")] {
+        for (startedAt, now, next) in [
+            ("2026-02-10T13:05:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z"),
+            ("2026-02-10T09:00:00Z", "2026-02-10T09:45:00Z", "2026-02-10T10:00:00Z"),
+            ("2026-02-10T13:10:00Z", "2026-02-10T13:10:00Z", "2026-02-11T10:00:00Z"),
+        ] {
             guard case .later(let change, _) = try decide(startedAt: startedAt, now: now) else {
                 Issue.record("\(startedAt) → \(now) is not nothing due")
                 continue
@@ -67,7 +71,10 @@ import Testing
             lastActiveAt: nil, conversations: [], messages: [], lastConversationMessages: [], patterns: nil, patternSessions: nil,
             coachingPreferences: "{}", domainStyles: "{}")
         guard case .act(let change) = try decide(startedAt: "2026-02-10T10:00:00Z", now: "2026-02-10T10:05:00Z", facts: weekly)
-        else { Issue.record("expected a decision"); return }
+        else {
+            Issue.record("expected a decision")
+            return
+        }
         #expect(change.work.count == 1 && change.change.push == nil)
         #expect(change.change.nextDue == ISO8601DateFormatter().date(from: "2026-02-11T10:00:00Z"))
     }
@@ -77,21 +84,30 @@ import Testing
     /// nothing and a batch of 2,000 keeps the pace of batches of 50; a dry run without the LLM
     /// owes nothing.
     @Test func thePauseIsOwedForTheUsersSentToTheLLM() async throws {
-        let decision = PushDecision(pushType: .reEngagement, context: "", eventDescription: nil, patternTheme: nil,
-                                    conversationDomain: nil, topicSummary: nil)
+        let decision = PushDecision(
+            pushType: .reEngagement, context: "", eventDescription: nil, patternTheme: nil,
+            conversationDomain: nil, topicSummary: nil)
         func batch(asked: Int, decidedOnly: Int) -> [PlannedChange<PushTriggerJob.Change>] {
-            let push = PushTriggerJob.ProactivePush(pushLogID: UUID(), localDay: LocalDate(iso8601: "2026-02-10")!, decision: decision,
-                                                    prompt: "", userWords: [], dueUntil: nil)
+            let push = PushTriggerJob.ProactivePush(
+                pushLogID: UUID(), localDay: LocalDate(iso8601: "2026-02-10")!, decision: decision,
+                prompt: "", userWords: [], dueUntil: nil)
             let now = Date(timeIntervalSince1970: 0)
-            return (0..<asked).map { _ in PlannedChange(itemID: UUID(), change: .init(push: push, dueAt: now, nextDue: now), work: [],
-                                                      notifications: [], tally: [:]) }
-                + (0..<decidedOnly).map { _ in PlannedChange(itemID: UUID(), change: .init(push: nil, dueAt: now, nextDue: now),
-                                                           work: [], notifications: [], tally: [:]) }
+            return (0..<asked).map { _ in
+                PlannedChange(
+                    itemID: UUID(), change: .init(push: push, dueAt: now, nextDue: now), work: [],
+                    notifications: [], tally: [:])
+            }
+                + (0..<decidedOnly).map { _ in
+                    PlannedChange(
+                        itemID: UUID(), change: .init(push: nil, dueAt: now, nextDue: now),
+                        work: [], notifications: [], tally: [:])
+                }
         }
         #expect(job.pause(after: batch(asked: 50, decidedOnly: 0)) == .zero)
         // No request is made: the client only needs to exist.
-        let configuration = LLMConfiguration(provider: .anthropic, baseURL: "http://127.0.0.1:9", apiKey: "sk-ant-test-not-a-real-key",
-                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
+        let configuration = LLMConfiguration(
+            provider: .anthropic, baseURL: "http://127.0.0.1:9", apiKey: "sk-ant-test-not-a-real-key",
+            model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
         try await LLMClient.with(configuration, concurrency: 1) { llm in
             let asking = PushTriggerJob(definition: definition("push-trigger"), llm: llm, budget: LLMBudget())
             #expect(asking.pause(after: batch(asked: 50, decidedOnly: 0)) == .milliseconds(100))

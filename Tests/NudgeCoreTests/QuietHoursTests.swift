@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -33,8 +34,10 @@ private func calendar(_ zone: String) -> LocalCalendar { try! LocalCalendar(iden
     }
 
     /// Paris springs forward on 2026-03-29; on 2026-10-25 it falls back (a 25-hour night).
-    @Test(arguments: [("2026-03-28T21:30:00Z", "2026-03-29T06:00:00Z"), ("2026-10-24T21:00:00Z", "2026-10-25T07:00:00Z"),
-                      ("2026-10-25T01:30:00Z", "2026-10-25T07:00:00Z")])
+    @Test(arguments: [
+        ("2026-03-28T21:30:00Z", "2026-03-29T06:00:00Z"), ("2026-10-24T21:00:00Z", "2026-10-25T07:00:00Z"),
+        ("2026-10-25T01:30:00Z", "2026-10-25T07:00:00Z"),
+    ])
     func parisNightsAcrossBothChanges(_ due: String, _ end: String) {
         #expect(QuietHours.standard.release(at: at(due), calendar: calendar("Europe/Paris"))?.until == at(end))
     }
@@ -44,7 +47,7 @@ private func calendar(_ zone: String) -> LocalCalendar { try! LocalCalendar(iden
         let release = QuietHours.standard.release(at: at("2026-04-04T12:30:00Z"), calendar: calendar("Australia/Lord_Howe"))
         #expect(release?.until == at("2026-04-04T21:30:00Z"))   // 08:00 at +10:30
         let before = QuietHours.standard.release(at: at("2026-04-03T12:30:00Z"), calendar: calendar("Australia/Lord_Howe"))
-        #expect(before?.until == at("2026-04-03T21:00:00Z"))    // 08:00 at +11
+        #expect(before?.until == at("2026-04-03T21:00:00Z"))   // 08:00 at +11
     }
 
     /// A window whose end the clocks skip ends when the clocks show the first time after it.
@@ -91,32 +94,44 @@ private func calendar(_ zone: String) -> LocalCalendar { try! LocalCalendar(iden
     /// sent", and three deliveries for yesterday hold nothing today.
     @Test func aMoveEastDoesNotCountYesterdaysSendsOnToday() {
         let tokyo = calendar("Asia/Tokyo")
-        let yesterday = LocalDate(iso8601: "2026-03-09")!, today = LocalDate(iso8601: "2026-03-10")!
+        let yesterday = LocalDate(iso8601: "2026-03-09")!
+        let today = LocalDate(iso8601: "2026-03-10")!
         let reminder = PastDelivery(type: "daily_checkin", sentAt: at("2026-03-09T19:00:00Z"), localDay: yesterday)
         let now = at("2026-03-10T11:00:00Z")   // 20:00 in Tokyo on the 10th
-        #expect(FrequencyCaps.refusal(for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
-                                      past: [reminder]) == nil)
+        #expect(
+            FrequencyCaps.refusal(
+                for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                past: [reminder]) == nil)
         let evening = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-09T2\($0):00:00Z"), localDay: yesterday) }
-        #expect(FrequencyCaps.refusal(for: .of("data_submission"), challenge: nil, localDay: today, at: now, calendar: tokyo,
-                                      past: evening) == nil)
+        #expect(
+            FrequencyCaps.refusal(
+                for: .of("data_submission"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                past: evening) == nil)
         // The same deliveries for today do hold it.
         let sameDay = [PastDelivery(type: "daily_checkin", sentAt: at("2026-03-10T01:00:00Z"), localDay: today)]
-        #expect(FrequencyCaps.refusal(for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
-                                      past: sameDay) == "daily_checkin cap: 1 already sent (at most 1 a day)")
+        #expect(
+            FrequencyCaps.refusal(
+                for: .of("daily_checkin"), challenge: nil, localDay: today, at: now, calendar: tokyo,
+                past: sameDay) == "daily_checkin cap: 1 already sent (at most 1 a day)")
     }
 
     @Test func criticalTypesAreNeverHeldByTheDailyTotal() {
         let past = (0..<3).map { PastDelivery(type: "social_engagement", sentAt: at("2026-03-10T0\($0 + 6):00:00Z")) }
-        #expect(FrequencyCaps.refusal(for: .of("daily_checkin"), challenge: nil, at: at("2026-03-10T19:00:00Z"),
-                                      calendar: paris, past: past) == nil)
-        #expect(FrequencyCaps.refusal(for: .of("preview_push"), challenge: nil, at: at("2026-03-10T19:00:00Z"),
-                                      calendar: paris, past: past) == nil)
+        #expect(
+            FrequencyCaps.refusal(
+                for: .of("daily_checkin"), challenge: nil, at: at("2026-03-10T19:00:00Z"),
+                calendar: paris, past: past) == nil)
+        #expect(
+            FrequencyCaps.refusal(
+                for: .of("preview_push"), challenge: nil, at: at("2026-03-10T19:00:00Z"),
+                calendar: paris, past: past) == nil)
     }
 
     @Test func leaderboardChangesAreThrottledToOneAnHourAndThreeADay() {
         let kind = NotificationKind.of("leaderboard_change")
         let one = [PastDelivery(type: "leaderboard_change", sentAt: at("2026-03-10T09:10:00Z"))]
-        #expect(FrequencyCaps.refusal(for: kind, challenge: nil, at: at("2026-03-10T10:05:00Z"), calendar: paris, past: one)
+        #expect(
+            FrequencyCaps.refusal(for: kind, challenge: nil, at: at("2026-03-10T10:05:00Z"), calendar: paris, past: one)
                 == "leaderboard_change cap: 1 already sent (at most 1 an hour)")
         #expect(FrequencyCaps.refusal(for: kind, challenge: nil, at: at("2026-03-10T10:10:00Z"), calendar: paris, past: one) == nil)
     }

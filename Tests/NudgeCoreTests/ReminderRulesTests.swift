@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -46,7 +47,8 @@ struct ReminderTimeTests {
     @Test func aLearnedTimeInsideQuietHoursMovesToTheirEnd() {
         let riser = ReminderRules.reminderTime(chosen: nil, checkIns: days("07:10", count: 20))
         #expect(riser.time == time("08:00") && riser.source == .learned)
-        #expect(riser.why == "08:00: the end of the user's quiet hours (22:00–08:00); 45 min before the user's median check-in 07:10 "
+        #expect(
+            riser.why == "08:00: the end of the user's quiet hours (22:00–08:00); 45 min before the user's median check-in 07:10 "
                 + "over 20 days is 06:25, inside them")
         // A user's own quiet hours: 13:00–15:00 holds a learned 14:00 until 15:00.
         let nap = QuietHours(start: time("13:00"), end: time("15:00"), pauseWeekends: false)
@@ -60,7 +62,8 @@ struct ReminderTimeTests {
     @Test func aLearnedTimeWhoseQuietHoursOutlastTheDayIsTheDefault() {
         let owl = ReminderRules.reminderTime(chosen: nil, checkIns: days("22:50", count: 14))
         #expect(owl.time == time("20:00") && owl.source == .standard)
-        #expect(owl.why == "20:00: the default; 45 min before the user's median check-in 22:50 over 14 days is 22:00, inside the "
+        #expect(
+            owl.why == "20:00: the default; 45 min before the user's median check-in 22:50 over 14 days is 22:00, inside the "
                 + "user's quiet hours (22:00–08:00), which last until the day is over")
         let early = QuietHours(start: time("21:00"), end: time("07:00"), pauseWeekends: false)
         #expect(ReminderRules.reminderTime(chosen: nil, checkIns: days("22:00", count: 14), quietHours: early).time == time("20:00"))
@@ -115,7 +118,8 @@ struct ReminderMomentTests {
         #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-24T17:30:00Z"), calendar: paris) == at("2026-10-24T18:00:00Z"))
         #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-24T18:30:00Z"), calendar: paris) == at("2026-10-25T19:00:00Z"))
         // Decided today: tomorrow's, even before today's moment.
-        #expect(ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-25T10:00:00Z"), notOn: day("2026-10-25"), calendar: paris)
+        #expect(
+            ReminderRules.next(.every, at: time("20:00"), after: at("2026-10-25T10:00:00Z"), notOn: day("2026-10-25"), calendar: paris)
                 == at("2026-10-26T19:00:00Z"))
     }
 
@@ -135,7 +139,8 @@ struct ReminderMomentTests {
 
 struct ChallengeMilestoneTests {
     func progress(_ submissions: [(String, Int?, Double?, String)], challenge: FitCircleMembership.Challenge = .steps)
-        -> ReminderRules.CircleProgress {
+        -> ReminderRules.CircleProgress
+    {
         ReminderRules.CircleProgress(
             circleID: UUID(), name: "Work Warriors", challenge: challenge,
             stepsGoal: ReminderRules.CircleProgress.stepsGoal(weekly: 10_000, startsOn: day("2026-11-02"), endsOn: day("2026-11-29")),
@@ -149,13 +154,20 @@ struct ChallengeMilestoneTests {
     }
 
     @Test func eachMilestoneIsReachedByTheSubmissionThatCrossesIt() {
-        let reached = ReminderRules.reached(progress([("2026-11-02", 9_000, nil, "2026-11-02T20:00:00Z"),
-                                                      ("2026-11-03", 12_000, nil, "2026-11-03T20:00:00Z"),
-                                                      ("2026-11-04", nil, nil, "2026-11-04T20:00:00Z")]))
+        let reached = ReminderRules.reached(
+            progress([
+                ("2026-11-02", 9_000, nil, "2026-11-02T20:00:00Z"),
+                ("2026-11-03", 12_000, nil, "2026-11-03T20:00:00Z"),
+                ("2026-11-04", nil, nil, "2026-11-04T20:00:00Z"),
+            ]))
         #expect(reached == [25: at("2026-11-03T20:00:00Z"), 50: at("2026-11-03T20:00:00Z")])
-        let weight = ReminderRules.reached(progress([("2026-11-02", nil, 197, "2026-11-02T08:00:00Z"),
-                                                     ("2026-11-05", nil, 199, "2026-11-05T08:00:00Z"),
-                                                     ("2026-11-09", nil, 192.5, "2026-11-09T08:00:00Z")], challenge: .weightLoss))
+        let weight = ReminderRules.reached(
+            progress(
+                [
+                    ("2026-11-02", nil, 197, "2026-11-02T08:00:00Z"),
+                    ("2026-11-05", nil, 199, "2026-11-05T08:00:00Z"),
+                    ("2026-11-09", nil, 192.5, "2026-11-09T08:00:00Z"),
+                ], challenge: .weightLoss))
         #expect(weight == [25: at("2026-11-02T08:00:00Z"), 50: at("2026-11-09T08:00:00Z"), 75: at("2026-11-09T08:00:00Z")])
     }
 
@@ -183,7 +195,8 @@ struct ReminderCopyTests {
     }
 
     @Test func aLostStreakIsNeverShamed() {
-        let en = ReminderCopy(locale: "en"), fr = ReminderCopy(locale: "fr")
+        let en = ReminderCopy(locale: "en")
+        let fr = ReminderCopy(locale: "fr")
         #expect(en.checkin(dayNumber: 2, longestStreak: 9).body == "You're back! Complete your check-in for a 2-day streak.")
         #expect(fr.checkin(dayNumber: 2, longestStreak: 9).body == "Te revoilà ! Fais ton check-in pour une série de 2 jours.")
         let fresh = en.checkin(dayNumber: 0, longestStreak: 9).body
@@ -195,13 +208,17 @@ struct ReminderCopyTests {
         #expect(ReminderCopy(locale: "en").dataSubmission(steps: 8_234).body == "Submit today's 8,234 steps to your FitCircles before midnight!")
         #expect(ReminderCopy(locale: "fr").dataSubmission(steps: 8_234).body == "Envoie tes 8\u{202F}234 pas du jour à tes FitCircles avant minuit !")
         #expect(ReminderCopy(locale: "en").dataSubmission(steps: nil).body == "Submit today's steps to your FitCircles before midnight!")
-        #expect(ReminderCopy(locale: "en").weeklyGoal(percent: 35, weekGone: 39).body
+        #expect(
+            ReminderCopy(locale: "en").weeklyGoal(percent: 35, weekGone: 39).body
                 == "The week is 39% gone and you're at 35% of your step goal. You've got this!")
-        #expect(ReminderCopy(locale: "fr").weeklyGoal(percent: 35, weekGone: 39).body
+        #expect(
+            ReminderCopy(locale: "fr").weeklyGoal(percent: 35, weekGone: 39).body
                 == "39\u{00A0}% de la semaine est passée et tu en es à 35\u{00A0}% de ton objectif de pas. Tu peux le faire !")
-        #expect(ReminderCopy(locale: "en").milestone(50, challenge: .weightLoss, circle: "Work Warriors").body
+        #expect(
+            ReminderCopy(locale: "en").milestone(50, challenge: .weightLoss, circle: "Work Warriors").body
                 == "You're 50% to your weight loss goal in “Work Warriors”.")
-        #expect(ReminderCopy(locale: "en").streakMilestone(.weekWarrior).body
+        #expect(
+            ReminderCopy(locale: "en").streakMilestone(.weekWarrior).body
                 == "You did it! 7-day streak complete. Your daily goals are now personalized based on your baseline.")
     }
 
@@ -218,8 +235,10 @@ struct ReminderCopyTests {
         #expect(fr.monthlyReport(quiet, streak: 1).stats.last?.value == "1 jour")
         #expect(fr.monthlyReport(quiet, streak: 0).stats.last?.value == "0 jour")
         for streak in [0, 1] {
-            let texts = [fr.streakRiskEmail(streak: streak).subject, StreakMessages.title(.atRisk, streak: streak, locale: "fr"),
-                         StreakMessages.body(.freezeUsed, streak: streak, locale: "fr")]
+            let texts = [
+                fr.streakRiskEmail(streak: streak).subject, StreakMessages.title(.atRisk, streak: streak, locale: "fr"),
+                StreakMessages.body(.freezeUsed, streak: streak, locale: "fr"),
+            ]
             for text in texts { #expect(!text.contains("\(streak) jours"), "\(text)") }
         }
     }
@@ -266,8 +285,10 @@ struct ReminderPreferenceTests {
     @Test func requiredTypesIgnoreTheirSwitchAndOptionalOnesObeyIt() {
         var off = DeliveryPreferences()
         off.pushSwitchedOff = ["push_daily_checkin", "push_challenge_milestone", "push_weekly_goal", "push_data_submission"]
-        off.emailSwitchedOff = ["email_daily_checkin", "email_preferences.streak_at_risk", "email_monthly_report",
-                                "email_challenge_milestone", "email_preferences.challenge_milestones"]
+        off.emailSwitchedOff = [
+            "email_daily_checkin", "email_preferences.streak_at_risk", "email_monthly_report",
+            "email_challenge_milestone", "email_preferences.challenge_milestones",
+        ]
         #expect(off.pushRefusal(for: .of("daily_checkin")) == nil)
         #expect(off.pushRefusal(for: .of("challenge_milestone")) == nil)
         #expect(off.pushRefusal(for: .of("weekly_goal_progress")) != nil)

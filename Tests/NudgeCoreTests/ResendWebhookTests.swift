@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct ResendWebhookTests {
@@ -11,10 +12,13 @@ import Testing
     static let timestamp = "1614265330"
     static let svixSignature = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
-    private func verify(id: String? = id, timestamp: String? = timestamp, signatures: String? = svixSignature, body: [UInt8] = body,
-                        secret: ResendWebhookSecret = secret, at now: TimeInterval = 1_614_265_330) throws(ResendWebhook.Refusal) {
-        try ResendWebhook.verify(id: id, timestamp: timestamp, signatures: signatures, body: body, secret: secret,
-                                 now: Date(timeIntervalSince1970: now))
+    private func verify(
+        id: String? = id, timestamp: String? = timestamp, signatures: String? = svixSignature, body: [UInt8] = body,
+        secret: ResendWebhookSecret = secret, at now: TimeInterval = 1_614_265_330
+    ) throws(ResendWebhook.Refusal) {
+        try ResendWebhook.verify(
+            id: id, timestamp: timestamp, signatures: signatures, body: body, secret: secret,
+            now: Date(timeIntervalSince1970: now))
     }
 
     @Test func signsAsSvixSigns() {
@@ -52,7 +56,8 @@ import Testing
 
     /// Resend's documented `email.bounced` example, and the forms of its fields Nudge reads.
     @Test func readsResendsEvents() throws {
-        let bounced = #"{"type":"email.bounced","created_at":"2024-11-22T23:41:12.126Z","data":{"broadcast_id":"8b146471-e88e-4322-86af-016cd36fd216","created_at":"2024-11-22T23:41:11.894719+00:00","email_id":"56761188-7520-42d8-8898-ff6fc54ce618","from":"Acme <onboarding@resend.dev>","to":["Delivered@Resend.dev"],"subject":"Sending this example","template_id":"43f68331-0622-4e15-8202-246a0388854b","bounce":{"message":"The recipient's email address is on the suppression list because it has a recent history of producing hard bounces.","subType":"Suppressed","type":"Permanent"},"tags":{"category":"confirm_email"}}}"#
+        let bounced =
+            #"{"type":"email.bounced","created_at":"2024-11-22T23:41:12.126Z","data":{"broadcast_id":"8b146471-e88e-4322-86af-016cd36fd216","created_at":"2024-11-22T23:41:11.894719+00:00","email_id":"56761188-7520-42d8-8898-ff6fc54ce618","from":"Acme <onboarding@resend.dev>","to":["Delivered@Resend.dev"],"subject":"Sending this example","template_id":"43f68331-0622-4e15-8202-246a0388854b","bounce":{"message":"The recipient's email address is on the suppression list because it has a recent history of producing hard bounces.","subType":"Suppressed","type":"Permanent"},"tags":{"category":"confirm_email"}}}"#
         let event = try #require(ResendWebhook.parse(Array(bounced.utf8)))
         #expect(event.type == "email.bounced" && event.emailID == "56761188-7520-42d8-8898-ff6fc54ce618")
         #expect(event.to == "delivered@resend.dev")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct RetentionRulesTests {
@@ -19,8 +20,9 @@ import Testing
     @Test func chunkIdsRoundTripInReadingOrder() {
         for ordinal in [0, 3, 7] {
             for age: Int64 in [0, 1, 20_000, 1_773_446_400_000_000, Int64(Int32.max) + 5] {
-                let position = RetentionSource.position(of: RetentionSource.id(ordinal: ordinal, through: .init(age: age, key: nil)),
-                                                        tiebreak: false)
+                let position = RetentionSource.position(
+                    of: RetentionSource.id(ordinal: ordinal, through: .init(age: age, key: nil)),
+                    tiebreak: false)
                 #expect(position.ordinal == ordinal && position.through == .init(age: age, key: nil))
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct SQLFragmentTests {
@@ -22,11 +23,12 @@ import Testing
         more.expect("(select count(*) from updated) + (select count(*) from inserted) = \(2)", else: "t moved")
         writes.append(more)
         let query = try writes.statement.query()
-        #expect(query.sql == """
-            with updated as (update t set x = $1 returning id),
-            inserted as (insert into t (x) values ($2) returning id)
-            select nudge_expect((select count(*) from updated) + (select count(*) from inserted) = $3, $4)
-            """)
+        #expect(
+            query.sql == """
+                with updated as (update t set x = $1 returning id),
+                inserted as (insert into t (x) values ($2) returning id)
+                select nudge_expect((select count(*) from updated) + (select count(*) from inserted) = $3, $4)
+                """)
         #expect(query.binds.count == 4)
     }
 

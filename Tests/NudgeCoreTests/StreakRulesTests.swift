@@ -1,12 +1,14 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
 
 /// Settles `pattern` (x = checked in, . = missed) from `start`, returning each day's outcome.
 private func settle(_ pattern: String, from start: String = "2026-03-02", state: StreakState = .fresh)
-    -> (StreakState, [DayOutcome]) {
+    -> (StreakState, [DayOutcome])
+{
     var state = state
     var outcomes: [DayOutcome] = []
     for (offset, mark) in pattern.enumerated() {
@@ -59,8 +61,8 @@ private func settle(_ pattern: String, from start: String = "2026-03-02", state:
     @Test func theFreezeResetsOnTheLocalMonday() {
         // 2026-03-07 is a Saturday: the freeze is spent that week, and Monday's miss gets a new one.
         let (state, outcomes) = settle("xxxxx.x.", from: "2026-03-02")
-        #expect(outcomes[5] == .freezeUsed)          // Sat 03-07
-        #expect(outcomes[7] == .freezeUsed)          // Mon 03-09: a new week
+        #expect(outcomes[5] == .freezeUsed)   // Sat 03-07
+        #expect(outcomes[7] == .freezeUsed)   // Mon 03-09: a new week
         #expect(state.weekStartDate == day("2026-03-09"))
         #expect(state.currentStreak == 6)
     }

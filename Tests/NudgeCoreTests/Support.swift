@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+
 @testable import NudgeCore
 
 /// The checkout this test file lives in.
@@ -11,6 +12,7 @@ func definition(_ name: String) -> JobDefinition { repositoryCatalog.definition(
 
 func runContext(_ name: String, now: String, window: DayWindow? = nil) -> RunContext {
     let instant = ISO8601DateFormatter().date(from: now)!
-    return RunContext(definition: definition(name), runID: 1, now: instant, startedAt: instant, clock: FixedClock(instant),
-                      window: window, dryRun: false, logger: Logger(label: "test"), concurrency: 1)
+    return RunContext(
+        definition: definition(name), runID: 1, now: instant, startedAt: instant, clock: FixedClock(instant),
+        window: window, dryRun: false, logger: Logger(label: "test"), concurrency: 1)
 }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 /// Whether something happened in an operation (it was cancelled, it ran).

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct WaitClockTests {
@@ -7,9 +8,15 @@ import Testing
     @Test func aManualClockWakesEachSleeperAtItsDeadline() async throws {
         let clock = ManualWaitClock()
         var asleep = clock.sleepers.makeAsyncIterator()
-        let first = Task { try await clock.sleep(for: .seconds(10)); return clock.now() }
+        let first = Task {
+            try await clock.sleep(for: .seconds(10))
+            return clock.now()
+        }
         #expect(await asleep.next() == .seconds(10))
-        let second = Task { try await clock.sleep(until: .seconds(30)); return clock.now() }
+        let second = Task {
+            try await clock.sleep(until: .seconds(30))
+            return clock.now()
+        }
         #expect(await asleep.next() == .seconds(30))
         clock.advance(by: .seconds(9))
         let cancelled = Task { try await clock.sleep(until: .seconds(20)) }

@@ -1,19 +1,27 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func day(_ text: String) -> LocalDate { LocalDate(iso8601: text)! }
 
 /// Tracking of `days` consecutive days from `from`: steps by a function of the day's index,
 /// checked in on the days `checkedIn` says, weight where given.
-private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: (Int) -> Bool = { _ in true },
-                      weight: (Int) -> Double? = { _ in nil }) -> [LocalDate: TrackingDay] {
-    Dictionary(uniqueKeysWithValues: (0..<days).map { index in
-        let date = day(from).adding(days: index)
-        let checked = checkedIn(index)
-        return (date, TrackingDay(date: date, mood: checked ? 4 : nil, energy: checked ? 3 : nil, steps: steps(index),
-                                  weight: weight(index)))
-    })
+private func tracking(
+    from: String, days: Int, steps: (Int) -> Int?, checkedIn: (Int) -> Bool = { _ in true },
+    weight: (Int) -> Double? = { _ in nil }
+) -> [LocalDate: TrackingDay] {
+    Dictionary(
+        uniqueKeysWithValues: (0..<days).map { index in
+            let date = day(from).adding(days: index)
+            let checked = checkedIn(index)
+            return (
+                date,
+                TrackingDay(
+                    date: date, mood: checked ? 4 : nil, energy: checked ? 3 : nil, steps: steps(index),
+                    weight: weight(index))
+            )
+        })
 }
 
 @Suite struct WeeklyDigestRulesTests {
@@ -23,9 +31,11 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
     @Test func theSeedsWeekNumbersComeFromTheUsersRows() {
         // 52,341 steps over the week; the daily goal (7,000) met on 6 days; the four weeks before met it 3 to 5 times.
         let thisWeek = [9_000, 8_000, 7_500, 7_000, 6_841, 7_000, 7_000]
-        let rows = tracking(from: "2026-02-09", days: 35, steps: { index in
-            index >= 28 ? thisWeek[index - 28] : (index % 7 < 3 + (index / 7) % 3 ? 7_200 : 4_000)
-        }, weight: { index in index == 27 ? 181.0 : (index == 33 ? 179.8 : nil) })
+        let rows = tracking(
+            from: "2026-02-09", days: 35,
+            steps: { index in
+                index >= 28 ? thisWeek[index - 28] : (index % 7 < 3 + (index / 7) % 3 ? 7_200 : 4_000)
+            }, weight: { index in index == 27 ? 181.0 : (index == 33 ? 179.8 : nil) })
         let goals = Dictionary(uniqueKeysWithValues: (0..<35).map { (day("2026-02-09").adding(days: $0), 7_000) })
         let week = WeeklyDigestRules.review(
             monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals, weeklyStepsGoal: 50_000,
@@ -58,8 +68,9 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
         // Six goal days this week and the week before: not the best, still worth saying.
         let rows = tracking(from: "2026-03-02", days: 14, steps: { $0 % 7 == 6 ? 1_000 : 8_000 })
         let goals = Dictionary(uniqueKeysWithValues: (0..<14).map { (day("2026-03-02").adding(days: $0), 7_000) })
-        let week = WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals,
-                                            weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: [])
+        let week = WeeklyDigestRules.review(
+            monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals,
+            weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: [])
         #expect(week.topAchievement == .goalDays(daysMet: 6, of: 7))
         #expect(week.stepsPercent == nil)
         // No settled streak: counted from the check-ins, 14 days through Sunday.
@@ -70,22 +81,25 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
         // Checked in every day but Wednesday; goals only this week (a first week is nobody's best).
         let rows = tracking(from: "2026-03-09", days: 7, steps: { _ in 8_000 }, checkedIn: { $0 != 2 })
         let goals = Dictionary(uniqueKeysWithValues: (0..<7).map { (day("2026-03-09").adding(days: $0), 7_000) })
-        let week = WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-03-09"), tracking: rows, dailyStepsGoals: goals,
-                                            weeklyStepsGoal: 50_000, settledStreak: (current: 3, through: day("2026-03-14")),
-                                            ranks: [], memberships: [])
+        let week = WeeklyDigestRules.review(
+            monday: monday, signedUpOn: day("2026-03-09"), tracking: rows, dailyStepsGoals: goals,
+            weeklyStepsGoal: 50_000, settledStreak: (current: 3, through: day("2026-03-14")),
+            ranks: [], memberships: [])
         #expect(week.streak == 4 && !week.streakHeldAllWeek)
         #expect(week.topAchievement == .goalDays(daysMet: 7, of: 7))
         #expect(DigestCopy(locale: "en").pushBody(week) == "📅 Week in Review: 56,000 steps, 4-day streak")
     }
 
     @Test func aQuietWeekGetsAShortKindDigestWithNoMadeUpNumbers() {
-        let week = WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: [:], dailyStepsGoals: [:],
-                                            weeklyStepsGoal: 50_000, settledStreak: (current: 0, through: day("2026-03-14")),
-                                            ranks: [], memberships: [])
+        let week = WeeklyDigestRules.review(
+            monday: monday, signedUpOn: day("2026-01-01"), tracking: [:], dailyStepsGoals: [:],
+            weeklyStepsGoal: 50_000, settledStreak: (current: 0, through: day("2026-03-14")),
+            ranks: [], memberships: [])
         #expect(!week.hadActivity)
         #expect(week.steps == nil && week.weightChange == nil && week.topAchievement == nil)
         #expect(week.nextWeekStepsGoal == 50_000)
-        #expect(DigestCopy(locale: "en").pushBody(week)
+        #expect(
+            DigestCopy(locale: "en").pushBody(week)
                 == "📅 Week in Review: a quiet week. A fresh one starts on Monday, with a goal of 50,000 steps.")
         #expect(DigestCopy(locale: "fr").subject(week) == "Ta semaine en bref : une nouvelle semaine t'attend")
     }
@@ -94,14 +108,18 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
         // The four weeks before had no goal day at all; this one has one.
         let rows = tracking(from: "2026-02-09", days: 35, steps: { $0 == 30 ? 9_000 : 1_000 })
         let goals = Dictionary(uniqueKeysWithValues: (0..<35).map { (day("2026-02-09").adding(days: $0), 7_000) })
-        let week = WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals,
-                                            weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: [])
+        let week = WeeklyDigestRules.review(
+            monday: monday, signedUpOn: day("2026-01-01"), tracking: rows, dailyStepsGoals: goals,
+            weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: [])
         #expect(week.daysGoalMet == 1)
         #expect(week.topAchievement != .bestWeek(daysMet: 1, of: 7))
         // Four days beat three: that is a best week.
         let better = tracking(from: "2026-02-09", days: 35, steps: { ($0 >= 28 && $0 < 32) || $0 % 7 < 3 ? 9_000 : 1_000 })
-        #expect(WeeklyDigestRules.review(monday: monday, signedUpOn: day("2026-01-01"), tracking: better, dailyStepsGoals: goals,
-                                         weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: []).topAchievement
+        #expect(
+            WeeklyDigestRules.review(
+                monday: monday, signedUpOn: day("2026-01-01"), tracking: better, dailyStepsGoals: goals,
+                weeklyStepsGoal: nil, settledStreak: nil, ranks: [], memberships: []
+            ).topAchievement
                 == .bestWeek(daysMet: 4, of: 7))
     }
 
@@ -115,7 +133,8 @@ private func tracking(from: String, days: Int, steps: (Int) -> Int?, checkedIn: 
     }
 
     @Test func numbersAsEachLocaleWritesThem() {
-        let english = DigestCopy(locale: "en"), french = DigestCopy(locale: "fr")
+        let english = DigestCopy(locale: "en")
+        let french = DigestCopy(locale: "fr")
         #expect(english.number(0) == "0")
         #expect(english.number(999) == "999")
         #expect(english.number(1_000) == "1,000")

@@ -34,8 +34,10 @@ final class Child: Sendable {
     }
 
     /// Starts `executable` (a path: no search) with `arguments` in `environment`.
-    static func start(_ executable: String, _ arguments: [String], environment: [String: String],
-                      output: Output) throws -> Child {
+    static func start(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        output: Output
+    ) throws -> Child {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -47,7 +49,8 @@ final class Child: Sendable {
         posix_spawnattr_setpgroup(&attributes, 0)
 
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        var readEnds: [Int32] = [], writeEnds: [Int32] = []
+        var readEnds: [Int32] = []
+        var writeEnds: [Int32] = []
         defer { for fd in writeEnds { close(fd) } }
         switch output {
         case .pipes:
@@ -118,7 +121,8 @@ final class Child: Sendable {
     func output() -> (out: Data, err: Data) {
         guard let pipes else { return (Data(), Data()) }
         let group = DispatchGroup()   // blocks: only from a thread of its own
-        nonisolated(unsafe) var out = Data(), err = Data()
+        nonisolated(unsafe) var out = Data()
+        nonisolated(unsafe) var err = Data()
         group.enter()
         onThreadOfItsOwn {
             out = FileHandle(fileDescriptor: pipes.out, closeOnDealloc: true).readDataToEndOfFile()   // blocks: a thread of its own

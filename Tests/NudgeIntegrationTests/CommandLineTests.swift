@@ -43,9 +43,11 @@ import Testing
 
     @Test func anUnreachableDatabaseExitsOneWithAClearMessage() async throws {
         let database = try await TestDatabase.fresh()
-        let result = try await database.nudge(["run", "validate-streaks"], environment: [
-            "DATABASE_URL": "postgres://nudge:hunter2@localhost/nudge?host=/nonexistent&port=5999",
-        ])
+        let result = try await database.nudge(
+            ["run", "validate-streaks"],
+            environment: [
+                "DATABASE_URL": "postgres://nudge:hunter2@localhost/nudge?host=/nonexistent&port=5999"
+            ])
         #expect(result.status == 1)
         #expect(result.stderr.contains("cannot reach the database at nudge@/nonexistent/.s.PGSQL.5999/nudge"))
         #expect(!result.stderr.contains("hunter2"))
@@ -78,7 +80,8 @@ import Testing
         try await Fixture.population(database, count: 300, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         var environment = database.nudgeEnvironment([:])
         environment["NUDGE_LOG_LEVEL"] = "error"
-        let shell = "\(NudgeBinary.path) run validate-streaks --now 2026-03-20T12:00:00Z --dry-run --json --batch-size 5 | head -c 100 >/dev/null; exit ${PIPESTATUS[0]}"
+        let shell =
+            "\(NudgeBinary.path) run validate-streaks --now 2026-03-20T12:00:00Z --dry-run --json --batch-size 5 | head -c 100 >/dev/null; exit ${PIPESTATUS[0]}"
         let result = try await runProcessOffThePool("/bin/bash", ["-c", shell], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(!result.stderr.contains("Fatal error"))

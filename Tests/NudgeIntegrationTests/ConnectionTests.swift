@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
+
 @testable import NudgeCore
 
 /// The test server also listens on 127.0.0.1 with TLS and a self-signed certificate, as a stock
@@ -14,8 +15,8 @@ struct TLSServer {
     init() throws {
         let url = try TestServer.serverURL()
         guard let components = URLComponents(string: url),
-              let socket = components.queryItems?.first(where: { $0.name == "host" })?.value,
-              let port = components.queryItems?.first(where: { $0.name == "port" })?.value.flatMap(Int.init)
+            let socket = components.queryItems?.first(where: { $0.name == "host" })?.value,
+            let port = components.queryItems?.first(where: { $0.name == "port" })?.value.flatMap(Int.init)
         else { throw TestFailure("unexpected test server URL \(url)") }
         self.port = port
         certificate = URL(fileURLWithPath: socket).deletingLastPathComponent().appendingPathComponent("tls/server.crt").path
@@ -42,51 +43,72 @@ struct TLSServer {
     @Test func verifyingModesCheckTheCertificateAgainstTheRootsTheyAreGiven() async throws {
         let tls = try TLSServer()
         let database = try await TestDatabase.fresh()
-        for query in ["sslmode=verify-ca&sslrootcert=\(tls.certificate)", "sslmode=verify-full&sslrootcert=\(tls.certificate)",
-                      "sslmode=require&sslrootcert=\(tls.certificate)"] {
+        for query in [
+            "sslmode=verify-ca&sslrootcert=\(tls.certificate)", "sslmode=verify-full&sslrootcert=\(tls.certificate)",
+            "sslmode=require&sslrootcert=\(tls.certificate)",
+        ] {
             let result = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, query)])
             #expect(result.status == 0, "\(query): \(result.stderr)")
         }
         // NUDGE_DB_CA_FILE is the root trusted when sslrootcert is not given; NUDGE_CA_FILE, the
         // providers' roots, never vouches for the database.
-        let extra = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
-                                                                     "NUDGE_DB_CA_FILE": tls.certificate])
+        let extra = try await database.nudge(
+            ["runs"],
+            environment: [
+                "DATABASE_URL": tls.url(database, "sslmode=verify-full"),
+                "NUDGE_DB_CA_FILE": tls.certificate,
+            ])
         #expect(extra.status == 0, "\(extra.stderr)")
-        let providers = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full"),
-                                                                         "NUDGE_CA_FILE": tls.certificate])
+        let providers = try await database.nudge(
+            ["runs"],
+            environment: [
+                "DATABASE_URL": tls.url(database, "sslmode=verify-full"),
+                "NUDGE_CA_FILE": tls.certificate,
+            ])
         #expect(providers.status == 1)
         #expect(providers.stderr.contains("NUDGE_DB_CA_FILE"), "\(providers.stderr)")
         // Without its root, a self-signed certificate is refused, and the error says it was TLS.
         let refused = try await database.nudge(["runs"], environment: ["DATABASE_URL": tls.url(database, "sslmode=verify-full")])
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("the TLS handshake failed (sslmode=verify-full): the server's certificate could not be verified"),
-                "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("the TLS handshake failed (sslmode=verify-full): the server's certificate could not be verified"),
+            "\(refused.stderr)")
     }
 
     @Test func theErrorSaysWhyTheServerRefused() async throws {
         let tls = try TLSServer()
         let database = try await TestDatabase.fresh()
         let password = UUID().uuidString
-        try await database.psql("""
+        try await database.psql(
+            """
             do $$ begin
               if not exists (select 1 from pg_roles where rolname = 'nudge_password') then create role nudge_password login; end if;
             end $$;
             alter role nudge_password password '\(password)'
             """)
-        let right = try await database.nudge(["runs"], environment: [
-            "DATABASE_URL": tls.url(database, user: "nudge_password", password: password, "sslmode=require")])
+        let right = try await database.nudge(
+            ["runs"],
+            environment: [
+                "DATABASE_URL": tls.url(database, user: "nudge_password", password: password, "sslmode=require")
+            ])
         // Reached and authenticated: the role may only not read the ledger.
         #expect(right.status == 1)
         #expect(right.stderr.contains("permission denied for table job_runs"), "\(right.stderr)")
 
-        let wrong = try await database.nudge(["runs"], environment: [
-            "DATABASE_URL": tls.url(database, user: "nudge_password", password: "hunter2", "sslmode=require")])
+        let wrong = try await database.nudge(
+            ["runs"],
+            environment: [
+                "DATABASE_URL": tls.url(database, user: "nudge_password", password: "hunter2", "sslmode=require")
+            ])
         #expect(wrong.status == 1)
         #expect(wrong.stderr.contains(#"password authentication failed for user "nudge_password""#), "\(wrong.stderr)")
         #expect(!wrong.stderr.contains("hunter2"))
 
-        let noDatabase = try await database.nudge(["runs"], environment: [
-            "DATABASE_URL": "postgres://nudge@localhost:\(tls.port)/no_such_database?sslmode=require"])
+        let noDatabase = try await database.nudge(
+            ["runs"],
+            environment: [
+                "DATABASE_URL": "postgres://nudge@localhost:\(tls.port)/no_such_database?sslmode=require"
+            ])
         #expect(noDatabase.status == 1)
         #expect(noDatabase.stderr.contains(#"database "no_such_database" does not exist"#), "\(noDatabase.stderr)")
 
@@ -111,8 +133,9 @@ struct TLSServer {
                 }
             }
         }
-        #expect(message.contains("no free database connection within 11.0 seconds: all 1 of this process's connections stayed in use"),
-                "\(message)")
+        #expect(
+            message.contains("no free database connection within 11.0 seconds: all 1 of this process's connections stayed in use"),
+            "\(message)")
         #expect(!message.contains("network"))
     }
 
@@ -280,7 +303,8 @@ struct TLSServer {
                 for try await count in try await connection.prepared(later, logger: logger).decode(Int.self) {
                     answers.append("\(count) rows")
                 }
-                let prepared = try await connection.query("""
+                let prepared = try await connection.query(
+                    """
                     select count(*) from pg_prepared_statements where name like 'nudge\\_%'
                     """, logger: logger)
                 for try await count in prepared.decode(Int.self) { answers.append("\(count) prepared") }
@@ -292,4 +316,3 @@ struct TLSServer {
         #expect(answers == ["6 a", "4 none", "11 b", "division failed", "no table yet", "0 rows", "3 prepared"])
     }
 }
-

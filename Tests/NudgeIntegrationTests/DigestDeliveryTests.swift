@@ -1,7 +1,8 @@
 import Foundation
-import Synchronization
 import NudgeStandIns
+import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -21,7 +22,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try await DigestFixture.user(database, 1, zone: "Europe/London", name: "Sam <Admin>")
         try await DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", name: "Léa")
         for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-02-01", to: "2026-03-22") }
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
             values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/London', '2026-03-01', '2026-04-30', 50000);
             insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type, metric_value, rank)
@@ -30,8 +32,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let queued = try await weeklyDigest(database, at: at(Self.londonSunday))
         #expect(queued.counts.succeeded == 2, "\(queued.failures)")
 
-        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"],
-                                               environment: stand.environment)
+        let result = try await database.nudge(
+            ["run", "dispatch", "--now", "2026-03-22T20:01:00Z"],
+            environment: stand.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let emails = stand.resend.sent
         #expect(emails.count == 2)
@@ -58,27 +61,32 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 
             // The week's numbers, summed independently over the user's local Monday to Sunday.
             let steps = try await database.count("select sum(steps) from daily_tracking where user_id = '\(id)' and date between '2026-03-16' and '2026-03-22'")
-            let met = try await database.count("""
+            let met = try await database.count(
+                """
                 select count(*) from daily_tracking t join daily_goals g on g.user_id = t.user_id and g.date = t.date and g.goal_type = 'steps'
                  where t.user_id = '\(id)' and t.date between '2026-03-16' and '2026-03-22' and t.steps >= g.target_value
                 """)
             let copy = DigestCopy(locale: n == 2 ? "fr" : "en")
             let formatted = copy.number(steps)
             let percent = copy.number(steps * 100 / 50000) + (n == 2 ? "\u{00A0}%" : "%")
-            let html = try #require(email.html), text = try #require(email.text)
+            let html = try #require(email.html)
+            let text = try #require(email.text)
             for part in [html, text] {
                 #expect(part.contains(formatted), "\(part)")
                 #expect(part.contains(percent), "\(part)")
                 #expect(part.contains(n == 2 ? "atteint \(met) jours sur 7" : "met \(met) of 7 days"), "\(part)")
-                #expect(part.contains(header.dropFirst().dropLast().replacingOccurrences(of: "&", with: "&amp;"))
+                #expect(
+                    part.contains(header.dropFirst().dropLast().replacingOccurrences(of: "&", with: "&amp;"))
                         || part.contains(header.dropFirst().dropLast()))
             }
-            #expect(email.subject == (n == 2 ? "Ta semaine en bref : \(formatted) pas" : "Your Week in Review: \(formatted) steps")
-                    || email.subject?.hasPrefix(n == 2 ? "Ta semaine en bref : \(formatted) pas, série de" : "Your Week in Review: \(formatted) steps, ") == true,
-                    "\(email.subject ?? "")")
+            #expect(
+                email.subject == (n == 2 ? "Ta semaine en bref : \(formatted) pas" : "Your Week in Review: \(formatted) steps")
+                    || email.subject?.hasPrefix(n == 2 ? "Ta semaine en bref : \(formatted) pas, série de" : "Your Week in Review: \(formatted) steps, ")
+                        == true,
+                "\(email.subject ?? "")")
             if n == 1 {
                 #expect(html.contains("Hi Sam &lt;Admin&gt;,"))   // the name is escaped in HTML…
-                #expect(text.contains("Hi Sam <Admin>,"))         // …and plain in text
+                #expect(text.contains("Hi Sam <Admin>,"))   // …and plain in text
                 #expect(html.contains("#2 in “Work Warriors”") && text.contains("#2 in \"Work Warriors\""))
             } else {
                 #expect(html.contains("lang=\"fr\"") && text.contains("Voici comment s’est passée ta semaine"))
@@ -88,13 +96,17 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         }
         // Every email sent is in email_logs and notification_logs (channel email) with Resend's id.
         #expect(try await database.psql("select email_type, count(*) from email_logs group by 1") == "weekly_digest|2")
-        #expect(try await database.psql("""
-            select count(*) from notification_logs l join email_logs e on e.provider_id = l.provider_id
-             where l.channel = 'email' and l.status = 'sent' and l.provider = 'resend'
-            """) == "2")
+        #expect(
+            try await database.psql(
+                """
+                select count(*) from notification_logs l join email_logs e on e.provider_id = l.provider_id
+                 where l.channel = 'email' and l.status = 'sent' and l.provider = 'resend'
+                """) == "2")
         #expect(Set(emails.map(\.id)) == Set(try await database.psql("select provider_id from email_logs").split(separator: "\n").map(String.init)))
         // The logs keep no copy of the parts or of the user's link.
-        #expect(try await database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')") == 0)
+        #expect(
+            try await database.count("select count(*) from notification_logs where channel = 'email' and (body is not null or payload::text like '%token%')")
+                == 0)
     }
 
     /// Four digests, through Resend's bad answers: a 429 with retry-after waits that long
@@ -116,11 +128,15 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
                 return keys.count - 1
             }
             switch (batch, email.attempt) {
-            case (0, _): return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
-                                        headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
+            case (0, _):
+                return .reject(
+                    status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                    headers: [("retry-after", "7"), ("ratelimit-reset", "30")])
             case (_, 1): return .reject(status: 500, name: "internal_server_error", message: "An unexpected error occurred.")
-            case (_, 2): return .reject(status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
-                                        headers: [("retry-after", "5")])
+            case (_, 2):
+                return .reject(
+                    status: 429, name: "rate_limit_exceeded", message: "Too many requests.",
+                    headers: [("retry-after", "5")])
             default:
                 return email.to == ["user3@example.test"] ? .reject(status: 422, name: "validation_error", message: "Invalid `to` field.") : .accept
             }
@@ -135,7 +151,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         func run(at now: String) async throws -> String {
             let result = try await database.nudge(["run", "dispatch", "--now", now], environment: stand.environment)
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-            return try await database.psql("""
+            return try await database.psql(
+                """
                 select distinct status || ' ' || attempts || ' ' || coalesce(waiting_for, '-') || ' '
                        || case when next_attempt_at = 'infinity' then '-'
                                else extract(epoch from next_attempt_at - '\(now)')::int::text end
@@ -150,8 +167,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         // attempt spent, the key kept.
         let down = try await run(at: "2026-03-22T20:01:31Z")
         let wait = down.split(separator: " ").dropFirst(3).first.flatMap { Int($0) }
-        #expect(down.hasPrefix("pending 0 - ") && down.hasSuffix(" Resend 500 internal_server_error") && (15...30).contains(wait ?? 0),
-                "\(down)")
+        #expect(
+            down.hasPrefix("pending 0 - ") && down.hasSuffix(" Resend 500 internal_server_error") && (15...30).contains(wait ?? 0),
+            "\(down)")
         #expect(try await database.count("select count(distinct request_key) from notification_outbox where request_left_at is not null") == 1)
         let key = try await database.value("select distinct request_key from notification_outbox")
         _ = try await run(at: "2026-03-22T20:02:05Z")
@@ -162,7 +180,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         }
         #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|1\nsent|3")
         #expect(try await database.psql("select distinct request_key from notification_outbox") == key)
-        #expect(try await database.value("select last_error from notification_outbox where status = 'failed'")
+        #expect(
+            try await database.value("select last_error from notification_outbox where status = 'failed'")
                 == "Resend refused it in its batch: Invalid `to` field.")
         // Two keys: the batch Resend refused whole, and the one that left after it, which every
         // later request sent as it was (the probe's, its retry, the fourth row's once woken), and
@@ -198,7 +217,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try await Self.killDispatchOnceResendTook(1, database, stand)
         #expect(try await database.value("select status from notification_outbox") == "sending")
         // The lease runs out (as it would after its minutes).
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
@@ -227,7 +247,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(stand.resend.requestCount == 1)
         #expect(try await database.count("select count(distinct request_key) from notification_outbox where request_to like 'user%'") == 1)
         // The leases run out; the third user's row is due only later, so the first claim holds two.
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             update notification_outbox set status = 'pending', claimed_by = null, lease_until = null,
@@ -260,8 +281,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let port = Mutex(0)
         let server = Task {
             try await database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"), twilioAuthToken: nil,
-                                          host: "127.0.0.1", port: 0, logger: db.logger) { bound in port.withLock { $0 = bound } }
+                try await NudgeServer.run(
+                    database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"), twilioAuthToken: nil,
+                    host: "127.0.0.1", port: 0, logger: db.logger
+                ) { bound in port.withLock { $0 = bound } }
             }
         }
         defer { server.cancel() }
@@ -292,14 +315,19 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         #expect(oneClick.status == "200", "\(oneClick.body)")
         #expect(try await curl(["-X", "POST", "-d", "List-Unsubscribe=One-Click", url]).status == "200")   // idempotent
         #expect(try await database.psql("select weekly_digest from email_preferences where user_id = '\(Fixture.userID(1))'") == "f")
-        #expect(try await database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'") == "f|t")
+        #expect(
+            try await database.psql("select email_weekly_digest, push_weekly_digest from notification_preferences where user_id = '\(Fixture.userID(1))'")
+                == "f|t")
         #expect(try await curl([base + "/health"]).status == "200")
 
         _ = try await weeklyDigest(database, at: at("2026-03-29T19:00:00Z"), publicURL: base)
-        #expect(try await database.psql("""
-            select user_id = '\(Fixture.userID(1))', channel from notification_outbox where local_day = '2026-03-29' order by 1, 2
-            """) == "f|email\nf|push\nt|push")
-        #expect(try await database.value("select detail from job_work where user_id = '\(Fixture.userID(1))' and local_day = '2026-03-29'")
+        #expect(
+            try await database.psql(
+                """
+                select user_id = '\(Fixture.userID(1))', channel from notification_outbox where local_day = '2026-03-29' order by 1, 2
+                """) == "f|email\nf|push\nt|push")
+        #expect(
+            try await database.value("select detail from job_work where user_id = '\(Fixture.userID(1))' and local_day = '2026-03-29'")
                 == "push, email: unsubscribed")
         let next = try await database.nudge(["run", "dispatch", "--now", "2026-03-29T19:01:00Z"], environment: stand.environment)
         #expect(next.status == 0)
@@ -318,7 +346,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         try await DigestFixture.user(database, 1, zone: "Europe/London")
         // The page's button posts to NUDGE_PUBLIC_URL: here, the server itself, on a port picked first.
-        let free = try await runProcessOffThePool("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let free = try await runProcessOffThePool(
+            "/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
         let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         let port = Mutex(0)
         let server = Task {
@@ -341,8 +370,12 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let shot = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--screenshot=\(screenshot)", link])
         #expect(FileManager.default.fileExists(atPath: screenshot), "\(shot.stderr)")
         // Width, height, then pixels of the button's blue, the text's ink, the card's white.
-        let colours = try await runProcessOffThePool("/usr/bin/python3", [packageRoot.appendingPathComponent("Tests/Fixtures/png-colours.py").path, screenshot,
-                                                          "2563eb", "1f2933", "ffffff"])
+        let colours = try await runProcessOffThePool(
+            "/usr/bin/python3",
+            [
+                packageRoot.appendingPathComponent("Tests/Fixtures/png-colours.py").path, screenshot,
+                "2563eb", "1f2933", "ffffff",
+            ])
         let numbers = colours.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect(numbers.count == 5, "\(colours.stdout)\(colours.stderr)")
         if numbers.count == 5 {
@@ -365,8 +398,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try await DigestFixture.user(database, 2, zone: "Europe/Paris", locale: "fr")
         for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22") }
         let before = try await database.dump(excluding: ["job_runs", "job_run_failures"])
-        let dry = try await database.nudge(["run", "weekly-digest", "--dry-run", "--json", "--now", Self.londonSunday],
-                                           environment: digestEnvironment())
+        let dry = try await database.nudge(
+            ["run", "weekly-digest", "--dry-run", "--json", "--now", Self.londonSunday],
+            environment: digestEnvironment())
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(try await database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as? [String: Any], "\(dry.stdout)")

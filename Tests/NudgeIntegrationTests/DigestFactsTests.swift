@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -27,13 +28,17 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try await database.psql("update daily_tracking set steps = 15000 where user_id = '\(Fixture.userID(1))' and date = '2026-03-22'")
         let goals = try await database.nudge(["run", "generate-daily-goals", "--now", "2026-03-23T00:15:00Z"])
         #expect(goals.status == 0, "\(goals.stderr)")
-        let monday = try await database.count("""
+        let monday = try await database.count(
+            """
             select target_value from weekly_goals where user_id = '\(Fixture.userID(1))' and week_start = '2026-03-23' and goal_type = 'steps'
             """)
         #expect(told.contains(DigestCopy(locale: "en").number(monday)), "Monday's goal is \(monday): \(told)")
         // The rules on the final Sunday would have given another number: the test is not vacuous.
-        let final = await GoalRules.dailyTargets(on: LocalDate(iso8601: "2026-03-23")!, signedUpOn: LocalDate(iso8601: "2026-01-01")!,
-                                           tracking: try trackingDays(database, user: 1), memberships: []).steps * 7
+        let final =
+            await GoalRules.dailyTargets(
+                on: LocalDate(iso8601: "2026-03-23")!, signedUpOn: LocalDate(iso8601: "2026-01-01")!,
+                tracking: try trackingDays(database, user: 1), memberships: []
+            ).steps * 7
         #expect(final != monday)
         // Monday's other goals are there as usual.
         #expect(try await database.count("select count(*) from weekly_goals where user_id = '\(Fixture.userID(1))' and week_start = '2026-03-23'") == 4)
@@ -41,14 +46,17 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 
     /// The user's tracking as generate-daily-goals reads it.
     func trackingDays(_ database: TestDatabase, user n: Int) async throws -> [LocalDate: TrackingDay] {
-        let rows = try await database.psql("""
+        let rows = try await database.psql(
+            """
             select date, coalesce(steps::text, '') from daily_tracking where user_id = '\(Fixture.userID(n))' order by date
-            """).split(separator: "\n")
-        return Dictionary(uniqueKeysWithValues: rows.map { row in
-            let fields = row.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            let date = LocalDate(iso8601: fields[0])!
-            return (date, TrackingDay(date: date, mood: 3, energy: 4, steps: Int(fields[1]), weight: nil))
-        })
+            """
+        ).split(separator: "\n")
+        return Dictionary(
+            uniqueKeysWithValues: rows.map { row in
+                let fields = row.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+                let date = LocalDate(iso8601: fields[0])!
+                return (date, TrackingDay(date: date, mood: 3, energy: 4, steps: Int(fields[1]), weight: nil))
+            })
     }
 
     /// Signed up at 19:30 on Sunday: no digest of a week they were not there for.
@@ -74,13 +82,16 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         for sunday in ["2026-02-15", "2026-02-22", "2026-03-01", "2026-03-08", "2026-03-15", "2026-03-22"] {
             if sunday == "2026-03-22" {
                 // Back on Wednesday the 18th.
-                try await database.psql("insert into daily_tracking (user_id, date, steps, mood, energy) values ('\(Fixture.userID(1))', '2026-03-18', 6000, 3, 4)")
+                try await database.psql(
+                    "insert into daily_tracking (user_id, date, steps, mood, energy) values ('\(Fixture.userID(1))', '2026-03-18', 6000, 3, 4)")
             }
             let summary = try await weeklyDigest(database, at: at("\(sunday)T20:00:00Z"))
             #expect(summary.counts.failed == 0)
-            pushes.append(try await database.value("""
-                select coalesce(string_agg(body, ''), 'none') from notification_outbox where local_day = '\(sunday)' and channel = 'push'
-                """))
+            pushes.append(
+                try await database.value(
+                    """
+                    select coalesce(string_agg(body, ''), 'none') from notification_outbox where local_day = '\(sunday)' and channel = 'push'
+                    """))
         }
         #expect(pushes.prefix(4).allSatisfy { $0.contains("a quiet week") }, "\(pushes)")
         #expect(pushes[4] == "none")
@@ -93,7 +104,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let database = try await TestDatabase.fresh()
         try await DigestFixture.user(database, 1, zone: "Europe/London")
         try await DigestFixture.activity(database, 1, from: "2026-03-01", to: "2026-03-22")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/London', '2026-03-01', '2026-04-30');
             insert into fitcircle_members (fitcircle_id, user_id, joined_at)
@@ -101,7 +113,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             """)
         let refresh = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-22T19:55:00Z"])
         #expect(refresh.status == 0, "\(refresh.stderr)")
-        #expect(try await database.count("select count(*) from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16' and rank is null") == 1)
+        #expect(
+            try await database.count(
+                "select count(*) from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16' and rank is null") == 1)
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 1)
         let told = try await database.psql("select body from notification_outbox")
@@ -117,7 +131,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             try await DigestFixture.user(database, n, zone: "Europe/London")
             try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             values ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26');
             insert into fitcircle_members (fitcircle_id, user_id, joined_at, starting_weight, target_weight)
@@ -129,10 +144,12 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             """)
         let refresh = try await database.nudge(["run", "leaderboard-refresh", "--now", "2026-03-22T19:55:00Z"])
         #expect(refresh.status == 0, "\(refresh.stderr)")
-        #expect(try await database.value("""
-            select string_agg(coalesce(rank::text, '-'), ' ' order by user_id = '\(Fixture.userID(1))' desc)
-              from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16'
-            """) == "- 1")
+        #expect(
+            try await database.value(
+                """
+                select string_agg(coalesce(rank::text, '-'), ' ' order by user_id = '\(Fixture.userID(1))' desc)
+                  from fitcircle_leaderboard_entries where period = 'weekly' and period_start = '2026-03-16'
+                """) == "- 1")
         let summary = try await weeklyDigest(database, at: at(Self.sunday))
         #expect(summary.counts.succeeded == 2)
         let toOne = try await database.psql("select body from notification_outbox where user_id = '\(Fixture.userID(1))'")
@@ -150,7 +167,8 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
             try await DigestFixture.user(database, n, zone: "Europe/London")
             try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-22")
         }
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on) values
               ('00000000-0000-0000-0000-0000000000c2', 'Lean Team', 'weight_loss', 'Europe/London', '2026-03-02', '2026-04-26'),
               ('00000000-0000-0000-0000-0000000000c3', 'Idle Walkers', 'steps', 'Europe/London', '2026-03-02', '2026-04-26');

@@ -3,12 +3,14 @@ import NudgeStandIns
 import PostgresNIO
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 /// `count` users, each with one iPhone and `perUser` notifications of different types due at `at`.
 private func queueForMany(_ database: TestDatabase, users count: Int, perUser: Int, at: String) async throws {
     let types = ["streak_at_risk", "social_engagement", "weekly_goal_progress", "data_submission", "leaderboard_change"]
-    try await database.psql("""
+    try await database.psql(
+        """
         begin;
         insert into users (id, timezone, locale, created_at)
         select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01' from generate_series(1, \(count)) n;
@@ -34,8 +36,11 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
         let runs = try shards.map { shard in
             // Two lanes of 50 each: four claim loops at once between them, gentle on a debug build.
-            try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--shard", shard, "--lanes", "2",
-                                     "--batch-size", "50", "--concurrency", "50"], environment: environment)
+            try database.startNudge(
+                [
+                    "run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--shard", shard, "--lanes", "2",
+                    "--batch-size", "50", "--concurrency", "50",
+                ], environment: environment)
         }
         for run in runs {
             let result = await run.finished()
@@ -43,8 +48,9 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         }
 
         let detail = try await database.psql("select status, attempts, last_error, count(*) from notification_outbox group by 1, 2, 3")
-        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "sent|6000\nsuppressed|4000",
-                "\(detail)")
+        #expect(
+            try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "sent|6000\nsuppressed|4000",
+            "\(detail)")
         let requests = push.apns.requests
         #expect(requests.count == 6_000)
         // One request per device and notification, and three notifications a device: the cap.
@@ -64,8 +70,9 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         try await queueForMany(database, users: 1_500, perUser: 1, at: "2026-03-10T12:00:00Z")
         // The shortest lease a 3-second push time-out allows: 3 × 3 + 10 + 20 seconds.
         let environment = push.environment.merging(["NUDGE_DISPATCH_LEASE_SECONDS": "39", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]) { _, new in new }
-        let first = try database.startNudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
-                                            environment: environment)
+        let first = try database.startNudge(
+            ["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
+            environment: environment)
         #expect(try await eventuallyHere(seconds: 60) { push.apns.requestCount >= 300 })
         first.signal(SIGKILL)
         _ = await first.finished()
@@ -82,13 +89,16 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let early = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:40Z"] + gentle, environment: environment)
         #expect(early.status == 0, "\(early.stderr)")
         try await database.psql("create table early_ended as select now() as at")
-        #expect(try await database.count("""
-            select count(*) from notification_outbox o join held_leases h using (id)
-             where h.lease_until > (select at from early_ended) and (o.status <> 'sending' or o.lease_until <> h.lease_until)
-            """) == 0)
-        #expect(try await eventuallyHere(seconds: 60) {
-            try await database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
-        })
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox o join held_leases h using (id)
+                 where h.lease_until > (select at from early_ended) and (o.status <> 'sending' or o.lease_until <> h.lease_until)
+                """) == 0)
+        #expect(
+            try await eventuallyHere(seconds: 60) {
+                try await database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
+            })
         let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"] + gentle, environment: environment)
         #expect(late.status == 0, "\(late.stderr)")
         #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")
@@ -101,11 +111,14 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         // Sent twice only where a run could not know the first went: the killed run's claims,
         // and an attempt that got no answer within the time-out (a loaded machine can make one).
         let twice = Set(perDevice.filter { $0.value.count > 1 }.keys)
-        let explained = Set(try await database.psql("""
-            select t.device_token from user_push_tokens t
-             where t.user_id in (select o.user_id from notification_outbox o join held_leases h using (id))
-                or t.user_id in (select user_id from notification_logs where status <> 'sent')
-            """).split(separator: "\n").map(String.init))
+        let explained = Set(
+            try await database.psql(
+                """
+                select t.device_token from user_push_tokens t
+                 where t.user_id in (select o.user_id from notification_outbox o join held_leases h using (id))
+                    or t.user_id in (select user_id from notification_logs where status <> 'sent')
+                """
+            ).split(separator: "\n").map(String.init))
         #expect(twice.subtracting(explained).isEmpty, "\(twice.subtracting(explained).count) of \(twice.count) sent twice unexplained")
     }
 
@@ -116,8 +129,9 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         defer { Task { await push.shutdown() } }
         try await queueForMany(database, users: 120, perUser: 4, at: "2026-03-10T12:00:00Z")
         let before = try await database.dump(excluding: ["job_runs", "job_run_failures"])
-        let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--dry-run", "--json"],
-                                              environment: push.environment)
+        let result = try await database.nudge(
+            ["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--dry-run", "--json"],
+            environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try await database.dump(excluding: ["job_runs", "job_run_failures"]) == before)
         #expect(push.apns.requestCount == 0)
@@ -175,17 +189,22 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
     var outsideTimeLimit: Duration? { inner.outsideTimeLimit }
 
     func loadFacts(for items: [UserNotifications], run: RunContext, on connection: PostgresConnection) async throws
-        -> [UUID: DispatchJob.Facts] {
-        try await connection.query("""
+        -> [UUID: DispatchJob.Facts]
+    {
+        try await connection.query(
+            """
             update dispatch_leases set leased_until = now() - interval '1 second';
             """, logger: run.logger)
-        try await connection.query("""
+        try await connection.query(
+            """
             update notification_outbox set lease_until = now() - interval '1 second' where status = 'sending'
             """, logger: run.logger)
-        try await connection.query("""
+        try await connection.query(
+            """
             update dispatch_leases set run_id = -1, leased_until = now() + interval '2 minutes' where user_id = \(stolen)
             """, logger: run.logger)
-        try await connection.query("""
+        try await connection.query(
+            """
             update notification_outbox set claimed_by = -1, lease_until = now() + interval '2 minutes' where user_id = \(stolen)
             """, logger: run.logger)
         return try await inner.loadFacts(for: items, run: run, on: connection)
@@ -200,11 +219,13 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
         if let database = run.database {
             let renewed = try await database.withConnection { connection in
                 var renewed = false
-                for try await ok in try await connection.query("""
+                for try await ok in try await connection.query(
+                    """
                     select bool_and(o.lease_until > now() + interval '1 minute' and l.leased_until > now() + interval '1 minute')
                       from notification_outbox o join dispatch_leases l on l.user_id = o.user_id
                      where o.user_id = \(user) and o.claimed_by = \(run.claim)
-                    """, logger: run.logger).decode(Bool?.self) { renewed = ok ?? false }
+                    """, logger: run.logger
+                ).decode(Bool?.self) { renewed = ok ?? false }
                 return renewed
             }
             leaseAtSends.seen.withLock { $0[user] = renewed }
@@ -247,11 +268,13 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
         let holder = Mutex<SlowFactsDispatch?>(nil)
         let summary = try await database.withDatabase { db in
             try await DeliveryServices.with(Environment(push.environment), dryRun: false) { services in
-                let options = RunOptions(now: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, nowIsExplicit: true,
-                                         batchSize: 50, concurrency: 50)
+                let options = RunOptions(
+                    now: ISO8601DateFormatter().date(from: "2026-03-10T12:00:30Z")!, nowIsExplicit: true,
+                    batchSize: 50, concurrency: 50)
                 // A lease of 5 seconds: shorter than the batch's sends may take, so it is renewed.
-                let inner = DispatchJob(definition: jobDefinition("dispatch"), push: services, lease: 5, dryRun: false,
-                                        clock: options.clock)
+                let inner = DispatchJob(
+                    definition: jobDefinition("dispatch"), push: services, lease: 5, dryRun: false,
+                    clock: options.clock)
                 let job = SlowFactsDispatch(inner: inner, stolen: stolen)
                 holder.withLock { $0 = job }
                 return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
@@ -259,7 +282,8 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
         }
         #expect(summary.counts.skipped == 1)
         #expect(push.apns.requests.count == 2)
-        #expect(try await database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
+        #expect(
+            try await database.psql("select status, claimed_by, count(*) from notification_outbox group by 1, 2 order by 1")
                 == "sending|-1|1\nsent||2")
         #expect(try await database.count("select count(*) from notification_logs where status = 'sent'") == 2)
         // The others' claims, run out, had been renewed before their sends (well past the 5
@@ -286,10 +310,12 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
                 return !cut
             }
             if first {
-                let ended = (try? database.psqlFromAStandIn("""
-                    select count(pg_terminate_backend(pid)) from pg_stat_activity
-                     where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
-                    """)) ?? "failed"
+                let ended =
+                    (try? database.psqlFromAStandIn(
+                        """
+                        select count(pg_terminate_backend(pid)) from pg_stat_activity
+                         where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
+                        """)) ?? "failed"
                 terminated.withLock { $0 = ended }
             }
             return .accept
@@ -306,12 +332,15 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
         #expect((Int(terminated.withLock { $0 } ?? "") ?? 0) > 0, "\(terminated.withLock { $0 } ?? "no answer")")
         // A row still claimed is one whose lane lost its connection before sending it (claimed,
         // not yet sent): none of them reached APNs. Their claims lapse; the next run sends them.
-        let claimed = try await database.psql("""
+        let claimed = try await database.psql(
+            """
             select t.device_token from notification_outbox o join user_push_tokens t on t.user_id = o.user_id
              where o.status = 'sending'
-            """).split(separator: "\n").map(String.init)
+            """
+        ).split(separator: "\n").map(String.init)
         #expect(Set(claimed).isDisjoint(with: push.apns.requests.map(\.deviceToken)))
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set lease_until = now() - interval '1 second' where status = 'sending';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)

@@ -1,6 +1,7 @@
 import Foundation
 import NudgeStandIns
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -36,21 +37,30 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
     }
 
     static let zones = [
-        Zone(name: "America/New_York", times: [
-            "sat 20:00": "2026-03-08T01:00:00Z", "sat 20:30": "2026-03-08T01:30:00Z", "sat 23:00": "2026-03-08T04:00:00Z",
-            "sat 23:30": "2026-03-08T04:30:00Z", "sun 01:45": "2026-03-08T06:45:00Z", "sun 08:00": "2026-03-08T12:00:00Z",
-            "sun 10:00": "2026-03-08T14:00:00Z", "sun 11:00": "2026-03-08T15:00:00Z", "sun 12:00": "2026-03-08T16:00:00Z",
-            "sun 20:00": "2026-03-09T00:00:00Z", "mon 07:00": "2026-03-09T11:00:00Z", "mon 09:00": "2026-03-09T13:00:00Z"]),
-        Zone(name: "Europe/Paris", times: [
-            "sat 20:00": "2026-03-28T19:00:00Z", "sat 20:30": "2026-03-28T19:30:00Z", "sat 23:00": "2026-03-28T22:00:00Z",
-            "sat 23:30": "2026-03-28T22:30:00Z", "sun 01:45": "2026-03-29T00:45:00Z", "sun 08:00": "2026-03-29T06:00:00Z",
-            "sun 10:00": "2026-03-29T08:00:00Z", "sun 11:00": "2026-03-29T09:00:00Z", "sun 12:00": "2026-03-29T10:00:00Z",
-            "sun 20:00": "2026-03-29T18:00:00Z", "mon 07:00": "2026-03-30T05:00:00Z", "mon 09:00": "2026-03-30T07:00:00Z"]),
-        Zone(name: "Australia/Lord_Howe", times: [
-            "sat 20:00": "2026-04-04T09:00:00Z", "sat 20:30": "2026-04-04T09:30:00Z", "sat 23:00": "2026-04-04T12:00:00Z",
-            "sat 23:30": "2026-04-04T12:30:00Z", "sun 01:45": "2026-04-04T14:45:00Z", "sun 08:00": "2026-04-04T21:30:00Z",
-            "sun 10:00": "2026-04-04T23:30:00Z", "sun 11:00": "2026-04-05T00:30:00Z", "sun 12:00": "2026-04-05T01:30:00Z",
-            "sun 20:00": "2026-04-05T09:30:00Z", "mon 07:00": "2026-04-05T20:30:00Z", "mon 09:00": "2026-04-05T22:30:00Z"]),
+        Zone(
+            name: "America/New_York",
+            times: [
+                "sat 20:00": "2026-03-08T01:00:00Z", "sat 20:30": "2026-03-08T01:30:00Z", "sat 23:00": "2026-03-08T04:00:00Z",
+                "sat 23:30": "2026-03-08T04:30:00Z", "sun 01:45": "2026-03-08T06:45:00Z", "sun 08:00": "2026-03-08T12:00:00Z",
+                "sun 10:00": "2026-03-08T14:00:00Z", "sun 11:00": "2026-03-08T15:00:00Z", "sun 12:00": "2026-03-08T16:00:00Z",
+                "sun 20:00": "2026-03-09T00:00:00Z", "mon 07:00": "2026-03-09T11:00:00Z", "mon 09:00": "2026-03-09T13:00:00Z",
+            ]),
+        Zone(
+            name: "Europe/Paris",
+            times: [
+                "sat 20:00": "2026-03-28T19:00:00Z", "sat 20:30": "2026-03-28T19:30:00Z", "sat 23:00": "2026-03-28T22:00:00Z",
+                "sat 23:30": "2026-03-28T22:30:00Z", "sun 01:45": "2026-03-29T00:45:00Z", "sun 08:00": "2026-03-29T06:00:00Z",
+                "sun 10:00": "2026-03-29T08:00:00Z", "sun 11:00": "2026-03-29T09:00:00Z", "sun 12:00": "2026-03-29T10:00:00Z",
+                "sun 20:00": "2026-03-29T18:00:00Z", "mon 07:00": "2026-03-30T05:00:00Z", "mon 09:00": "2026-03-30T07:00:00Z",
+            ]),
+        Zone(
+            name: "Australia/Lord_Howe",
+            times: [
+                "sat 20:00": "2026-04-04T09:00:00Z", "sat 20:30": "2026-04-04T09:30:00Z", "sat 23:00": "2026-04-04T12:00:00Z",
+                "sat 23:30": "2026-04-04T12:30:00Z", "sun 01:45": "2026-04-04T14:45:00Z", "sun 08:00": "2026-04-04T21:30:00Z",
+                "sun 10:00": "2026-04-04T23:30:00Z", "sun 11:00": "2026-04-05T00:30:00Z", "sun 12:00": "2026-04-05T01:30:00Z",
+                "sun 20:00": "2026-04-05T09:30:00Z", "mon 07:00": "2026-04-05T20:30:00Z", "mon 09:00": "2026-04-05T22:30:00Z",
+            ]),
     ]
 
     @Test(arguments: zones)
@@ -72,7 +82,8 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         let evening = try await Outbox.queue(database, 1, type: "daily_checkin", at: t["sun 20:00"]!)
         // User 2: quiet 23:00–07:00 and weekends paused.
         try await Outbox.user(database, 2, zone: zone.name)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_preferences (user_id, dnd_start, dnd_end, pause_weekends)
             values ('\(Fixture.userID(2))', '23:00', '07:00', true)
             """)
@@ -91,32 +102,38 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
         }
 
         func sent(_ id: Int64) async throws -> String {
-            try await database.value("select coalesce(to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), status) from notification_outbox where id = \(id)")
+            try await database.value(
+                "select coalesce(to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), status) from notification_outbox where id = \(id)")
         }
-        await #expect(try sent(reminder) == t["sat 23:30"]!)           // critical: through quiet hours
-        await #expect(try sent(atRisk) == t["sun 08:00"]!)              // deferred to the window's end…
-        await #expect(try sent(moved) == t["sun 08:00"]!)               // …on the night the clocks change
-        await #expect(try sent(stale) == "suppressed")                  // past its shelf life by then
-        #expect(try await database.value("select last_error from notification_outbox where id = \(stale)")
+        await #expect(try sent(reminder) == t["sat 23:30"]!)   // critical: through quiet hours
+        await #expect(try sent(atRisk) == t["sun 08:00"]!)   // deferred to the window's end…
+        await #expect(try sent(moved) == t["sun 08:00"]!)   // …on the night the clocks change
+        await #expect(try sent(stale) == "suppressed")   // past its shelf life by then
+        #expect(
+            try await database.value("select last_error from notification_outbox where id = \(stale)")
                 .hasPrefix("expired: streak_at_risk due \(t["sat 23:00"]!) was worth sending until"))
         // The daily total counts each push on the day it was for: the digest deferred from Saturday
         // night to 08:00 is Saturday's, so Sunday's are the milestone, the cheer and the goal.
         await #expect(try sent(cheer) == t["sun 10:00"]!)
-        await #expect(try sent(goal) == t["sun 11:00"]!)                // the day's third
-        await #expect(try sent(submit) == "suppressed")                 // a fourth is over the cap
-        await #expect(try sent(evening) == t["sun 20:00"]!)             // critical: never held by the cap
-        await #expect(try sent(weekend) == t["mon 07:00"]!)             // the weekend, then the night
-        await #expect(try sent(cheered) == "suppressed")                // stale by Monday morning
-        await #expect(try sent(critical) == t["sun 12:00"]!)            // critical: through the weekend pause
+        await #expect(try sent(goal) == t["sun 11:00"]!)   // the day's third
+        await #expect(try sent(submit) == "suppressed")   // a fourth is over the cap
+        await #expect(try sent(evening) == t["sun 20:00"]!)   // critical: never held by the cap
+        await #expect(try sent(weekend) == t["mon 07:00"]!)   // the weekend, then the night
+        await #expect(try sent(cheered) == "suppressed")   // stale by Monday morning
+        await #expect(try sent(critical) == t["sun 12:00"]!)   // critical: through the weekend pause
         let sunday = try await database.value("select (timestamptz '\(t["sun 12:00"]!)' at time zone '\(zone.name)')::date")
-        #expect(try await database.value("select last_error from notification_outbox where id = \(submit)")
+        #expect(
+            try await database.value("select last_error from notification_outbox where id = \(submit)")
                 .hasPrefix("caps: daily cap: 3 notifications already sent for \(sunday)"))
         // Deferred to the instant the window ends, not to the next run after it.
-        #expect(try await database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
+        #expect(
+            try await database.psql("select status, error_msg from notification_logs where outbox_id = \(atRisk) order by created_at")
                 .hasPrefix("deferred|quiet hours 22:00–08:00: until \(t["sun 08:00"]!)"))
-        #expect(try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
+        #expect(
+            try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasSuffix("until \(t["mon 07:00"]!)"))
-        #expect(try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
+        #expect(
+            try await database.value("select error_msg from notification_logs where outbox_id = \(weekend) and status = 'deferred'")
                 .hasPrefix("weekend pause and quiet hours 23:00–07:00"))
         #expect(try await database.count("select count(*) from notification_logs where status = 'suppressed' and error_msg like 'caps: daily cap%'") == 1)
         // What the device saw: eight pushes, one each.

@@ -2,6 +2,7 @@ import Foundation
 import NudgeStandIns
 import PostgresNIO
 import Testing
+
 @testable import NudgeCore
 
 @Suite(.serialized) struct DispatchDeliveryTests {
@@ -14,8 +15,9 @@ import Testing
         try await Outbox.user(database, 1, ios: 1, android: 1)
         try await Outbox.user(database, 2, ios: 0)
         try await database.psql("update users set fcm_token = 'legacy-token-2:APA91b' where id = '\(Fixture.userID(2))'")
-        let first = try await Outbox.queue(database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z", title: "🔥 Your 12-day streak is at risk",
-                                     body: "Check in today", payload: #"{"type":"streak_at_risk","deep_link":"fitcircle://checkin","streak":12}"#)
+        let first = try await Outbox.queue(
+            database, 1, type: "streak_at_risk", at: "2026-03-10T09:00:00Z", title: "🔥 Your 12-day streak is at risk",
+            body: "Check in today", payload: #"{"type":"streak_at_risk","deep_link":"fitcircle://checkin","streak":12}"#)
         try await Outbox.queue(database, 2, type: "proactive_push", at: "2026-03-10T09:00:00Z", title: "Hi", body: "How did it go?")
 
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T09:00:30Z"], environment: push.environment)
@@ -40,10 +42,12 @@ import Testing
         #expect(fcm.allSatisfy { $0.accessToken == push.fcm.issuedTokens.first })
         #expect(fcm.first { $0.deviceToken == "legacy-token-2:APA91b" }?.collapseKey == "nudge-proactive_push")
 
-        #expect(try await database.psql("select status || ' ' || array_length(delivered_to, 1) from notification_outbox order by id")
+        #expect(
+            try await database.psql("select status || ' ' || array_length(delivered_to, 1) from notification_outbox order by id")
                 == "sent 2\nsent 1")
         #expect(try await database.count("select count(*) from notification_logs where status = 'sent' and provider_id is not null") == 3)
-        #expect(try await database.value("select provider_id from notification_logs where provider = 'apns'")
+        #expect(
+            try await database.value("select provider_id from notification_logs where provider = 'apns'")
                 == request.headers["apns-id"])
     }
 }
@@ -59,7 +63,8 @@ extension DispatchDeliveryTests {
         try await Outbox.user(database, 1)
         try await Outbox.user(database, 2)
         let veteran = Fixture.userID(1)
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body,
                                              status, sent_at, next_attempt_at, attempts, delivered_to, created_at)
@@ -87,7 +92,8 @@ extension DispatchDeliveryTests {
         #expect(try await database.count("select count(*) from notification_outbox where status = 'sent' and local_day = '2026-03-10'") == 2)
         // What the caps look back on (the last 8 days' sends, about 440 rows), and a little more:
         // never the 40,000 rows of the year.
-        let recent = try await database.count("""
+        let recent = try await database.count(
+            """
             select count(*) from notification_outbox where user_id = '\(veteran)' and sent_at >= '2026-03-02T09:00:30Z'
             """)
         #expect(read < recent + 150, "\(read) rows of the outbox and logs read; \(recent) sent in the caps' 8 days")
@@ -108,8 +114,9 @@ extension DispatchDeliveryTests {
         ]
         let fcmAnswers: [String: StandInFCM.Answer] = [
             Outbox.androidToken(7): .reject(status: 404, code: "UNREGISTERED", message: "Requested entity was not found."),
-            Outbox.androidToken(8): .reject(status: 400, code: "INVALID_ARGUMENT",
-                                            message: "The registration token is not a valid FCM registration token"),
+            Outbox.androidToken(8): .reject(
+                status: 400, code: "INVALID_ARGUMENT",
+                message: "The registration token is not a valid FCM registration token"),
             Outbox.androidToken(9): .reject(status: 503, code: "UNAVAILABLE", message: "The service is unavailable.", retryAfter: "45"),
         ]
         let push = try await PushStandIns.start(
@@ -128,21 +135,26 @@ extension DispatchDeliveryTests {
         let environment = push.environment.merging(["NUDGE_PUSH_TIMEOUT_SECONDS": "20"]) { _, new in new }
         let first = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(first.status == 0, "\(first.stdout)\n\(first.stderr)")
-        #expect(try await database.psql("select device_token from user_push_tokens where not active order by 1")
+        #expect(
+            try await database.psql("select device_token from user_push_tokens where not active order by 1")
                 == [Outbox.iosToken(1), Outbox.iosToken(2), Outbox.androidToken(7), Outbox.androidToken(8)].sorted().joined(separator: "\n"))
-        let pending = try await database.psql("""
+        let pending = try await database.psql(
+            """
             select u.n || ' ' || o.attempts from notification_outbox o
               join (select id, row_number() over (order by created_at) n from users) u on u.id = o.user_id
              where o.status = 'pending' order by 1
             """)
         #expect(pending.split(separator: "\n").count == 4, "\(pending)")
         // UNAVAILABLE waits its retry-after.
-        #expect(try await database.value("""
-            select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
-             where user_id = '\(Fixture.userID(9))'
-            """) == "45")
+        #expect(
+            try await database.value(
+                """
+                select extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int from notification_outbox
+                 where user_id = '\(Fixture.userID(9))'
+                """) == "45")
         // The run's summary counts what became of each notification and the tokens it pruned.
-        let summary = try await database.psql("""
+        let summary = try await database.psql(
+            """
             select key || '=' || value from job_runs, jsonb_each_text(summary)
              where id = (select max(id) from job_runs where job = 'dispatch') order by 1
             """)
@@ -151,9 +163,11 @@ extension DispatchDeliveryTests {
         let second = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"], environment: environment)
         #expect(second.status == 0, "\(second.stdout)\n\(second.stderr)")
         let detail = try await database.psql("select user_id, status, attempts, last_error from notification_outbox order by 1")
-        #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|4\nsent|17",
-                "\(detail)")
-        #expect(try await database.value("select last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(
+            try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|4\nsent|17",
+            "\(detail)")
+        #expect(
+            try await database.value("select last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
                 .contains("410 Unregistered"))
         // Every attempt is a row: 21 first attempts and 4 retries.
         #expect(try await database.count("select count(*) from notification_logs") == 25)
@@ -187,7 +201,8 @@ extension DispatchDeliveryTests {
         }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:02:30Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try await database.psql("select device_token, active from user_push_tokens where user_id = '\(Fixture.userID(1))'")
+        #expect(
+            try await database.psql("select device_token, active from user_push_tokens where user_id = '\(Fixture.userID(1))'")
                 == "legacy-1:APA91b|f")
         #expect(try await database.psql("select status, count(*) from notification_outbox group by 1 order by 1") == "failed|2\nsent|2")
         #expect(push.fcm.requestCount == 2)
@@ -209,7 +224,8 @@ extension DispatchDeliveryTests {
         for n in 2...8 { try await Outbox.queue(database, n, type: "social_engagement", at: "2026-03-10T12:00:00Z") }
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try await database.value("select status || ': ' || last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
+        #expect(
+            try await database.value("select status || ': ' || last_error from notification_outbox where user_id = '\(Fixture.userID(1))'")
                 .hasSuffix("FCM 400 INVALID_ARGUMENT: Invalid data payload key: from"))
         #expect(try await database.count("select count(*) from notification_outbox where status = 'sent'") == 7)
         #expect(try await database.count("select count(*) from user_push_tokens where not active") == 0)
@@ -243,10 +259,12 @@ extension DispatchDeliveryTests {
         try await Outbox.queue(database, 1, type: "social_engagement", at: "2026-03-10T12:00:00Z")
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
-        #expect(try await database.value("""
-            select status || ' ' || attempts || ' ' || extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int
-              from notification_outbox
-            """) == "pending 0 90")
+        #expect(
+            try await database.value(
+                """
+                select status || ' ' || attempts || ' ' || extract(epoch from next_attempt_at - '2026-03-10T12:00:10Z')::int
+                  from notification_outbox
+                """) == "pending 0 90")
     }
 
     /// A user another dispatcher holds (their lease) is left to it: none of their rows is taken.
@@ -261,7 +279,8 @@ extension DispatchDeliveryTests {
         try await database.psql("insert into dispatch_leases values ('\(Fixture.userID(1))', 999, now() + interval '1 hour')")
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: push.environment)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try await database.psql("select status, attempts from notification_outbox order by user_id = '\(Fixture.userID(1))'")
+        #expect(
+            try await database.psql("select status, attempts from notification_outbox order by user_id = '\(Fixture.userID(1))'")
                 == "sent|1\npending|0")
         #expect(push.apns.requests.map(\.deviceToken) == [Outbox.iosToken(2)])
     }
@@ -350,8 +369,12 @@ extension DispatchDeliveryTests {
         let result = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:00:10Z"], environment: environment)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("waiting 1"))
-        #expect(result.stdout.contains("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID); Resend is not configured (RESEND_API_KEY, RESEND_FROM); Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM); notifications waiting for a provider: 1 (each until it is back or its shelf life ends)"))
-        #expect(try await database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
+        #expect(
+            result.stdout.contains(
+                "APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID); Resend is not configured (RESEND_API_KEY, RESEND_FROM); Twilio is not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM); notifications waiting for a provider: 1 (each until it is back or its shelf life ends)"
+            ))
+        #expect(
+            try await database.psql("select status || ' ' || coalesce(last_error, '') from notification_outbox order by user_id = '\(Fixture.userID(2))'")
                 == "pending waiting: APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)\nsent ")
         let list = try await database.nudge(["list"], environment: environment)
         #expect(list.stdout.contains("APNs: not configured"))

@@ -2,13 +2,16 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
 
 private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
-    ["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>", "RESEND_BASE_URL": resend.baseURL,
-     "RESEND_REQUESTS_PER_SECOND": "100", "NUDGE_PUSH_TIMEOUT_SECONDS": "3"]
+    [
+        "RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>", "RESEND_BASE_URL": resend.baseURL,
+        "RESEND_REQUESTS_PER_SECOND": "100", "NUDGE_PUSH_TIMEOUT_SECONDS": "3",
+    ]
 }
 
 /// Resend batch requests whose answer is lost, or that proved nothing was sent: each goes again
@@ -34,7 +37,8 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(first.exitCode == 0, "\(first)")
         #expect(resend.requestCount == 1)
         #expect(resend.sent.count == 12)
-        #expect(try await database.psql("select status, count(distinct request_key), count(*) from notification_outbox group by 1")
+        #expect(
+            try await database.psql("select status, count(distinct request_key), count(*) from notification_outbox group by 1")
                 == "pending|1|12")
 
         let second = try await dispatch(database, environment: resendEnvironment(resend), at: at("2026-03-10T12:06:30Z"))
@@ -68,7 +72,8 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
             }
             if first {
                 // Another dispatcher's claim on the third user's row, as after a lapsed lease.
-                _ = try? database.psqlFromAStandIn("""
+                _ = try? database.psqlFromAStandIn(
+                    """
                     update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
                      where user_id = '\(third)';
                     update dispatch_leases set leased_until = now() + interval '1 hour' where user_id = '\(third)';
@@ -86,13 +91,16 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(first.exitCode == 0, "\(first)")
         #expect(resend.requestCount == 1)
         #expect(resend.sent.isEmpty)
-        #expect(try await database.psql("select count(*), count(distinct request_key) from notification_outbox where request_key is not null")
+        #expect(
+            try await database.psql("select count(*), count(distinct request_key) from notification_outbox where request_key is not null")
                 == "3|1")
-        #expect(try await database.psql("select status, attempts from notification_outbox where user_id <> '\(third)' group by 1, 2")
+        #expect(
+            try await database.psql("select status, attempts from notification_outbox where user_id <> '\(third)' group by 1, 2")
                 == "pending|0")
 
         // The other dispatcher's claim lapses.
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
@@ -119,7 +127,8 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         @Sendable func steal(_ n: Int) {
             let first = taken.withLock { $0.insert(n).inserted }
             guard first else { return }
-            _ = try? database.psqlFromAStandIn("""
+            _ = try? database.psqlFromAStandIn(
+                """
                 update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour'
                  where user_id = '\(Fixture.userID(n))';
                 update dispatch_leases set run_id = -7, leased_until = now() + interval '1 hour' where user_id = '\(Fixture.userID(n))';
@@ -148,14 +157,17 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(resend.sent.count == 1)
         // The claims renewed before the write came back without the two users: the batch says so.
         #expect(first.counts.skipped == 2, "\(first.counts)")
-        #expect(try await database.psql("""
-            select count(*) from job_run_failures where run_id = (select max(id) from job_runs) and reason like 'its claim ran out while%'
-            """) == "2")
+        #expect(
+            try await database.psql(
+                """
+                select count(*) from job_run_failures where run_id = (select max(id) from job_runs) and reason like 'its claim ran out while%'
+                """) == "2")
         #expect(try await database.count("select count(*) from notification_logs") == 0)
         #expect(try await database.count("select count(*) from email_logs") == 0)
         #expect(try await database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")
 
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set lease_until = now() - interval '1 second';
             update dispatch_leases set leased_until = now() - interval '1 second';
             """)
@@ -165,7 +177,8 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
         #expect(push.apns.requests.count == 2)
         #expect(Set(push.apns.requests.compactMap(\.collapseID)).count == 1)
         #expect(resend.sent.count == 1)
-        #expect(try await database.psql("select channel, count(*) from notification_logs where status = 'sent' group by 1 order by 1")
+        #expect(
+            try await database.psql("select channel, count(*) from notification_logs where status = 'sent' group by 1 order by 1")
                 == "email|1\npush|1")
         #expect(try await database.value("select provider_id from email_logs") == resend.sent[0].id)
     }

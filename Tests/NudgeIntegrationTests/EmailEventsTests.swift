@@ -2,6 +2,7 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -17,14 +18,16 @@ private struct WebhookServer {
     let server: Task<Void, any Error>
 
     static func start(_ database: TestDatabase) async throws -> WebhookServer {
-        let port = Mutex(0), healthPort = Mutex(0)
+        let port = Mutex(0)
+        let healthPort = Mutex(0)
         let secret = try ResendWebhookSecret(webhookSecretText)
         let server = Task {
             try await database.withDatabase { db in
-                try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
-                                          twilioAuthToken: nil, resendWebhookSecret: secret, host: "127.0.0.1", port: 0, healthPort: 0,
-                                          logger: db.logger, onRunning: { bound in port.withLock { $0 = bound } },
-                                          onHealthRunning: { bound in healthPort.withLock { $0 = bound } })
+                try await NudgeServer.run(
+                    database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
+                    twilioAuthToken: nil, resendWebhookSecret: secret, host: "127.0.0.1", port: 0, healthPort: 0,
+                    logger: db.logger, onRunning: { bound in port.withLock { $0 = bound } },
+                    onHealthRunning: { bound in healthPort.withLock { $0 = bound } })
             }
         }
         let started = try await eventuallyHere(seconds: 120) { port.withLock { $0 } > 0 && healthPort.withLock { $0 } > 0 }
@@ -47,20 +50,26 @@ private struct WebhookServer {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-event-\(UUID()).json")
         try Data(body.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let result = try await runProcessOffThePool("/usr/bin/curl", [
-            "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", "POST",
-            "-H", "Content-Type: application/json", "-H", "svix-id: \(id)", "-H", "svix-timestamp: \(timestamp)",
-            "-H", "svix-signature: \(signed)", "--data-binary", "@\(file.path)", base + ResendWebhook.path,
-        ])
+        let result = try await runProcessOffThePool(
+            "/usr/bin/curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", "POST",
+                "-H", "Content-Type: application/json", "-H", "svix-id: \(id)", "-H", "svix-timestamp: \(timestamp)",
+                "-H", "svix-signature: \(signed)", "--data-binary", "@\(file.path)", base + ResendWebhook.path,
+            ])
         return result.stdout
     }
 }
 
 /// An event as Resend sends it.
-private func event(_ type: String, email: String, to address: String, at time: String = "2026-03-22T20:05:00.123456+00:00",
-                   bounce: String? = nil) -> String {
-    let bounced = bounce.map { #", "bounce": {"message": "The email account that you tried to reach does not exist.", "subType": "General", "type": "\#($0)"}"# } ?? ""
-    return #"{"type": "\#(type)", "created_at": "\#(time)", "data": {"created_at": "2026-03-22T20:01:00.000000+00:00", "email_id": "\#(email)", "from": "FitCircle <coach@fitcircle.example>", "to": ["\#(address)"], "subject": "Your week"\#(bounced), "tags": {"email_type": "weekly_digest"}}}"#
+private func event(
+    _ type: String, email: String, to address: String, at time: String = "2026-03-22T20:05:00.123456+00:00",
+    bounce: String? = nil
+) -> String {
+    let bounced =
+        bounce.map { #", "bounce": {"message": "The email account that you tried to reach does not exist.", "subType": "General", "type": "\#($0)"}"# } ?? ""
+    return
+        #"{"type": "\#(type)", "created_at": "\#(time)", "data": {"created_at": "2026-03-22T20:01:00.000000+00:00", "email_id": "\#(email)", "from": "FitCircle <coach@fitcircle.example>", "to": ["\#(address)"], "subject": "Your week"\#(bounced), "tags": {"email_type": "weekly_digest"}}}"#
 }
 
 @Suite(.serialized) struct EmailEventsTests {
@@ -71,7 +80,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
     @Test func signedEventsAreRecordedAndForgedStaleOrReplayedOnesChangeNothing() async throws {
         let database = try await TestDatabase.fresh()
         try await DigestFixture.user(database, 1, zone: "Europe/London")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-1', '2026-03-22T20:01:00Z');
             insert into email_logs (user_id, email_type, sent_at, provider_id) values ('\(Fixture.userID(1))', 'weekly_digest', '2026-03-22T20:01:00Z', 'em-1')
@@ -82,7 +92,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         let first = String(Int(Date().timeIntervalSince1970))
         let delivered = event("email.delivered", email: "em-1", to: "user1@example.test")
         #expect(try await web.post(delivered, id: "msg_1", timestamp: first) == "200")
-        #expect(try await database.psql("select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS.US') from notification_logs")
+        #expect(
+            try await database.psql("select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS.US') from notification_logs")
                 == "delivered|t|20:05:00.123456")
         let before = try await database.dump()
         let opened = event("email.opened", email: "em-1", to: "user1@example.test", at: "2026-03-22T21:00:00Z")
@@ -92,9 +103,10 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(try await web.post(opened, id: "msg_2", age: -400) == "401")
         #expect(try await web.post(opened, id: "", signature: "") == "401")
         // Signed for another body: the signature covers the body.
-        let other = ResendWebhook.signature(id: "msg_2", timestamp: String(Int(Date().timeIntervalSince1970)),
-                                            body: Array(event("email.clicked", email: "em-1", to: "user1@example.test").utf8),
-                                            secret: try ResendWebhookSecret(webhookSecretText))
+        let other = ResendWebhook.signature(
+            id: "msg_2", timestamp: String(Int(Date().timeIntervalSince1970)),
+            body: Array(event("email.clicked", email: "em-1", to: "user1@example.test").utf8),
+            secret: try ResendWebhookSecret(webhookSecretText))
         #expect(try await web.post(opened, id: "msg_2", signature: other) == "401")
         #expect(try await database.dump() == before)
 
@@ -113,10 +125,12 @@ private func event(_ type: String, email: String, to address: String, at time: S
         // Opened then clicked, in either order, sets the same row.
         #expect(try await web.post(event("email.clicked", email: "em-1", to: "user1@example.test", at: "2026-03-22T21:10:00Z"), id: "msg_3") == "200")
         #expect(try await web.post(opened, id: "msg_2") == "200")
-        #expect(try await database.psql("""
-            select status, opened, to_char(opened_at at time zone 'UTC', 'HH24:MI'), to_char(clicked_at at time zone 'UTC', 'HH24:MI')
-              from notification_logs
-            """) == "opened|t|21:00|21:10")
+        #expect(
+            try await database.psql(
+                """
+                select status, opened, to_char(opened_at at time zone 'UTC', 'HH24:MI'), to_char(clicked_at at time zone 'UTC', 'HH24:MI')
+                  from notification_logs
+                """) == "opened|t|21:00|21:10")
         #expect(try await database.psql("select opened, clicked from email_logs") == "t|t")
         #expect(try await database.count("select count(*) from email_events") == 3)
     }
@@ -142,29 +156,45 @@ private func event(_ type: String, email: String, to address: String, at time: S
         func emailTo(_ n: Int) throws -> String {
             try #require(stand.resend.sent.last { $0.to == ["user\(n)@example.test"] }).id
         }
-        #expect(try await web.post(event("email.bounced", email: try emailTo(1), to: "User1@Example.test", bounce: "Permanent"),
-                                   id: "msg_hard") == "200")
-        #expect(try await web.post(event("email.bounced", email: try emailTo(2), to: "user2@example.test", bounce: "Transient"),
-                                   id: "msg_soft") == "200")
+        #expect(
+            try await web.post(
+                event("email.bounced", email: try emailTo(1), to: "User1@Example.test", bounce: "Permanent"),
+                id: "msg_hard") == "200")
+        #expect(
+            try await web.post(
+                event("email.bounced", email: try emailTo(2), to: "user2@example.test", bounce: "Transient"),
+                id: "msg_soft") == "200")
         #expect(try await web.post(event("email.complained", email: try emailTo(3), to: "user3@example.test"), id: "msg_spam") == "200")
-        #expect(try await database.psql("select status, bounce_type, error_msg like 'bounced (Permanent/General): The email account%' from notification_logs where provider_id = '\(try emailTo(1))'")
+        #expect(
+            try await database.psql(
+                "select status, bounce_type, error_msg like 'bounced (Permanent/General): The email account%' from notification_logs where provider_id = '\(try emailTo(1))'"
+            )
                 == "failed|Permanent/General|t")
-        #expect(try await database.psql("select address, reason from email_suppressions order by 1") == "user1@example.test|hard_bounce\nuser3@example.test|complaint")
-        #expect(try await database.psql("""
-            select weekly_digest, streak_at_risk, fitcircle_invites from email_preferences where user_id = '\(Fixture.userID(3))'
-            """) == "f|f|t")
+        #expect(
+            try await database.psql("select address, reason from email_suppressions order by 1")
+                == "user1@example.test|hard_bounce\nuser3@example.test|complaint")
+        #expect(
+            try await database.psql(
+                """
+                select weekly_digest, streak_at_risk, fitcircle_invites from email_preferences where user_id = '\(Fixture.userID(3))'
+                """) == "f|f|t")
 
         _ = try await weeklyDigest(database, at: at("2026-03-29T19:00:00Z"))
         let next = try await database.nudge(["run", "dispatch", "--now", "2026-03-29T19:01:00Z"], environment: stand.environment)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(stand.resend.sent.filter { $0.to == ["user1@example.test"] }.count == 1)
         #expect(stand.resend.sent.filter { $0.to == ["user2@example.test"] }.count == 2)
-        #expect(try await database.psql("""
-            select error_msg from notification_logs where user_id = '\(Fixture.userID(1))' and channel = 'email' and status = 'suppressed'
-            """).hasPrefix("suppression: the address bounced hard on 2026-03-22 (General: The email account"))
-        #expect(try await database.psql("""
-            select status from notification_outbox where user_id = '\(Fixture.userID(1))' and channel = 'email' order by deliver_after
-            """) == "sent\nsuppressed")
+        #expect(
+            try await database.psql(
+                """
+                select error_msg from notification_logs where user_id = '\(Fixture.userID(1))' and channel = 'email' and status = 'suppressed'
+                """
+            ).hasPrefix("suppression: the address bounced hard on 2026-03-22 (General: The email account"))
+        #expect(
+            try await database.psql(
+                """
+                select status from notification_outbox where user_id = '\(Fixture.userID(1))' and channel = 'email' order by deliver_after
+                """) == "sent\nsuppressed")
     }
 
     /// An event that comes before its email's log is written is applied as the log is; one for
@@ -182,7 +212,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         #expect(try await web.post(stranger, id: "msg_unknown", timestamp: String(now + 3)) == "200")
         #expect(try await database.count("select count(*) from email_events where email_id = 'em-stranger'") == 1)
         #expect(try await database.psql("select count(*) from notification_logs") == "0")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-early', '2026-03-22T20:01:00Z')
             """)
@@ -198,7 +229,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
         let database = try await TestDatabase.fresh()
         try await DigestFixture.user(database, 1, zone: "Europe/London")
         // As that race leaves them: the log written without the event, the event kept.
-        try await database.psql("""
+        try await database.psql(
+            """
             alter table notification_logs disable trigger email_log_receipts;
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at, run_id)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-race', now(), 77),
@@ -211,7 +243,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
             try await db.withConnection { connection in try await EmailEvents.applyWhileWritten(run: 77, on: connection, logger: db.logger) }
         }
         #expect(applied == 1)
-        #expect(try await database.psql("select provider_id, status, delivered from notification_logs order by 1")
+        #expect(
+            try await database.psql("select provider_id, status, delivered from notification_logs order by 1")
                 == "em-other-run|sent|f\nem-race|delivered|t")
     }
 
@@ -222,7 +255,8 @@ private func event(_ type: String, email: String, to address: String, at time: S
     @Test func aBurstOfOneEmailsEventsHoldsNothingElse() async throws {
         let database = try await TestDatabase.fresh()
         try await DigestFixture.user(database, 1, zone: "Europe/London")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(Fixture.userID(1))', 'weekly_digest', 'email', 'sent', 'em-burst', '2026-03-22T20:01:00Z');
             """)
@@ -255,13 +289,21 @@ private func event(_ type: String, email: String, to address: String, at time: S
                 """
         }
         try Data(config.utf8).write(to: folder.appendingPathComponent("burst.curl"))
-        async let burst = runProcessOffThePool("/usr/bin/curl", ["-s", "-Z", "--parallel-max", "48", "-K",
-                                                                  folder.appendingPathComponent("burst.curl").path])
+        async let burst = runProcessOffThePool(
+            "/usr/bin/curl",
+            [
+                "-s", "-Z", "--parallel-max", "48", "-K",
+                folder.appendingPathComponent("burst.curl").path,
+            ])
         // Meanwhile, the server's other requests answer: its database's health among them.
         var others: [String] = []
         for _ in 0..<5 {
-            let health = try await runProcessOffThePool("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}",
-                                                                          "--max-time", "10", web.health + "/health?db=1"])
+            let health = try await runProcessOffThePool(
+                "/usr/bin/curl",
+                [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                    "--max-time", "10", web.health + "/health?db=1",
+                ])
             others.append(health.stdout)
         }
         let lines = try await burst.stdout.split(separator: "\n").map(String.init)

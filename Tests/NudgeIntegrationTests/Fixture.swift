@@ -12,16 +12,21 @@ enum Fixture {
 
     static func userID(_ n: Int) -> String {
         let hex = md5Hex("user-\(n)")
-        return [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4),
-                hex.dropFirst(20)].map(String.init).joined(separator: "-")
+        return [
+            hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4),
+            hex.dropFirst(20),
+        ].map(String.init).joined(separator: "-")
     }
 
     /// `count` users (numbered from `first`) signed up at `signup`, with tracking on the local days
     /// `from` through `to`.
-    static func population(_ database: TestDatabase, count: Int, first: Int = 1, zones: [String?] = zones,
-                           signup: String, from: String, to: String) async throws {
+    static func population(
+        _ database: TestDatabase, count: Int, first: Int = 1, zones: [String?] = zones,
+        signup: String, from: String, to: String
+    ) async throws {
         let zoneArray = "array[" + zones.map { $0.map { "'\($0)'" } ?? "null" }.joined(separator: ",") + "]::text[]"
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, created_at)
             select md5('user-' || n)::uuid, (\(zoneArray))[1 + n % \(zones.count)],

@@ -1,6 +1,7 @@
 import Foundation
 import NudgeStandIns
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -36,7 +37,12 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
         let database = try await TestDatabase.fresh()
         let push = try await PushStandIns.start()
         let email = try await ResendStandIn.start()
-        defer { Task { await push.shutdown(); await email.resend.shutdown() } }
+        defer {
+            Task {
+                await push.shutdown()
+                await email.resend.shutdown()
+            }
+        }
         let environment = push.environment.merging(email.environment) { mine, _ in mine }
         try await setUp(database)
 
@@ -61,13 +67,16 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
                 }
                 let minute = tick.addingTimeInterval(60)
                 try await happen(database, through: minute)
-                if try await database.count("""
+                if try await database.count(
+                    """
                     select count(*) from notification_outbox where status = 'pending' and coalesce(next_attempt_at, deliver_after) <= '\(iso(minute))'
-                    """) > 0 {
+                    """) > 0
+                {
                     #expect(try await dispatch(database, environment: environment, at: minute).exitCode == 0)
                     runs += 1
                 }
-                try await database.psql("""
+                try await database.psql(
+                    """
                     insert into sim_events (user_id, kind, day, at)
                     select o.user_id, 'checkin', o.local_day, o.sent_at + interval '3 minutes' from notification_outbox o
                      where o.user_id = '\(Fixture.userID(Who.answerer))' and o.notification_type = 'daily_checkin' and o.sent_at is not null
@@ -80,59 +89,71 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 
         // 1. No push of a learned reminder time inside the quiet hours the user had, in the zone
         //    they were in when it reached them; and some did go (the checks below see real traffic).
-        let learned = try await database.count("""
+        let learned = try await database.count(
+            """
             select count(*) from notification_outbox o where o.notification_type = 'daily_checkin' and o.channel = 'push'
                and o.payload->>'reminder_time' = 'learned' and o.sent_at is not null
             """)
         #expect(learned >= 8)
-        #expect(try await database.value("""
-            select coalesce(string_agg(o.user_id || ' ' || o.sent_at, ', '), '')
-              from notification_outbox o
-              join users u on u.id = o.user_id
-              left join notification_preferences p on p.user_id = o.user_id
-              cross join lateral (select coalesce((select h.timezone from user_timezone_history h
-                                                    where h.user_id = o.user_id and h.valid_until > o.sent_at
-                                                    order by h.valid_until limit 1), u.timezone) as zone) z
-              cross join lateral (select (o.sent_at at time zone z.zone)::time as local,
-                                         coalesce(p.dnd_start, '22:00') as qs, coalesce(p.dnd_end, '08:00') as qe) t
-             where o.notification_type = 'daily_checkin' and o.channel = 'push' and o.payload->>'reminder_time' = 'learned'
-               and o.sent_at is not null
-               and case when t.qs < t.qe then t.local >= t.qs and t.local < t.qe
-                        when t.qs > t.qe then t.local >= t.qs or t.local < t.qe else false end
-            """) == "")
+        #expect(
+            try await database.value(
+                """
+                select coalesce(string_agg(o.user_id || ' ' || o.sent_at, ', '), '')
+                  from notification_outbox o
+                  join users u on u.id = o.user_id
+                  left join notification_preferences p on p.user_id = o.user_id
+                  cross join lateral (select coalesce((select h.timezone from user_timezone_history h
+                                                        where h.user_id = o.user_id and h.valid_until > o.sent_at
+                                                        order by h.valid_until limit 1), u.timezone) as zone) z
+                  cross join lateral (select (o.sent_at at time zone z.zone)::time as local,
+                                             coalesce(p.dnd_start, '22:00') as qs, coalesce(p.dnd_end, '08:00') as qe) t
+                 where o.notification_type = 'daily_checkin' and o.channel = 'push' and o.payload->>'reminder_time' = 'learned'
+                   and o.sent_at is not null
+                   and case when t.qs < t.qe then t.local >= t.qs and t.local < t.qe
+                            when t.qs > t.qe then t.local >= t.qs or t.local < t.qe else false end
+                """) == "")
         // The early riser's Sundays: at 08:00, the end of their quiet hours; never on a day they checked in.
-        #expect(try await database.value("""
-            select string_agg(distinct (sent_at at time zone 'Europe/Paris')::time::text, ',')
-              from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))' and notification_type = 'daily_checkin'
-               and sent_at is not null
-            """) == "08:01:00")
-        #expect(try await database.count("""
-            select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))'
-               and notification_type = 'daily_checkin' and sent_at is not null
-            """) == 4)
-        #expect(try await database.value("""
-            select string_agg(distinct (sent_at at time zone 'America/New_York')::time::text, ',')
-              from notification_outbox where user_id = '\(Fixture.userID(Who.ownQuietHours))' and notification_type = 'daily_checkin'
-               and sent_at is not null
-            """) == "06:31:00")
+        #expect(
+            try await database.value(
+                """
+                select string_agg(distinct (sent_at at time zone 'Europe/Paris')::time::text, ',')
+                  from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))' and notification_type = 'daily_checkin'
+                   and sent_at is not null
+                """) == "08:01:00")
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.earlyRiser))'
+                   and notification_type = 'daily_checkin' and sent_at is not null
+                """) == 4)
+        #expect(
+            try await database.value(
+                """
+                select string_agg(distinct (sent_at at time zone 'America/New_York')::time::text, ',')
+                  from notification_outbox where user_id = '\(Fixture.userID(Who.ownQuietHours))' and notification_type = 'daily_checkin'
+                   and sent_at is not null
+                """) == "06:31:00")
 
         // 2. Nothing that asks for a check-in or a submission reached the user after they made it.
-        #expect(try await database.value("""
-            select coalesce(string_agg(o.notification_type || ' ' || o.channel || ' ' || o.user_id || ' ' || o.local_day, ', '), '')
-              from notification_outbox o
-             where o.sent_at is not null
-               and (o.notification_type in ('daily_checkin', 'streak_at_risk', 'streak_freeze_used')
-                    and exists (select 1 from daily_tracking t where t.user_id = o.user_id and t.date = o.local_day
-                                   and t.mood is not null and t.energy is not null and t.checked_in_at <= o.sent_at)
-                    or o.notification_type = 'data_submission'
-                    and exists (select 1 from fitcircle_data_submissions s where s.user_id = o.user_id and s.submission_date = o.local_day
-                                   and s.submitted_at <= o.sent_at))
-            """) == "")
+        #expect(
+            try await database.value(
+                """
+                select coalesce(string_agg(o.notification_type || ' ' || o.channel || ' ' || o.user_id || ' ' || o.local_day, ', '), '')
+                  from notification_outbox o
+                 where o.sent_at is not null
+                   and (o.notification_type in ('daily_checkin', 'streak_at_risk', 'streak_freeze_used')
+                        and exists (select 1 from daily_tracking t where t.user_id = o.user_id and t.date = o.local_day
+                                       and t.mood is not null and t.energy is not null and t.checked_in_at <= o.sent_at)
+                        or o.notification_type = 'data_submission'
+                        and exists (select 1 from fitcircle_data_submissions s where s.user_id = o.user_id and s.submission_date = o.local_day
+                                       and s.submitted_at <= o.sent_at))
+                """) == "")
         // …and the rule had work to do: the at-risk mornings (push and email, twice), the
         // submissions made while their reminder was on its way, and the freezes spent on the early
         // risers' skipped Sunday (told on Monday) and Saturday (told on Sunday), who checked in
         // before 09:00 the next morning.
-        let answered = try await database.value("""
+        let answered = try await database.value(
+            """
             select string_agg(u.n || ' ' || notification_type || ' ' || channel || ' ' || local_day, ', '
                               order by local_day, u.n, notification_type, channel)
               from notification_outbox o
@@ -148,55 +169,71 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
             "6 data_submission push 2026-11-11", "7 streak_freeze_used push 2026-11-15",
         ]
         #expect(answered == expected.joined(separator: ", "), "\(answered)")
-        #expect(try await database.count("select count(*) from notification_outbox where status = 'suppressed' and last_error like 'answered:%'")
+        #expect(
+            try await database.count("select count(*) from notification_outbox where status = 'suppressed' and last_error like 'answered:%'")
                 == expected.count)
-        #expect(try await database.count("""
-            select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.atRisk))'
-               and notification_type = 'streak_freeze_used' and sent_at is not null
-            """) == 2)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.atRisk))'
+                   and notification_type = 'streak_freeze_used' and sent_at is not null
+                """) == 2)
 
         // 3. No required reminder suppressed by a cap: the eastbound traveller got one every local
         //    day, the day after the flight too, when yesterday's went at 09:00 Tokyo time.
-        #expect(try await database.count("""
-            select count(*) from notification_outbox where notification_type = 'daily_checkin' and status = 'suppressed'
-               and last_error like 'caps:%'
-            """) == 0)
-        #expect(try await database.value("""
-            select string_agg(local_day::text, ',' order by local_day) from notification_outbox
-             where user_id = '\(Fixture.userID(Who.eastbound))' and notification_type = 'daily_checkin' and sent_at is not null
-               and local_day between '2026-10-25' and '2026-10-27'
-            """) == "2026-10-25,2026-10-26,2026-10-27")
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox where notification_type = 'daily_checkin' and status = 'suppressed'
+                   and last_error like 'caps:%'
+                """) == 0)
+        #expect(
+            try await database.value(
+                """
+                select string_agg(local_day::text, ',' order by local_day) from notification_outbox
+                 where user_id = '\(Fixture.userID(Who.eastbound))' and notification_type = 'daily_checkin' and sent_at is not null
+                   and local_day between '2026-10-25' and '2026-10-27'
+                """) == "2026-10-25,2026-10-26,2026-10-27")
 
         // 4. The answerer's reminder stays at 20:15 in New York for four weeks, though every
         //    check-in of them comes 3 minutes after it.
-        #expect(try await database.value("""
-            select string_agg(distinct (deliver_after at time zone 'America/New_York')::time::text, ',')
-              from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))' and notification_type = 'daily_checkin'
-            """) == "20:15:00")
-        #expect(try await database.count("""
-            select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))'
-               and notification_type = 'daily_checkin' and sent_at is not null
-            """) == 28)
+        #expect(
+            try await database.value(
+                """
+                select string_agg(distinct (deliver_after at time zone 'America/New_York')::time::text, ',')
+                  from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))' and notification_type = 'daily_checkin'
+                """) == "20:15:00")
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox where user_id = '\(Fixture.userID(Who.answerer))'
+                   and notification_type = 'daily_checkin' and sent_at is not null
+                """) == 28)
 
         // 5. The westbound user's time is learned in each check-in's own zone: 18:15, before and after the move.
-        #expect(try await database.value("""
-            select string_agg(distinct substr(detail, 1, 5), ',') from job_work
-             where user_id = '\(Fixture.userID(Who.westbound))' and job = 'reminders:daily_checkin'
-            """) == "18:15")
+        #expect(
+            try await database.value(
+                """
+                select string_agg(distinct substr(detail, 1, 5), ',') from job_work
+                 where user_id = '\(Fixture.userID(Who.westbound))' and job = 'reminders:daily_checkin'
+                """) == "18:15")
     }
 
     // MARK: The users and their four weeks
 
     private func setUp(_ database: TestDatabase) async throws {
-        let zones = [Who.earlyRiser: "Europe/Paris", Who.answerer: "America/New_York", Who.eastbound: "America/New_York",
-                     Who.westbound: "Europe/Paris", Who.atRisk: "Asia/Kolkata", Who.submitter: "Europe/Paris",
-                     Who.ownQuietHours: "America/New_York"]
+        let zones = [
+            Who.earlyRiser: "Europe/Paris", Who.answerer: "America/New_York", Who.eastbound: "America/New_York",
+            Who.westbound: "Europe/Paris", Who.atRisk: "Asia/Kolkata", Who.submitter: "Europe/Paris",
+            Who.ownQuietHours: "America/New_York",
+        ]
         for (n, zone) in zones.sorted(by: { $0.key < $1.key }) {
             try await ReminderFixture.user(database, n, zone: zone, signup: "2026-06-01T00:00:00Z")
         }
         func id(_ n: Int) -> String { Fixture.userID(n) }
         // The app's writes to come (check-ins, submissions, zone moves), written as their time passes.
-        try await database.psql("""
+        try await database.psql(
+            """
             create table sim_events (user_id uuid not null, kind text not null, day date not null, at timestamptz not null,
                                      zone text, done boolean not null default false, primary key (user_id, kind, day));
             create function pg_temp.local(d date, t time, zone text) returns timestamptz language sql as $$ select (d + t) at time zone zone $$;
@@ -252,7 +289,8 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
     /// trigger keeps the zone left, stamped with the real clock; the test stamps it with the
     /// simulated one).
     private func happen(_ database: TestDatabase, through instant: Date) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             with due as (
                 update sim_events set done = true where not done and at <= '\(iso(instant))' returning *
             ), checkins as (
@@ -266,14 +304,16 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
             select '\(Self.circle)', user_id, day, 9000, at from due where kind = 'submit'
             on conflict do nothing;
             """)
-        let moves = try await database.value("""
+        let moves = try await database.value(
+            """
             select coalesce(string_agg(user_id || '|' || zone || '|' || at, ';'), '') from sim_events
              where kind = 'move' and at <= '\(iso(instant))'
                and (select timezone from users where id = user_id) is distinct from zone
             """)
         for move in moves.split(separator: ";") {
             let parts = move.split(separator: "|").map(String.init)
-            try await database.psql("""
+            try await database.psql(
+                """
                 update users set timezone = '\(parts[1])' where id = '\(parts[0])';
                 update user_timezone_history set valid_until = '\(parts[2])'
                  where user_id = '\(parts[0])' and valid_until = (select max(valid_until) from user_timezone_history where user_id = '\(parts[0])');
@@ -284,7 +324,8 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
     /// The next quarter hour at which something is due (a job's user, an outbox row, the app's
     /// next write), at least a quarter hour after `tick`.
     private func nextTick(_ database: TestDatabase, after tick: Date) async throws -> Date {
-        let next = try await database.value("""
+        let next = try await database.value(
+            """
             select coalesce(extract(epoch from least(
                 (select min(due_at) from job_due where job in ('reminders', 'validate-streaks')),
                 (select min(coalesce(next_attempt_at, deliver_after)) from notification_outbox where status = 'pending'),

@@ -38,19 +38,23 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
         let first = try await database.nudge(["run", "generate-daily-goals", "--now", now])
         #expect(first.status == 0, "\(first.stderr)")
         let localToday = "('\(now)'::timestamptz at time zone coalesce(u.timezone, 'UTC'))::date"
-        #expect(try await database.count("""
-            select count(*) from users u
-             where not exists (select 1 from daily_goals g where g.user_id = u.id and g.date = \(localToday) and g.goal_type = 'steps')
-                or not exists (select 1 from daily_goals g where g.user_id = u.id and g.date = \(localToday) and g.goal_type = 'checkin')
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from users u
+                 where not exists (select 1 from daily_goals g where g.user_id = u.id and g.date = \(localToday) and g.goal_type = 'steps')
+                    or not exists (select 1 from daily_goals g where g.user_id = u.id and g.date = \(localToday) and g.goal_type = 'checkin')
+                """) == 0)
         #expect(try await database.count("select count(*) from daily_goals g join users u on u.id = g.user_id where g.date > \(localToday)") == 0)
         #expect(try await database.count("select count(*) from daily_goals where date = '2026-03-19'") > 0)
         #expect(try await database.count("select count(*) from users u where \(localToday) = '2026-03-18'") > 0)
         // Yesterday is closed for everyone: no goal of a day that is over is left without its result.
-        #expect(try await database.count("""
-            select count(*) from daily_goals g join users u on u.id = g.user_id
-             where g.date = \(localToday) - 1 and g.goal_type in ('steps', 'checkin') and g.actual_value is null
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from daily_goals g join users u on u.id = g.user_id
+                 where g.date = \(localToday) - 1 and g.goal_type in ('steps', 'checkin') and g.actual_value is null
+                """) == 0)
 
         let before = try await database.dump(excluding: ["job_runs", "job_run_failures"])
         let second = try await database.nudge(["run", "generate-daily-goals", "--now", now, "--json"])
@@ -60,12 +64,15 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
     }
 
     @Test func aFourteenDayBackfillGivesWhatTheRulesGiveComputedInSQLAlone() async throws {
-        let job = try await TestDatabase.fresh(), independent = try await TestDatabase.fresh()
+        let job = try await TestDatabase.fresh()
+        let independent = try await TestDatabase.fresh()
         for database in [job, independent] {
             #expect(try await database.nudge(seedArguments).status == 0)
             try await database.psql("delete from daily_goals; delete from weekly_goals")
         }
-        let now = "2026-03-18T12:00:00Z", from = "2026-03-04", to = "2026-03-17"
+        let now = "2026-03-18T12:00:00Z"
+        let from = "2026-03-04"
+        let to = "2026-03-17"
         let run = try await job.nudge(["run", "generate-daily-goals", "--from", from, "--to", to, "--now", now])
         #expect(run.status == 0, "\(run.stderr)")
         try await floor(independent, now: now, from: from, to: to)
@@ -73,7 +80,8 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
         let computed = try await goals(job)
         await #expect(computed == (try goals(independent)))
         // One set of goals per user-day: every user-day of the window since sign-up, steps and check-in each once.
-        let userDays = try await job.count("""
+        let userDays = try await job.count(
+            """
             select count(*) from users u, generate_series('\(from)'::date, '\(to)'::date, '1 day') d
              where d::date >= (u.created_at at time zone coalesce(u.timezone, 'UTC'))::date
             """)
@@ -105,13 +113,17 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
     }
 
     @Test func corruptTrackingGivesThatUserTheDefaultsWithAReasonAndLeavesTheOthersAlone() async throws {
-        let clean = try await TestDatabase.fresh(), dirty = try await TestDatabase.fresh()
+        let clean = try await TestDatabase.fresh()
+        let dirty = try await TestDatabase.fresh()
         for database in [clean, dirty] {
-            try await Fixture.population(database, count: 24, zones: ["Europe/Paris", "America/New_York", nil],
-                                   signup: "2026-02-01T12:00:00Z", from: "2026-02-01", to: "2026-03-10")
+            try await Fixture.population(
+                database, count: 24, zones: ["Europe/Paris", "America/New_York", nil],
+                signup: "2026-02-01T12:00:00Z", from: "2026-02-01", to: "2026-03-10")
         }
-        let negative = Fixture.userID(4), zeroWeight = Fixture.userID(5)
-        try await dirty.psql("""
+        let negative = Fixture.userID(4)
+        let zeroWeight = Fixture.userID(5)
+        try await dirty.psql(
+            """
             update daily_tracking set steps = -500 where user_id = '\(negative)' and date = '2026-03-08';
             update daily_tracking set weight = 0 where user_id = '\(zeroWeight)' and date = '2026-03-09';
             """)
@@ -120,16 +132,22 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
             #expect(result.status == 0, "\(result.stderr)")
         }
         for user in [negative, zeroWeight] {
-            #expect(try await dirty.value("""
-                select target_value from daily_goals where user_id = '\(user)' and date = '2026-03-10' and goal_type = 'steps'
-                """) == "7000")
-            #expect(try await dirty.value("""
-                select outcome from job_work where user_id = '\(user)' and local_day = '2026-03-10'
-                """) == "defaults")
+            #expect(
+                try await dirty.value(
+                    """
+                    select target_value from daily_goals where user_id = '\(user)' and date = '2026-03-10' and goal_type = 'steps'
+                    """) == "7000")
+            #expect(
+                try await dirty.value(
+                    """
+                    select outcome from job_work where user_id = '\(user)' and local_day = '2026-03-10'
+                    """) == "defaults")
         }
-        #expect(try await dirty.value("select detail from job_work where user_id = '\(negative)' and local_day = '2026-03-10'")
+        #expect(
+            try await dirty.value("select detail from job_work where user_id = '\(negative)' and local_day = '2026-03-10'")
                 == "daily_tracking 2026-03-08: steps -500 is outside 0-150000")
-        #expect(try await dirty.value("select detail from job_work where user_id = '\(zeroWeight)' and local_day = '2026-03-10'")
+        #expect(
+            try await dirty.value("select detail from job_work where user_id = '\(zeroWeight)' and local_day = '2026-03-10'")
                 == "daily_tracking 2026-03-09: weight 0.0 is outside 0-1500 lb")
         let others = "where user_id not in ('\(negative)', '\(zeroWeight)') order by 1, 2, 3"
         let query = "select user_id, date, goal_type, target_value, actual_value, completed from daily_goals \(others)"

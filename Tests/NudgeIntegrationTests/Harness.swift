@@ -5,6 +5,7 @@ import NIOPosix
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 /// The checkout these tests live in: the `nudge` binary is in its .build, its jobs/ and db/ beside.
@@ -111,8 +112,10 @@ struct TestDatabase: Sendable {
     /// through `psql(_:)` instead: this is the one place a test starts psql.
     func runScript(_ path: String, variables: [String: String] = [:], as role: String = "nudge") async throws -> ProcessResult {
         let settings = variables.sorted { $0.key < $1.key }.flatMap { ["-v", "\($0.key)=\($0.value)"] }
-        return try await runProcessOffThePool("/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1"] + settings
-                                              + [url(as: role), "-f", packageRoot.appendingPathComponent(path).path])
+        return try await runProcessOffThePool(
+            "/usr/bin/psql",
+            ["-X", "-q", "-v", "ON_ERROR_STOP=1"] + settings
+                + [url(as: role), "-f", packageRoot.appendingPathComponent(path).path])
     }
 
     /// Runs SQL (one statement or a script of several, in one transaction) and returns its rows
@@ -189,7 +192,8 @@ struct TestDatabase: Sendable {
     /// would read nobody, as cron's would (a run reads only those due), so that its thousands of
     /// ticks cost only the ones with work.
     func anyoneDue(for job: String, at instant: Date) async throws -> Bool {
-        try await count("""
+        try await count(
+            """
             select count(*) from (select 1 from job_due where job = '\(job)' and due_at <= '\(ISO8601DateFormatter().string(from: instant))' limit 1) due
             """) > 0
     }
@@ -198,7 +202,8 @@ struct TestDatabase: Sendable {
     /// database has ended (`othersEnded`): a session reports its reads as it ends.
     func rowsRead(_ tables: [String]) async throws -> Int {
         try await othersEnded()
-        return try await count("""
+        return try await count(
+            """
             select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) from pg_stat_user_tables
              where relname in (\(tables.map { "'\($0)'" }.joined(separator: ", ")))
             """)
@@ -211,7 +216,8 @@ struct TestDatabase: Sendable {
     func othersEnded() async throws {
         await TestSQL.closeIdle(url)
         let ended = try await eventuallyHere(seconds: 120) {
-            try await count("""
+            try await count(
+                """
                 select count(*) from pg_stat_activity
                  where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
                    and application_name <> 'test-sql'
@@ -222,9 +228,11 @@ struct TestDatabase: Sendable {
 
     /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".
     func dump(excluding excluded: Set<String> = []) async throws -> String {
-        let tables = try await psql("""
+        let tables = try await psql(
+            """
             select tablename from pg_tables where schemaname = 'public' order by tablename
-            """).split(separator: "\n").map(String.init).filter { !excluded.contains($0) }
+            """
+        ).split(separator: "\n").map(String.init).filter { !excluded.contains($0) }
         var dumped: [String] = []
         for table in tables { dumped.append("\(table):\n" + (try await psql("select t::text from \(table) t order by 1"))) }
         return dumped.joined(separator: "\n")
@@ -271,8 +279,10 @@ struct TestDatabase: Sendable {
 
     /// Runs a job in this process, for tests that drive the runner many times (schedules), or
     /// looks at the pool itself (with `limits` and `connections` of its own).
-    func withDatabase<T: Sendable>(limits: DatabaseLimits = .forOperators, connections: Int = 4,
-                                   _ body: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+    func withDatabase<T: Sendable>(
+        limits: DatabaseLimits = .forOperators, connections: Int = 4,
+        _ body: @escaping @Sendable (Database) async throws -> T
+    ) async throws -> T {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let wait = Waits.begin("a job's database pool in this process, on \(name)")
@@ -300,8 +310,10 @@ actor ProcessSlots {
     private let reportAfter: Duration
     private let report: @Sendable (String) -> Void
 
-    init(count: Int, reportAfter: Duration = .seconds(300),
-         report: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }) {
+    init(
+        count: Int, reportAfter: Duration = .seconds(300),
+        report: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }
+    ) {
         free = count
         self.reportAfter = reportAfter
         self.report = report
@@ -347,7 +359,8 @@ actor ProcessSlots {
         guard let waiter = waiting.first(where: { $0.slot == slot }) else { return }
         let held = holders.values.sorted { $0.since < $1.since }
             .map { "  \($0.what) (for \(Int(-$0.since.timeIntervalSinceNow)) s)" }.joined(separator: "\n")
-        report("""
+        report(
+            """
             ProcessSlots: '\(waiter.what)' has waited \(reportAfter) for a process slot; \(waiting.count) waiting, held by:
             \(held)
 
@@ -380,8 +393,9 @@ private func blockingRun(_ executable: String, _ arguments: [String], environmen
     defer { Waits.end(wait) }
     let (stdout, stderr) = child.output()   // blocks: a thread of its own
     let status = child.waitForEnd()   // blocks: a thread of its own
-    return ProcessResult(status: status, stdout: String(decoding: stdout, as: UTF8.self),
-                         stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
+    return ProcessResult(
+        status: status, stdout: String(decoding: stdout, as: UTF8.self),
+        stderr: String(decoding: stderr, as: UTF8.self), seconds: Date().timeIntervalSince(started))
 }
 
 /// Runs `executable` to its end, waited for off Swift's cooperative threads: the only way the
@@ -442,9 +456,10 @@ final class RunningProcess: Sendable {
             try? FileManager.default.removeItem(at: outURL)
             try? FileManager.default.removeItem(at: errURL)
         }
-        return ProcessResult(status: status,
-                             stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+        return ProcessResult(
+            status: status,
+            stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
     }
 }
 

@@ -35,8 +35,9 @@ private final class Lines: Sendable {
         let waited = reports.all.joined()
         #expect(waited.contains("'nudge run dispatch' has waited"), "\(waited)")
         // The second waiter's report comes while the first still waits.
-        #expect(waited.contains("'nudge run reminders' has waited 0.2 seconds for a process slot; 2 waiting, held by:\n  nudge serve (for "),
-                "\(waited)")
+        #expect(
+            waited.contains("'nudge run reminders' has waited 0.2 seconds for a process slot; 2 waiting, held by:\n  nudge serve (for "),
+            "\(waited)")
         #expect(order.all.isEmpty)
 
         await slots.release(serve)
@@ -59,10 +60,12 @@ private final class Lines: Sendable {
     /// rows by new lines, every statement's rows of a script in order.
     @Test func rowsReadAsPsqlPrintsThem() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
-        #expect(try await database.psql("select 1, null::text, true, 'a|b', '2026-10-25 01:30:00+00'::timestamptz at time zone 'UTC'")
+        #expect(
+            try await database.psql("select 1, null::text, true, 'a|b', '2026-10-25 01:30:00+00'::timestamptz at time zone 'UTC'")
                 == "1||t|a|b|2026-10-25 01:30:00")
         #expect(try await database.psql("select n, n * 2 from generate_series(1, 3) n") == "1|2\n2|4\n3|6")
-        #expect(try await database.psql("create table t (x int); insert into t values (1), (2); select count(*) from t; select 'é✓'")
+        #expect(
+            try await database.psql("create table t (x int); insert into t values (1), (2); select count(*) from t; select 'é✓'")
                 == "2\né✓")
         #expect(try await database.psql("select 1 where false") == "")
     }

@@ -10,8 +10,12 @@ private struct Installation {
 
     init() async throws {
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-install-\(UUID())")
-        let result = try await runProcessOffThePool("/bin/bash", [packageRoot.appendingPathComponent("scripts/install").path,
-                                                  "--prefix", prefix.path, "--binary", NudgeBinary.path])
+        let result = try await runProcessOffThePool(
+            "/bin/bash",
+            [
+                packageRoot.appendingPathComponent("scripts/install").path,
+                "--prefix", prefix.path, "--binary", NudgeBinary.path,
+            ])
         guard result.status == 0 else { throw TestFailure("scripts/install failed: \(result.stderr)") }
     }
 
@@ -56,8 +60,10 @@ private struct Installation {
         defer { installed.remove() }
         let mode = try FileManager.default.attributesOfItem(atPath: installed.envFile.path)[.posixPermissions] as? Int
         #expect(mode.map { $0 & 0o007 } == 0, "the env file must not be readable by every user")
-        for path in ["bin/nudge", "jobs/validate-streaks.json", "db/migrations/0001_schema.sql", "crontab", "systemd/nudge@.service",
-                     "systemd/nudge-validate-streaks.timer"] {
+        for path in [
+            "bin/nudge", "jobs/validate-streaks.json", "db/migrations/0001_schema.sql", "crontab", "systemd/nudge@.service",
+            "systemd/nudge-validate-streaks.timer",
+        ] {
             #expect(FileManager.default.fileExists(atPath: installed.home.appendingPathComponent(path).path), "\(path)")
         }
         #expect(FileManager.default.fileExists(atPath: installed.prefix.appendingPathComponent("etc/logrotate.d/nudge").path))
@@ -70,9 +76,13 @@ private struct Installation {
         defer { installed.remove() }
         let units = installed.home.appendingPathComponent("systemd")
         for unit in ["nudge@.service", "nudge-sweep@.service", "nudge-serve.service"] {
-            let result = try await runProcessOffThePool("/usr/bin/systemd-analyze", ["security", "--offline=true", "--no-pager",
-                                                                    units.appendingPathComponent(unit).path],
-                                        environment: ["SYSTEMD_COLORS": "0", "PATH": "/usr/bin:/bin"])
+            let result = try await runProcessOffThePool(
+                "/usr/bin/systemd-analyze",
+                [
+                    "security", "--offline=true", "--no-pager",
+                    units.appendingPathComponent(unit).path,
+                ],
+                environment: ["SYSTEMD_COLORS": "0", "PATH": "/usr/bin:/bin"])
             let line = try #require(result.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(result.stderr)")
             let number = try #require(line.range(of: #"service: [0-9.]+"#, options: .regularExpression), "\(line)")
             let exposure = try #require(Double(line[number].dropFirst("service: ".count)), "\(line)")
@@ -110,14 +120,20 @@ private struct Installation {
         let installed = try await Installation()
         defer { installed.remove() }
         let folder = installed.prefix.appendingPathComponent("etc/nudge")
-        let env = folder.appendingPathComponent("env").path, serveEnv = folder.appendingPathComponent("serve.env").path
-        let ownerEnv = folder.appendingPathComponent("owner.env").path, keys = folder.appendingPathComponent("keys").path
+        let env = folder.appendingPathComponent("env").path
+        let serveEnv = folder.appendingPathComponent("serve.env").path
+        let ownerEnv = folder.appendingPathComponent("owner.env").path
+        let keys = folder.appendingPathComponent("keys").path
         // Any file stands in for a key here: only who may read it matters.
         try Data("a stand-in for a provider key file\n".utf8).write(to: URL(fileURLWithPath: keys + "/apns-key.p8"))
         /// Whether `user` (with its own group alone) can read `path` (a folder: list it).
         func reads(_ user: String, _ path: String) async throws -> Bool {
-            let result = try await runProcessOffThePool("/usr/bin/setpriv", [
-                "--reuid=\(user)", "--regid=\(user)", "--clear-groups", "--", "/bin/sh", "-c", #"if [ -d "$0" ]; then ls "$0/" ; else cat "$0"; fi >/dev/null 2>&1"#, path])
+            let result = try await runProcessOffThePool(
+                "/usr/bin/setpriv",
+                [
+                    "--reuid=\(user)", "--regid=\(user)", "--clear-groups", "--", "/bin/sh", "-c",
+                    #"if [ -d "$0" ]; then ls "$0/" ; else cat "$0"; fi >/dev/null 2>&1"#, path,
+                ])
             return result.status == 0
         }
         for path in [env, ownerEnv, keys, keys + "/apns-key.p8"] {
@@ -137,8 +153,12 @@ private struct Installation {
         #expect(asRoot.stderr.contains("must not be able to read the jobs' files"), "\(asRoot.stderr)")
         #expect(asRoot.stderr.contains(env) && asRoot.stderr.contains(keys) && asRoot.stderr.contains(ownerEnv), "\(asRoot.stderr)")
         // As nudge-serve it goes past that check (and stops at the example's placeholders).
-        let asServe = try await runProcessOffThePool("/usr/bin/setpriv", ["--reuid=nudge-serve", "--regid=nudge-serve", "--clear-groups",
-                                                                         "--", binary, "serve"], environment: environment)
+        let asServe = try await runProcessOffThePool(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=nudge-serve", "--regid=nudge-serve", "--clear-groups",
+                "--", binary, "serve",
+            ], environment: environment)
         #expect(asServe.status != 0)
         #expect(!asServe.stderr.contains("the jobs' files"), "\(asServe.stderr)")
         #expect(asServe.stderr.contains("NUDGE_UNSUBSCRIBE_SECRET") || asServe.stderr.contains("DATABASE_URL"), "\(asServe.stderr)")
@@ -171,8 +191,9 @@ private struct Installation {
 
             let text = try String(contentsOf: units.appendingPathComponent(timer), encoding: .utf8)
             let calendar = try #require(text.split(separator: "\n").first { $0.hasPrefix("OnCalendar=") }).dropFirst("OnCalendar=".count)
-            let elapses = try await runProcessOffThePool(analyze, ["calendar", "--iterations=200", "--base-time=2026-03-01 00:00:00 UTC", String(calendar)],
-                                         environment: ["TZ": "UTC", "SYSTEMD_COLORS": "0"])
+            let elapses = try await runProcessOffThePool(
+                analyze, ["calendar", "--iterations=200", "--base-time=2026-03-01 00:00:00 UTC", String(calendar)],
+                environment: ["TZ": "UTC", "SYSTEMD_COLORS": "0"])
             #expect(elapses.status == 0, "\(elapses.stderr)")
             let minutes = elapses.stdout.split(separator: "\n").compactMap { line -> Int? in
                 guard let range = line.range(of: #"\d\d:\d\d:00 UTC"#, options: .regularExpression) else { return nil }
@@ -189,9 +210,12 @@ private struct Installation {
                 #expect(elapses.stdout.split(separator: "\n").allSatisfy { $0.contains("Wed") || !$0.contains("UTC") }, "\(elapses.stdout)")
             }
             let minuteField = cron.split(separator: " ")[0]
-            let cronMinutes = minuteField == "*" ? Array(0..<60)
-                : minuteField.hasPrefix("*/") ? Array(stride(from: 0, to: 60, by: Int(minuteField.dropFirst(2))!))
-                : minuteField.split(separator: ",").compactMap { Int($0) }
+            let cronMinutes =
+                minuteField == "*"
+                ? Array(0..<60)
+                : minuteField.hasPrefix("*/")
+                    ? Array(stride(from: 0, to: 60, by: Int(minuteField.dropFirst(2))!))
+                    : minuteField.split(separator: ",").compactMap { Int($0) }
             #expect(!minutes.isEmpty)
             #expect(Set(minutes.map { $0 % 60 }) == Set(cronMinutes), "\(job): \(calendar)")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 /// The manifests `nudge kubernetes` writes, checked by the field's reference validator and by
@@ -9,8 +10,9 @@ import Testing
     /// jobs/*.json, never kept in the repository).
     private func manifests() async throws -> URL {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-kubernetes-\(UUID())")
-        let result = try await runProcessOffThePool(NudgeBinary.path, ["kubernetes", "--output", folder.path],
-                                                    environment: ["NUDGE_HOME": packageRoot.path])
+        let result = try await runProcessOffThePool(
+            NudgeBinary.path, ["kubernetes", "--output", folder.path],
+            environment: ["NUDGE_HOME": packageRoot.path])
         guard result.status == 0 else { throw TestFailure("nudge kubernetes --output: \(result.stderr)") }
         return folder
     }
@@ -62,7 +64,8 @@ import Testing
         #expect(cronJobs.count >= 14)
         for cronJob in cronJobs {
             let name = cronJob["name"] as? String ?? "?"
-            let pod = cronJob["pod"] as? [String: Any] ?? [:], container = cronJob["container"] as? [String: Any] ?? [:]
+            let pod = cronJob["pod"] as? [String: Any] ?? [:]
+            let container = cronJob["container"] as? [String: Any] ?? [:]
             #expect(pod["runAsNonRoot"] as? Bool == true && (pod["runAsUser"] as? Int ?? 0) > 0, "\(name)")
             #expect(container["readOnlyRootFilesystem"] as? Bool == true, "\(name)")
             #expect(container["allowPrivilegeEscalation"] as? Bool == false, "\(name)")
@@ -94,7 +97,7 @@ import Testing
             """
         let result = try await runProcessOffThePool("/usr/bin/env", ["python3", "-c", script, manifest])
         guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-              let command = object["command"] as? [String], let policy = object["policy"] as? [String: Any]
+            let command = object["command"] as? [String], let policy = object["policy"] as? [String: Any]
         else { throw TestFailure("cannot read \(manifest): \(result.stderr)") }
         // Ignore on an exit code means "retry the pod": with concurrencyPolicy Forbid, a status
         // that always comes back would be retried for ever and block every later run.
@@ -125,10 +128,12 @@ import Testing
         let holder = try await TestSQL.hold("select nudge_try_run_lock(\(key), 0, 4)", url: database.url)
         let locked: ProcessResult
         do {
-            #expect(try await database.count("""
-                select count(*) from pg_locks where locktype = 'advisory' and granted
-                   and database = (select oid from pg_database where datname = current_database())
-                """) >= 2)
+            #expect(
+                try await database.count(
+                    """
+                    select count(*) from pg_locks where locktype = 'advisory' and granted
+                       and database = (select oid from pg_database where datname = current_database())
+                    """) >= 2)
             locked = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment([:]))
         } catch {
             await holder.end()
@@ -138,8 +143,10 @@ import Testing
         #expect(locked.status == 0, "\(locked.stderr)")
         #expect(locked.stderr.contains("holds the lock"))
 
-        let down = try await runProcessOffThePool(command[0], Array(command.dropFirst()), environment: database.nudgeEnvironment(
-            ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]))
+        let down = try await runProcessOffThePool(
+            command[0], Array(command.dropFirst()),
+            environment: database.nudgeEnvironment(
+                ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]))
         #expect(down.status == 1)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 /// leaderboard-refresh against a real PostgreSQL, through the built binary.
@@ -26,7 +27,8 @@ extension TestDatabase {
     /// period within the challenge's): steps above 0 in a steps circle, a weigh-in in a weight-loss
     /// one. (For circles whose members all have a usable weight goal.)
     func placesWithoutAValueOfThePeriod(_ circle: String) async throws -> String {
-        try await psql("""
+        try await psql(
+            """
             select e.period || ' ' || e.period_start || ' member ' || u.n || coalesce(' #' || e.rank, ' without a place')
                    || ' (steps ' || v.steps || ', weigh-ins ' || v.weigh_ins || ')'
               from fitcircle_leaderboard_entries e
@@ -52,7 +54,8 @@ extension TestDatabase {
     /// The entries the job and the floor disagree on, on the floor's boards (`periods` of them).
     func leaderboardDifferences(periods: [String] = ["daily", "weekly", "monthly", "all_time"]) async throws -> String {
         let list = periods.map { "'\($0)'" }.joined(separator: ",")
-        return try await psql("""
+        return try await psql(
+            """
             with job as (
                 select e.fitcircle_id, e.user_id, e.period, e.period_start, e.metric_type, e.metric_value, e.rank, e.rank_change
                   from fitcircle_leaderboard_entries e
@@ -86,8 +89,11 @@ extension TestDatabase {
             #expect(entries > 1_000)
             #expect(tally["entries_written"] == entries)
             // Every kind of board is there.
-            #expect(try await database.value("select string_agg(distinct period || ':' || metric_type, ' ' order by period || ':' || metric_type) from fitcircle_leaderboard_entries")
-                    == "all_time:steps all_time:weight_lost daily:steps daily:weight_loss_pct monthly:steps monthly:weight_lost weekly:steps weekly:weight_loss_pct")
+            #expect(
+                try await database.value(
+                    "select string_agg(distinct period || ':' || metric_type, ' ' order by period || ':' || metric_type) from fitcircle_leaderboard_entries")
+                    == "all_time:steps all_time:weight_lost daily:steps daily:weight_loss_pct monthly:steps monthly:weight_lost weekly:steps weekly:weight_loss_pct"
+            )
         }
     }
 }
@@ -100,7 +106,8 @@ extension TestDatabase {
     /// joining on Wednesday 11 March at 15:00 UTC, when member 8 leaves. Circle B: weight loss,
     /// Pacific/Kiritimati, members 11–13 (13's target equals their start). Members 3 and 13 read French.
     static func circles(_ database: TestDatabase) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, display_name, created_at)
             select md5('user-' || n)::uuid, case when n < 10 then 'America/St_Johns' else 'Pacific/Kiritimati' end,
@@ -141,18 +148,22 @@ extension TestDatabase {
 
     /// A board as the app shows it: member number, rank, value, movement.
     func board(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String) async throws -> String {
-        try await database.psql("""
+        try await database.psql(
+            """
             select u.n || ' #' || coalesce(e.rank::text, '-') || ' ' || coalesce(trim_scale(e.metric_value)::text, '-') || ' '
                    || coalesce(e.rank_change::text, '-')
               from fitcircle_leaderboard_entries e
               join (select n, md5('user-' || n)::uuid as id from generate_series(1, 99) n) u on u.id = e.user_id
              where e.fitcircle_id = '\(circle)' and e.period = '\(period)' and e.period_start = '\(start)'
              order by e.rank nulls last, u.n
-            """).replacingOccurrences(of: "\n", with: ", ")
+            """
+        ).replacingOccurrences(of: "\n", with: ", ")
     }
 
-    func expectBoard(_ database: TestDatabase, _ circle: String, _ period: String, _ start: String, _ expected: String,
-                     sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    func expectBoard(
+        _ database: TestDatabase, _ circle: String, _ period: String, _ start: String, _ expected: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let actual = try await board(database, circle, period, start)
         #expect(actual == expected, "\(period) \(start): \(actual)", sourceLocation: sourceLocation)
     }
@@ -162,7 +173,8 @@ extension TestDatabase {
     }
 
     func setSteps(_ database: TestDatabase, member: Int, day: String, steps: Int, at: String) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
             values ('\(Self.steps)', md5('user-\(member)')::uuid, '\(day)', \(steps), '\(at)')
             on conflict (fitcircle_id, user_id, submission_date) do update set steps = excluded.steps, submitted_at = excluded.submitted_at
@@ -170,7 +182,8 @@ extension TestDatabase {
     }
 
     func told(_ database: TestDatabase) async throws -> String {
-        try await database.psql("""
+        try await database.psql(
+            """
             select u.n || ': ' || o.body from notification_outbox o
               join (select n, md5('user-' || n)::uuid as id from generate_series(1, 99) n) u on u.id = o.user_id
              where o.notification_type = 'leaderboard_change' order by o.deliver_after, u.n
@@ -188,8 +201,9 @@ extension TestDatabase {
         try await database.refreshLeaderboards("2026-03-09T03:00:00Z")
         await #expect(try isFinal(database, Self.steps, "daily", "2026-03-08") == "t")
         await #expect(try isFinal(database, Self.steps, "weekly", "2026-03-02") == "t")
-        try await expectBoard(database, Self.steps, "daily", "2026-03-08",
-                        "8 #1 8080 0, 7 #2 7080 0, 6 #3 6080 0, 5 #4 5080 0, 4 #5 4080 0, 3 #6 3080 0, 2 #7 2080 0, 1 #8 1080 0")
+        try await expectBoard(
+            database, Self.steps, "daily", "2026-03-08",
+            "8 #1 8080 0, 7 #2 7080 0, 6 #3 6080 0, 5 #4 5080 0, 4 #5 4080 0, 3 #6 3080 0, 2 #7 2080 0, 1 #8 1080 0")
         try await database.leaderboardFloor("2026-03-09T03:00:00Z")
         await #expect(try database.leaderboardDifferences() == "")
 
@@ -215,7 +229,9 @@ extension TestDatabase {
         // submitted first; member 8 (still a member) is on it, member 9 (not yet) is not.
         try await database.refreshLeaderboards("2026-03-11T13:30:00Z")
         await #expect(try isFinal(database, Self.steps, "daily", "2026-03-10") == "t")
-        try await expectBoard(database, Self.steps, "daily", "2026-03-10", "8 #1 8000 0, 7 #2 7000 0, 6 #3 6000 0, 2 #4 5000 3, 1 #5 5000 3, 5 #6 5000 -2, 4 #7 4000 -2, 3 #8 3000 -2")
+        try await expectBoard(
+            database, Self.steps, "daily", "2026-03-10",
+            "8 #1 8000 0, 7 #2 7000 0, 6 #3 6000 0, 2 #4 5000 3, 1 #5 5000 3, 5 #6 5000 -2, 4 #7 4000 -2, 3 #8 3000 -2")
         // Last week's board holds its final ranks; this week's has 8 and not 9.
         await #expect(try isFinal(database, Self.steps, "weekly", "2026-03-02") == "t")
         await #expect(try board(database, Self.steps, "weekly", "2026-03-02").hasPrefix("8 #1 "))
@@ -225,11 +241,13 @@ extension TestDatabase {
         try await database.leaderboardFloor("2026-03-11T13:30:00Z")
         await #expect(try database.leaderboardDifferences() == "")
         // The 10th's submissions carry their rank on the 10th's board.
-        #expect(try await database.value("""
-            select count(*) from fitcircle_data_submissions where submission_date = '2026-03-10' and fitcircle_id = '\(Self.steps)'
-               and rank_after_submission = (select rank from fitcircle_leaderboard_entries e where e.fitcircle_id = '\(Self.steps)'
-                                             and e.period = 'daily' and e.period_start = '2026-03-10' and e.user_id = fitcircle_data_submissions.user_id)
-            """) == "8")
+        #expect(
+            try await database.value(
+                """
+                select count(*) from fitcircle_data_submissions where submission_date = '2026-03-10' and fitcircle_id = '\(Self.steps)'
+                   and rank_after_submission = (select rank from fitcircle_leaderboard_entries e where e.fitcircle_id = '\(Self.steps)'
+                                                 and e.period = 'daily' and e.period_start = '2026-03-10' and e.user_id = fitcircle_data_submissions.user_id)
+                """) == "8")
 
         // 13:00 local: 8 has left and 9 has joined. 8 drops off this week's board and keeps last
         // week's; 9 joins this week's with their steps. The day's first submissions move nobody
@@ -238,7 +256,9 @@ extension TestDatabase {
             try await setSteps(database, member: member, day: "2026-03-11", steps: member == 1 ? 500 : 1000 * member, at: "2026-03-11T15:10:00Z")
         }
         try await database.refreshLeaderboards("2026-03-11T15:30:00Z")
-        try await expectBoard(database, Self.steps, "daily", "2026-03-11", "9 #1 9000 -, 7 #2 7000 0, 6 #3 6000 0, 5 #4 5000 2, 4 #5 4000 2, 3 #6 3000 2, 2 #7 2000 -3, 1 #8 500 -3")
+        try await expectBoard(
+            database, Self.steps, "daily", "2026-03-11",
+            "9 #1 9000 -, 7 #2 7000 0, 6 #3 6000 0, 5 #4 5000 2, 4 #5 4000 2, 3 #6 3000 2, 2 #7 2000 -3, 1 #8 500 -3")
         await #expect(!(try board(database, Self.steps, "weekly", "2026-03-09").contains("8 #")))
         await #expect(try board(database, Self.steps, "weekly", "2026-03-09").contains("9 #"))
         await #expect(try board(database, Self.steps, "weekly", "2026-03-02").hasPrefix("8 #1 "))
@@ -251,15 +271,21 @@ extension TestDatabase {
 
         // 13:05: member 1 submits 50,000 steps: from #8 to #1 on the daily board, told at once.
         try await setSteps(database, member: 1, day: "2026-03-11", steps: 50_000, at: "2026-03-11T15:33:00Z")
-        try await database.psql("update fitcircle_data_submissions set rank_after_submission = null, rank_change = null where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'")
+        try await database.psql(
+            "update fitcircle_data_submissions set rank_after_submission = null, rank_change = null where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'"
+        )
         try await database.refreshLeaderboards("2026-03-11T15:35:00Z")
         let first = try await told(database)
-        #expect(first == """
-            3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
-            1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
-            """)
+        #expect(
+            first == """
+                3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+                1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
+                """)
         // The submission's rank after it, and the places the day gained against the day before (#5 on the 10th).
-        #expect(try await database.value("select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'") == "1 4")
+        #expect(
+            try await database.value(
+                "select rank_after_submission || ' ' || rank_change from fitcircle_data_submissions where user_id = md5('user-1')::uuid and submission_date = '2026-03-11'"
+            ) == "1 4")
 
         // 13:10: 7, 3 and 2 pass member 1, who drops to #4: three places, but within the hour of
         // their last notification, so 1 is not told, nor is 3 (told at 13:00); 2 and 9 (down
@@ -270,18 +296,21 @@ extension TestDatabase {
         let throttled = try await database.refreshLeaderboards("2026-03-11T15:40:00Z")
         #expect(throttled["moves_throttled"] == 2)
         let second = try await told(database)
-        #expect(second == """
-            3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
-            1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
-            2: 📈 You moved up to #3 on today's board in 'Work Warriors'! Can you reach #2?
-            9: 📉 You dropped to #5 on today's board in 'Work Warriors'. Time to win back #2!
-            """)
+        #expect(
+            second == """
+                3: 📈 Te voilà #5 au classement de la semaine dans « Work Warriors » ! Peux-tu décrocher la #4 ?
+                1: 📈 You moved up to #1 on today's board in 'Work Warriors'! Can you stay on top?
+                2: 📈 You moved up to #3 on today's board in 'Work Warriors'! Can you reach #2?
+                9: 📉 You dropped to #5 on today's board in 'Work Warriors'. Time to win back #2!
+                """)
 
         // 14:10, over an hour later: member 1 climbs back to #1 and is told again.
         try await setSteps(database, member: 1, day: "2026-03-11", steps: 100_000, at: "2026-03-11T16:38:00Z")
         try await database.refreshLeaderboards("2026-03-11T16:40:00Z")
         #expect(try await database.count("select count(*) from notification_outbox where user_id = md5('user-1')::uuid") == 2)
-        #expect(try await database.value("select payload->>'deep_link' from notification_outbox where user_id = md5('user-1')::uuid order by deliver_after desc limit 1")
+        #expect(
+            try await database.value(
+                "select payload->>'deep_link' from notification_outbox where user_id = md5('user-1')::uuid order by deliver_after desc limit 1")
                 == "fitcircle://circles/\(Self.steps)/leaderboard?period=daily")
 
         // Running it again at the same instant changes no row and queues nothing.
@@ -307,7 +336,8 @@ extension TestDatabase {
 
         // Three a local day at most: member 1 has had two today, and a third queued at 12:00 local;
         // at 15:30 local they drop three places and are not told.
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
             values ('leaderboard-refresh:member-1:third', 'leaderboard-refresh', md5('user-1')::uuid, '2026-03-11',
                     'leaderboard_change', '2026-03-11T14:30:00Z', 'Work Warriors', 'third')
@@ -321,7 +351,8 @@ extension TestDatabase {
 
         // A backfill recomputes a final board whatever its state, and tells nobody.
         let tenth = try await board(database, Self.steps, "daily", "2026-03-10")
-        try await database.psql("update fitcircle_leaderboard_entries set rank = 99 where fitcircle_id = '\(Self.steps)' and period = 'daily' and period_start = '2026-03-10'")
+        try await database.psql(
+            "update fitcircle_leaderboard_entries set rank = 99 where fitcircle_id = '\(Self.steps)' and period = 'daily' and period_start = '2026-03-10'")
         let outbox = try await database.count("select count(*) from notification_outbox")
         let backfill = try await database.refreshLeaderboards("2026-03-11T18:05:00Z", ["--date", "2026-03-10"])
         #expect((backfill["boards_refreshed"] ?? 0) >= 2)
@@ -332,7 +363,8 @@ extension TestDatabase {
     /// A Paris circle with members in Los Angeles and Tokyo (`submission_date` is each member's
     /// own day), another nobody submitted to, and a weight-loss circle weighing in on Mondays.
     static func zones(_ database: TestDatabase) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, display_name, created_at) values
               (md5('user-21')::uuid, 'America/Los_Angeles', 'en', 'Member 21', '2026-02-01T00:00:00Z'),
@@ -372,14 +404,17 @@ extension TestDatabase {
         await #expect(try isFinal(database, paris, "daily", "2026-03-15") == "f")
         // 20:00 Sunday in Los Angeles: 21 submits the day's 30,000 steps, counted on Sunday's
         // daily board and on the week's, with the submission's rank.
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
             values ('\(paris)', md5('user-21')::uuid, '2026-03-15', 30000, '2026-03-16T03:00:00Z')
             """)
         try await database.refreshLeaderboards("2026-03-16T03:05:00Z")
         try await expectBoard(database, paris, "daily", "2026-03-15", "21 #1 30000 -, 22 #2 12000 -, 23 #3 9000 -, 24 #- - -")
         try await expectBoard(database, paris, "weekly", "2026-03-09", "21 #1 30000 -, 22 #2 12000 -, 23 #3 9000 -, 24 #- - -")
-        #expect(try await database.value("select rank_after_submission from fitcircle_data_submissions where user_id = md5('user-21')::uuid and fitcircle_id = '\(paris)'") == "1")
+        #expect(
+            try await database.value(
+                "select rank_after_submission from fitcircle_data_submissions where user_id = md5('user-21')::uuid and fitcircle_id = '\(paris)'") == "1")
         // (The month's and all-time boards take her Sunday at their daily refresh, once it is over.)
         try await database.leaderboardFloor("2026-03-16T03:05:00Z")
         let differences03 = try await database.leaderboardDifferences(periods: ["daily", "weekly"])
@@ -401,16 +436,19 @@ extension TestDatabase {
     @Test func aBoardNobodySubmittedToHasNoRanksAndWeighInsCarryForwardAsTheWeeksStart() async throws {
         let database = try await TestDatabase.fresh()
         try await Self.zones(database)
-        let quiet = "00000000-0000-0000-0000-00000000c002", scales = "00000000-0000-0000-0000-00000000c003"
+        let quiet = "00000000-0000-0000-0000-00000000c002"
+        let scales = "00000000-0000-0000-0000-00000000c003"
         for now in ["2026-03-10T12:00:00Z", "2026-03-11T12:00:00Z", "2026-03-12T12:00:00Z"] {
             try await database.refreshLeaderboards(now)
         }
         // Nobody submitted: no ranks, no arrows, on any board, and nobody told anything.
         #expect(try await database.count("select count(*) from fitcircle_leaderboard_entries where fitcircle_id = '\(quiet)'") > 0)
-        #expect(try await database.count("""
-            select count(*) from fitcircle_leaderboard_entries
-             where fitcircle_id = '\(quiet)' and (rank is not null or rank_change is not null or metric_value is not null)
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from fitcircle_leaderboard_entries
+                 where fitcircle_id = '\(quiet)' and (rank is not null or rank_change is not null or metric_value is not null)
+                """) == 0)
         await #expect(try told(database) == "")
         // Monday's daily board: 21 from 111 to 109 and 22 from 112 to 110, 20 % each of a 10 kg
         // goal; 22 reached it first, on Monday morning. Thursday's: nobody weighed in that day, and
@@ -466,7 +504,8 @@ extension TestDatabase {
         #expect(corrected != inserted)
         try await setSteps(database, member: 4, day: "2026-03-12", steps: 7_000, at: "2026-03-12T14:30:00Z")
         let withdrawnFrom = try await mark(Self.steps)
-        try await database.psql("""
+        try await database.psql(
+            """
             delete from fitcircle_data_submissions
              where fitcircle_id = '\(Self.steps)' and user_id = md5('user-4')::uuid and submission_date = '2026-03-12'
             """)
@@ -478,7 +517,8 @@ extension TestDatabase {
 
         // One statement over both circles moves each mark once.
         let sequence = try await database.count("select last_value from fitcircle_submission_change")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, weight, submitted_at) values
               ('\(Self.steps)', md5('user-5')::uuid, '2026-03-12', 4000, null, '2026-03-12T15:10:00Z'),
               ('\(Self.steps)', md5('user-6')::uuid, '2026-03-12', 6000, null, '2026-03-12T15:10:00Z'),
@@ -505,7 +545,8 @@ extension TestDatabase {
         let database = try await TestDatabase.fresh()
         try await Self.circles(database)
         let twin = "00000000-0000-0000-0000-00000000a002"
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             select '\(twin)', 'Twin', challenge_type, timezone, starts_on, ends_on from fitcircles where id = '\(Self.steps)';
             insert into fitcircle_members (fitcircle_id, user_id, joined_at, left_at, starting_weight, target_weight)
@@ -516,7 +557,8 @@ extension TestDatabase {
         for now in ["2026-03-09T02:45:00Z", "2026-03-09T03:00:00Z", "2026-03-10T09:50:00Z", "2026-03-11T13:30:00Z"] {
             try await database.refreshLeaderboards(now)
         }
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
             select c, md5('user-' || n)::uuid, '2026-03-11', case when n = 1 then 500 else 1000 * n end, '2026-03-11T15:10:00Z'
               from generate_series(1, 9) n, unnest(array['\(Self.steps)'::uuid, '\(twin)'::uuid]) c where n <> 8
@@ -527,10 +569,12 @@ extension TestDatabase {
         #expect(result.status == 0, "\(result.stderr.suffix(600))")
         let queued = try await database.count("select count(*) from notification_outbox") - before
         #expect(queued > 0)
-        #expect(try await database.count("""
-            select count(*) from (select user_id from notification_outbox where notification_type = 'leaderboard_change'
-                                   group by user_id, local_day, dedupe_key having count(*) > 1) twice
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from (select user_id from notification_outbox where notification_type = 'leaderboard_change'
+                                       group by user_id, local_day, dedupe_key having count(*) > 1) twice
+                """) == 0)
     }
 
     /// 'Scales', weight loss in Paris from 2 March: members 31–36 start at 90 kg for 80, and all
@@ -538,7 +582,8 @@ extension TestDatabase {
     static let scales = "00000000-0000-0000-0000-00000000d001"
 
     static func scales(_ database: TestDatabase) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, display_name, created_at)
             select md5('user-' || n)::uuid, 'Europe/Paris', 'en', 'Member ' || n, '2026-02-01T00:00:00Z'
@@ -555,7 +600,8 @@ extension TestDatabase {
     }
 
     func weighIn(_ database: TestDatabase, member: Int, day: String, weight: Decimal, at: String) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, weight, submitted_at)
             values ('\(Self.scales)', md5('user-\(member)')::uuid, '\(day)', \(weight), '\(at)')
             """)
@@ -597,24 +643,28 @@ extension TestDatabase {
             try await weighIn(database, member: member, day: "2026-03-12", weight: weight, at: "2026-03-12T08:00:00Z")
         }
         try await database.refreshLeaderboards("2026-03-12T09:00:00Z")
-        try await expectBoard(database, Self.scales, "weekly", "2026-03-09",
-                        "31 #1 210 0, 32 #2 175 0, 33 #3 140 0, 34 #4 105 0, 35 #5 70 0, 36 #6 35 0")
+        try await expectBoard(
+            database, Self.scales, "weekly", "2026-03-09",
+            "31 #1 210 0, 32 #2 175 0, 33 #3 140 0, 34 #4 105 0, 35 #5 70 0, 36 #6 35 0")
         try await expectBoard(database, Self.scales, "daily", "2026-03-12", "31 #1 40 -, 32 #2 35 -, 33 #3 30 -, 34 #- - -, 35 #- - -, 36 #- - -")
         await #expect(try database.placesWithoutAValueOfThePeriod(Self.scales) == "")
-        await #expect(try told(database) == """
-            34: 📉 You dropped to #4 on this week's board in 'Scales'. Time to win back #1!
-            35: 📉 You dropped to #5 on this week's board in 'Scales'. Time to win back #2!
-            36: 📉 You dropped to #6 on this week's board in 'Scales'. Time to win back #3!
-            """)
+        await #expect(
+            try told(database) == """
+                34: 📉 You dropped to #4 on this week's board in 'Scales'. Time to win back #1!
+                35: 📉 You dropped to #5 on this week's board in 'Scales'. Time to win back #2!
+                36: 📉 You dropped to #6 on this week's board in 'Scales'. Time to win back #3!
+                """)
         // Each was told from the place they held at Wednesday's refresh with a weigh-in of the week.
-        #expect(try await database.count("""
-            select count(*) from notification_outbox o
-             where o.notification_type = 'leaderboard_change'
-               and not exists (select 1 from fitcircle_data_submissions s
-                                where s.fitcircle_id = '\(Self.scales)' and s.user_id = o.user_id and s.weight is not null
-                                  and s.submission_date between '2026-03-09' and '2026-03-15'
-                                  and s.submitted_at <= '2026-03-11T10:00:00Z')
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox o
+                 where o.notification_type = 'leaderboard_change'
+                   and not exists (select 1 from fitcircle_data_submissions s
+                                    where s.fitcircle_id = '\(Self.scales)' and s.user_id = o.user_id and s.weight is not null
+                                      and s.submission_date between '2026-03-09' and '2026-03-15'
+                                      and s.submitted_at <= '2026-03-11T10:00:00Z')
+                """) == 0)
         try await database.leaderboardFloor("2026-03-12T09:00:00Z")
         await #expect(try database.leaderboardDifferences() == "")
     }
@@ -624,7 +674,8 @@ extension TestDatabase {
     @Test func aMemberWithoutATimeZoneCountsUntilTheirUTCMidnight() async throws {
         let database = try await TestDatabase.fresh()
         let tokyo = "00000000-0000-0000-0000-00000000d002"
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, display_name, created_at) values
               (md5('user-41')::uuid, 'Asia/Tokyo', 'en', 'Member 41', '2026-02-01T00:00:00Z'),
@@ -647,7 +698,8 @@ extension TestDatabase {
         await #expect(try isFinal(database, tokyo, "daily", "2026-03-15") == "f")
         await #expect(try isFinal(database, tokyo, "weekly", "2026-03-09") == "f")
         // 20:00 Sunday in UTC: 42 submits the day's 12,000 steps, counted on Sunday's boards.
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
             values ('\(tokyo)', md5('user-42')::uuid, '2026-03-15', 12000, '2026-03-15T20:00:00Z')
             """)
@@ -662,22 +714,28 @@ extension TestDatabase {
         await #expect(try isFinal(database, tokyo, "daily", "2026-03-15") == "t")
         await #expect(try isFinal(database, tokyo, "weekly", "2026-03-09") == "t")
         // The final boards against the submissions, summed and ranked here.
-        for (period, start, days) in [("daily", "2026-03-15", "'2026-03-15' and '2026-03-15'"),
-                                      ("weekly", "2026-03-09", "'2026-03-09' and '2026-03-15'")] {
-            let expected = try await database.psql("""
+        for (period, start, days) in [
+            ("daily", "2026-03-15", "'2026-03-15' and '2026-03-15'"),
+            ("weekly", "2026-03-09", "'2026-03-09' and '2026-03-15'"),
+        ] {
+            let expected = try await database.psql(
+                """
                 select u.n || ' #' || row_number() over (order by sum(s.steps) desc, max(s.submitted_at), s.user_id) || ' ' || sum(s.steps)
                   from fitcircle_data_submissions s
                   join (select n, md5('user-' || n)::uuid as id from generate_series(41, 43) n) u on u.id = s.user_id
                  where s.fitcircle_id = '\(tokyo)' and s.submission_date between \(days) and s.steps > 0
                  group by u.n, s.user_id order by 1
-                """).replacingOccurrences(of: "\n", with: ", ")
-            let stored = try await database.psql("""
+                """
+            ).replacingOccurrences(of: "\n", with: ", ")
+            let stored = try await database.psql(
+                """
                 select u.n || ' #' || e.rank || ' ' || trim_scale(e.metric_value)
                   from fitcircle_leaderboard_entries e
                   join (select n, md5('user-' || n)::uuid as id from generate_series(41, 43) n) u on u.id = e.user_id
                  where e.fitcircle_id = '\(tokyo)' and e.period = '\(period)' and e.period_start = '\(start)' and e.rank is not null
                  order by 1
-                """).replacingOccurrences(of: "\n", with: ", ")
+                """
+            ).replacingOccurrences(of: "\n", with: ", ")
             #expect(stored == expected, "\(period) \(start)")
             #expect(expected.hasPrefix("41 #2 8000, 42 #1 12000"), "\(expected)")
         }
@@ -689,7 +747,8 @@ extension TestDatabase {
     @Test func aDryRunChangesNothingAndABadCircleFailsAlone() async throws {
         let database = try await TestDatabase.fresh()
         try await Self.circles(database)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on)
             values ('00000000-0000-0000-0000-00000000c001', 'Nowhere', 'steps', 'Mars/Olympus', '2026-03-02', '2026-03-29'),
                    ('00000000-0000-0000-0000-00000000c002', 'Forever', 'steps', 'UTC', '2026-03-02', 'infinity')
@@ -705,9 +764,10 @@ extension TestDatabase {
         #expect(real.stdout.contains("unknown time zone 'Mars/Olympus'"), "\(real.stdout)")
         #expect(try await database.count("select count(*) from fitcircle_leaderboard_entries where fitcircle_id = '\(Self.steps)'") > 0)
         let failed = try await database.value("select distinct item_id || ': ' || reason from job_run_failures order by 1")
-        #expect(failed == """
-            00000000-0000-0000-0000-00000000c001: the circle's unknown time zone 'Mars/Olympus'
-            00000000-0000-0000-0000-00000000c002: starts_on or ends_on is not a day ('infinity')
-            """)
+        #expect(
+            failed == """
+                00000000-0000-0000-0000-00000000c001: the circle's unknown time zone 'Mars/Olympus'
+                00000000-0000-0000-0000-00000000c002: starts_on or ends_on is not a day ('infinity')
+                """)
     }
 }

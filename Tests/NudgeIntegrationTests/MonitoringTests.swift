@@ -23,9 +23,12 @@ import Testing
             open(sys.argv[2], 'w').write(str(server.server_port))
             server.serve_forever()
             """
-        let server = try RunningProcess("/usr/bin/env", ["python3", "-c", script, log.path, portFile.path],
-                                        environment: ProcessInfo.processInfo.environment)
-        _ = try await eventuallyHere(seconds: 10) { FileManager.default.fileExists(atPath: portFile.path) && ((try? String(contentsOf: portFile, encoding: .utf8)) ?? "") != "" }
+        let server = try RunningProcess(
+            "/usr/bin/env", ["python3", "-c", script, log.path, portFile.path],
+            environment: ProcessInfo.processInfo.environment)
+        _ = try await eventuallyHere(seconds: 10) {
+            FileManager.default.fileExists(atPath: portFile.path) && ((try? String(contentsOf: portFile, encoding: .utf8)) ?? "") != ""
+        }
         let port = Int(try String(contentsOf: portFile, encoding: .utf8))!
         return (server, port, log)
     }
@@ -42,7 +45,10 @@ import Testing
     @Test func aRunWritesPrometheusMetricsAndPingsTheHealthcheck() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
+        defer {
+            server.signal(SIGKILL)
+            Task { _ = await server.finished() }
+        }
 
         let environment = ["NUDGE_METRICS_DIR": metrics.path, "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/ping/abc123"]
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"], environment: environment)
@@ -54,8 +60,10 @@ import Testing
         #expect(try String(contentsOf: log, encoding: .utf8) == "POST /ping/abc123/start\nPOST /ping/abc123\n")
 
         // An aborted run pings /fail.
-        let down = try await database.nudge(["run", "validate-streaks"], environment: environment.merging(
-            ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]) { _, new in new })
+        let down = try await database.nudge(
+            ["run", "validate-streaks"],
+            environment: environment.merging(
+                ["DATABASE_URL": "postgres://nudge@localhost/nudge?host=/nonexistent&port=5999"]) { _, new in new })
         #expect(down.status == 1)
         #expect(try String(contentsOf: log, encoding: .utf8).hasSuffix("POST /ping/abc123/start\nPOST /ping/abc123/fail\n"))
         #expect(!down.stderr.contains("abc123"))
@@ -66,14 +74,21 @@ import Testing
     @Test func aHealthcheckIsNeverRedirectedNorSentInClear() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
-        let moved = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
-                                             environment: ["NUDGE_METRICS_DIR": metrics.path,
-                                                           "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/moved/t0k3n"])
+        defer {
+            server.signal(SIGKILL)
+            Task { _ = await server.finished() }
+        }
+        let moved = try await database.nudge(
+            ["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
+            environment: [
+                "NUDGE_METRICS_DIR": metrics.path,
+                "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/moved/t0k3n",
+            ])
         #expect(moved.status == 0, "\(moved.stderr)")
         #expect(try String(contentsOf: log, encoding: .utf8) == "POST /moved/t0k3n/start\nPOST /moved/t0k3n\n")
-        let clear = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
-                                             environment: ["NUDGE_HEALTHCHECK_URL": "http://hc-ping.example.com/t0k3n"])
+        let clear = try await database.nudge(
+            ["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"],
+            environment: ["NUDGE_HEALTHCHECK_URL": "http://hc-ping.example.com/t0k3n"])
         #expect(clear.status == 1)
         #expect(clear.stderr.contains("NUDGE_HEALTHCHECK_URL must be an https URL"), "\(clear.stderr)")
         #expect(!clear.stderr.contains("t0k3n"))
@@ -84,25 +99,35 @@ import Testing
     @Test func eachJobAndShardReportsOnItsOwn() async throws {
         let (database, metrics) = try await usersAndAMetricsFolder()
         let (server, port, log) = try await healthcheckServer()
-        defer { server.signal(SIGKILL); Task { _ = await server.finished() } }
-        let environment = ["NUDGE_METRICS_DIR": metrics.path,
-                           "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/every-job",
-                           "NUDGE_HEALTHCHECK_URL_VALIDATE_STREAKS": "http://127.0.0.1:\(port)/streaks"]
+        defer {
+            server.signal(SIGKILL)
+            Task { _ = await server.finished() }
+        }
+        let environment = [
+            "NUDGE_METRICS_DIR": metrics.path,
+            "NUDGE_HEALTHCHECK_URL": "http://127.0.0.1:\(port)/every-job",
+            "NUDGE_HEALTHCHECK_URL_VALIDATE_STREAKS": "http://127.0.0.1:\(port)/streaks",
+        ]
         for shard in ["0/2", "1/2"] {
-            let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--shard", shard],
-                                                  environment: environment)
+            let result = try await database.nudge(
+                ["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--shard", shard],
+                environment: environment)
             #expect(result.status == 0, "\(result.stderr)")
         }
         let goals = try await database.nudge(["run", "generate-daily-goals", "--now", "2026-03-20T12:00:00Z"], environment: environment)
         #expect(goals.status == 0, "\(goals.stderr)")
         let dry = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z", "--dry-run"], environment: environment)
         #expect(dry.status == 0, "\(dry.stderr)")
-        #expect(try String(contentsOf: log, encoding: .utf8) == """
-            POST /streaks/start\nPOST /streaks\nPOST /streaks/start\nPOST /streaks\nPOST /every-job/start\nPOST /every-job\n
-            """)
+        #expect(
+            try String(contentsOf: log, encoding: .utf8) == """
+                POST /streaks/start\nPOST /streaks\nPOST /streaks/start\nPOST /streaks\nPOST /every-job/start\nPOST /every-job\n
+                """)
         let files = try FileManager.default.contentsOfDirectory(atPath: metrics.path).sorted()
-        #expect(files == ["nudge_generate_daily_goals.prom", "nudge_validate_streaks_shard_0_of_2.prom",
-                          "nudge_validate_streaks_shard_1_of_2.prom"])
+        #expect(
+            files == [
+                "nudge_generate_daily_goals.prom", "nudge_validate_streaks_shard_0_of_2.prom",
+                "nudge_validate_streaks_shard_1_of_2.prom",
+            ])
         let shard = try String(contentsOf: metrics.appendingPathComponent("nudge_validate_streaks_shard_1_of_2.prom"), encoding: .utf8)
         #expect(shard.contains(#"nudge_run_exit_code{job="validate-streaks",shard="1/2"} 0"#), "\(shard)")
     }
@@ -124,7 +149,8 @@ import Testing
             await parked.append(try Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-29T18:05:00Z"))
         }
         // Parked as dispatch parks them: pending, due again when their shelf life ends.
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-29T23:59:59Z'
              where id = any('{\(parked[0]),\(parked[1]),\(parked[2])}');
             update notification_outbox set waiting_for = 'twilio', next_attempt_at = '2026-03-29T23:59:59Z' where id = \(parked[3]);
@@ -134,8 +160,10 @@ import Testing
                    reason = '5 of its last 5 requests got no answer' where provider = 'apns';
             """)
 
-        let result = try await database.nudge(["run", "dispatch", "--now", now], environment: push.environment.merging(
-            ["NUDGE_METRICS_DIR": metrics.path]) { _, new in new })
+        let result = try await database.nudge(
+            ["run", "dispatch", "--now", now],
+            environment: push.environment.merging(
+                ["NUDGE_METRICS_DIR": metrics.path]) { _, new in new })
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("APNs is down since 2026-03-29T18:02:11Z"), "\(result.stdout)")
         let file = metrics.appendingPathComponent("nudge_dispatch.prom")
@@ -168,11 +196,19 @@ import Testing
     /// query of the Grafana dashboard parses too.
     @Test func theAlertRulesAndTheDashboardsQueriesPassPromtool() async throws {
         let folder = packageRoot.appendingPathComponent("deploy/prometheus")
-        let check = try await runProcessOffThePool("/usr/bin/env", ["promtool", "check", "rules",
-                                                                    folder.appendingPathComponent("nudge-alerts.yml").path])
+        let check = try await runProcessOffThePool(
+            "/usr/bin/env",
+            [
+                "promtool", "check", "rules",
+                folder.appendingPathComponent("nudge-alerts.yml").path,
+            ])
         #expect(check.status == 0, "promtool check rules: \(check.stdout)\(check.stderr) (scripts/test installs Debian's prometheus)")
-        let test = try await runProcessOffThePool("/usr/bin/env", ["promtool", "test", "rules",
-                                                                   folder.appendingPathComponent("nudge-alerts.test.yml").path])
+        let test = try await runProcessOffThePool(
+            "/usr/bin/env",
+            [
+                "promtool", "test", "rules",
+                folder.appendingPathComponent("nudge-alerts.test.yml").path,
+            ])
         #expect(test.status == 0, "promtool test rules: \(test.stdout)\(test.stderr)")
 
         let dashboard = try JSONSerialization.jsonObject(with: Data(try GrafanaDashboard.json().utf8)) as? [String: Any]
@@ -183,10 +219,13 @@ import Testing
         #expect(expressions.contains { $0.contains("nudge_provider_parked") })
         #expect(expressions.contains { $0.contains("nudge_provider_state") })
         // A JSON string (its slashes unescaped) is a YAML one: each query as a recording rule, for promtool to parse.
-        let rules = "groups:\n  - name: dashboard\n    rules:\n" + (try expressions.enumerated().map { index, expression in
-            let quoted = String(decoding: try JSONSerialization.data(withJSONObject: expression, options: [.fragmentsAllowed, .withoutEscapingSlashes]), as: UTF8.self)
-            return "      - record: dashboard_query_\(index)\n        expr: \(quoted)\n"
-        }.joined())
+        let rules =
+            "groups:\n  - name: dashboard\n    rules:\n"
+            + (try expressions.enumerated().map { index, expression in
+                let quoted = String(
+                    decoding: try JSONSerialization.data(withJSONObject: expression, options: [.fragmentsAllowed, .withoutEscapingSlashes]), as: UTF8.self)
+                return "      - record: dashboard_query_\(index)\n        expr: \(quoted)\n"
+            }.joined())
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("dashboard-\(UUID()).yml")
         try Data(rules.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import NudgeCore
+import Testing
 
 /// CI's nightly dry run (docs/operations.md, "The nightly dry run"): every enabled job against a
 /// copy of the data, one report, nothing written or sent, a status that fails the build when a job
@@ -13,8 +13,10 @@ import NudgeCore
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
         let jobs = try #require(object["jobs"] as? [[String: Any]])
         #expect(object["dry_run"] as? Bool == true)
-        return (try #require(object["exit_code"] as? Int),
-                Dictionary(uniqueKeysWithValues: jobs.map { ($0["job"] as! String, $0) }))
+        return (
+            try #require(object["exit_code"] as? Int),
+            Dictionary(uniqueKeysWithValues: jobs.map { ($0["job"] as! String, $0) })
+        )
     }
 
     @Test func everyJobRunsChangingNothingAndABrokenJobFailsTheNight() async throws {

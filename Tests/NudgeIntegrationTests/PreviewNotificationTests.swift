@@ -3,6 +3,7 @@ import Logging
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 /// Runs preview-notifications in this process at `now`, as cron would start it that minute.
@@ -39,12 +40,15 @@ enum Calls {
 
     /// User n: `ios` iPhones, `android` Android phones, a `legacy` users.fcm_token, a phone number
     /// unless `phone` is false; on day `streak` of their streak (the app's row: the days before).
-    static func user(_ database: TestDatabase, _ n: Int, locale: String = "en", coach: String? = "Coach Max",
-                     preference: String = "push_only", lead: Int = 5, ios: Int = 1, android: Int = 0, legacy: Bool = false,
-                     phone: Bool = true, streak: Int = 0) async throws {
+    static func user(
+        _ database: TestDatabase, _ n: Int, locale: String = "en", coach: String? = "Coach Max",
+        preference: String = "push_only", lead: Int = 5, ios: Int = 1, android: Int = 0, legacy: Bool = false,
+        phone: Bool = true, streak: Int = 0
+    ) async throws {
         try await Outbox.user(database, n, zone: "Europe/Paris", locale: locale, ios: ios, android: android)
         let id = Fixture.userID(n)
-        try await database.psql("""
+        try await database.psql(
+            """
             update users set coach_persona_id = \(coach.map { "'\(coachID($0))'" } ?? "null"),
                    phone_number = \(phone ? "'\(Self.phone(n))'" : "null"), notification_pref = '\(preference)',
                    notification_lead_min = \(lead), fcm_token = \(legacy ? "'\(legacyToken(n))'" : "null")
@@ -57,9 +61,12 @@ enum Calls {
 
     /// A call for user n at `at`; its id.
     @discardableResult
-    static func call(_ database: TestDatabase, _ n: Int, at: String, topic: String? = "fitness_checkin",
-                     status: String = "pending") async throws -> String {
-        try await database.value("""
+    static func call(
+        _ database: TestDatabase, _ n: Int, at: String, topic: String? = "fitness_checkin",
+        status: String = "pending"
+    ) async throws -> String {
+        try await database.value(
+            """
             insert into scheduled_calls (user_id, scheduled_at, status, topic)
             values ('\(Fixture.userID(n))', '\(at)', '\(status)', \(topic.map { "'\($0)'" } ?? "null")) returning id
             """)
@@ -74,17 +81,21 @@ struct PreviewWorld: Sendable {
     /// Users whose app reports each push delivered two seconds after it was sent.
     let confirming: Set<Int>
 
-    static func start(confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
-                      fcm: @escaping StandInFCM.Script = { _ in .accept }, twilioLatency: Duration = .zero,
-                      twilioListing: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
-                      twilioAccount: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
-                      twilio script: @escaping StandInTwilio.Script = { _ in .accept }) async throws -> PreviewWorld {
+    static func start(
+        confirming: Set<Int> = [], apns: @escaping StandInAPNs.Script = { _ in .accept },
+        fcm: @escaping StandInFCM.Script = { _ in .accept }, twilioLatency: Duration = .zero,
+        twilioListing: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
+        twilioAccount: @escaping @Sendable () -> StandInTwilio.Answer = { .accept },
+        twilio script: @escaping StandInTwilio.Script = { _ in .accept }
+    ) async throws -> PreviewWorld {
         let database = try await TestDatabase.fresh()
         try await Calls.coaches(database)
-        return PreviewWorld(database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
-                            twilio: try await StandInTwilio.start(latency: twilioLatency, listing: twilioListing,
-                                                                account: twilioAccount, script: script),
-                            confirming: confirming)
+        return PreviewWorld(
+            database: database, push: try await PushStandIns.start(apns: apns, fcm: fcm),
+            twilio: try await StandInTwilio.start(
+                latency: twilioLatency, listing: twilioListing,
+                account: twilioAccount, script: script),
+            confirming: confirming)
     }
 
     var environment: [String: String] {
@@ -104,8 +115,10 @@ struct PreviewWorld: Sendable {
     /// Cron's minutes from `start`: preview-notifications a second into each, and dispatch as its
     /// draining loop runs: two seconds into the minute, then whenever something falls due within
     /// it (half a second after, for the time a wake-up takes), until 55 seconds in.
-    func simulate(from start: Date, minutes: Int, environment extra: [String: String] = [:],
-                  between: (Date) async throws -> Void = { _ in }) async throws {
+    func simulate(
+        from start: Date, minutes: Int, environment extra: [String: String] = [:],
+        between: (Date) async throws -> Void = { _ in }
+    ) async throws {
         let environment = self.environment.merging(extra) { _, new in new }
         for minute in 0..<minutes {
             let top = start.addingTimeInterval(Double(minute) * 60)
@@ -115,16 +128,23 @@ struct PreviewWorld: Sendable {
             while now < top.addingTimeInterval(55) {
                 _ = try await dispatch(database, environment: environment, at: now)
                 if ProcessInfo.processInfo.environment["NUDGE_DEBUG_SIM"] != nil {
-                    print("DEBUG \(now): " + (try await database.psql("select notification_type, status, deliver_after, next_attempt_at, last_error from notification_outbox order by id")))
+                    print(
+                        "DEBUG \(now): "
+                            + (try await database.psql(
+                                "select notification_type, status, deliver_after, next_attempt_at, last_error from notification_outbox order by id")))
                 }
                 try await confirm()
                 // (What a run moved to its own instant, a fallback after a failed push, is due at once.)
-                let next = try await database.value("""
+                let next = try await database.value(
+                    """
                     select coalesce(min(coalesce(next_attempt_at, deliver_after)), 'infinity')::text from notification_outbox
                      where status = 'pending'
                     """)
-                guard let due = try? Date(next.replacingOccurrences(of: " ", with: "T") + (next.contains("+") ? "" : "Z"),
-                                          strategy: .iso8601) else { break }
+                guard
+                    let due = try? Date(
+                        next.replacingOccurrences(of: " ", with: "T") + (next.contains("+") ? "" : "Z"),
+                        strategy: .iso8601)
+                else { break }
                 now = max(now.addingTimeInterval(0.5), due.addingTimeInterval(0.5))
             }
         }
@@ -134,7 +154,8 @@ struct PreviewWorld: Sendable {
     func confirm() async throws {
         guard !confirming.isEmpty else { return }
         let ids = confirming.map { "'\(Fixture.userID($0))'" }.joined(separator: ",")
-        try await database.psql("""
+        try await database.psql(
+            """
             update notification_logs set delivered_at = sent_at + interval '2 seconds', delivered = true, status = 'delivered'
              where channel = 'push' and status = 'sent' and user_id in (\(ids))
             """)
@@ -142,13 +163,15 @@ struct PreviewWorld: Sendable {
 
     /// Per call: each preview sent, `type channel seconds-after-due title|body`, in the order sent.
     func sent(_ call: String) async throws -> [String] {
-        try await database.psql("""
+        try await database.psql(
+            """
             select l.type || ' ' || l.channel || ' ' || round(extract(epoch from l.sent_at - (c.scheduled_at - u.notification_lead_min * interval '1 minute'))::numeric, 1)
                    || ' ' || coalesce(l.title, '') || '|' || coalesce(l.body, '')
               from notification_logs l join scheduled_calls c on c.id = l.call_id join users u on u.id = c.user_id
              where l.call_id = '\(call)' and l.status in ('sent', 'delivered')
              order by l.sent_at, l.type
-            """).split(separator: "\n").map(String.init)
+            """
+        ).split(separator: "\n").map(String.init)
     }
 
     func seconds(_ line: String) -> Double { Double(line.split(separator: " ")[2]) ?? .infinity }
@@ -160,17 +183,21 @@ struct PreviewWorld: Sendable {
     func serve() async throws -> (base: String, server: Task<Void, any Error>) {
         var failures: [String] = []
         for _ in 1...3 {
-            let free = try await runProcessOffThePool("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+            let free = try await runProcessOffThePool(
+                "/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
             let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
             let base = "http://127.0.0.1:\(chosen)"
-            let token = twilio.authToken, database = self.database
+            let token = twilio.authToken
+            let database = self.database
             // The port it listens on, or why it stopped.
             let state = Mutex<(port: Int, failure: String?)>((0, nil))
             let server = Task {
                 do {
                     try await database.withDatabase { db in
-                        try await NudgeServer.run(database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
-                                                  twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
+                        try await NudgeServer.run(
+                            database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
+                            twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger
+                        ) { bound in
                             state.withLock { $0.port = bound }
                         }
                     }
@@ -220,20 +247,31 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // Queued once per call: its push or SMS, and (A, C) its fallback.
         var queued: [String] = []
         for n in 1...7 {
-            queued.append("\(n) " + (try await database.value("""
-                select string_agg(notification_type, ',' order by notification_type) from notification_outbox
-                 where user_id = '\(Fixture.userID(n))'
-                """)))
+            queued.append(
+                "\(n) "
+                    + (try await database.value(
+                        """
+                        select string_agg(notification_type, ',' order by notification_type) from notification_outbox
+                         where user_id = '\(Fixture.userID(n))'
+                        """)))
         }
-        #expect(queued == ["1 fallback_sms,preview_push", "2 fallback_sms,preview_push", "3 preview_sms",
-                           "4 fallback_sms,preview_push", "5 fallback_sms,preview_push", "6 preview_sms",
-                           "7 fallback_sms,preview_push"])
+        #expect(
+            queued == [
+                "1 fallback_sms,preview_push", "2 fallback_sms,preview_push", "3 preview_sms",
+                "4 fallback_sms,preview_push", "5 fallback_sms,preview_push", "6 preview_sms",
+                "7 fallback_sms,preview_push",
+            ])
         let expected: [Int: (path: [String], words: [String])] = [
             1: (["preview_push push"], ["Coach Max is calling in 5 min! 🔥", "Day 12: your fitness goal check-in."]),
             2: (["preview_push push"], ["Mama Rosa t'appelle dans 10 min ! 🔥", "Jour 7 — une semaine complète ! On fête ça."]),
             3: (["preview_sms sms"], ["Dr. Luna is calling you in 5 min! Day 21 - mood & energy check. Answer!"]),
-            4: (["preview_push push", "fallback_sms sms"], ["Coach Max t'appelle dans 15 min ! 💪", "Jour 3 : bilan repas d'hier.",
-                                                           "Coach Max t'appelle dans 15 min ! Jour 3 - bilan repas d'hier. Décroche !"]),
+            4: (
+                ["preview_push push", "fallback_sms sms"],
+                [
+                    "Coach Max t'appelle dans 15 min ! 💪", "Jour 3 : bilan repas d'hier.",
+                    "Coach Max t'appelle dans 15 min ! Jour 3 - bilan repas d'hier. Décroche !",
+                ]
+            ),
             5: (["preview_push push"], ["Dr. Luna is calling in 5 min! 🌱", "Today: today's exercise plan."]),
             6: (["preview_sms sms"], ["Your coach is calling you in 5 min! Day 40 - today's check-in. Answer!"]),
             7: (["preview_push push"], ["Mama Rosa t'appelle dans 2 min ! ⭐", "Jour 14 : le point du jour."]),
@@ -253,11 +291,13 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // Each call marked, for the time it is at.
         #expect(try await database.count("select count(*) from scheduled_calls where preview_sent and preview_for = scheduled_at") == 7)
         // The fallbacks of paths A whose push was delivered, and of C whose push was confirmed, stayed unsent.
-        #expect(try await database.psql("""
-            select step || ' ' || count(*) from (select split_part(last_error, ':', 1) as step from notification_outbox
-                                                  where notification_type = 'fallback_sms' and status = 'suppressed') s
-             group by step
-            """) == "fallback 4")
+        #expect(
+            try await database.psql(
+                """
+                select step || ' ' || count(*) from (select split_part(last_error, ':', 1) as step from notification_outbox
+                                                      where notification_type = 'fallback_sms' and status = 'suppressed') s
+                 group by step
+                """) == "fallback 4")
     }
 
     /// A call moved after its preview was queued, before it was sent: nothing at the old time,
@@ -276,13 +316,18 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let lines = try await world.sent(call)
         #expect(lines.count == 1, "\(lines)")
         #expect(lines.first.map { (0...30).contains(world.seconds($0)) } == true, "\(lines)")
-        #expect(try await world.database.value("""
-            select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'
-            """).hasPrefix("2026-03-29 06:35"))
-        #expect(try await world.database.count("""
-            select count(*) from notification_outbox where notification_type = 'preview_push' and status = 'suppressed'
-               and last_error like 'call: the call was moved%'
-            """) == 1)
+        #expect(
+            try await world.database.value(
+                """
+                select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'
+                """
+            ).hasPrefix("2026-03-29 06:35"))
+        #expect(
+            try await world.database.count(
+                """
+                select count(*) from notification_outbox where notification_type = 'preview_push' and status = 'suppressed'
+                   and last_error like 'call: the call was moved%'
+                """) == 1)
         #expect(try await world.database.value("select preview_for::text from scheduled_calls where id = '\(call)'").hasPrefix("2026-03-29 06:40"))
     }
 
@@ -299,7 +344,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
                 try await world.database.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:40:00Z' where id = '\(call)'")
             }
             if top == at("2026-03-29T06:16:00Z") {
-                let refused = try await world.database.value("""
+                let refused = try await world.database.value(
+                    """
                     select status from notification_outbox where notification_type = 'preview_push' and payload->>'scheduled_at' = '2026-03-29T06:20:00Z'
                     """)
                 #expect(refused == "suppressed")
@@ -312,9 +358,11 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let lines = try await world.sent(call)
         #expect(lines.count == 1, "\(lines)")
         #expect(lines.first?.contains("Coach Max is calling in 4 min") == true, "\(lines)")
-        #expect(try await world.database.value("select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'")
-                    .hasPrefix("2026-03-29 06:16:0"))
-        let rows = try await world.database.psql("""
+        #expect(
+            try await world.database.value("select min(sent_at)::text from notification_logs where call_id = '\(call)' and status = 'sent'")
+                .hasPrefix("2026-03-29 06:16:0"))
+        let rows = try await world.database.psql(
+            """
             select payload->>'scheduled_at' || ' ' || status from notification_outbox where notification_type = 'preview_push' order by 1
             """)
         // (The 06:40 preview was never queued: the call was back before it fell due.)
@@ -328,7 +376,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     /// page starts moves it on) as on a real one.
     @Test func moreCallsThanAPageAreEachMetOnce() async throws {
         let database = try await TestDatabase.fresh()
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, created_at)
             select md5('burst-' || n)::uuid, case when n = 60 then 'Mars/Olympus' else 'Europe/Paris' end, 'en', '2026-01-01'
               from generate_series(1, 130) n;
@@ -347,9 +396,12 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try await database.count("select count(distinct payload->>'call_id') from notification_outbox where notification_type = 'preview_push'") == 130)
         // Decided; sent is dispatch's to say.
         #expect(try await database.count("select count(*) from scheduled_calls where not preview_sent and preview_for = scheduled_at") == 130)
-        #expect(try await database.value("""
-            select preview_note from scheduled_calls c join users u on u.id = c.user_id where u.timezone = 'Mars/Olympus'
-            """).contains("Mars/Olympus"))
+        #expect(
+            try await database.value(
+                """
+                select preview_note from scheduled_calls c join users u on u.id = c.user_id where u.timezone = 'Mars/Olympus'
+                """
+            ).contains("Mars/Olympus"))
     }
 
     /// Path A's push refused (the call away at its due time), the call back before its fallback's
@@ -369,7 +421,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(world.twilio.requests.isEmpty)
         _ = try await previews(db, at: at("2026-03-29T06:16:01Z"))
         // Both queued again: the fallback 30 s after the push's new time, whatever it waited for.
-        let queued = try await db.psql("""
+        let queued = try await db.psql(
+            """
             select notification_type || ' ' || status || ' ' || to_char(deliver_after at time zone 'UTC', 'HH24:MI:SS')
               from notification_outbox order by 1
             """)
@@ -393,7 +446,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await Calls.user(db, 1, preference: "sms_only")
         let call = try await Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
         _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
-        try await db.psql("""
+        try await db.psql(
+            """
             update notification_outbox set status = 'sending', claimed_by = 42, lease_until = '2026-03-29T06:15:30Z',
                    attempts = 1, request_left_at = '2026-03-29T06:13:01Z', request_to = '\(Calls.phone(1))', next_attempt_at = null
              where notification_type = 'preview_sms';
@@ -428,7 +482,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
         try await db.psql("update scheduled_calls set status = 'cancelled' where id = '\(back)'")
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:02Z"))
-        try await db.psql("""
+        try await db.psql(
+            """
             update scheduled_calls set status = 'cancelled' where id = '\(sent)';
             update scheduled_calls set status = 'pending' where id = '\(back)';
             """)
@@ -447,7 +502,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     /// meanwhile (a day later) does not make the next page skip the calls between.
     @Test func aPageStartsWhereThePageBeforeEndedEvenIfItsLastCallMoved() async throws {
         let database = try await TestDatabase.fresh()
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, created_at)
             select md5('burst-' || n)::uuid, 'Europe/Paris', 'en', '2026-01-01' from generate_series(1, 120) n;
             insert into scheduled_calls (user_id, scheduled_at, topic)
@@ -457,9 +513,10 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let source = CallSource(lookAhead: PreviewNotificationsJob.lookAhead)
         let calendars = CalendarCache()
         @Sendable func request(after last: Paged<CallInTime>?) -> PageRequest {
-            PageRequest(job: "preview-notifications", runID: 1, pageID: 1, now: at("2026-03-29T06:14:30Z"), after: last?.id,
-                        afterTime: last.flatMap(source.pagedAt), limit: 50, shard: .whole, users: [], window: nil, dryRun: true,
-                        logger: Logger(label: "test"))
+            PageRequest(
+                job: "preview-notifications", runID: 1, pageID: 1, now: at("2026-03-29T06:14:30Z"), after: last?.id,
+                afterTime: last.flatMap(source.pagedAt), limit: 50, shard: .whole, users: [], window: nil, dryRun: true,
+                logger: Logger(label: "test"))
         }
         let pages = try await database.withDatabase { db in
             try await db.withConnection { connection in
@@ -486,7 +543,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // Moved earlier, decided for 06:20 at 06:13; the user asks for SMS only; back to 06:30.
         try await db.psql("update scheduled_calls set scheduled_at = '2026-03-29T06:20:00Z' where id = '\(call)'")
         _ = try await previews(db, at: at("2026-03-29T06:13:01Z"))
-        try await db.psql("""
+        try await db.psql(
+            """
             update users set notification_pref = 'sms_only' where id = '\(Fixture.userID(1))';
             update scheduled_calls set scheduled_at = '2026-03-29T06:30:00Z' where id = '\(call)';
             """)
@@ -494,7 +552,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let lines = try await world.sent(call)
         #expect(lines.count == 1 && lines.first?.hasPrefix("preview_sms sms") == true, "\(lines)")
         #expect(world.push.apns.requests.isEmpty)
-        let withdrawn = try await db.psql("""
+        let withdrawn = try await db.psql(
+            """
             select notification_type || ' ' || status from notification_outbox
              where payload->>'scheduled_at' = '2026-03-29T06:30:00Z' and status = 'cancelled' order by 1
             """)
@@ -509,7 +568,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await Calls.user(database, 1)
         let call = try await Calls.call(database, 1, at: "2026-03-29T06:30:00Z")
         func decide(at instant: String, preference: String, callAt: String) async throws {
-            try await database.psql("""
+            try await database.psql(
+                """
                 update users set notification_pref = '\(preference)' where id = '\(Fixture.userID(1))';
                 update scheduled_calls set scheduled_at = '\(callAt)' where id = '\(call)';
                 """)
@@ -520,7 +580,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await decide(at: "2026-03-29T06:23:10Z", preference: "sms_only", callAt: "2026-03-29T06:30:00Z")
         try await decide(at: "2026-03-29T06:13:10Z", preference: "sms_only", callAt: "2026-03-29T06:20:00Z")
         try await decide(at: "2026-03-29T06:23:20Z", preference: "push_only", callAt: "2026-03-29T06:30:00Z")
-        let rows = try await database.psql("""
+        let rows = try await database.psql(
+            """
             select notification_type || ' ' || status from notification_outbox
              where payload->>'scheduled_at' = '2026-03-29T06:30:00Z' order by 1
             """)
@@ -537,7 +598,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let call = try await Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
         try await world.simulate(from: at("2026-03-29T06:13:00Z"), minutes: 3)
         #expect(world.twilio.sent.count == 1)
-        try await db.psql("""
+        try await db.psql(
+            """
             update users set notification_pref = 'push_only' where id = '\(Fixture.userID(1))';
             update scheduled_calls set scheduled_at = '2026-03-29T06:18:00Z' where id = '\(call)';
             """)
@@ -547,7 +609,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:16:21Z"))
         #expect(world.push.apns.requests.isEmpty)
         await #expect(try world.sent(call).count == 1)
-        let once = try await db.value("""
+        let once = try await db.value(
+            """
             select status || ' ' || split_part(last_error, ':', 1) from notification_outbox
              where notification_type = 'preview_push' and payload->>'scheduled_at' = '2026-03-29T06:20:00Z'
             """)
@@ -579,7 +642,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await previews(db, at: at("2026-03-29T06:40:00Z"))
         #expect(try await db.count("select count(*) from notification_outbox") == 0)
         _ = try await previews(db, at: at("2026-03-29T06:44:00Z"))
-        let queued = try await db.psql("""
+        let queued = try await db.psql(
+            """
             select (deliver_after at time zone 'UTC') || ' ' || title from notification_outbox where notification_type = 'preview_push'
             """)
         #expect(queued == "2026-03-29 06:45:00 Coach Max is calling in 15 min! 🌱")
@@ -597,7 +661,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let begun = try await Calls.call(world.database, 3, at: "2026-03-29T06:02:00Z")
         try await world.simulate(from: at("2026-03-29T06:05:00Z"), minutes: 20) { top in
             if top == at("2026-03-29T06:15:00Z") {
-                try await world.database.psql("""
+                try await world.database.psql(
+                    """
                     update scheduled_calls set status = 'cancelled' where id = '\(cancelled)';
                     update scheduled_calls set status = 'completed' where id = '\(done)';
                     """)
@@ -605,20 +670,26 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         }
         #expect(world.push.apns.requests.isEmpty)
         #expect(world.twilio.requests.isEmpty)
-        #expect(try await world.database.psql("""
-            select notification_type || ' ' || last_error from notification_outbox where status = 'suppressed' and channel = 'push' order by user_id
-            """).split(separator: "\n").sorted() == [
-            "preview_push call: the call is cancelled, no longer pending", "preview_push call: the call is completed, no longer pending",
-        ])
-        #expect(try await world.database.value("select preview_sent::text || ' ' || preview_note from scheduled_calls where id = '\(begun)'")
-                    .hasPrefix("false the call began at 2026-03-29T06:02:00Z"))
+        #expect(
+            try await world.database.psql(
+                """
+                select notification_type || ' ' || last_error from notification_outbox where status = 'suppressed' and channel = 'push' order by user_id
+                """
+            ).split(separator: "\n").sorted() == [
+                "preview_push call: the call is cancelled, no longer pending", "preview_push call: the call is completed, no longer pending",
+            ])
+        #expect(
+            try await world.database.value("select preview_sent::text || ' ' || preview_note from scheduled_calls where id = '\(begun)'")
+                .hasPrefix("false the call began at 2026-03-29T06:02:00Z"))
         // Dispatch told the calls whose preview it refused.
-        let told = try await world.database.psql("""
+        let told = try await world.database.psql(
+            """
             select preview_sent::text || ' ' || coalesce(preview_for::text, 'undecided') || ' ' || preview_note from scheduled_calls
              where id in ('\(cancelled)', '\(done)') order by status
             """)
         // (Left undecided, as their time is still ahead: pending again, the job decides them anew.)
-        #expect(told == "false undecided not sent: the call is cancelled, no longer pending\nfalse undecided not sent: the call is completed, no longer pending")
+        #expect(
+            told == "false undecided not sent: the call is cancelled, no longer pending\nfalse undecided not sent: the call is completed, no longer pending")
         #expect(try await world.database.count("select count(*) from notification_outbox where user_id = '\(Fixture.userID(3))'") == 0)
     }
 
@@ -647,13 +718,15 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         defer { Task { await world.shutdown() } }
         try await Calls.user(world.database, 1, ios: 0, phone: false)
         let call = try await Calls.call(world.database, 1, at: "2026-03-29T06:20:00Z")
-        let run = try await world.database.nudge(["run", "preview-notifications", "--now", "2026-03-29T06:15:00Z"],
-                                                 environment: world.environment)
+        let run = try await world.database.nudge(
+            ["run", "preview-notifications", "--now", "2026-03-29T06:15:00Z"],
+            environment: world.environment)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("no notification channel") || run.stderr.contains("no notification channel"))
         #expect(try await world.database.count("select count(*) from notification_outbox") == 0)
-        #expect(try await world.database.value("select status || ' ' || preview_note from scheduled_calls where id = '\(call)'")
-                    == "pending no notification channel: no push token (or push off) and no phone number")
+        #expect(
+            try await world.database.value("select status || ' ' || preview_note from scheduled_calls where id = '\(call)'")
+                == "pending no notification channel: no push token (or push off) and no phone number")
     }
 
     /// Path C: a push the device confirms within 30 s has no SMS; one it does not, has.
@@ -681,14 +754,18 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let (received, signal) = AsyncStream<Void>.makeStream()
         let twilio = try await StandInTwilio.start(onSent: { _ in signal.yield() }, latency: .seconds(2))
         defer { Task { await twilio.shutdown() } }
-        let configuration = try #require(try TwilioConfiguration(environment: Environment([
-            "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
-            "TWILIO_BASE_URL": twilio.baseURL,
-        ])))
+        let configuration = try #require(
+            try TwilioConfiguration(
+                environment: Environment([
+                    "TWILIO_ACCOUNT_SID": twilio.accountSID, "TWILIO_AUTH_TOKEN": twilio.authToken, "TWILIO_FROM": "+15005550006",
+                    "TWILIO_BASE_URL": twilio.baseURL,
+                ])))
         let client = try TwilioClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(30)))
         let sending = Task {
-            await client.send(SMSRequest(to: try! #require(PhoneNumber("+15551230001")), body: "Coach Max is calling you in 5 min!",
-                                         outboxID: 1))
+            await client.send(
+                SMSRequest(
+                    to: try! #require(PhoneNumber("+15551230001")), body: "Coach Max is calling you in 5 min!",
+                    outboxID: 1))
         }
         for await _ in received { break }
         sending.cancel()
@@ -715,7 +792,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 
         #expect(world.twilio.sent.count == 2)
         let message = try #require(world.twilio.sent.first { $0.to == Calls.phone(1) })
-        let outbox = try await world.database.value("""
+        let outbox = try await world.database.value(
+            """
             select id from notification_outbox where user_id = '\(Fixture.userID(1))' and channel = 'sms'
             """)
         #expect(message.from == "+15005550006")
@@ -729,21 +807,27 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try await world.database.dump() == before)
         #expect(try await world.twilio.report(message, status: "sent") == 200)
         #expect(try await world.twilio.report(message, status: "delivered") == 200)
-        #expect(try await world.database.value("""
-            select status || ' ' || delivered::text || ' ' || (delivered_at is not null)::text from notification_logs where outbox_id = \(outbox)
-            """) == "delivered true true")
+        #expect(
+            try await world.database.value(
+                """
+                select status || ' ' || delivered::text || ' ' || (delivered_at is not null)::text from notification_logs where outbox_id = \(outbox)
+                """) == "delivered true true")
         // A late "sent" after "delivered" changes nothing; the other SMS undelivered is a failure with its code.
         #expect(try await world.twilio.report(message, status: "sent") == 200)
         #expect(try await world.database.value("select status from notification_logs where outbox_id = \(outbox)") == "delivered")
         let other = try #require(world.twilio.sent.first { $0.to == Calls.phone(2) })
         #expect(try await world.twilio.report(other, status: "undelivered", errorCode: "30003") == 200)
-        #expect(try await world.database.value("""
-            select status || ' ' || error_msg from notification_logs where provider_id = '\(other.sid)'
-            """) == "failed Twilio: undelivered (30003)")
+        #expect(
+            try await world.database.value(
+                """
+                select status || ' ' || error_msg from notification_logs where provider_id = '\(other.sid)'
+                """) == "failed Twilio: undelivered (30003)")
         // No log or error ever holds a phone number whole.
-        #expect(try await world.database.count("""
-            select count(*) from notification_logs where coalesce(error_msg, '') || coalesce(body, '') || payload::text like '%5550100%'
-            """) == 0)
+        #expect(
+            try await world.database.count(
+                """
+                select count(*) from notification_logs where coalesce(error_msg, '') || coalesce(body, '') || payload::text like '%5550100%'
+                """) == 0)
     }
 
     /// A status callback that comes before its SMS's log is written is kept and applied by the
@@ -753,16 +837,18 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let twilioBox = Mutex<StandInTwilio?>(nil)
         // The callbacks' answers: a busy machine may still be posting one when the run ends.
         let reports = Mutex<[Task<Int?, Never>]>([])
-        let world = try await PreviewWorld.start(twilioLatency: .seconds(1), twilio: { message in
-            if message.to == Calls.phone(2) {
-                return .reject(status: 400, code: 21610, message: "Attempt to send to unsubscribed recipient")
-            }
-            // Delivered at once, reported while Nudge still waits for the API's answer.
-            if let twilio = twilioBox.withLock({ $0 }) {
-                reports.withLock { $0.append(Task { try? await twilio.report(message, status: "delivered") }) }
-            }
-            return .accept
-        })
+        let world = try await PreviewWorld.start(
+            twilioLatency: .seconds(1),
+            twilio: { message in
+                if message.to == Calls.phone(2) {
+                    return .reject(status: 400, code: 21610, message: "Attempt to send to unsubscribed recipient")
+                }
+                // Delivered at once, reported while Nudge still waits for the API's answer.
+                if let twilio = twilioBox.withLock({ $0 }) {
+                    reports.withLock { $0.append(Task { try? await twilio.report(message, status: "delivered") }) }
+                }
+                return .accept
+            })
         twilioBox.withLock { $0 = world.twilio }
         defer { Task { await world.shutdown() } }
         let (base, server) = try await world.serve()
@@ -777,10 +863,12 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(answers == [200])
 
         // User 1's delivery came before its log: kept, then written with the log.
-        #expect(try await world.database.value("""
-            select l.status || ' ' || l.delivered::text || ' ' || (l.delivered_at is not null)::text from notification_logs l
-             where l.user_id = '\(Fixture.userID(1))' and l.channel = 'sms'
-            """) == "delivered true true")
+        #expect(
+            try await world.database.value(
+                """
+                select l.status || ' ' || l.delivered::text || ' ' || (l.delivered_at is not null)::text from notification_logs l
+                 where l.user_id = '\(Fixture.userID(1))' and l.channel = 'sms'
+                """) == "delivered true true")
         #expect(try await world.database.count("select count(*) from sms_status_early") == 0)
         // User 2's number replied STOP before: Twilio refused it (21610), and Nudge remembers.
         #expect(try await world.database.psql("select phone_number, source from sms_opt_outs") == "\(Calls.phone(2))|twilio 21610")
@@ -834,7 +922,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // by one.
         try await world.simulate(from: start, minutes: 8) { top in
             if top >= start.addingTimeInterval(4 * 60) { down.withLock { $0 = false } }
-            try await world.database.psql("""
+            try await world.database.psql(
+                """
                 update notification_outbox set request_left_at = request_left_at - interval '1 minute',
                                                request_shown_by = request_shown_by - interval '1 minute'
                  where channel = 'sms' and request_left_at is not null
@@ -851,9 +940,11 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         // Found down, Twilio was probed by reading its newest message with the API key (allowed to
         // read messages, not the account), which sends nothing.
         #expect(world.twilio.probes > 0 && world.twilio.accountReads == 0)
-        #expect(try await world.database.count("""
-            select count(*) from notification_logs where channel = 'sms' and status = 'sent' and provider_id like 'SM%'
-            """) == 300)
+        #expect(
+            try await world.database.count(
+                """
+                select count(*) from notification_logs where channel = 'sms' and status = 'sent' and provider_id like 'SM%'
+                """) == 300)
     }
 
     /// Twilio has no idempotency key: an SMS whose answer never came (a time-out) is not sent
@@ -865,8 +956,10 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let world = try await PreviewWorld.start(twilio: { message in
             switch message.to {
             case Calls.phone(1): message.attempt == 1 ? .acceptSilently : .accept
-            case Calls.phone(2) where message.attempt == 1: .reject(status: 429, code: 20429, message: "Too Many Requests",
-                                                                    headers: [("retry-after", "1")])
+            case Calls.phone(2) where message.attempt == 1:
+                .reject(
+                    status: 429, code: 20429, message: "Too Many Requests",
+                    headers: [("retry-after", "1")])
             default: .accept
             }
         })
@@ -880,17 +973,20 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(!world.twilio.authenticatedWith.isEmpty && Set(world.twilio.authenticatedWith) == [world.twilio.apiKeySID])
         #expect(world.twilio.requests.filter { $0.to == Calls.phone(1) }.count == 1)
         let first = try #require(world.twilio.sent.first { $0.to == Calls.phone(1) })
-        #expect(try await world.database.value("""
-            select o.status || ' ' || l.provider_id from notification_outbox o join notification_logs l on l.outbox_id = o.id
-             where o.user_id = '\(Fixture.userID(1))' and l.status = 'sent'
-            """) == "sent \(first.sid)")
+        #expect(
+            try await world.database.value(
+                """
+                select o.status || ' ' || l.provider_id from notification_outbox o join notification_logs l on l.outbox_id = o.id
+                 where o.user_id = '\(Fixture.userID(1))' and l.status = 'sent'
+                """) == "sent \(first.sid)")
         #expect(world.twilio.requests.filter { $0.to == Calls.phone(2) }.count == 2)
         #expect(world.twilio.sent.filter { $0.to == Calls.phone(2) }.count == 1)
 
         // A dispatcher that died after the request was marked (its claim lapsed), the request
         // never having reached Twilio: the next one asks, and sends it once.
         #expect(try await world.database.value("select status from notification_outbox where user_id = '\(Fixture.userID(3))'") == "pending")
-        try await world.database.psql("""
+        try await world.database.psql(
+            """
             update notification_outbox set status = 'sending', claimed_by = 1, lease_until = now() - interval '1 second',
                    request_left_at = now(), attempts = 1
              where user_id = '\(Fixture.userID(3))'
@@ -899,9 +995,12 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         _ = try await dispatch(world.database, environment: world.environment, at: at("2026-03-29T06:17:30Z"))
         #expect(world.twilio.listings == listings + 1)
         #expect(world.twilio.sent.filter { $0.to == Calls.phone(3) }.isEmpty)
-        #expect(try await world.database.value("""
-            select (request_left_at is not null)::text || ' ' || last_error from notification_outbox where user_id = '\(Fixture.userID(3))'
-            """).hasPrefix("true Twilio's list does not show"))
+        #expect(
+            try await world.database.value(
+                """
+                select (request_left_at is not null)::text || ' ' || last_error from notification_outbox where user_id = '\(Fixture.userID(3))'
+                """
+            ).hasPrefix("true Twilio's list does not show"))
         // Three minutes later (on the database's clock, which the marks are on), the list is believed.
         try await world.database.psql("update notification_outbox set request_left_at = now() - interval '181 seconds' where user_id = '\(Fixture.userID(3))'")
         for second in ["06:20:31", "06:20:32"] {
@@ -924,7 +1023,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await Calls.coaches(database)
         try await Calls.user(database, 1, streak: 0)
         let id = Fixture.userID(1)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into daily_tracking (user_id, date, mood, energy, steps)
             select '\(id)', d::date, 4, 3, 6000 from generate_series('2026-03-23'::date, '2026-03-28'::date, '1 day') d;
             update user_streaks set current_streak = 5, longest_streak = 5, last_checkin_date = '2026-03-27',
@@ -936,9 +1036,11 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let atMidnight = try await database.psql("select body from notification_outbox where channel = 'push' and payload->>'call_id' = '\(midnight)'")
         #expect(atMidnight == "Day 7 — one full week! Let's celebrate. Today: Marathon plan, week 2.", "\(atMidnight)")
         // Queued, not yet sent: dispatch says when a channel took it.
-        #expect(try await database.value("select preview_sent::text || ' ' || (preview_for is not null)::text from scheduled_calls where id = '\(midnight)'")
+        #expect(
+            try await database.value("select preview_sent::text || ' ' || (preview_for is not null)::text from scheduled_calls where id = '\(midnight)'")
                 == "false true")
-        try await database.psql("""
+        try await database.psql(
+            """
             update user_streaks set current_streak = 6, longest_streak = 6, last_checkin_date = '2026-03-28', settled_through = '2026-03-28'
              where user_id = '\(id)'
             """)
@@ -954,7 +1056,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         let database = try await TestDatabase.fresh()
         try await Calls.coaches(database)
         try await Calls.user(database, 1, streak: 21)
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             set local session_replication_role = replica;
             insert into scheduled_calls (user_id, scheduled_at, topic) values ('\(Fixture.userID(1))', '2026-03-29T06:20:00Z', null);
@@ -963,7 +1066,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         #expect(try await database.count("select count(*) from scheduled_calls where preview_due_at is null") == 1)
         let summary = try await previews(database, at: at("2026-03-29T06:14:30Z"))
         #expect(summary.counts.succeeded == 1, "\(summary.counts)")
-        #expect(try await database.value("select body from notification_outbox where notification_type = 'preview_push'")
+        #expect(
+            try await database.value("select body from notification_outbox where notification_type = 'preview_push'")
                 == "DAY 21! Three weeks, you made it. 🏆 Today: today's check-in.")
         // Decided once: the next minute reads nothing.
         let again = try await previews(database, at: at("2026-03-29T06:15:30Z"))
@@ -999,14 +1103,17 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await Calls.user(db, 1, preference: "push_and_sms", streak: 3)
         let call = try await Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
         _ = try await previews(db, at: at("2026-03-29T06:14:01Z"))
-        #expect(try await db.value("select deliver_after::text from notification_outbox where notification_type = 'fallback_sms'")
-                    .hasPrefix("2026-03-29 06:15:30"))
+        #expect(
+            try await db.value("select deliver_after::text from notification_outbox where notification_type = 'fallback_sms'")
+                .hasPrefix("2026-03-29 06:15:30"))
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:20Z"))
         #expect(try await db.value("select status from notification_outbox where notification_type = 'preview_push'") == "sent")
-        #expect(try await db.value("select coalesce(next_attempt_at, deliver_after)::text from notification_outbox where notification_type = 'fallback_sms'")
-                    .hasPrefix("2026-03-29 06:15:50"))
-        #expect(try await db.value("select preview_sent::text || ' ' || preview_sent_at::text from scheduled_calls where id = '\(call)'")
-                    .hasPrefix("true 2026-03-29 06:15:20"))
+        #expect(
+            try await db.value("select coalesce(next_attempt_at, deliver_after)::text from notification_outbox where notification_type = 'fallback_sms'")
+                .hasPrefix("2026-03-29 06:15:50"))
+        #expect(
+            try await db.value("select preview_sent::text || ' ' || preview_sent_at::text from scheduled_calls where id = '\(call)'")
+                .hasPrefix("true 2026-03-29 06:15:20"))
         // At 06:15:35 (the old time) nothing goes; at 06:15:51, unconfirmed, the SMS does.
         _ = try await dispatch(db, environment: world.environment, at: at("2026-03-29T06:15:35Z"))
         #expect(world.twilio.sent.isEmpty)
@@ -1026,7 +1133,8 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await Calls.user(db, 1, streak: 3)
         try await db.psql("update users set timezone = 'Mars/Olympus' where id = '\(Fixture.userID(1))'")
         let call = try await Calls.call(db, 1, at: "2026-03-29T06:20:00Z")
-        try await db.psql("""
+        try await db.psql(
+            """
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body)
             values ('leaderboard-refresh:mars', 'leaderboard-refresh', '\(Fixture.userID(1))', '2026-03-29', 'leaderboard_change',
                     '2026-03-29T06:00:00Z', 'Work Warriors', 'moved'),
@@ -1036,8 +1144,9 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
         try await world.simulate(from: at("2026-03-29T06:14:00Z"), minutes: 2)
         await #expect(try world.sent(call).count == 1)
         #expect(try await db.value("select preview_sent::text from scheduled_calls where id = '\(call)'") == "true")
-        #expect(try await db.value("select status || ' ' || last_error from notification_outbox where notification_type = 'leaderboard_change'")
-                    .hasPrefix("suppressed zone: the user's unknown time zone 'Mars/Olympus'"))
+        #expect(
+            try await db.value("select status || ' ' || last_error from notification_outbox where notification_type = 'leaderboard_change'")
+                .hasPrefix("suppressed zone: the user's unknown time zone 'Mars/Olympus'"))
         #expect(try await db.value("select status from notification_outbox where notification_type = 'fitcircle_invite'") == "sent")
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -40,8 +41,9 @@ private final class Outage: Sendable {
         let outage = Outage()
         let push = try await PushStandIns.start(
             apns: { request in
-                outage.answer("apns \(request.deviceToken) \(request.collapseID ?? "")",
-                              down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
+                outage.answer(
+                    "apns \(request.deviceToken) \(request.collapseID ?? "")",
+                    down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
             },
             fcm: { request in
                 let down = StandInFCM.Answer.reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable.")
@@ -49,16 +51,21 @@ private final class Outage: Sendable {
                 return outage.answer("fcm \(request.deviceToken) \(request.collapseKey ?? "")", down: down, up: .accept)
             })
         defer { Task { await push.shutdown() } }
-        let resend = try await StandInResend.start(reading: {
-            outage.probe(down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
-        }, script: { email in
-            outage.answer("resend \(email.to)",
-                          down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
-        })
+        let resend = try await StandInResend.start(
+            reading: {
+                outage.probe(down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
+            },
+            script: { email in
+                outage.answer(
+                    "resend \(email.to)",
+                    down: .reject(status: 503, name: "service_unavailable", message: "Resend is unavailable"), up: .accept)
+            })
         defer { Task { await resend.shutdown() } }
         var environment = push.environment
-        environment.merge(["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
-                           "RESEND_BASE_URL": resend.baseURL, "RESEND_REQUESTS_PER_SECOND": "100"]) { _, new in new }
+        environment.merge([
+            "RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
+            "RESEND_BASE_URL": resend.baseURL, "RESEND_REQUESTS_PER_SECOND": "100",
+        ]) { _, new in new }
 
         // 30 iPhones, 10 Android phones, 10 users with both; every user has an address.
         for n in 1...50 {
@@ -76,10 +83,12 @@ private final class Outage: Sendable {
             pushes += 2 * ((n <= 30 || n > 40 ? 1 : 0) + (n > 30 ? 1 : 0))
         }
 
-        var requestsDuringOutage: [Int] = [], resendRequestsDuringOutage: [Int] = []
+        var requestsDuringOutage: [Int] = []
+        var resendRequestsDuringOutage: [Int] = []
         for m in 0..<14 {
             if m == 8 { outage.end() }
-            let before = push.apns.requestCount + push.fcm.requestCount, emailsBefore = resend.requestCount
+            let before = push.apns.requestCount + push.fcm.requestCount
+            let emailsBefore = resend.requestCount
             let summary = try await dispatch(database, environment: environment, at: start.addingTimeInterval(Double(m) * 60))
             #expect(summary.exitCode == 0, "minute \(m): \(summary.message ?? "")")
             if (1..<8).contains(m) {
@@ -162,7 +171,8 @@ private final class Outage: Sendable {
         var rows = await [try Outbox.queue(database, 1, type: "fitcircle_invite", at: "2026-03-10T12:00:00Z")]
         for n in 1...5 { await rows.append(try Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")) }
         rows.sort()
-        try await database.psql("""
+        try await database.psql(
+            """
             update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
              where provider = 'apns';
             update notification_outbox set waiting_for = 'apns', next_attempt_at = '2026-03-11T12:00:00Z';
@@ -176,7 +186,9 @@ private final class Outage: Sendable {
         let users = try await database.psql("select id, user_id from notification_outbox order by id")
         #expect(probes == [[rows[0], rows[2], rows[3]], [rows[1], rows[4], rows[5]], [rows[0], rows[2], rows[3]]], "\(probes)\n\(users)")
         for probe in probes {
-            #expect(try await database.count("select count(distinct user_id) from notification_outbox where id = any('{\(probe.map(String.init).joined(separator: ","))}')")
+            #expect(
+                try await database.count(
+                    "select count(distinct user_id) from notification_outbox where id = any('{\(probe.map(String.init).joined(separator: ","))}')")
                     == probe.count)
         }
         #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 apns")
@@ -196,12 +208,15 @@ private final class Outage: Sendable {
         })
         defer { Task { await push.shutdown() } }
         let resendDown = StandInResend.Answer.reject(status: 503, name: "service_unavailable", message: "Resend is unavailable")
-        let resend = try await StandInResend.start(reading: { outage.probe(down: resendDown, up: .accept) },
-                                                   script: { email in outage.answer("resend \(email.to)", down: resendDown, up: .accept) })
+        let resend = try await StandInResend.start(
+            reading: { outage.probe(down: resendDown, up: .accept) },
+            script: { email in outage.answer("resend \(email.to)", down: resendDown, up: .accept) })
         defer { Task { await resend.shutdown() } }
         var environment = push.environment
-        environment.merge(["RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
-                           "RESEND_BASE_URL": resend.baseURL]) { _, new in new }
+        environment.merge([
+            "RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
+            "RESEND_BASE_URL": resend.baseURL,
+        ]) { _, new in new }
         for n in 1...4 {
             try await Outbox.user(database, n, ios: 0, android: 1)
             try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
@@ -209,7 +224,8 @@ private final class Outage: Sendable {
             try await Outbox.email(database, n, at: "2026-03-10T12:00:00Z")
         }
         // Both were found down a minute ago; their notifications are parked.
-        try await database.psql("""
+        try await database.psql(
+            """
             update provider_health set state = 'down', since = '2026-03-10T11:59:00Z', reason = 'test', probe_at = '2026-03-10T12:00:00Z'
              where provider in ('fcm', 'resend');
             update notification_outbox set waiting_for = case channel when 'email' then 'resend' else 'fcm' end,
@@ -231,14 +247,16 @@ private final class Outage: Sendable {
             #expect(push.fcm.validations == k + 1 && resend.reads == k + 1, "probe \(k): \(push.fcm.validations) \(resend.reads)")
         }
         #expect(push.fcm.requestCount == 0 && resend.requestCount == 0, "a notification went out as a probe")
-        #expect(try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+        #expect(
+            try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
                 == "fcm|down\nresend|down")
         #expect(try await database.psql("select distinct status || ' ' || attempts from notification_outbox") == "pending 0")
 
         outage.end()
         let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:01:01Z"))
         #expect(summary.exitCode == 0, "\(summary.message ?? "")")
-        #expect(try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
+        #expect(
+            try await database.psql("select provider, state from provider_health where provider in ('fcm', 'resend') order by 1")
                 == "fcm|up\nresend|up")
         #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|8")
         #expect(outage.taken.count == 8 && Set(outage.taken).count == 8, "\(outage.taken)")
@@ -287,8 +305,9 @@ private final class Outage: Sendable {
         for n in 1...15 { try await Outbox.user(database, n) }
         for n in 1...5 { try await Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T23:30:00Z") }
         for n in 6...15 {
-            try await Outbox.queue(database, n, type: "fitcircle_invite",
-                             at: ISO8601DateFormatter().string(from: at("2026-03-10T23:40:00Z").addingTimeInterval(Double(n - 6) * 15 * 60)))
+            try await Outbox.queue(
+                database, n, type: "fitcircle_invite",
+                at: ISO8601DateFormatter().string(from: at("2026-03-10T23:40:00Z").addingTimeInterval(Double(n - 6) * 15 * 60)))
         }
         var now = at("2026-03-10T23:30:00Z")
         var exits: Set<Int32> = []
@@ -310,8 +329,9 @@ private final class Outage: Sendable {
         let database = try await TestDatabase.fresh()
         let outage = Outage()
         let push = try await PushStandIns.start(apns: { request in
-            outage.answer("apns \(request.deviceToken) \(request.collapseID ?? "")",
-                          down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
+            outage.answer(
+                "apns \(request.deviceToken) \(request.collapseID ?? "")",
+                down: .reject(status: 503, reason: "ServiceUnavailable"), up: .accept)
         })
         defer { Task { await push.shutdown() } }
         let zones = ["Europe/Paris", "America/Los_Angeles", "Asia/Tokyo"]
@@ -319,7 +339,8 @@ private final class Outage: Sendable {
         for n in 1...12 {
             try await Outbox.user(database, n, zone: zones[n % 3])
             // 18:00 on Monday 9 March, local.
-            let local = try await database.value("select to_char(('2026-03-09 18:00'::timestamp at time zone '\(zones[n % 3])') at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
+            let local = try await database.value(
+                "select to_char(('2026-03-09 18:00'::timestamp at time zone '\(zones[n % 3])') at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')")
             await atRisk.append(try Outbox.queue(database, n, type: "streak_at_risk", at: local, day: "2026-03-09"))
         }
         var now = at("2026-03-09T02:00:00Z")
@@ -332,14 +353,17 @@ private final class Outage: Sendable {
             #expect(summary.exitCode == 0, "\(summary.message ?? "")")
             now = now.addingTimeInterval(20 * 60)
         }
-        let stale = try await database.psql("""
+        let stale = try await database.psql(
+            """
             select status || ' ' || split_part(last_error, ':', 1) from notification_outbox where id = any('{\(atRisk.map(String.init).joined(separator: ","))}')
              group by 1
             """)
         #expect(stale == "suppressed expired")
-        #expect(try await database.count("""
-            select count(*) from notification_logs where status = 'suppressed' and error_msg like 'expired: streak_at_risk%'
-            """) == 12)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_logs where status = 'suppressed' and error_msg like 'expired: streak_at_risk%'
+                """) == 12)
         #expect(!outage.taken.contains { $0.hasSuffix("nudge-\(atRisk[0])") })
         #expect(outage.taken.count == 1)
         #expect(try await database.value("select status from notification_outbox where id = \(reminder)") == "sent")
@@ -393,8 +417,10 @@ private final class Outage: Sendable {
         let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:30Z"))
         #expect(summary.counts.failed == 0 && summary.tally["waiting"] == 3)
         let note = try #require(summary.message)
-        #expect(note.contains("FCM is down since 2026-03-10T12:00:30Z: 3 of its last 3 requests got no answer "
-                              + "(last: no whole answer within the batch's time bound (it stalled))"), "\(note)")
+        #expect(
+            note.contains(
+                "FCM is down since 2026-03-10T12:00:30Z: 3 of its last 3 requests got no answer "
+                    + "(last: no whole answer within the batch's time bound (it stalled))"), "\(note)")
         #expect(!note.contains("database") && !note.contains("Cancellation"))
         #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
     }
@@ -407,7 +433,8 @@ private final class Outage: Sendable {
         let world = try await PreviewWorld.start(twilioLatency: .milliseconds(600))
         defer { Task { await world.shutdown() } }
         for n in 1...300 { try await Calls.user(world.database, n, preference: "sms_only", ios: 0) }
-        try await world.database.psql("""
+        try await world.database.psql(
+            """
             insert into scheduled_calls (user_id, scheduled_at, status, topic)
             select id, '2026-03-29T06:20:00Z', 'pending', 'fitness_checkin' from users
             """)

@@ -2,12 +2,14 @@ import Foundation
 import Logging
 import NudgeStandIns
 import Testing
+
 @testable import NudgeCore
 
 /// Logs every slot a reservation takes, as the database hands it out: a trigger keeps each new
 /// value of `provider_pace.next_slot` (the slot taken, plus the interval).
 private func logSlots(_ database: TestDatabase) async throws {
-    try await database.psql("""
+    try await database.psql(
+        """
         create table pace_log (provider text not null, next_slot timestamptz not null);
         create function log_pace() returns trigger language plpgsql as $$
         begin
@@ -21,10 +23,12 @@ private func logSlots(_ database: TestDatabase) async throws {
 /// The slots `provider` handed out, in order, as seconds since 1970 on the database's clock: each
 /// logged `next_slot` less the interval, as the database computes it.
 private func slots(_ database: TestDatabase, _ provider: String, interval: Duration) async throws -> [Double] {
-    try await database.psql("""
+    try await database.psql(
+        """
         select extract(epoch from next_slot - \(interval.seconds)::float8 * interval '1 second') from pace_log
          where provider = '\(provider)' order by next_slot
-        """).split(separator: "\n").compactMap { Double($0) }
+        """
+    ).split(separator: "\n").compactMap { Double($0) }
 }
 
 /// Instants of this process's monotonic clock (a stand-in's arrivals), in order, as seconds since
@@ -34,7 +38,9 @@ private func slots(_ database: TestDatabase, _ provider: String, interval: Durat
 private func wallClock(_ instants: [ContinuousClock.Instant]) -> [Double] {
     var best: (spread: Duration, monotonic: ContinuousClock.Instant, wall: Date)?
     for _ in 0..<5 {
-        let monotonic = ContinuousClock.now, wall = Date(), after = ContinuousClock.now
+        let monotonic = ContinuousClock.now
+        let wall = Date()
+        let after = ContinuousClock.now
         if best.map({ monotonic.duration(to: after) < $0.spread }) ?? true { best = (monotonic.duration(to: after), monotonic, wall) }
     }
     let (_, monotonic, wall) = best!
@@ -43,7 +49,8 @@ private func wallClock(_ instants: [ContinuousClock.Instant]) -> [Double] {
 
 /// The most of `times` (seconds, in order) inside any window of `window` seconds, `[t, t + window)`.
 private func mostInAnyWindow(_ times: [Double], _ window: Double) -> Int {
-    var most = 0, first = 0
+    var most = 0
+    var first = 0
     for (last, time) in times.enumerated() {
         while time - times[first] >= window { first += 1 }
         most = max(most, last - first + 1)
@@ -135,7 +142,8 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         try await logSlots(database)
         let stand = try await ResendStandIn.start()
         defer { Task { await stand.resend.shutdown() } }
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, created_at, email)
             select md5('user-' || n)::uuid, 'UTC', 'en', '2026-01-01', 'user' || n || '@example.test' from generate_series(1, 600) n;
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
@@ -148,8 +156,11 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         environment["RESEND_REQUESTS_PER_SECOND"] = "2"
         // Draining (no --now): a request refused its turn goes again a second later in the same run.
         let runs = try ["0/2", "1/2"].map { shard in
-            try database.startNudge(["run", "dispatch", "--shard", shard, "--lanes", "3", "--batch-size", "30", "--drain-seconds", "55",
-                                     "--json"], environment: environment)
+            try database.startNudge(
+                [
+                    "run", "dispatch", "--shard", shard, "--lanes", "3", "--batch-size", "30", "--drain-seconds", "55",
+                    "--json",
+                ], environment: environment)
         }
         var waited = 0
         for run in runs {
@@ -189,8 +200,9 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         try await logSlots(database)
         let server = try await StandInLLM.start { _ in (.reply(#"{"title": "t", "body": "b"}"#), .zero) }
         defer { Task { await server.shutdown() } }
-        let configuration = LLMConfiguration(provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
-                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 600)
+        let configuration = LLMConfiguration(
+            provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
+            model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 600)
         try await withThrowingTaskGroup(of: Void.self) { processes in
             for _ in 0..<2 {
                 processes.addTask {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -9,8 +10,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 private func shortestPrune() throws -> PruneJob {
     let shipped = jobDefinition("prune")
     let shortest = Dictionary(uniqueKeysWithValues: RetentionRule.all.map { ($0.table, $0.minimumDays) })
-    let definition = JobDefinition(name: shipped.name, summary: shipped.summary, schedule: shipped.schedule, localTime: nil,
-                                   retentionDays: shortest, killSwitch: shipped.killSwitch, enabledByDefault: true, batchSize: 500)
+    let definition = JobDefinition(
+        name: shipped.name, summary: shipped.summary, schedule: shipped.schedule, localTime: nil,
+        retentionDays: shortest, killSwitch: shipped.killSwitch, enabledByDefault: true, batchSize: 500)
     return try PruneJob(definition: definition)
 }
 
@@ -49,13 +51,15 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         let kept = try await TestDatabase.fresh()
         let seeded = try await kept.nudge(["seed", "--users", "200", "--seed", "17", "--now", "2026-03-09T00:00:00Z"])
         #expect(seeded.status == 0, "\(seeded.stderr)")
-        try await kept.withDatabase { db in try await kept.pinned { kept in
-            var tick = at("2026-03-09T00:00:00Z")
-            while tick < at("2026-03-16T00:00:00Z") {
-                try await cronTick(kept, on: db, at: tick)
-                tick = tick.addingTimeInterval(3600)
+        try await kept.withDatabase { db in
+            try await kept.pinned { kept in
+                var tick = at("2026-03-09T00:00:00Z")
+                while tick < at("2026-03-16T00:00:00Z") {
+                    try await cronTick(kept, on: db, at: tick)
+                    tick = tick.addingTimeInterval(3600)
+                }
             }
-        } }
+        }
         let pruned = try await kept.clone()
         let before = try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox")
         let run = try await prune(pruned, at: at("2026-03-16T00:30:00Z"))
@@ -68,13 +72,15 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         #expect(try await pruned.count("select count(*) from notification_logs") + pruned.count("select count(*) from notification_outbox") < before)
 
         for database in [kept, pruned] {
-            try await database.withDatabase { db in try await database.pinned { database in
-                var tick = at("2026-03-16T01:00:00Z")
-                while tick < at("2026-03-23T01:00:00Z") {
-                    try await cronTick(database, on: db, at: tick)
-                    tick = tick.addingTimeInterval(3600)
+            try await database.withDatabase { db in
+                try await database.pinned { database in
+                    var tick = at("2026-03-16T01:00:00Z")
+                    while tick < at("2026-03-23T01:00:00Z") {
+                        try await cronTick(database, on: db, at: tick)
+                        tick = tick.addingTimeInterval(3600)
+                    }
                 }
-            } }
+            }
         }
         // What the second week decided, in both.
         for query in [
@@ -101,7 +107,8 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 3, signup: "2025-01-01T00:00:00Z", from: "2025-01-01", to: "2025-01-02")
         let user = Fixture.userID(1)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_logs (user_id, notification_type, channel, status, created_at)
             select '\(user)', 'daily_checkin', 'push', 'sent', timestamptz '2025-01-01' + n * interval '1 minute'
               from generate_series(1, 1800) n;
@@ -141,9 +148,11 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
         #expect(try await database.value("select string_agg(distinct period, ',') from fitcircle_leaderboard_entries") == "weekly")
         #expect(try await database.value("select created_at::date from notification_logs") == "2026-03-15")
         #expect(try await database.psql("select dedupe_key from notification_outbox order by 1") == "old-pending")
-        #expect(try await database.psql("""
-            select status from job_runs where job = 'validate-streaks' order by started_at
-            """) == "running\ninterrupted\nsucceeded")
+        #expect(
+            try await database.psql(
+                """
+                select status from job_runs where job = 'validate-streaks' order by started_at
+                """) == "running\ninterrupted\nsucceeded")
 
         let again = try await prune(database, at: at("2026-03-20T03:45:00Z"))
         #expect(again.counts.processed == 0, "\(again)")

@@ -9,9 +9,11 @@ struct PushStandIns: Sendable {
     let fcm: StandInFCM
     let folder: URL
 
-    static func start(apnsClock: @escaping @Sendable () -> Date = { Date() }, recordRequests: Bool = true,
-                      apns apnsScript: @escaping StandInAPNs.Script = { _ in .accept },
-                      fcm fcmScript: @escaping StandInFCM.Script = { _ in .accept }) async throws -> PushStandIns {
+    static func start(
+        apnsClock: @escaping @Sendable () -> Date = { Date() }, recordRequests: Bool = true,
+        apns apnsScript: @escaping StandInAPNs.Script = { _ in .accept },
+        fcm fcmScript: @escaping StandInFCM.Script = { _ in .accept }
+    ) async throws -> PushStandIns {
         let ca = try StandInCA()
         let apns = try await StandInAPNs.start(ca: ca, record: recordRequests, clock: apnsClock, script: apnsScript)
         let fcm = try await StandInFCM.start(record: recordRequests, script: fcmScript)
@@ -62,8 +64,10 @@ enum Outbox {
     }
 
     /// User n (id `Fixture.userID(n)`) in `zone`, with `ios` iPhones and `android` Android phones.
-    static func user(_ database: TestDatabase, _ n: Int, zone: String? = "UTC", locale: String = "en", ios: Int = 1,
-                     android: Int = 0, signup: String = "2026-01-01T00:00:00Z") async throws {
+    static func user(
+        _ database: TestDatabase, _ n: Int, zone: String? = "UTC", locale: String = "en", ios: Int = 1,
+        android: Int = 0, signup: String = "2026-01-01T00:00:00Z"
+    ) async throws {
         let id = Fixture.userID(n)
         var sql = "insert into users (id, timezone, locale, created_at) values ('\(id)', \(zone.map { "'\($0)'" } ?? "null"), '\(locale)', '\(signup)');"
         for d in 0..<ios where ios > 0 {
@@ -79,7 +83,8 @@ enum Outbox {
     @discardableResult
     static func email(_ database: TestDatabase, _ n: Int, type: String = "weekly_digest", at instant: String) async throws -> Int64 {
         let id = Fixture.userID(n)
-        let text = try await database.value("""
+        let text = try await database.value(
+            """
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title,
                                              body, payload)
             values ('test:\(id):\(type):email', 'test', '\(id)', '\(instant.prefix(10))', '\(type)', 'email', '\(instant)',
@@ -92,15 +97,19 @@ enum Outbox {
 
     /// Queues one notification for user n.
     @discardableResult
-    static func queue(_ database: TestDatabase, _ n: Int, type: String, at deliverAfter: String, day: String? = nil,
-                      title: String = "Title", body: String = "Body", payload: String = "{}", key: String? = nil) async throws -> Int64 {
+    static func queue(
+        _ database: TestDatabase, _ n: Int, type: String, at deliverAfter: String, day: String? = nil,
+        title: String = "Title", body: String = "Body", payload: String = "{}", key: String? = nil
+    ) async throws -> Int64 {
         let id = Fixture.userID(n)
         let localDay = day ?? String(deliverAfter.prefix(10))
         let dedupe = key ?? "test:\(id):\(localDay):\(type):\(UUID().uuidString)"
         // Without a day, the one the instant falls on in the user's zone, as a job sets it.
-        let dayValue = day.map { "'\($0)'" }
+        let dayValue =
+            day.map { "'\($0)'" }
             ?? "(timestamptz '\(deliverAfter)' at time zone coalesce((select timezone from users where id = '\(id)'), 'UTC'))::date"
-        let text = try await database.value("""
+        let text = try await database.value(
+            """
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, title, body, payload)
             values ('\(dedupe)', 'test', '\(id)', \(dayValue), '\(type)', '\(deliverAfter)', $$\(title)$$, $$\(body)$$, '\(payload)'::jsonb)
             returning id

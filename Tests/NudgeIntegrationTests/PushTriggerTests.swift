@@ -8,9 +8,12 @@ import Testing
 /// Users ready for a proactive push, inserted with SQL. User n's id is `Fixture.userID(n)`.
 private enum PushFixture {
     /// A user with check-ins on at `frequency`, an active push token, quiet since `lastActive`.
-    static func user(_ database: TestDatabase, _ n: Int, timezone: String = "UTC", locale: String = "en",
-                     frequency: String = "daily", checkIns: Bool = true, lastActive: String = "2026-02-01T12:00:00Z") async throws {
-        try await database.psql("""
+    static func user(
+        _ database: TestDatabase, _ n: Int, timezone: String = "UTC", locale: String = "en",
+        frequency: String = "daily", checkIns: Bool = true, lastActive: String = "2026-02-01T12:00:00Z"
+    ) async throws {
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, created_at, last_active_at)
             values (md5('user-\(n)')::uuid, '\(timezone)', '\(locale)', '2026-01-01T00:00:00Z', '\(lastActive)');
             insert into context_profiles (user_id, notification_preferences)
@@ -21,9 +24,12 @@ private enum PushFixture {
     }
 
     /// A conversation of user n at `at`, with one message of theirs.
-    static func conversation(_ database: TestDatabase, _ n: Int, title: String, domain: String = "career", at: String,
-                             says message: String = "I keep rehearsing the opening of my talk") async throws {
-        try await database.psql("""
+    static func conversation(
+        _ database: TestDatabase, _ n: Int, title: String, domain: String = "career", at: String,
+        says message: String = "I keep rehearsing the opening of my talk"
+    ) async throws {
+        try await database.psql(
+            """
             with c as (insert into conversations (user_id, domain, title, created_at, updated_at)
                        values (md5('user-\(n)')::uuid, '\(domain)', '\(title)', '\(at)', '\(at)'::timestamptz + interval '10 minutes')
                        returning id, user_id, created_at)
@@ -44,7 +50,8 @@ private enum PushFixture {
 
     /// A fresh pattern cache for user n: the pattern layer has something to say.
     static func pattern(_ database: TestDatabase, _ n: Int) async throws {
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into pattern_cache (user_id, patterns, session_count)
             values (md5('user-\(n)')::uuid,
                     '[{"theme": "work stress before deadlines", "occurrences": 4, "domains": ["career"], "confidence": 0.8,
@@ -63,8 +70,10 @@ private final class Once: Sendable {
 
 private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String: String] {
     // A generous time-out: on a loaded test machine a slow answer must not turn into a retry.
-    var environment = ["PUSH_TRIGGER_ENABLED": "true", "NUDGE_LLM_MAX_RETRIES": "2", "NUDGE_LLM_REQUESTS_PER_MINUTE": "1000",
-                       "NUDGE_LLM_TIMEOUT_SECONDS": "120"]
+    var environment = [
+        "PUSH_TRIGGER_ENABLED": "true", "NUDGE_LLM_MAX_RETRIES": "2", "NUDGE_LLM_REQUESTS_PER_MINUTE": "1000",
+        "NUDGE_LLM_TIMEOUT_SECONDS": "120",
+    ]
     if provider == "openai" {
         environment["NUDGE_LLM_PROVIDER"] = "openai"
         environment["OPENAI_BASE_URL"] = server.baseURL + "/v1"
@@ -112,22 +121,27 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
 
         let result = try await database.nudge(["run", "push-trigger", "--now", now, "--concurrency", "8", "--json"], environment: environment)
         #expect(result.status == 3, "\(result.stderr)")
-        let pushed = try await database.psql("""
+        let pushed = try await database.psql(
+            """
             select c.title from push_log p join conversations c on c.user_id = p.user_id order by 1
             """)
         #expect(pushed == "Talk prep ok\nTalk prep ratelimited\nTalk prep slow")
-        #expect(try await database.count("""
-            select count(*) from notification_outbox o join push_log p on p.id = (o.payload->>'push_log_id')::uuid
-             where o.user_id = p.user_id and o.job = 'push-trigger' and o.notification_type = 'proactive_push'
-               and o.payload->>'action' = 'new_conversation' and o.payload->>'push_type' = 're_engagement'
-               and o.payload->>'domain' = 'career' and p.push_type = 're_engagement'
-               and p.metadata = '{"layer": "re_engagement"}' and p.content = o.title || ' — ' || o.body
-               and p.sent_at = '\(now)'
-            """) == 3)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from notification_outbox o join push_log p on p.id = (o.payload->>'push_log_id')::uuid
+                 where o.user_id = p.user_id and o.job = 'push-trigger' and o.notification_type = 'proactive_push'
+                   and o.payload->>'action' = 'new_conversation' and o.payload->>'push_type' = 're_engagement'
+                   and o.payload->>'domain' = 'career' and p.push_type = 're_engagement'
+                   and p.metadata = '{"layer": "re_engagement"}' and p.content = o.title || ' — ' || o.body
+                   and p.sent_at = '\(now)'
+                """) == 3)
         #expect(try await database.count("select count(*) from notification_outbox") == 3)
-        let failures = try await database.psql("""
+        let failures = try await database.psql(
+            """
             select c.title || ': ' || f.reason from job_run_failures f join conversations c on c.user_id = f.item_id order by 1
-            """).split(separator: "\n")
+            """
+        ).split(separator: "\n")
         #expect(failures.count == 5, "\(failures)")
         #expect(failures.contains { $0.hasPrefix("Talk prep bad frequency: notification_preferences.frequency is 'hourly'") })
         #expect(failures.contains { $0.hasPrefix("Talk prep garbled: the LLM's reply is not a JSON object") })
@@ -139,8 +153,10 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let counts = summary["counts"] as! [String: Int]
         #expect(counts["failed"] == 2)
         #expect(counts["succeeded"] == 3)
-        #expect(try await database.psql("select outcome, count(*) from llm_calls group by 1 order by 1")
-                == "rejected: the LLM's copy repeats 5 or more of the user's own words verbatim|1\nrejected: the LLM's reply is not a JSON object with a title and a body|1\nrejected: the LLM's title has 60 characters, more than 50|1\nused|3")
+        #expect(
+            try await database.psql("select outcome, count(*) from llm_calls group by 1 order by 1")
+                == "rejected: the LLM's copy repeats 5 or more of the user's own words verbatim|1\nrejected: the LLM's reply is not a JSON object with a title and a body|1\nrejected: the LLM's title has 60 characters, more than 50|1\nused|3"
+        )
 
         let sent = server.requests
         func about(_ name: String) -> [StandInLLM.Request] { sent.filter { $0.prompt.contains("Talk prep \(name)") } }
@@ -151,7 +167,10 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         #expect(about("off").isEmpty)
         #expect(about("bad frequency").isEmpty)
         let expectedRequests = 10   // ok, slow, garbled, verbose, parrot once; ratelimited twice; overloaded three times
-        #expect(sent.count == expectedRequests, "\(Dictionary(grouping: sent.map { $0.prompt.components(separatedBy: "Talk prep ").dropFirst().first?.prefix(12) ?? "" }, by: { $0 }).mapValues(\.count))")
+        #expect(
+            sent.count == expectedRequests,
+            "\(Dictionary(grouping: sent.map { $0.prompt.components(separatedBy: "Talk prep ").dropFirst().first?.prefix(12) ?? "" }, by: { $0 }).mapValues(\.count))"
+        )
 
         // A later run the same morning pushes nobody twice, and tries the failed users again.
         let rerun = try await database.nudge(["run", "push-trigger", "--now", "2026-02-10T11:30:00Z"], environment: environment)
@@ -177,7 +196,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
                     interval[n] = days
                     if sessions {
                         for day in ["2026-03-03", "2026-03-09", "2026-03-10"] {
-                            try await database.psql("""
+                            try await database.psql(
+                                """
                                 insert into conversations (user_id, domain, title, created_at, updated_at)
                                 select id, 'fitness', 'Morning session', ('\(day) 08:00'::timestamp at time zone timezone),
                                        ('\(day) 08:20'::timestamp at time zone timezone)
@@ -197,8 +217,9 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         let start = ISO8601DateFormatter().date(from: "2026-03-01T00:00:00Z")!
         try await database.withDatabase { db in
             for hour in 0...(14 * 24) {
-                let options = RunOptions(now: start.addingTimeInterval(Double(hour) * 3600), nowIsExplicit: true, batchSize: 50,
-                                         concurrency: 4)
+                let options = RunOptions(
+                    now: start.addingTimeInterval(Double(hour) * 3600), nowIsExplicit: true, batchSize: 50,
+                    concurrency: 4)
                 let summary = try await JobRegistry.withJob(JobSetup(definition: definition, environment: environment, options: options)) { job in
                     try await runQuietly(job, options: options, database: db)
                 }
@@ -206,23 +227,29 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             }
         }
         let localDay = "(p.sent_at at time zone u.timezone)::date"
-        #expect(try await database.count("""
-            select count(*) from (select p.user_id from push_log p join users u on u.id = p.user_id
-                                   group by p.user_id, \(localDay) having count(*) > 1) twice
-            """) == 0)
-        #expect(try await database.count("""
-            select count(*) from push_log p join users u on u.id = p.user_id
-              join conversations c on c.user_id = p.user_id and (c.created_at at time zone u.timezone)::date = \(localDay)
-            """) == 0)
-        let days = try await database.psql("""
+        #expect(
+            try await database.count(
+                """
+                select count(*) from (select p.user_id from push_log p join users u on u.id = p.user_id
+                                       group by p.user_id, \(localDay) having count(*) > 1) twice
+                """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from push_log p join users u on u.id = p.user_id
+                  join conversations c on c.user_id = p.user_id and (c.created_at at time zone u.timezone)::date = \(localDay)
+                """) == 0)
+        let days = try await database.psql(
+            """
             select right(u.id::text, 12), string_agg(extract(day from \(localDay))::text, ',' order by p.sent_at)
               from push_log p join users u on u.id = p.user_id group by u.id
             """)
         for user in 1...n {
             let id = String(Fixture.userID(user).suffix(12))
-            let pushedDays = days.split(separator: "\n").first { $0.hasPrefix(id) }.map {
-                $0.split(separator: "|")[1].split(separator: ",").compactMap { Int($0) }
-            } ?? []
+            let pushedDays =
+                days.split(separator: "\n").first { $0.hasPrefix(id) }.map {
+                    $0.split(separator: "|")[1].split(separator: ",").compactMap { Int($0) }
+                } ?? []
             for (earlier, later) in zip(pushedDays, pushedDays.dropFirst()) {
                 #expect(later - earlier >= interval[user]!, "user \(user): pushes on days \(pushedDays)")
             }
@@ -262,8 +289,9 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         // (provider_pace) like any run's, and write nothing else.
         let unwritten: Set<String> = ["job_runs", "job_run_failures", "provider_pace"]
         let before = try await database.dump(excluding: unwritten)
-        let dry = try await database.nudge(["run", "push-trigger", "--now", now, "--dry-run", "--json"],
-                                           environment: ["PUSH_TRIGGER_ENABLED": "true"])
+        let dry = try await database.nudge(
+            ["run", "push-trigger", "--now", now, "--dry-run", "--json"],
+            environment: ["PUSH_TRIGGER_ENABLED": "true"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains(#""pushed:re_engagement":3"#), "\(dry.stdout)")
         #expect(server.requests.isEmpty)
@@ -306,19 +334,22 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         }
         defer { Task { await server.shutdown() } }
         let definition = try JobCatalog(directory: packageRoot.appendingPathComponent("jobs")).definition(named: "push-trigger")!
-        let configuration = LLMConfiguration(provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
-                                             model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
+        let configuration = LLMConfiguration(
+            provider: .anthropic, baseURL: server.baseURL, apiKey: "sk-ant-test-not-a-real-key",
+            model: LLMConfiguration.defaultAnthropicModel, requestsPerMinute: 1_000)
         let summary = try await database.withDatabase { db in
             try await LLMClient.with(configuration, concurrency: 1) { llm in
                 let options = RunOptions(now: clock.now(), nowIsExplicit: false, clock: clock, batchSize: 3)
-                return try await runQuietly(PushTriggerJob(definition: definition, llm: llm, budget: LLMBudget()),
-                                            options: options, database: db)
+                return try await runQuietly(
+                    PushTriggerJob(definition: definition, llm: llm, budget: LLMBudget()),
+                    options: options, database: db)
             }
         }
         #expect(summary.exitCode == 0, "\(summary)")
         #expect(summary.counts.succeeded == 3)
         #expect(summary.counts.skipped == 5)
-        #expect(try await database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
+        #expect(
+            try await database.psql("select to_char(sent_at at time zone 'UTC', 'HH24:MI') from push_log order by sent_at")
                 == "11:10\n11:50\n12:30")
         #expect(try await database.psql("select distinct local_day from push_log") == "2026-02-10")
         let reasons = try await database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
@@ -337,7 +368,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     @Test func theDatabaseRefusesASecondProactivePushTheSameLocalDay() async throws {
         let database = try await PushFixture.usersToFollowUp(3)
         // What a racing run wrote and this one could not yet see: today's push, no day mark.
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into push_log (user_id, push_type, content, sent_at, local_day)
             values (md5('user-2')::uuid, 're_engagement', 'x — y', '2026-01-01T10:00:00Z', '2026-02-10')
             """)
@@ -416,7 +448,8 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
     /// for each batch: 19 minutes for a million users' first run, where 100,000 took 20 s.)
     @Test func aBatchReadsItsOwnUsersTokensNotEveryToken() async throws {
         let database = try await TestDatabase.fresh()
-        try await database.psql("""
+        try await database.psql(
+            """
             begin;
             insert into users (id, timezone, locale, created_at, last_active_at)
             select md5('user-' || n)::uuid, case when n <= 1000 then 'UTC' else 'Asia/Tokyo' end, 'en',
@@ -431,8 +464,9 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
             analyze;
             """)
         let before = try await database.rowsRead(["user_push_tokens"])
-        let run = try await database.nudge(["run", "push-trigger", "--dry-run", "--json", "--now", now, "--batch-size", "1000"],
-                                           environment: ["PUSH_TRIGGER_ENABLED": "true"])
+        let run = try await database.nudge(
+            ["run", "push-trigger", "--dry-run", "--json", "--now", now, "--batch-size", "1000"],
+            environment: ["PUSH_TRIGGER_ENABLED": "true"])
         #expect(run.status == 0, "\(run.stderr)")
         let read = try await database.rowsRead(["user_push_tokens"]) - before
         let summary = try #require(JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])["summary"]

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
+
 @testable import NudgeCore
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
@@ -10,8 +11,10 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 
 /// Runs reminders in this process at `now`, as cron would start it.
 @discardableResult
-func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = [],
-               batchSize: Int = 50) async throws -> RunSummary {
+func reminders(
+    _ database: TestDatabase, at now: Date, window: DayWindow? = nil, users: [UUID] = [],
+    batchSize: Int = 50
+) async throws -> RunSummary {
     try await database.withDatabase { db in
         let job = RemindersJob(definition: jobDefinition("reminders"), email: try testEmailSetup(ReminderEmail.template))
         let options = RunOptions(now: now, nowIsExplicit: true, window: window, users: users, batchSize: batchSize, concurrency: 1)
@@ -21,8 +24,10 @@ func reminders(_ database: TestDatabase, at now: Date, window: DayWindow? = nil,
 
 enum ReminderFixture {
     /// User n in `zone` with an address, signed up long ago, with an iPhone unless `device` is false.
-    static func user(_ database: TestDatabase, _ n: Int, zone: String, locale: String = "en", device: Bool = true,
-                     signup: String = "2026-01-01T00:00:00Z") async throws {
+    static func user(
+        _ database: TestDatabase, _ n: Int, zone: String, locale: String = "en", device: Bool = true,
+        signup: String = "2026-01-01T00:00:00Z"
+    ) async throws {
         try await Outbox.user(database, n, zone: zone, locale: locale, ios: device ? 1 : 0, signup: signup)
         try await database.psql("update users set email = 'user\(n)@example.test' where id = '\(Fixture.userID(n))'")
     }
@@ -41,9 +46,11 @@ enum ReminderFixture {
         for (n, zone) in zones.sorted(by: { $0.key < $1.key }) {
             try await ReminderFixture.user(database, n, zone: zone, device: n != 4)
         }
-        let first = "2026-10-20", last = "2026-11-02"
+        let first = "2026-10-20"
+        let last = "2026-11-02"
         // The check-ins to come, written as their time passes.
-        try await database.psql("""
+        try await database.psql(
+            """
             create table planned_checkins as
             select u.id as user_id, d::date as date,
                    ((d::date + case u.n when 1 then time '19:59' when 2 then time '20:01' else time '12:00' end) at time zone u.tz) as at
@@ -61,7 +68,8 @@ enum ReminderFixture {
         try await database.pinned { database in
             while now < end {
                 if checkIns.contains(where: { $0 > written && $0 <= now }) {
-                    try await database.psql("""
+                    try await database.psql(
+                        """
                         insert into daily_tracking (user_id, date, mood, energy, steps, checked_in_at)
                         select user_id, date, 4, 3, 6000, at from planned_checkins where at <= '\(iso(now))' and at > '\(iso(written))'
                         """)
@@ -80,7 +88,8 @@ enum ReminderFixture {
         }
         // The days whose 20:00 (21:00 for the email) fell inside the two weeks, by PostgreSQL.
         func expected(_ n: Int, at time: String, when condition: String = "true") async throws -> String {
-            try await database.value("""
+            try await database.value(
+                """
                 select string_agg(to_char((d::date + time '\(time)') at time zone '\(zones[n]!)', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ',' order by d)
                   from generate_series('2026-10-19'::date, '2026-11-03'::date, '1 day') d
                  where (d::date + time '\(time)') at time zone '\(zones[n]!)' >= '2026-10-20T00:00:00Z'
@@ -88,14 +97,17 @@ enum ReminderFixture {
                 """)
         }
         func queued(_ n: Int, channel: String = "push") async throws -> String {
-            try await database.value("""
+            try await database.value(
+                """
                 select coalesce(string_agg(to_char(deliver_after at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), ',' order by deliver_after), '')
                   from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = 'daily_checkin' and channel = '\(channel)'
                 """)
         }
         // 19:59: never reminded; 20:01: reminded every day, at 20:00 in their zone, across the change.
         await #expect(try queued(1) == "")
-        #expect(try await database.count("select count(*) from job_work where user_id = '\(Fixture.userID(1))' and job = 'reminders:daily_checkin' and outcome = 'not_needed'") == 14)
+        #expect(
+            try await database.count(
+                "select count(*) from job_work where user_id = '\(Fixture.userID(1))' and job = 'reminders:daily_checkin' and outcome = 'not_needed'") == 14)
         await #expect(try queued(2) == (try expected(2, at: "20:00")))
         await #expect(try queued(2).split(separator: ",").count == 14)
         // Every other day: the odd days of Kolkata, and only them.
@@ -105,10 +117,12 @@ enum ReminderFixture {
         await #expect(try queued(4, channel: "email") == (try expected(4, at: "21:00")))
         await #expect(try queued(5) == (try expected(5, at: "20:00")))
         // Never two for one day, whatever the number of runs.
-        #expect(try await database.count("""
-            select count(*) from (select user_id, local_day, channel from notification_outbox where notification_type = 'daily_checkin'
-                                   group by 1, 2, 3 having count(*) > 1) d
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                select count(*) from (select user_id, local_day, channel from notification_outbox where notification_type = 'daily_checkin'
+                                       group by 1, 2, 3 having count(*) > 1) d
+                """) == 0)
         // Wednesday 18:00: no weekly goal, nothing queued, and the mark says why.
         #expect(try await database.count("select count(*) from notification_outbox where notification_type = 'weekly_goal_progress'") == 0)
         #expect(try await database.count("select count(*) from job_work where job = 'reminders:weekly_goal_progress' and outcome = 'no_goal'") == 10)
@@ -122,10 +136,12 @@ enum ReminderFixture {
         try await ReminderFixture.user(database, 2, zone: "America/New_York")
         try await reminders(database, at: at("2026-11-10T16:00:00Z"))   // 17:00 in Paris, 11:00 in New York
         try await reminders(database, at: at("2026-11-10T22:00:00Z"))   // 23:00 in Paris, 17:00 in New York
-        #expect(try await database.value("""
-            select deliver_after at time zone 'Europe/Paris' from notification_outbox
-             where user_id = '\(Fixture.userID(1))' and notification_type = 'daily_checkin'
-            """) == "2026-11-10 20:00:00")
+        #expect(
+            try await database.value(
+                """
+                select deliver_after at time zone 'Europe/Paris' from notification_outbox
+                 where user_id = '\(Fixture.userID(1))' and notification_type = 'daily_checkin'
+                """) == "2026-11-10 20:00:00")
         try await reminders(database, at: at("2026-11-10T22:15:00Z"))
         #expect(try await database.count("select count(*) from notification_outbox where notification_type = 'daily_checkin'") == 1)
         // New York's 20:00 (01:00 UTC) passes in a gap until 06:00 UTC, past its midnight: not sent.
@@ -159,14 +175,17 @@ enum ReminderFixture {
         let id = Fixture.userID(1)
         let read = try await database.value("select due_at from job_due where job = 'reminders' and user_id = '\(id)'")
         try await database.psql("update users set timezone = 'Asia/Tokyo' where id = '\(id)'")
-        #expect(try await database.count("""
-            with moved as (update job_due set due_at = '2026-11-11T19:00:00Z' where job = 'reminders' and user_id = '\(id)' and due_at = '\(read)' returning 1)
-            select count(*) from moved
-            """) == 0)
+        #expect(
+            try await database.count(
+                """
+                with moved as (update job_due set due_at = '2026-11-11T19:00:00Z' where job = 'reminders' and user_id = '\(id)' and due_at = '\(read)' returning 1)
+                select count(*) from moved
+                """) == 0)
         #expect(try await database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(id)' and due_at < 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-10T12:00:00Z"))
         #expect(try await database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(id)' and due_at > '2026-11-10T12:00:00Z'") == 1)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
             values ('00000000-0000-0000-0000-0000000000c2', 'Night Owls', 'steps', 'Asia/Tokyo', '2026-11-01', '2026-11-30', 70000);
             insert into fitcircle_members (fitcircle_id, user_id) values ('00000000-0000-0000-0000-0000000000c2', '\(id)');
@@ -178,7 +197,8 @@ enum ReminderFixture {
     @Test func aBackfillOfPastDaysSendsNothing() async throws {
         let database = try await TestDatabase.fresh()
         try await ReminderFixture.user(database, 1, zone: "Europe/Paris")
-        let summary = try await reminders(database, at: at("2026-11-10T21:00:00Z"), window: try DayWindow(from: LocalDate(iso8601: "2026-11-01")!, to: LocalDate(iso8601: "2026-11-09")!))
+        let summary = try await reminders(
+            database, at: at("2026-11-10T21:00:00Z"), window: try DayWindow(from: LocalDate(iso8601: "2026-11-01")!, to: LocalDate(iso8601: "2026-11-09")!))
         #expect(summary.counts.succeeded == 0)
         #expect(try await database.count("select count(*) from notification_outbox") == 0)
         #expect(try await database.count("select count(*) from job_work") == 0)
@@ -201,11 +221,15 @@ enum ReminderFixture {
         #expect(first.counts.processed == 2)
         let again = try await reminders(database, at: at("2026-11-10T12:01:00Z"), users: ids, batchSize: 1)
         #expect(again.counts.processed == 2)
-        #expect(try await database.value("select outcome || ': ' || detail from job_work where job = 'reminders:unplaced'")
+        #expect(
+            try await database.value("select outcome || ': ' || detail from job_work where job = 'reminders:unplaced'")
                 == "skipped: the user's unknown time zone 'Mars/Olympus'")
-        #expect(try await database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(2))' and due_at = '2026-11-11T12:01:00Z'") == 1)
+        #expect(
+            try await database.count(
+                "select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(2))' and due_at = '2026-11-11T12:01:00Z'") == 1)
         // The others' instants are untouched by a run for some users.
-        #expect(try await database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(3))' and due_at <= 'epoch'") == 1)
+        #expect(
+            try await database.count("select count(*) from job_due where job = 'reminders' and user_id = '\(Fixture.userID(3))' and due_at <= 'epoch'") == 1)
     }
 
     /// A user the job failed waits an hour instead of failing again at every run (one due at once
@@ -220,15 +244,17 @@ enum ReminderFixture {
         let users = [1, 2, 3].map { UUID(uuidString: Fixture.userID($0))! }
         let release = DueSource(job: "reminders").release(
             page: users, changed: [users[2]], failed: [(users[0], "a reason"), (users[1], "a reason")],
-            run: RunContext(definition: jobDefinition("reminders"), runID: 1, now: now, startedAt: now, clock: FixedClock(now),
-                            window: nil, dryRun: false, logger: .init(label: "test"), concurrency: 1))
+            run: RunContext(
+                definition: jobDefinition("reminders"), runID: 1, now: now, startedAt: now, clock: FixedClock(now),
+                window: nil, dryRun: false, logger: .init(label: "test"), concurrency: 1))
         try await database.withDatabase { db in
             try await db.client.withConnection { connection in
                 _ = try await connection.query(try release.statement.query(), logger: db.logger)
             }
         }
         func due(_ n: Int) async throws -> String {
-            try await database.value("""
+            try await database.value(
+                """
                 select to_char(due_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' ' || coalesce(to_char(planned_at at time zone 'UTC', 'HH24:MI'), '-')
                   from job_due where job = 'reminders' and user_id = '\(Fixture.userID(n))'
                 """)
@@ -250,10 +276,12 @@ enum ReminderFixture {
             try await reminders(database, at: now)
             now = now.addingTimeInterval(15 * 60)
         }
-        #expect(try await database.value("""
-            select string_agg((deliver_after at time zone 'Europe/Paris')::text, ',' order by deliver_after) from notification_outbox
-             where notification_type = 'daily_checkin'
-            """) == "2026-11-10 23:50:00,2026-11-11 23:50:00")
+        #expect(
+            try await database.value(
+                """
+                select string_agg((deliver_after at time zone 'Europe/Paris')::text, ',' order by deliver_after) from notification_outbox
+                 where notification_type = 'daily_checkin'
+                """) == "2026-11-10 23:50:00,2026-11-11 23:50:00")
         #expect(try await database.count("select count(*) from job_runs where job = 'reminders' and processed > 0") <= 8)
     }
 
@@ -265,26 +293,35 @@ enum ReminderFixture {
         let database = try await TestDatabase.fresh()
         try await ReminderFixture.user(database, 1, zone: "Europe/Paris")
         try await ReminderFixture.user(database, 2, zone: "Europe/Paris")
-        let one = Fixture.userID(1), two = Fixture.userID(2)
+        let one = Fixture.userID(1)
+        let two = Fixture.userID(2)
         try await reminders(database, at: at("2026-11-10T08:45:00Z"))   // 09:45 in Paris: next, 20:00
         try await database.psql("insert into notification_preferences (user_id, daily_reminder_time) values ('\(one)', '07:00')")
         try await database.psql("update notification_preferences set daily_reminder_time = '07:15' where user_id = '\(one)'")
-        #expect(try await database.value("select planned_at at time zone 'UTC' from job_due where job = 'reminders' and user_id = '\(one)'") == "2026-11-10 19:00:00")
+        #expect(
+            try await database.value("select planned_at at time zone 'UTC' from job_due where job = 'reminders' and user_id = '\(one)'")
+                == "2026-11-10 19:00:00")
         try await reminders(database, at: at("2026-11-10T09:00:00Z"))
         #expect(try await database.count("select count(*) from notification_outbox where user_id = '\(one)'") == 0)
-        #expect(try await database.value("select (due_at at time zone 'Europe/Paris')::text || ' ' || coalesce(planned_at::text, '-') from job_due where job = 'reminders' and user_id = '\(one)'")
+        #expect(
+            try await database.value(
+                "select (due_at at time zone 'Europe/Paris')::text || ' ' || coalesce(planned_at::text, '-') from job_due where job = 'reminders' and user_id = '\(one)'"
+            )
                 == "2026-11-11 07:15:00 -")
         // User 2's reminder time changes without the job hearing of it (the row is written with
         // triggers off, as a bulk load may): read at the instant it had set, the day is caught up.
-        try await database.psql("""
+        try await database.psql(
+            """
             set session_replication_role = replica;
             insert into notification_preferences (user_id, daily_reminder_time, reminder_time_set_at) values ('\(two)', '07:00', now());
             """)
         try await reminders(database, at: at("2026-11-10T19:00:00Z"))
-        #expect(try await database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(two)'")
+        #expect(
+            try await database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(two)'")
                 == "2026-11-10 07:00:00")
         try await reminders(database, at: at("2026-11-11T06:15:00Z"))
-        #expect(try await database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(one)'")
+        #expect(
+            try await database.value("select (deliver_after at time zone 'Europe/Paris')::text from notification_outbox where user_id = '\(one)'")
                 == "2026-11-11 07:15:00")
     }
 
@@ -300,7 +337,8 @@ enum ReminderFixture {
             let id = Fixture.userID(n)
             // A 14-day streak settled through yesterday (Tuesday 10 November), a circle running, a
             // weekly goal, Monday's and Tuesday's steps, today's steps synced but not submitted.
-            try await database.psql("""
+            try await database.psql(
+                """
                 insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
                 values ('\(id)', 14, 20, '2026-11-10', '2026-11-10');
                 insert into weekly_goals (user_id, week_start, goal_type, target_value) values ('\(id)', '2026-11-09', 'steps', 50000);
@@ -316,13 +354,15 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-11T17:00:00Z"))
         try await reminders(database, at: at("2026-11-11T19:00:00Z"))
         func body(_ n: Int, _ type: String) async throws -> String {
-            try await database.value("select body from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = '\(type)' and channel = 'push'")
+            try await database.value(
+                "select body from notification_outbox where user_id = '\(Fixture.userID(n))' and notification_type = '\(type)' and channel = 'push'")
         }
         for n in [1, 2] {
             let id = Fixture.userID(n)
             let kept = try await database.value("select current_streak from user_streaks where user_id = '\(id)'")
             let steps = try await database.value("select to_char(steps, 'FM999,999') from daily_tracking where user_id = '\(id)' and date = '2026-11-11'")
-            let percent = try await database.value("""
+            let percent = try await database.value(
+                """
                 select floor(100 * sum(t.steps) / g.target_value)::int from daily_tracking t join weekly_goals g on g.user_id = t.user_id
                  where t.user_id = '\(id)' and t.date between '2026-11-09' and '2026-11-11' group by g.target_value
                 """)
@@ -348,7 +388,8 @@ enum ReminderFixture {
         try await ReminderFixture.user(database, 3, zone: "Europe/Paris")
         try await database.psql("insert into email_preferences (user_id, streak_at_risk) values ('\(Fixture.userID(3))', false)")
         for n in [1, 2, 3] {
-            try await database.psql("""
+            try await database.psql(
+                """
                 insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
                                           week_start_date, settled_through, missed_days)
                 values ('\(Fixture.userID(n))', \(20 + n), 30, '2026-11-09', true, '2026-11-09', '2026-11-09', 0);
@@ -358,7 +399,8 @@ enum ReminderFixture {
         #expect(try await database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 0)
         for n in [1, 2, 3] {
             // What validate-streaks writes at 00:05 on the 11th for a miss on the 10th.
-            try await database.psql("""
+            try await database.psql(
+                """
                 update user_streaks set settled_through = '2026-11-10', missed_days = 1 where user_id = '\(Fixture.userID(n))';
                 insert into job_work (job, user_id, local_day, outcome) values ('validate-streaks', '\(Fixture.userID(n))', '2026-11-10', 'at_risk');
                 """)
@@ -367,11 +409,14 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-10T23:15:00Z"))
         let english = try await database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(1))'")
         let french = try await database.value("select current_streak from user_streaks where user_id = '\(Fixture.userID(2))'")
-        #expect(try await database.value("""
-            select string_agg(u.locale || ' ' || (o.deliver_after at time zone 'Europe/Paris')::text || ' ' || o.title, ',' order by u.locale)
-              from notification_outbox o join users u on u.id = o.user_id where o.notification_type = 'streak_at_risk'
-            """) == "en 2026-11-11 09:00:00 ⚠️ Your \(english)-day streak is at risk!,fr 2026-11-11 09:00:00 ⚠️ Ta série de \(french) jours est en danger !")
-        #expect(try await database.value("select outcome from job_work where job = 'reminders:streak_at_risk_email' and user_id = '\(Fixture.userID(3))'")
+        #expect(
+            try await database.value(
+                """
+                select string_agg(u.locale || ' ' || (o.deliver_after at time zone 'Europe/Paris')::text || ' ' || o.title, ',' order by u.locale)
+                  from notification_outbox o join users u on u.id = o.user_id where o.notification_type = 'streak_at_risk'
+                """) == "en 2026-11-11 09:00:00 ⚠️ Your \(english)-day streak is at risk!,fr 2026-11-11 09:00:00 ⚠️ Ta série de \(french) jours est en danger !")
+        #expect(
+            try await database.value("select outcome from job_work where job = 'reminders:streak_at_risk_email' and user_id = '\(Fixture.userID(3))'")
                 == "no_channel")
         try await reminders(database, at: at("2026-11-11T08:00:00Z"), users: [1, 2, 3].map { UUID(uuidString: Fixture.userID($0))! })
         #expect(try await database.count("select count(*) from notification_outbox where notification_type = 'streak_at_risk'") == 2)
@@ -384,7 +429,8 @@ enum ReminderFixture {
         for n in 1...3 { try await ReminderFixture.user(database, n, zone: "Europe/Paris") }
         try await database.psql("insert into notification_preferences (user_id, email_monthly_report) values ('\(Fixture.userID(3))', false)")
         for n in [1, 3] {
-            try await database.psql("""
+            try await database.psql(
+                """
                 insert into daily_tracking (user_id, date, steps, mood, energy)
                 select '\(Fixture.userID(n))', d::date, 4000 + extract(day from d)::int * 37, case when extract(day from d)::int % 3 = 0 then 3 end, 3
                   from generate_series('2026-10-01'::date, '2026-10-31'::date, '1 day') d
@@ -392,13 +438,20 @@ enum ReminderFixture {
         }
         try await reminders(database, at: at("2026-11-01T07:00:00Z"))   // 08:00 in Paris
         try await reminders(database, at: at("2026-11-01T08:00:00Z"))   // 09:00
-        let steps = try await database.value("select to_char(sum(steps), 'FM999,999,999') from daily_tracking where user_id = '\(Fixture.userID(1))' and date between '2026-10-01' and '2026-10-31'")
-        #expect(try await database.value("select title from notification_outbox where notification_type = 'monthly_report'") == "📅 Your October 2026 report: \(steps) steps")
+        let steps = try await database.value(
+            "select to_char(sum(steps), 'FM999,999,999') from daily_tracking where user_id = '\(Fixture.userID(1))' and date between '2026-10-01' and '2026-10-31'"
+        )
+        #expect(
+            try await database.value("select title from notification_outbox where notification_type = 'monthly_report'")
+                == "📅 Your October 2026 report: \(steps) steps")
         let text = try await database.value("select body from notification_outbox where notification_type = 'monthly_report'")
-        let checkIns = try await database.value("select count(*) from daily_tracking where user_id = '\(Fixture.userID(1))' and mood is not null and energy is not null and date between '2026-10-01' and '2026-10-31'")
+        let checkIns = try await database.value(
+            "select count(*) from daily_tracking where user_id = '\(Fixture.userID(1))' and mood is not null and energy is not null and date between '2026-10-01' and '2026-10-31'"
+        )
         #expect(text.contains("- Check-ins: \(checkIns)"))
         #expect(text.contains("- Active days: 31"))
-        #expect(try await database.value("select string_agg(outcome, ',' order by user_id) from job_work where job = 'reminders:monthly_report'")
+        #expect(
+            try await database.value("select string_agg(outcome, ',' order by user_id) from job_work where job = 'reminders:monthly_report'")
                 .split(separator: ",").sorted() == ["email", "no_channel", "quiet_month"])
     }
 
@@ -410,7 +463,8 @@ enum ReminderFixture {
         try await ReminderFixture.user(database, 1, zone: "Europe/Paris", device: false)
         try await ReminderFixture.user(database, 2, zone: "Europe/Paris", device: false)
         try await ReminderFixture.user(database, 3, zone: "Europe/Paris", device: false, signup: "2026-11-10T19:55:00Z")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_preferences (user_id, email_daily_checkin) values ('\(Fixture.userID(1))', false);
             insert into email_preferences (user_id, daily_checkin_reminder) values ('\(Fixture.userID(2))', false);
             insert into email_preferences (user_id, daily_checkin_reminder, streak_at_risk, weekly_digest, monthly_report,
@@ -420,7 +474,9 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-10T19:00:00Z"))
         try await reminders(database, at: at("2026-11-10T20:00:00Z"))   // 21:00 in Paris
         #expect(try await database.value("select string_agg(notification_type || ':' || channel, ',') from notification_outbox") == "welcome:email")
-        #expect(try await database.value("select string_agg(outcome, ',') from job_work where job = 'reminders:daily_checkin' and user_id <> '\(Fixture.userID(3))'")
+        #expect(
+            try await database.value(
+                "select string_agg(outcome, ',') from job_work where job = 'reminders:daily_checkin' and user_id <> '\(Fixture.userID(3))'")
                 == "no_channel,no_channel")
     }
 
@@ -432,7 +488,8 @@ enum ReminderFixture {
         let database = try await TestDatabase.fresh()
         for n in [1, 2] {
             try await ReminderFixture.user(database, n, zone: "America/New_York")
-            try await database.psql("""
+            try await database.psql(
+                """
                 insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
                 select '\(Fixture.userID(n))', d::date, 4, 4,
                        (d::date + time '07:05' + (extract(day from d)::int % 13) * interval '1 minute') at time zone 'America/New_York'
@@ -448,24 +505,30 @@ enum ReminderFixture {
         try await reminders(database, at: at("2026-11-11T11:30:00Z"))   // 06:30: past the learned 06:25
         #expect(try await database.count("select count(*) from notification_outbox") == 0)
         // User 2 checks in at 07:30, before the end of the quiet hours.
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into daily_tracking (user_id, date, mood, energy, checked_in_at)
             values ('\(Fixture.userID(2))', '2026-11-11', 3, 3, '2026-11-11T12:30:00Z')
             """)
         try await reminders(database, at: at("2026-11-11T13:00:00Z"))   // 08:00
-        #expect(try await database.value("""
-            select user_id || ' ' || (deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time')
-              from notification_outbox where notification_type = 'daily_checkin'
-            """) == "\(id) 2026-11-11 08:00:00 learned")
-        let median = try await database.value("""
+        #expect(
+            try await database.value(
+                """
+                select user_id || ' ' || (deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time')
+                  from notification_outbox where notification_type = 'daily_checkin'
+                """) == "\(id) 2026-11-11 08:00:00 learned")
+        let median = try await database.value(
+            """
             select to_char(percentile_disc(0.5) within group (order by (checked_in_at at time zone 'America/New_York')::time), 'HH24:MI')
               from daily_tracking where user_id = '\(id)' and date between '2026-10-14' and '2026-11-10'
             """)
         #expect(median == "07:10")
-        #expect(try await database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(id)'")
+        #expect(
+            try await database.value("select detail from job_work where job = 'reminders:daily_checkin' and user_id = '\(id)'")
                 == "08:00: the end of the user's quiet hours (22:00–08:00); 45 min before the user's median check-in 07:10 over 21 days "
-                   + "is 06:25, inside them")
-        #expect(try await database.value("select outcome || ': ' || detail from job_work where user_id = '\(Fixture.userID(2))'")
+                + "is 06:25, inside them")
+        #expect(
+            try await database.value("select outcome || ': ' || detail from job_work where user_id = '\(Fixture.userID(2))'")
                 .hasPrefix("not_needed: checked in at 07:30 before the reminder (08:00: the end of the user's quiet hours"))
         // Their own time wins once they choose it, 20:00 too: a trigger records the choice, and makes them due.
         try await database.psql("update notification_preferences set daily_reminder_time = '20:00' where user_id = '\(id)'")
@@ -473,10 +536,12 @@ enum ReminderFixture {
         #expect(try await database.count("select count(*) from job_due where job = 'reminders' and due_at <= 'epoch'") == 1)
         try await reminders(database, at: at("2026-11-11T14:00:00Z"))
         try await reminders(database, at: at("2026-11-13T01:00:00Z"))   // 20:00 on the 12th
-        #expect(try await database.value("""
-            select string_agg((deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time'), ',' order by deliver_after)
-              from notification_outbox where user_id = '\(id)'
-            """) == "2026-11-11 08:00:00 learned,2026-11-12 20:00:00 chosen")
+        #expect(
+            try await database.value(
+                """
+                select string_agg((deliver_after at time zone 'America/New_York') || ' ' || (payload->>'reminder_time'), ',' order by deliver_after)
+                  from notification_outbox where user_id = '\(id)'
+                """) == "2026-11-11 08:00:00 learned,2026-11-12 20:00:00 chosen")
     }
 
     /// The welcome email once, within 15 minutes of sign-up; a badge's celebration the morning
@@ -487,22 +552,28 @@ enum ReminderFixture {
         try await ReminderFixture.user(database, 2, zone: "Europe/Paris", locale: "fr", signup: "2025-11-10T10:07:00Z")
         try await reminders(database, at: at("2026-11-10T10:15:00Z"))
         try await reminders(database, at: at("2026-11-10T10:30:00Z"))
-        #expect(try await database.value("select user_id || ' ' || channel || ' ' || title from notification_outbox where notification_type = 'welcome'")
+        #expect(
+            try await database.value("select user_id || ' ' || channel || ' ' || title from notification_outbox where notification_type = 'welcome'")
                 == "\(Fixture.userID(1)) email Welcome to FitCircle! Let's get started 🎉")
         let html = try await database.value("select payload->>'html' from notification_outbox where notification_type = 'welcome'")
         #expect(html.contains("cannot be turned off"))
-        #expect(try await database.value("select coalesce(payload->>'unsubscribe_url', 'none') from notification_outbox where notification_type = 'welcome'") == "none")
+        #expect(
+            try await database.value("select coalesce(payload->>'unsubscribe_url', 'none') from notification_outbox where notification_type = 'welcome'")
+                == "none")
 
         // validate-streaks grants the 7-day badge at 00:05 on the 11th: told at 09:00 that day.
         try await database.psql("insert into user_badges (user_id, badge, earned_at) values ('\(Fixture.userID(2))', 'week_warrior', '2026-11-10T23:05:00Z')")
         try await reminders(database, at: at("2026-11-10T23:15:00Z"))
-        #expect(try await database.value("""
-            select (deliver_after at time zone 'Europe/Paris')::text || ' ' || body from notification_outbox where notification_type = 'streak_milestone'
-            """) == "2026-11-11 09:00:00 Tu l'as fait ! Série de 7 jours réussie. Tes objectifs du jour sont maintenant calculés sur ta moyenne.")
+        #expect(
+            try await database.value(
+                """
+                select (deliver_after at time zone 'Europe/Paris')::text || ' ' || body from notification_outbox where notification_type = 'streak_milestone'
+                """) == "2026-11-11 09:00:00 Tu l'as fait ! Série de 7 jours réussie. Tes objectifs du jour sont maintenant calculés sur ta moyenne.")
 
         // A steps circle of 4 weeks at 10,000 a week: 40,000 in all. 11,000 steps (27 %), then 21,000 more (80 %).
         let id = Fixture.userID(2)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircles (id, name, challenge_type, timezone, starts_on, ends_on, challenge_step_goal)
             values ('00000000-0000-0000-0000-0000000000c1', 'Work Warriors', 'steps', 'Europe/Paris', '2026-11-02', '2026-11-29', 10000);
             insert into fitcircle_members (fitcircle_id, user_id, joined_at) values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-01T00:00:00Z');
@@ -510,16 +581,20 @@ enum ReminderFixture {
             values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-11', 11000, '2026-11-11T09:00:00Z');
             """)
         try await reminders(database, at: at("2026-11-11T09:15:00Z"))
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into fitcircle_data_submissions (fitcircle_id, user_id, submission_date, steps, submitted_at)
             values ('00000000-0000-0000-0000-0000000000c1', '\(id)', '2026-11-12', 21000, '2026-11-12T09:00:00Z');
             """)
         try await reminders(database, at: at("2026-11-12T09:15:00Z"))
         try await reminders(database, at: at("2026-11-12T09:30:00Z"))
-        #expect(try await database.value("""
-            select string_agg(channel || ' ' || coalesce(payload->>'percent', payload->'tags'->>'percent'), ',' order by id) from notification_outbox where notification_type = 'challenge_milestone'
-            """) == "push 25,push 75,email 50")
-        #expect(try await database.value("select string_agg(percent || ' ' || outcome, ',' order by percent) from reminder_milestones")
+        #expect(
+            try await database.value(
+                """
+                select string_agg(channel || ' ' || coalesce(payload->>'percent', payload->'tags'->>'percent'), ',' order by id) from notification_outbox where notification_type = 'challenge_milestone'
+                """) == "push 25,push 75,email 50")
+        #expect(
+            try await database.value("select string_agg(percent || ' ' || outcome, ',' order by percent) from reminder_milestones")
                 == "25 told: push,50 told: email,75 told: push")
     }
 }

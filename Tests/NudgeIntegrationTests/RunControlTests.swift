@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
+
 @testable import NudgeCore
 
 private let now = "2026-03-20T12:00:00Z"
@@ -80,8 +81,9 @@ struct PausingAfterFirstBatch: Job {
     var source: DueSource { inner.source }
 
     func loadFacts(for users: [DueUser], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: ValidateStreaksJob.Facts] {
-        try await connection.query("insert into job_pauses (job, paused_by) values ('validate-streaks', 'test') on conflict do nothing",
-                                   logger: run.logger)
+        try await connection.query(
+            "insert into job_pauses (job, paused_by) values ('validate-streaks', 'test') on conflict do nothing",
+            logger: run.logger)
         return try await inner.loadFacts(for: users, run: run, on: connection)
     }
 
@@ -101,11 +103,15 @@ struct PausingAfterFirstBatch: Job {
         try await database.withDatabase { db in
             try await db.client.withConnection { connection in
                 for try await conflict in try await connection.query(
-                    "select nudge_try_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))", logger: db.logger).decode(String?.self) {
+                    "select nudge_try_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))", logger: db.logger
+                ).decode(String?.self) {
                     guard conflict == nil else { throw TestFailure("the lock of \(shard) is taken: \(conflict!)") }
                 }
-                let release = { try await connection.query("select nudge_release_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))",
-                                                           logger: db.logger) }
+                let release = {
+                    try await connection.query(
+                        "select nudge_release_run_lock(\(key), \(Int32(shard.index)), \(Int32(shard.count)))",
+                        logger: db.logger)
+                }
                 do {
                     try await body()
                 } catch {
@@ -163,7 +169,10 @@ struct PausingAfterFirstBatch: Job {
         let database2 = try await TestDatabase.fresh()
         try await Fixture.population(database2, count: 40, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let shards = try (0..<2).map { try database2.startNudge(["run", "validate-streaks", "--now", now, "--shard", "\($0)/2", "--batch-size", "3"]) }
-        for shard in shards { let result = await shard.finished(); #expect(result.status == 0, "\(result.stderr)") }
+        for shard in shards {
+            let result = await shard.finished()
+            #expect(result.status == 0, "\(result.stderr)")
+        }
         #expect(try await database2.count("select count(*) from user_streaks") == 40)
         #expect(try await database2.count("select sum(processed) from job_runs") == 40)
     }
@@ -232,11 +241,13 @@ struct PausingAfterFirstBatch: Job {
         let running = try database.startNudge(arguments, environment: environment)
         // Frozen as soon as a checkpoint is recorded (for the next run to resume from), with most
         // of the run still to go.
-        let frozenBy = try await atFirstCheckpoint(of: database, run: """
-            pids=$(psql -XAtq "$1" -c "select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'")
-            for pid in $pids; do kill -STOP "$pid"; done
-            echo $pids
-            """)
+        let frozenBy = try await atFirstCheckpoint(
+            of: database,
+            run: """
+                pids=$(psql -XAtq "$1" -c "select pid from pg_stat_activity where datname = current_database() and application_name = 'nudge run validate-streaks'")
+                for pid in $pids; do kill -STOP "$pid"; done
+                echo $pids
+                """)
         let backends = frozenBy.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
         #expect(!backends.isEmpty, "the run ended before it was frozen: \(frozenBy.stderr)")
         let frozen = ContinuousClock.now
@@ -256,9 +267,13 @@ struct PausingAfterFirstBatch: Job {
         #expect(try await database.count("select processed from job_runs") < users)
 
         // The frozen sessions end (their client is gone), and with them the run's lock.
-        #expect(try await eventuallyHere { try await database.count("""
-            select count(*) from pg_stat_activity where datname = current_database() and application_name like 'nudge%'
-            """) == 0 })
+        #expect(
+            try await eventuallyHere {
+                try await database.count(
+                    """
+                    select count(*) from pg_stat_activity where datname = current_database() and application_name like 'nudge%'
+                    """) == 0
+            })
         let resumed = try await database.nudge(arguments, environment: environment)
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(try await database.value("select resumed_from is not null from job_runs order by id desc limit 1") == "t")

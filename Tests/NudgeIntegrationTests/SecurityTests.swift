@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 /// The database's own defences (docs/security.md): functions that run with the owner's rights
@@ -23,12 +24,14 @@ import Testing
     /// migrated, nor to the caller's.
     @Test func everyDefinerFunctionSearchesPgCatalogFirstAndPgTempLast() async throws {
         let database = try await TestDatabase.fresh()
-        let definers = try await database.count("""
+        let definers = try await database.count(
+            """
             select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
              where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
             """)
         #expect(definers >= 9)
-        let unpinned = try await database.psql("""
+        let unpinned = try await database.psql(
+            """
             select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
              where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
                and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
@@ -52,13 +55,16 @@ import Testing
         #expect(noWrite.status != 0 && noWrite.stderr.contains("permission denied"), "\(noWrite.stderr)")
 
         // An app's role on an install that still lets every role make temporary tables.
-        try await database.psql("""
+        try await database.psql(
+            """
             do $$ begin create role nudge_test_app login; exception when duplicate_object or unique_violation then null; end $$;
             grant usage on schema public to nudge_test_app;
             grant select, insert, update on fitcircle_data_submissions to nudge_test_app;
             grant temporary on database \(database.name) to nudge_test_app;
             """)
-        let planted = try await psql(as: "nudge_test_app", database, """
+        let planted = try await psql(
+            as: "nudge_test_app", database,
+            """
             create temp table fitcircle_submission_marks (fitcircle_id uuid primary key, change bigint);
             create function pg_temp.plant() returns trigger language plpgsql as $$
             begin
@@ -83,7 +89,9 @@ import Testing
         try await database.psql("grant create on schema public to public")
         try await grantRoles(database)
         try await database.psql("grant create on schema public to nudge_jobs")
-        let planted = try await psql(as: "nudge_jobs", database, """
+        let planted = try await psql(
+            as: "nudge_jobs", database,
+            """
             create function public.plant_step(text[], text) returns text[] language plpgsql as $$
             begin
                 create table if not exists public.planted_through_public (x int);
@@ -96,7 +104,8 @@ import Testing
         // roles.sql took CREATE back from the jobs' role as well as from PUBLIC.
         #expect(try await database.value("select has_schema_privilege('nudge_jobs', 'public', 'CREATE')") == "f")
         let user = UUID()
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, email) values ('\(user)', 'UTC', 'en', 'someone@example.test');
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(user)', 'weekly_digest', 'email', 'sent', 'e-planted-0001', now());
@@ -116,7 +125,8 @@ import Testing
     @Test func eachRolesPrivilegesAreTheListInTheRepository() async throws {
         let database = try await TestDatabase.fresh()
         // What roles.sql granted before least privilege per table, and a later table.
-        try await database.psql("""
+        try await database.psql(
+            """
             do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
             grant select, insert, update, delete on all tables in schema public to nudge_jobs;
             alter default privileges in schema public grant select, insert, update, delete on tables to nudge_jobs;
@@ -125,7 +135,9 @@ import Testing
         let listed = try String(contentsOf: packageRoot.appendingPathComponent("deploy/sql/privileges.txt"), encoding: .utf8)
             .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
         let granted = try await database.psql(Self.privileges).split(separator: "\n").map(String.init)
-        #expect(granted == listed, """
+        #expect(
+            granted == listed,
+            """
             granted, not listed: \(granted.filter { !listed.contains($0) })
             listed, not granted: \(listed.filter { !granted.contains($0) })
             """)
@@ -133,16 +145,20 @@ import Testing
         try await database.psql("create table later_table (x int)")
         #expect(try await database.value("select has_table_privilege('nudge_jobs', 'later_table', 'select')") == "f")
         // The serve role cannot turn an email back on, nor delete an opt-out, nor read an address.
-        for refused in ["update email_preferences set weekly_digest = true", "delete from sms_opt_outs",
-                        "insert into notification_preferences (user_id) values (gen_random_uuid())", "select email from users",
-                        "select nudge_apply_email_receipts(array['x'])", "update notification_logs set opened = true"] {
+        for refused in [
+            "update email_preferences set weekly_digest = true", "delete from sms_opt_outs",
+            "insert into notification_preferences (user_id) values (gen_random_uuid())", "select email from users",
+            "select nudge_apply_email_receipts(array['x'])", "update notification_logs set opened = true",
+        ] {
             let result = try await psql(as: "nudge_serve", database, refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
         // The jobs write the app's tables only in the columns Nudge keeps there.
-        for refused in ["update users set email = 'x@example.test'", "insert into fitcircle_data_submissions (fitcircle_id) values (gen_random_uuid())",
-                        "update scheduled_calls set scheduled_at = now()", "delete from user_push_tokens",
-                        "update email_preferences set weekly_digest = true", "delete from sms_opt_outs"] {
+        for refused in [
+            "update users set email = 'x@example.test'", "insert into fitcircle_data_submissions (fitcircle_id) values (gen_random_uuid())",
+            "update scheduled_calls set scheduled_at = now()", "delete from user_push_tokens",
+            "update email_preferences set weekly_digest = true", "delete from sms_opt_outs",
+        ] {
             let result = try await psql(as: "nudge_jobs", database, refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
@@ -207,7 +223,8 @@ import Testing
     /// database's owner must run.
     @Test func rolesSQLRunByTheTablesOwnerAloneGrantsAllThenNamesTheDatabaseOwnersPart() async throws {
         let database = try await TestDatabase.fresh()
-        try await database.psql("""
+        try await database.psql(
+            """
             do $$ begin create role nudge_test_tables login; exception when duplicate_object or unique_violation then null; end $$;
             do $$ begin create role nudge_jobs login; exception when duplicate_object or unique_violation then null; end $$;
             do $$ begin create role nudge_serve login; exception when duplicate_object or unique_violation then null; end $$;
@@ -232,12 +249,14 @@ import Testing
             """)
         let result = try await database.applyRoles(as: "nudge_test_tables")
         #expect(result.status != 0)
-        #expect(result.stderr.contains("a role other than the owner may still create in schema public (every grant above is applied)"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.contains("a role other than the owner may still create in schema public (every grant above is applied)"),
+            "\(result.stderr)")
         #expect(result.stderr.contains("revoke create on schema public from public, nudge_jobs, nudge_serve"), "\(result.stderr)")
         // Nor may it change roles (no CREATEROLE): it says what to run instead.
-        #expect(result.stderr.contains("nudge_test_tables may not change roles; as a role with CREATEROLE, run: alter role nudge_jobs connection limit 100"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.contains("nudge_test_tables may not change roles; as a role with CREATEROLE, run: alter role nudge_jobs connection limit 100"),
+            "\(result.stderr)")
         #expect(try await database.value("select has_table_privilege('nudge_jobs', 'job_runs', 'insert')") == "t")
         #expect(try await database.value("select has_function_privilege('nudge_serve', 'nudge_unsubscribe(uuid, text)', 'execute')") == "t")
     }
@@ -256,7 +275,8 @@ import Testing
         try await database.psql("alter function nudge_sms_status_away(text, text, text, bigint) rename to nudge_sms_status")
         // (A group that holds nothing, so that no other test's role gains a right meanwhile; this
         // suite runs one test at a time, for the list test's sake.)
-        try await database.psql("""
+        try await database.psql(
+            """
             do $$ begin create role nudge_test_group nologin; exception when duplicate_object or unique_violation then null; end $$;
             grant nudge_test_group to nudge_serve;
             """)
@@ -277,7 +297,8 @@ import Testing
     @Test func theServeFunctionsKnowEachEmailTypesSwitches() async throws {
         let database = try await TestDatabase.fresh()
         for type in EmailType.allCases {
-            #expect(try await database.psql("select email_column, notification_column from nudge_email_type_columns('\(type.rawValue)')")
+            #expect(
+                try await database.psql("select email_column, notification_column from nudge_email_type_columns('\(type.rawValue)')")
                     == "\(type.emailPreference)|\(type.notificationPreference)")
         }
         let other = await database.attempt("select * from nudge_unsubscribe(gen_random_uuid(), 'fitcircle_invites')")
@@ -298,8 +319,10 @@ import Testing
         #expect(try await database.count("select count(*) from job_run_failures") == 1)
         let again = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:30:00Z", "--sweep"], environment: jobs)
         #expect(again.status == 3, "\(again.stderr)")
-        for command in [["runs"], ["runs", "--failures", "1"], ["pause", "validate-streaks"], ["resume", "validate-streaks"],
-                        ["report", "--from", "2026-03-01", "--to", "2026-03-10", "--now", "2026-03-10T09:00:00Z"]] {
+        for command in [
+            ["runs"], ["runs", "--failures", "1"], ["pause", "validate-streaks"], ["resume", "validate-streaks"],
+            ["report", "--from", "2026-03-01", "--to", "2026-03-10", "--now", "2026-03-10T09:00:00Z"],
+        ] {
             let result = try await database.nudge(command, environment: jobs)
             #expect(result.status == 0, "\(command): \(result.stderr)")
         }
@@ -312,14 +335,16 @@ import Testing
         try await grantRoles(database)
         try await database.psql("grant create on schema public to nudge_jobs")
         let jobsURL = database.url(as: "nudge_jobs")
-        let refused = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
-                                               environment: ["DATABASE_URL": jobsURL])
+        let refused = try await database.nudge(
+            ["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
+            environment: ["DATABASE_URL": jobsURL])
         #expect(refused.status == 1, "\(refused.status) \(refused.stderr)")
         #expect(refused.stderr.contains("the role nudge_jobs may create objects in schema public"), "\(refused.stderr)")
         #expect(refused.stderr.contains("revoke create on schema public from public, nudge_jobs"))
         try await grantRoles(database)
-        let ran = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
-                                           environment: ["DATABASE_URL": jobsURL])
+        let ran = try await database.nudge(
+            ["run", "validate-streaks", "--now", "2026-03-10T09:00:00Z"],
+            environment: ["DATABASE_URL": jobsURL])
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 }
@@ -334,8 +359,9 @@ import Testing
         func reply(_ body: String, sid: String) async throws -> SMSStatus.Outcome {
             try await database.withDatabase { db in
                 try await db.withConnection { connection in
-                    try await SMSStatus.record(fields: [("MessageSid", sid), ("From", phone), ("Body", body), ("SmsStatus", "received")],
-                                               outboxID: nil, on: connection, logger: db.logger)
+                    try await SMSStatus.record(
+                        fields: [("MessageSid", sid), ("From", phone), ("Body", body), ("SmsStatus", "received")],
+                        outboxID: nil, on: connection, logger: db.logger)
                 }
             }
         }
@@ -355,8 +381,9 @@ import Testing
         // A status callback without its SID is no message of Nudge's (not an error: no 500).
         let blank = try await database.withDatabase { db in
             try await db.withConnection { connection in
-                try await SMSStatus.record(fields: [("MessageSid", ""), ("MessageStatus", "delivered")], outboxID: 7,
-                                           on: connection, logger: db.logger)
+                try await SMSStatus.record(
+                    fields: [("MessageSid", ""), ("MessageStatus", "delivered")], outboxID: 7,
+                    on: connection, logger: db.logger)
             }
         }
         #expect(blank == .unknownMessage)
@@ -370,17 +397,21 @@ import Testing
     /// with any other is refused.
     @Test func aCallbackSignedWithThePreviousTokenIsAcceptedThroughARotation() async throws {
         let database = try await TestDatabase.fresh()
-        let new = "twilio-auth-token-new-0000000000000", old = "twilio-auth-token-old-1111111111111"
+        let new = "twilio-auth-token-new-0000000000000"
+        let old = "twilio-auth-token-old-1111111111111"
         let serve = try await ServeProcess.start(database, environment: ["TWILIO_AUTH_TOKEN": new, "TWILIO_AUTH_TOKEN_PREVIOUS": old])
         defer { Task { await serve.stop() } }
         func reply(_ sid: String, from phone: String, signedWith token: String) async throws -> String {
             let fields = [("MessageSid", sid), ("From", phone), ("Body", "STOP"), ("SmsStatus", "received")]
             let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: fields, authToken: token)
-            return try await runProcessOffThePool("/usr/bin/curl", [
-                "--max-time", "10", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "X-Twilio-Signature: \(signature)",
-                "-d", "MessageSid=\(sid)", "--data-urlencode", "From=\(phone)", "-d", "Body=STOP",
-                "-d", "SmsStatus=received", "http://127.0.0.1:\(serve.port)/webhooks/twilio",
-            ]).stdout
+            return try await runProcessOffThePool(
+                "/usr/bin/curl",
+                [
+                    "--max-time", "10", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "X-Twilio-Signature: \(signature)",
+                    "-d", "MessageSid=\(sid)", "--data-urlencode", "From=\(phone)", "-d", "Body=STOP",
+                    "-d", "SmsStatus=received", "http://127.0.0.1:\(serve.port)/webhooks/twilio",
+                ]
+            ).stdout
         }
         #expect(try await reply("SM00000000000000000000000000000011", from: "+15551230011", signedWith: new) == "200")
         #expect(try await reply("SM00000000000000000000000000000012", from: "+15551230012", signedWith: old) == "200")

@@ -2,6 +2,7 @@ import Foundation
 import NudgeStandIns
 import Synchronization
 import Testing
+
 @testable import NudgeCore
 
 /// `nudge serve` as it runs on a server: the binary, on a port of its own.
@@ -28,20 +29,23 @@ final class ServeProcess: Sendable {
     static func start(_ database: TestDatabase, environment extra: [String: String] = [:]) async throws -> ServeProcess {
         let slot = await ProcessSlots.shared.acquire("nudge serve")
         let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
-        let environment = database.nudgeEnvironment([
-            "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
-            "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
-        ].merging(extra) { $1 })
+        let environment = database.nudgeEnvironment(
+            [
+                "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
+                "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
+            ].merging(extra) { $1 })
         // Its standard error to a file of ours, to read the port it listens on.
         let process: RunningProcess
         do {
-            process = try RunningProcess("/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
-                                         environment: environment)
+            process = try RunningProcess(
+                "/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
+                environment: environment)
         } catch {
             await ProcessSlots.shared.release(slot)
             throw error
         }
-        var port = 0, healthPort = 0
+        var port = 0
+        var healthPort = 0
         let listening: Bool
         func portAfter(_ marker: String, in text: String) -> Int {
             guard let range = text.range(of: marker) else { return 0 }
@@ -70,7 +74,12 @@ final class ServeProcess: Sendable {
     /// Kills the server and gives its slot back; what it logged. Once: a second call returns "".
     @discardableResult
     func stop() async -> String {
-        guard !stopped.withLock({ stopped in defer { stopped = true }; return stopped }) else { return "" }
+        guard
+            !stopped.withLock({ stopped in
+                defer { stopped = true }
+                return stopped
+            })
+        else { return "" }
         process.signal(SIGKILL)
         _ = await process.finished()
         Task { [slot] in await ProcessSlots.shared.release(slot) }
@@ -109,9 +118,10 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let serve = try await ServeProcess.start(database)
         defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
-        #expect(try await eventuallyHere(seconds: 30) {
-            (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
-        })
+        #expect(
+            try await eventuallyHere(seconds: 30) {
+                (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            })
         // A page that asks the database, besides /health and a refused token, which do not.
         let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
         let report = try await serve.pressure(["connections", "1500", "120", String(page.dropFirst(base.count))])
@@ -128,8 +138,10 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
 
     /// A 10 MB body is refused (413) before it has ended, announced or chunked, on a route that
     /// reads a body and on one that does not.
-    @Test(arguments: [("/webhooks/resend", "length"), ("/webhooks/resend", "chunked"), ("/unsubscribe?token=x", "length"),
-                      ("/webhooks/twilio", "chunked")])
+    @Test(arguments: [
+        ("/webhooks/resend", "length"), ("/webhooks/resend", "chunked"), ("/unsubscribe?token=x", "length"),
+        ("/webhooks/twilio", "chunked"),
+    ])
     func aHugeBodyIsRefusedUnread(_ path: String, _ how: String) async throws {
         let database = try await TestDatabase.fresh()
         let serve = try await ServeProcess.start(database)
@@ -139,9 +151,11 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         // Only the body's first megabyte ever comes: a server that read bodies to their end would
         // still be waiting for the rest (or answer its time-out, 408). The answer, unless the
         // close overtook it (the client then sees the connection reset).
-        let sent = try #require(report["sent"] as? Int), size = try #require(report["size"] as? Int)
+        let sent = try #require(report["sent"] as? Int)
+        let size = try #require(report["size"] as? Int)
         #expect(sent < size, "\(report)")
-        let status = report["status"] as? Int, reset = report["reset"] as? Bool
+        let status = report["status"] as? Int
+        let reset = report["reset"] as? Bool
         #expect(status == 413 || (status == 0 && reset == true), "\(report)")
         if how == "length" { #expect(status == 413, "\(report)") }
     }
@@ -154,13 +168,17 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let base = "http://127.0.0.1:\(serve.port)"
         let page = try await curl(["-s", "-D", "-", "-o", "/dev/null", base + "/unsubscribe?token=x"])
         let headers = page.stdout.lowercased()
-        #expect(headers.contains("content-security-policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http://127.0.0.1:1; frame-ancestors 'none'"), "\(headers)")
+        #expect(
+            headers.contains(
+                "content-security-policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http://127.0.0.1:1; frame-ancestors 'none'"),
+            "\(headers)")
         #expect(headers.contains("x-content-type-options: nosniff"))
         #expect(headers.contains("referrer-policy: no-referrer"))
         #expect(headers.contains("x-frame-options: deny"))
-        #expect(try await eventuallyHere(seconds: 30) {
-            (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
-        })
+        #expect(
+            try await eventuallyHere(seconds: 30) {
+                (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
+            })
         // The database is asked now only on the health listener (127.0.0.1, NUDGE_HEALTH_PORT), never
         // on the one the internet reaches, whoever seems to ask: a proxy on this machine makes
         // every request local.
@@ -170,14 +188,20 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(local.stdout == "404")
         // From another machine (here: this one's address that is not loopback), only from memory.
         let outside = try await outsideAddress()
-        let remote = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
-                                     "http://\(outside):\(serve.port)/health?db=1"])
+        let remote = try await curl([
+            "-s", "-w", "%{http_code}", "-o", "/dev/null",
+            "http://\(outside):\(serve.port)/health?db=1",
+        ])
         #expect(remote.stdout == "404")
-        let healthFromOutside = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
-                                                "http://\(outside):\(serve.healthPort)/health?db=1"])
+        let healthFromOutside = try await curl([
+            "-s", "-w", "%{http_code}", "-o", "/dev/null",
+            "http://\(outside):\(serve.healthPort)/health?db=1",
+        ])
         #expect(healthFromOutside.stdout == "000", "the health listener answered another machine")
-        let remoteMemory = try await curl(["-s", "-w", "%{http_code}", "-o", "/dev/null",
-                                           "http://\(outside):\(serve.port)/health"])
+        let remoteMemory = try await curl([
+            "-s", "-w", "%{http_code}", "-o", "/dev/null",
+            "http://\(outside):\(serve.port)/health",
+        ])
         #expect(remoteMemory.stdout == "200")
     }
 }
@@ -189,10 +213,12 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let database = try await TestDatabase.fresh()
         let first = try await ServeProcess.start(database)
         defer { Task { await first.stop() } }
-        let second = try database.startNudge(["serve"], environment: [
-            "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": String(first.healthPort), "NUDGE_PUBLIC_URL": "http://127.0.0.1:1",
-            "NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_LOG_FORMAT": "text",
-        ])
+        let second = try database.startNudge(
+            ["serve"],
+            environment: [
+                "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": String(first.healthPort), "NUDGE_PUBLIC_URL": "http://127.0.0.1:1",
+                "NUDGE_UNSUBSCRIBE_SECRET": digestSecret, "NUDGE_LOG_FORMAT": "text",
+            ])
         let ended = try await ending(within: 60) { await second.finished() }
         if ended == nil { second.signal(SIGKILL) }
         let result = try #require(ended, "nudge serve kept running without its health listener")
@@ -209,8 +235,10 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(serve.port)")
             .url(user: UUID(), type: .weeklyDigest)
         try await database.psql("alter table users rename to users_away")
-        let answer = try await curl(["-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
-                                     "-d", "List-Unsubscribe=One-Click", link])
+        let answer = try await curl([
+            "-s", "-D", "-", "-o", "/dev/null", "-X", "POST",
+            "-d", "List-Unsubscribe=One-Click", link,
+        ])
         let log = await serve.stop()
         #expect(answer.stdout.hasPrefix("HTTP/1.1 503"), "\(answer.stdout)")
         #expect(answer.stdout.lowercased().contains("retry-after: 5"))
@@ -242,8 +270,10 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
             let serve = try await ServeProcess.start(database, environment: environment)
             let result: ProcessResult
             do {
-                result = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                         "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)"])
+                result = try await curl([
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                    "-d", "List-Unsubscribe=One-Click", "http://127.0.0.1:\(serve.port)\(path)",
+                ])
             } catch {
                 await serve.stop()
                 throw error
@@ -267,7 +297,8 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let roles = try await database.applyRoles()
         #expect(roles.status == 0, "\(roles.stderr)")
         let user = UUID()
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into users (id, timezone, locale, email) values ('\(user)', 'Europe/Paris', 'fr', 'someone@example.test');
             insert into notification_logs (user_id, notification_type, channel, status, provider_id, sent_at)
             values ('\(user)', 'streak_at_risk', 'sms', 'sent', 'SM0123456789abcdef0123456789abcdef', now());
@@ -280,42 +311,59 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(serveURL != database.url)
         let token = "twilio-auth-token-for-the-role-test"
         let webhookSecret = "whsec_" + Data((0..<32).map { UInt8($0 * 5 % 251) }).base64EncodedString()
-        let serve = try await ServeProcess.start(database, environment: ["DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token,
-                                                                         "RESEND_WEBHOOK_SECRET": webhookSecret])
+        let serve = try await ServeProcess.start(
+            database,
+            environment: [
+                "DATABASE_URL": serveURL, "TWILIO_AUTH_TOKEN": token,
+                "RESEND_WEBHOOK_SECRET": webhookSecret,
+            ])
         defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
 
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
-        let unsubscribed = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                           "-d", "List-Unsubscribe=One-Click", link])
+        let unsubscribed = try await curl([
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+            "-d", "List-Unsubscribe=One-Click", link,
+        ])
         let fields = [("MessageSid", "SM0123456789abcdef0123456789abcdef"), ("MessageStatus", "delivered")]
         let signature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio?outbox=1", fields: fields, authToken: token)
-        let callback = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                       "-H", "X-Twilio-Signature: \(signature)",
-                                       "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
-                                       base + "/webhooks/twilio?outbox=1"])
+        let callback = try await curl([
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+            "-H", "X-Twilio-Signature: \(signature)",
+            "-d", "MessageSid=\(fields[0].1)", "-d", "MessageStatus=delivered",
+            base + "/webhooks/twilio?outbox=1",
+        ])
         let page = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", link])
         // A reply of STOP from the user's number: SMS to it stops.
-        let stop = [("MessageSid", "SM00000000000000000000000000000007"), ("From", "+15551230000"), ("Body", "STOP"),
-                    ("SmsStatus", "received")]
+        let stop = [
+            ("MessageSid", "SM00000000000000000000000000000007"), ("From", "+15551230000"), ("Body", "STOP"),
+            ("SmsStatus", "received"),
+        ]
         let stopSignature = TwilioWebhook.signature(url: "http://127.0.0.1:1/webhooks/twilio", fields: stop, authToken: token)
-        let stopped = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                      "-H", "X-Twilio-Signature: \(stopSignature)",
-                                      "-d", "MessageSid=SM00000000000000000000000000000007",
-                                      "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
-                                      "-d", "SmsStatus=received", base + "/webhooks/twilio"])
+        let stopped = try await curl([
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+            "-H", "X-Twilio-Signature: \(stopSignature)",
+            "-d", "MessageSid=SM00000000000000000000000000000007",
+            "--data-urlencode", "From=+15551230000", "-d", "Body=STOP",
+            "-d", "SmsStatus=received", base + "/webhooks/twilio",
+        ])
         // Resend's hard bounce: the email's log is set, its address suppressed.
-        let bounce = #"{"type": "email.bounced", "created_at": "2026-03-22T20:05:00.000000+00:00", "data": {"email_id": "e-role-test-0001", "to": ["someone@example.test"], "bounce": {"message": "no such mailbox", "subType": "General", "type": "Permanent"}}}"#
+        let bounce =
+            #"{"type": "email.bounced", "created_at": "2026-03-22T20:05:00.000000+00:00", "data": {"email_id": "e-role-test-0001", "to": ["someone@example.test"], "bounce": {"message": "no such mailbox", "subType": "General", "type": "Permanent"}}}"#
         let timestamp = String(Int(Date().timeIntervalSince1970))
-        let svix = try ResendWebhook.signature(id: "msg_role_test", timestamp: timestamp, body: Array(bounce.utf8),
-                                               secret: ResendWebhookSecret(webhookSecret))
-        let bounced = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                                      "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
-                                      "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
-                                      "--data-binary", bounce, base + ResendWebhook.path])
+        let svix = try ResendWebhook.signature(
+            id: "msg_role_test", timestamp: timestamp, body: Array(bounce.utf8),
+            secret: ResendWebhookSecret(webhookSecret))
+        let bounced = try await curl([
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+            "-H", "Content-Type: application/json", "-H", "svix-id: msg_role_test",
+            "-H", "svix-timestamp: \(timestamp)", "-H", "svix-signature: \(svix)",
+            "--data-binary", bounce, base + ResendWebhook.path,
+        ])
         let log = await serve.stop()
         #expect(bounced.stdout == "200", "\(log)")
-        #expect(try await database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
+        #expect(
+            try await database.psql("select status, bounce_type from notification_logs where provider_id = 'e-role-test-0001'")
                 == "failed|Permanent/General")
         #expect(try await database.psql("select reason from email_suppressions where address = 'someone@example.test'") == "hard_bounce")
         #expect(page.stdout == "200", "\(log)")
@@ -327,17 +375,20 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(try await database.psql("select status, delivered from notification_logs where user_id = '\(user)' and channel = 'sms'") == "delivered|t")
 
         func asServe(_ sql: String) async throws -> ProcessResult { await database.attempt(sql, as: "nudge_serve") }
-        for refused in ["select count(*) from notification_outbox", "update users set email = 'x@example.test'",
-                        "select display_name from users", "select count(*) from job_runs", "delete from email_preferences",
-                        "select body from notification_logs", "select title from notification_logs",
-                        "update job_due set due_at = 'infinity'", "select count(*) from email_logs",
-                        "select count(*) from email_preferences", "update email_preferences set weekly_digest = true",
-                        "delete from sms_opt_outs", "select email from users"] {
+        for refused in [
+            "select count(*) from notification_outbox", "update users set email = 'x@example.test'",
+            "select display_name from users", "select count(*) from job_runs", "delete from email_preferences",
+            "select body from notification_logs", "select title from notification_logs",
+            "update job_due set due_at = 'infinity'", "select count(*) from email_logs",
+            "select count(*) from email_preferences", "update email_preferences set weekly_digest = true",
+            "delete from sms_opt_outs", "select email from users",
+        ] {
             let result = try await asServe(refused)
             #expect(result.status != 0 && result.stderr.contains("permission denied"), "\(refused): \(result.stderr)")
         }
         // What it reads of a user, it reads through the owner's function: the switch and the locale.
-        await #expect(try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
-                    .trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+        await #expect(
+            try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "f")
     }
 }

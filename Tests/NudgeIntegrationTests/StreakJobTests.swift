@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+
 @testable import NudgeCore
 
 @Suite struct DryRunTests {
@@ -49,8 +50,10 @@ import Testing
                         for hour in weekends.flatMap({ start in (0..<72).map { start.addingTimeInterval(Double($0) * 3600) } }) {
                             for minute in minutes {
                                 let options = RunOptions(now: hour.addingTimeInterval(Double(minute) * 60), nowIsExplicit: true, batchSize: 50)
-                                let summary = try await JobRunner(job: ValidateStreaksJob(definition: streaksDefinition()),
-                                                                  options: options, database: db, observer: SilentObserver()).run()
+                                let summary = try await JobRunner(
+                                    job: ValidateStreaksJob(definition: streaksDefinition()),
+                                    options: options, database: db, observer: SilentObserver()
+                                ).run()
                                 guard summary.exitCode == 0 else { throw TestFailure("\(name): run failed: \(summary)") }
                             }
                         }
@@ -81,8 +84,12 @@ import Testing
 
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 60, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        let mars = Fixture.userID(901), corrupt = Fixture.userID(902), impossible = Fixture.userID(903), zeroWeight = Fixture.userID(904)
-        try await database.psql("""
+        let mars = Fixture.userID(901)
+        let corrupt = Fixture.userID(902)
+        let impossible = Fixture.userID(903)
+        let zeroWeight = Fixture.userID(904)
+        try await database.psql(
+            """
             insert into users (id, timezone, created_at) values
               ('\(mars)', 'Mars/Olympus', '2026-03-01T00:00:00Z'), ('\(corrupt)', 'Europe/Paris', '2026-03-01T00:00:00Z'),
               ('\(impossible)', 'Asia/Kolkata', '2026-03-01T00:00:00Z'), ('\(zeroWeight)', null, '2026-03-01T00:00:00Z');
@@ -114,9 +121,11 @@ import Testing
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 50, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-21")
         // Ids that sort first and among the others, so that they share a batch with good users.
-        let infinite = "00000000-0000-4000-8000-000000000001", weekless = "7fffffff-0000-4000-8000-000000000002",
-            unborn = "bfffffff-0000-4000-8000-000000000003"
-        try await database.psql("""
+        let infinite = "00000000-0000-4000-8000-000000000001"
+        let weekless = "7fffffff-0000-4000-8000-000000000002"
+        let unborn = "bfffffff-0000-4000-8000-000000000003"
+        try await database.psql(
+            """
             insert into users (id, timezone, created_at) values
               ('\(infinite)', 'Europe/Paris', '2026-03-01T00:00:00Z'), ('\(weekless)', 'Japan', '2026-03-01T00:00:00Z'),
               ('\(unborn)', 'GMT', '-infinity');
@@ -130,17 +139,22 @@ import Testing
             let result = try await database.nudge(["run", "validate-streaks", "--now", now])
             #expect(result.status == 3, "\(result.stderr)")
             #expect(result.stdout.contains("3 failed"), "\(result.stdout)")
-            let reasons = try await database.psql("""
+            let reasons = try await database.psql(
+                """
                 select item_id || ' ' || reason from job_run_failures where run_id = (select max(id) from job_runs) order by 1
                 """)
-            #expect(reasons.contains("\(infinite) cannot read the user's rows: unreadable row: column last_checkin_date holds a DATE value"),
-                    "\(reasons)")
-            #expect(reasons.contains("\(weekless) cannot read the user's rows: unreadable row: column week_start_date holds a DATE value"),
-                    "\(reasons)")
+            #expect(
+                reasons.contains("\(infinite) cannot read the user's rows: unreadable row: column last_checkin_date holds a DATE value"),
+                "\(reasons)")
+            #expect(
+                reasons.contains("\(weekless) cannot read the user's rows: unreadable row: column week_start_date holds a DATE value"),
+                "\(reasons)")
             #expect(reasons.contains("\(unborn) users.created_at is not a sign-up time"), "\(reasons)")
-            #expect(try await database.count("""
-                select count(*) from user_streaks where user_id not in ('\(infinite)', '\(weekless)') and settled_through >= '\(day)'
-                """) == 50)
+            #expect(
+                try await database.count(
+                    """
+                    select count(*) from user_streaks where user_id not in ('\(infinite)', '\(weekless)') and settled_through >= '\(day)'
+                    """) == 50)
         }
         try await database.psql("delete from users where id in ('\(infinite)', '\(weekless)', '\(unborn)')")
         #expect(try await database.streakState() == clean.streakState())
@@ -151,7 +165,8 @@ import Testing
     @Test func aChangedColumnTypeAbortsTheRunInsteadOfFailingEveryone() async throws {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 20, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into user_streaks (user_id, current_streak, longest_streak, settled_through)
             select id, 1, 1, '2026-03-10' from users;
             alter table user_streaks alter column current_streak type text using current_streak::text
@@ -168,7 +183,8 @@ import Testing
     @Test func aWriteThatFailsForEveryUserTheSameWayAbortsTheRun() async throws {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try await database.psql("""
+        try await database.psql(
+            """
             create function refuse_all() returns trigger language plpgsql as $$
             begin raise exception 'user_streaks is read-only during the migration'; end $$;
             create trigger refuse_all before insert on user_streaks for each row execute function refuse_all();
@@ -184,7 +200,8 @@ import Testing
     @Test func aBatchOfBadValuesFailsItsUsersAndTheRunGoesOn() async throws {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 24, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, settled_through)
             select id, 1, 1, 'infinity', '2026-03-10' from users order by id limit 12
             """)
@@ -198,7 +215,8 @@ import Testing
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 30, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
         let guilty = Fixture.userID(7)
-        try await database.psql("""
+        try await database.psql(
+            """
             create function refuse_guilty() returns trigger language plpgsql as $$
             begin raise exception 'streak rows of this user are frozen by support'; end $$;
             create trigger refuse_guilty before insert on user_streaks for each row
@@ -221,16 +239,19 @@ import Testing
         try await Fixture.population(database, count: 24, signup: "2025-03-20T00:00:00Z", from: "2025-03-19", to: "2026-03-20")
         // One user's row the app keeps itself, without settled_through: its streak stands.
         let appKept = Fixture.userID(5)
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date)
             values ('\(appKept)', 40, 90, '2025-06-01')
             """)
         let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z"])
         #expect(result.status == 0, "\(result.stderr)")
         // Exactly the last 7 local days that have ended, per user, whatever their zone.
-        #expect(try await database.psql("""
-            select distinct count(*), max(local_day) - min(local_day) from job_work group by user_id
-            """) == "7|6")
+        #expect(
+            try await database.psql(
+                """
+                select distinct count(*), max(local_day) - min(local_day) from job_work group by user_id
+                """) == "7|6")
         #expect(try await database.count("select count(*) from job_work where local_day < '2026-03-13'") == 0)
         // No badge for a streak of more than the 7 days it saw, no notification about older days.
         #expect(try await database.count("select count(*) from user_badges where badge <> 'week_warrior'") == 0)
@@ -247,10 +268,13 @@ extension FirstRunTests {
     @Test func aBackfillOfNeverSettledUsersSettlesItsWholeWindow() async throws {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 12, signup: "2025-06-01T00:00:00Z", from: "2025-05-31", to: "2026-03-20")
-        let result = try await database.nudge(["run", "validate-streaks", "--now", "2026-03-20T12:00:00Z",
-                                               "--from", "2026-01-01", "--to", "2026-02-28"])
+        let result = try await database.nudge([
+            "run", "validate-streaks", "--now", "2026-03-20T12:00:00Z",
+            "--from", "2026-01-01", "--to", "2026-02-28",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try await database.psql("select distinct count(*) || ' ' || min(local_day) || ' ' || max(local_day) from job_work group by user_id")
+        #expect(
+            try await database.psql("select distinct count(*) || ' ' || min(local_day) || ' ' || max(local_day) from job_work group by user_id")
                 == "59 2026-01-01 2026-02-28")
         #expect(try await database.psql("select distinct settled_through from user_streaks") == "2026-02-28")
     }
@@ -269,7 +293,8 @@ extension FirstRunTests {
         let database = try await populated()
         let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--user", Fixture.userID(3), "--user", Fixture.userID(9)])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(try await database.psql("select user_id from user_streaks order by 1") == [Fixture.userID(3), Fixture.userID(9)].sorted().joined(separator: "\n"))
+        #expect(
+            try await database.psql("select user_id from user_streaks order by 1") == [Fixture.userID(3), Fixture.userID(9)].sorted().joined(separator: "\n"))
     }
 
     @Test func dateAndFromToSettleThoseDaysAndNoOthers() async throws {
@@ -289,7 +314,8 @@ extension FirstRunTests {
         // A backfill that skips unsettled days says where to start.
         let gap = try await database.nudge(["run", "validate-streaks", "--now", now, "--date", "2026-03-10"])
         #expect(gap.status == 3)
-        #expect(try await database.value("select reason from job_run_failures limit 1")
+        #expect(
+            try await database.value("select reason from job_run_failures limit 1")
                 == "days 2026-03-07 to 2026-03-09 are not settled yet; backfill from 2026-03-07")
     }
 
@@ -298,7 +324,8 @@ extension FirstRunTests {
         for index in 0..<3 {
             let result = try await database.nudge(["run", "validate-streaks", "--now", now, "--shard", "\(index)/3"])
             #expect(result.status == 0)
-            let mine = try await database.count("""
+            let mine = try await database.count(
+                """
                 select count(*) from user_streaks
                  where ('x' || left(user_id::text, 8))::bit(32)::bigint * 3 / 4294967296 <> \(index)
                    and updated_at = (select clock from job_runs order by id desc limit 1)

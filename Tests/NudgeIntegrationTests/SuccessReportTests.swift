@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NudgeCore
 
 /// A seeded month: `nudge seed`'s history (two weeks of notifications with the apps' receipts,
@@ -25,7 +26,8 @@ private func makeSeededMonth() async throws -> TestDatabase {
     let database = try await TestDatabase.fresh()
     let seeded = try await database.nudge(["seed", "--users", "300", "--seed", "27", "--now", "2026-03-18T12:00:00Z"])
     #expect(seeded.status == 0, "\(seeded.stderr)")
-    try await database.psql("""
+    try await database.psql(
+        """
         -- Emails of the last two weeks as dispatch logs them, some bounced, some opened.
         insert into notification_logs (user_id, notification_type, type, channel, status, provider_id, sent_at, delivered, delivered_at,
                                        opened, opened_at, bounced_at, bounce_type, created_at)
@@ -62,7 +64,8 @@ private func makeSeededMonth() async throws -> TestDatabase {
     @Test func theAppRecordsAPushsDeliveryAndOpen() async throws {
         let database = try await TestDatabase.fresh()
         try await Outbox.user(database, 1, zone: "UTC", locale: "en", ios: 2, signup: "2026-01-01T00:00:00Z")
-        try await database.psql("""
+        try await database.psql(
+            """
             insert into notification_outbox (dedupe_key, job, user_id, local_day, notification_type, deliver_after, status, channel, sent_at,
                                              next_attempt_at)
             values ('a', 'dispatch', '\(Fixture.userID(1))', '2026-03-10', 'streak_risk', '2026-03-10T09:00:00Z', 'sent', 'push', '2026-03-10T09:00:00Z',
@@ -83,15 +86,18 @@ private func makeSeededMonth() async throws -> TestDatabase {
         #expect(try await database.value("select nudge_push_receipt('\(Fixture.userID(2))', \(lead), 'opened', '2026-03-10T09:00:05Z')") == "0")
         #expect(try await database.count("select count(*) from notification_logs where delivered or opened") == 0)
         #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-01T00:00:00Z', '\(token)')") == "2")
-        #expect(try await database.psql("select distinct to_char(delivered_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS') from notification_logs where delivered")
+        #expect(
+            try await database.psql("select distinct to_char(delivered_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS') from notification_logs where delivered")
                 == "2026-03-10 09:00:00")
         try await database.psql("update notification_logs set delivered = false, delivered_at = null, status = 'sent'")
         #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T09:00:02Z', '\(token)')") == "2")
         #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'opened', '2026-03-10T09:20:00Z')") == "4")
-        #expect(try await database.psql("""
-            select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS'), to_char(opened_at at time zone 'UTC', 'HH24:MI')
-              from notification_logs order by 3
-            """) == "opened|t|09:00:02|09:20\nopened|t|09:00:02|09:20\nopened|t|09:20:00|09:20\nopened|t|09:20:00|09:20")
+        #expect(
+            try await database.psql(
+                """
+                select status, delivered, to_char(delivered_at at time zone 'UTC', 'HH24:MI:SS'), to_char(opened_at at time zone 'UTC', 'HH24:MI')
+                  from notification_logs order by 3
+                """) == "opened|t|09:00:02|09:20\nopened|t|09:00:02|09:20\nopened|t|09:20:00|09:20\nopened|t|09:20:00|09:20")
         #expect(try await database.value("select nudge_push_receipt(\(user), \(lead), 'delivered', '2026-03-10T10:00:00Z')") == "4")
         #expect(try await database.value("select count(*) from notification_logs where status = 'opened'") == "4")
         #expect(try await database.value("select nudge_push_receipt(\(user), 999999, 'opened')") == "0")
@@ -142,10 +148,12 @@ private func makeSeededMonth() async throws -> TestDatabase {
 
     @Test func badPeriodsAreUsageErrors() async throws {
         let database = try await TestDatabase.fresh()
-        for (arguments, says) in [(["--from", "2026-03-10", "--to", "2026-03-01"], "is after --to"),
-                                  (["--from", "2026-03-32"], "a real day"),
-                                  (["--timezone", "Mars/Olympus"], "IANA zone"),
-                                  (["--from", "2024-01-01", "--to", "2026-01-01"], "at most 366 days")] {
+        for (arguments, says) in [
+            (["--from", "2026-03-10", "--to", "2026-03-01"], "is after --to"),
+            (["--from", "2026-03-32"], "a real day"),
+            (["--timezone", "Mars/Olympus"], "IANA zone"),
+            (["--from", "2024-01-01", "--to", "2026-01-01"], "at most 366 days"),
+        ] {
             let result = try await database.nudge(["report"] + arguments)
             #expect(result.status == 64 && result.stderr.contains(says), "\(arguments): \(result.status) \(result.stderr)")
         }
@@ -164,25 +172,33 @@ private func makeSeededMonth() async throws -> TestDatabase {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-report-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let written = try await database.nudge(["report", "--html", folder.appendingPathComponent("report.html").path,
-                                                "--now", "2026-03-18T12:00:00Z"] + Self.period)
+        let written = try await database.nudge(
+            [
+                "report", "--html", folder.appendingPathComponent("report.html").path,
+                "--now", "2026-03-18T12:00:00Z",
+            ] + Self.period)
         #expect(written.status == 0, "\(written.stderr)")
         try Data(#"<!DOCTYPE html><html><body><img src="/pixel.png" alt=""></body></html>"#.utf8)
             .write(to: folder.appendingPathComponent("control.html"))
-        let free = try await runProcessOffThePool("/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
+        let free = try await runProcessOffThePool(
+            "/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
         let port = free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let server = try RunningProcess("/usr/bin/python3", ["-m", "http.server", port, "--bind", "127.0.0.1", "--directory", folder.path],
-                                        environment: ProcessInfo.processInfo.environment)
+        let server = try RunningProcess(
+            "/usr/bin/python3", ["-m", "http.server", port, "--bind", "127.0.0.1", "--directory", folder.path],
+            environment: ProcessInfo.processInfo.environment)
         // SIGKILL: the test process ignores SIGTERM, and a child inherits that.
         defer { server.signal(SIGKILL) }
         let origin = "http://127.0.0.1:\(port)"
-        #expect(try await eventuallyHere { (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
+        #expect(
+            try await eventuallyHere { (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
 
         /// The page's DOM, and the requests the page itself started (URL, as Chromium logged them).
         func open(_ page: String) async throws -> (dom: String, fromPage: [String]) {
             let netLog = folder.appendingPathComponent("\(page).net.json").path
-            let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                         "--user-data-dir=\(folder.path)/profile-\(page)", "--log-net-log=\(netLog)", "--net-log-capture-mode=Everything"]
+            let flags = [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                "--user-data-dir=\(folder.path)/profile-\(page)", "--log-net-log=\(netLog)", "--net-log-capture-mode=Everything",
+            ]
             let dom = try await runProcessOffThePool("/usr/bin/timeout", ["60", chromium] + flags + ["--dump-dom", "\(origin)/\(page)"])
             #expect(dom.status == 0, "\(dom.stderr)")
             let log = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: netLog))) as? [String: Any])
@@ -204,9 +220,11 @@ private func makeSeededMonth() async throws -> TestDatabase {
     /// Each PostgreSQL panel of the dashboard `nudge grafana` writes, with Grafana's macros given
     /// the report's period and zone, returns the report's numbers: in UTC, and in New York
     /// across its clock change.
-    @Test(arguments: [("UTC", "2026-03-04T00:00:00Z", "2026-03-18T00:00:00Z"),
-                      // The same local days in New York: 05:00 UTC before its clocks change on 8 March, 04:00 after.
-                      ("America/New_York", "2026-03-04T05:00:00Z", "2026-03-18T04:00:00Z")])
+    @Test(arguments: [
+        ("UTC", "2026-03-04T00:00:00Z", "2026-03-18T00:00:00Z"),
+        // The same local days in New York: 05:00 UTC before its clocks change on 8 March, 04:00 after.
+        ("America/New_York", "2026-03-04T05:00:00Z", "2026-03-18T04:00:00Z"),
+    ])
     func eachGrafanaPanelReturnsTheReportsNumbers(_ zone: String, _ from: String, _ to: String) async throws {
         let database = try await seededMonth()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-grafana-\(UUID())")
@@ -215,8 +233,9 @@ private func makeSeededMonth() async throws -> TestDatabase {
         #expect(wrote.status == 0, "\(wrote.stderr)")
         let written = try String(contentsOfFile: folder.appendingPathComponent("nudge.json").path, encoding: .utf8)
         let report = try await database.nudge(["report", "--json", "--timezone", zone] + Self.period)
-        let metrics = try #require((try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])?["metrics"]
-                                   as? [[String: Any]])
+        let metrics = try #require(
+            (try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])?["metrics"]
+                as? [[String: Any]])
         let byID = Dictionary(uniqueKeysWithValues: metrics.map { ($0["id"] as! String, $0) })
         func percent(_ value: Any?) -> String {
             guard let value = value as? Double else { return "" }
@@ -229,15 +248,19 @@ private func makeSeededMonth() async throws -> TestDatabase {
                 guard let sql = target["rawSql"] as? String else { continue }
                 let query = sql.replacingOccurrences(of: "$__timeFrom()", with: "'\(from)'")
                     .replacingOccurrences(of: "$__timeTo()", with: "'\(to)'").replacingOccurrences(of: "$zone", with: zone)
-                let rows = try await database.psql(query).split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
+                let rows = try await database.psql(query).split(separator: "\n").map {
+                    $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+                }
                 guard let id = sql.matches(of: /as "([a-z_]+)"/).map({ String($0.1) }).first(where: { byID[$0] != nil }),
-                      let metric = byID[id] else {
+                    let metric = byID[id]
+                else {
                     checked.tables += 1
                     continue
                 }
                 if panel["type"] as? String == "stat" {
-                    #expect(rows.count == 1 && rows[0] == [percent(metric["value"]), "\(metric["numerator"]!)", "\(metric["denominator"]!)"],
-                            "\(id): \(rows)")
+                    #expect(
+                        rows.count == 1 && rows[0] == [percent(metric["value"]), "\(metric["numerator"]!)", "\(metric["denominator"]!)"],
+                        "\(id): \(rows)")
                     checked.stats += 1
                 } else {
                     let days = (metric["days"] as! [[String: Any]]).filter { ($0["denominator"] as! Int) > 0 }
@@ -256,14 +279,21 @@ private func makeSeededMonth() async throws -> TestDatabase {
 private struct Pair: Equatable, CustomStringConvertible {
     let numerator: Int
     let denominator: Int
-    init(_ numerator: Int, _ denominator: Int) { self.numerator = numerator; self.denominator = denominator }
+    init(_ numerator: Int, _ denominator: Int) {
+        self.numerator = numerator
+        self.denominator = denominator
+    }
     var description: String { "\(numerator)/\(denominator)" }
 }
 
 /// Each metric's figures from the rows, counted here one by one (days in `zone`, PostgreSQL's
 /// own conversion of each instant, the period 2026-03-04 through 2026-03-17).
 private struct Expected {
-    struct Figures { var period = Pair(0, 0); var days: [String: Pair] = [:]; var segments: [String: Pair] = [:] }
+    struct Figures {
+        var period = Pair(0, 0)
+        var days: [String: Pair] = [:]
+        var segments: [String: Pair] = [:]
+    }
     var figures: [String: Figures] = [:]
 
     init(_ database: TestDatabase, zone: String) async throws {
@@ -303,7 +333,8 @@ private struct Expected {
         tally("call_answer_rate", calls.filter { $0[2] == "t" }.map { ($0[0], nil, $0[1] == "completed") })
         tally("call_answer_rate_without_preview", calls.filter { $0[2] == "f" }.map { ($0[0], nil, $0[1] == "completed") })
         // Attempts sent: day, type, channel, user, delivered, opened, seconds to open, bounced.
-        let logs = try await rows("""
+        let logs = try await rows(
+            """
             select to_char(sent_at at time zone '\(zone)', 'YYYY-MM-DD'), coalesce(notification_type, type), channel, user_id, delivered, opened,
                    coalesce(extract(epoch from opened_at - sent_at)::text, ''), bounced_at is not null, coalesce(call_id::text, ''),
                    to_char(sent_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')
@@ -320,19 +351,22 @@ private struct Expected {
         tally("email_open_rate", emails.filter { $0[4] == "t" }.map { ($0[0], segment($0), $0[5] == "t") })
         tally("notification_driven_return", sent.map { ($0[0], segment($0), $0[5] == "t") }, users: sent.map { $0[3] })
         // Calls' previews: the first send of each call's preview rows, and whether a fallback SMS went.
-        var firstSend: [String: (at: String, day: String)] = [:], fellBack: Set<String> = []
+        var firstSend: [String: (at: String, day: String)] = [:]
+        var fellBack: Set<String> = []
         for row in logs where !row[8].isEmpty && ["preview_push", "preview_sms", "fallback_sms"].contains(row[1]) {
             if firstSend[row[8]].map({ row[9] < $0.at }) ?? true { firstSend[row[8]] = (row[9], row[0]) }
             if row[1] == "fallback_sms" { fellBack.insert(row[8]) }
         }
         tally("sms_fallback_rate", firstSend.filter { inPeriod($0.value.day) }.map { ($0.value.day, nil, fellBack.contains($0.key)) })
         // Sign-ups: day, push on with a device, everything off within 30 days.
-        let users = try await rows("""
+        let users = try await rows(
+            """
             select to_char(u.created_at at time zone '\(zone)', 'YYYY-MM-DD'),
                    coalesce(np.push_enabled, true) and exists (select 1 from push_tokens t where t.user_id = u.id),
                    coalesce(np.all_off_since < u.created_at + interval '30 days', false)
               from users u left join notification_preferences np on np.user_id = u.id
-            """).filter { inPeriod($0[0]) }
+            """
+        ).filter { inPeriod($0[0]) }
         tally("push_opt_in_rate", users.map { ($0[0], nil, $0[1] == "t") })
         tally("opt_out_rate", users.map { ($0[0], nil, $0[2] == "t") })
     }

@@ -124,10 +124,13 @@ enum TestSQL {
         private func retire(_ entry: Entry) {
             endings += 1
             let id = endings
-            ending[id] = (entry.database, Task {
-                await entry.session.end()
-                self.ended(id)
-            })
+            ending[id] = (
+                entry.database,
+                Task {
+                    await entry.session.end()
+                    self.ended(id)
+                }
+            )
         }
 
         private func ended(_ id: Int) { ending[id] = nil }
@@ -249,9 +252,11 @@ enum TestSQL {
     /// A session of its own for `body`, closed after it (and after `bound` whatever happens).
     /// `kept`: bounded statements (`statementBound`) and the name `test-sql`; `closed` is told when
     /// the session's connection closes, from either end.
-    static func session<T: Sendable>(_ url: String, bound: TimeAmount = bound, kept: Bool = false,
-                                     closed: (@Sendable () -> Void)? = nil,
-                                     _ body: (inout Session) async throws -> T) async throws -> T {
+    static func session<T: Sendable>(
+        _ url: String, bound: TimeAmount = bound, kept: Bool = false,
+        closed: (@Sendable () -> Void)? = nil,
+        _ body: (inout Session) async throws -> T
+    ) async throws -> T {
         let address = try Address(url)
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(.seconds(10))
@@ -265,9 +270,11 @@ enum TestSQL {
         defer { timer.cancel() }
         return try await channel.executeThenClose { inbound, outbound in
             var session = Session(messages: Messages(inbound.makeAsyncIterator()), outbound: outbound, channel: channel.channel)
-            try await outbound.write(Self.startup(user: address.user, database: address.database,
-                                                  options: bound == Self.bound || kept ? "-c statement_timeout=\(statementBound)" : nil,
-                                                  name: kept ? "test-sql" : nil))
+            try await outbound.write(
+                Self.startup(
+                    user: address.user, database: address.database,
+                    options: bound == Self.bound || kept ? "-c statement_timeout=\(statementBound)" : nil,
+                    name: kept ? "test-sql" : nil))
             // Opening the session is bounded like a script.
             let opening = channel.channel.eventLoop.scheduleTask(in: Self.bound) { channel.channel.close(promise: nil) }
             do {
@@ -299,7 +306,8 @@ enum TestSQL {
         /// `bound`, a script that has no answer by then closes the session and fails its test.
         mutating func run(_ sql: String, within bound: TimeAmount? = nil) async throws -> String {
             guard !sql.utf8.contains(0) else { throw TestFailure("SQL with a NUL byte cannot be sent: \(sql)") }
-            let channel = self.channel, late = Late()
+            let channel = self.channel
+            let late = Late()
             let timer = bound.map { bound in
                 channel.eventLoop.scheduleTask(in: bound) {
                     late.passed.withLock { $0 = true }

@@ -59,16 +59,20 @@ import Testing
         let (database, clock) = try await Self.users(5)
         let advancing = Self.advancing(clock)
         defer { advancing.cancel() }
-        let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
-                             limit: .seconds(30), hangs: true)
+        let job = CallingOut(
+            inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
+            limit: .seconds(30), hangs: true)
         let summary = try await Self.run(job, clock: clock, on: database)
         #expect(summary.status == "partial", "\(summary)")
         #expect(summary.counts.failed == 1 && summary.counts.skipped == 4, "\(summary.counts)")
         let reasons = try await database.psql("select reason from job_run_failures order by reason").split(separator: "\n")
         #expect(reasons.count == 5)
         #expect(reasons.count { $0 == "its outside calls took longer than the batch's 30.0 seconds" } == 1, "\(reasons)")
-        #expect(reasons.count { $0 == "not done: its outside calls had not started when the batch's 30.0 seconds for them ran out; "
-                                      + "left to the next run" } == 4, "\(reasons)")
+        #expect(
+            reasons.count {
+                $0 == "not done: its outside calls had not started when the batch's 30.0 seconds for them ran out; "
+                    + "left to the next run"
+            } == 4, "\(reasons)")
         #expect(clock.deadlines == [.seconds(30)])
         #expect(try await database.count("select count(*) from user_streaks") == 0)
     }
@@ -79,8 +83,9 @@ import Testing
         let (database, clock) = try await Self.users(5)
         let advancing = Self.advancing(clock)
         defer { advancing.cancel() }
-        let job = CallingOut(inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
-                             limit: .seconds(30), hangs: true, answersWhenCancelled: true)
+        let job = CallingOut(
+            inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero,
+            limit: .seconds(30), hangs: true, answersWhenCancelled: true)
         let summary = try await Self.run(job, clock: clock, on: database)
         #expect(job.calls.started == 1)
         #expect(summary.counts.succeeded == 1 && summary.counts.skipped == 4 && summary.counts.failed == 0, "\(summary.counts)")

@@ -33,7 +33,8 @@ enum Waits {
                 Thread.sleep(forTimeInterval: min(reportAfter / 4, 30))   // blocks: the watch's own thread
                 let oldest = table.withLock { $0.entries.min { $0.value.since < $1.value.since } }
                 guard let (id, entry) = oldest, id != reported,
-                      entry.since.duration(to: .now) > .seconds(reportAfter) else { continue }
+                    entry.since.duration(to: .now) > .seconds(reportAfter)
+                else { continue }
                 reported = id
                 FileHandle.standardError.write(Data(report().utf8))
             }
@@ -79,10 +80,12 @@ enum Waits {
         let me = getpid()
         for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(pid) != nil {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
+                let close = stat.lastIndex(of: ")")
+            else { continue }
             let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
             guard fields.count > 2, Int32(fields[1]) == me else { continue }
-            let command = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?
+            let command =
+                (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?
                 .replacingOccurrences(of: "\0", with: " ") ?? ""
             lines.append("  \(pid) \(fields[0]) \(command.prefix(160))")
         }

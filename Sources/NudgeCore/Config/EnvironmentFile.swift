@@ -39,7 +39,7 @@ public struct EnvironmentFile: Sendable, Equatable {
             guard let equals = line.firstIndex(of: "=") else { throw fail("expected NAME=value") }
             let name = String(line[..<equals]).trimmingCharacters(in: .whitespaces)
             guard let first = name.first, first == "_" || (first.isASCII && first.isLetter),
-                  name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) })
+                name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) })
             else { throw fail("what comes before '=' is not a variable name (letters, digits and _)") }
             let rest = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             values[name] = try value(rest, fail: fail)
@@ -83,7 +83,8 @@ extension Environment {
     /// The process environment, with the variables of the env file `NUDGE_ENV_FILE` names where
     /// the process does not set them itself (so that `X=1 nudge …` still wins over the file).
     public static func loading(_ process: [String: String] = ProcessInfo.processInfo.environment) throws(NudgeError)
-        -> (Environment, EnvironmentFile?) {
+        -> (Environment, EnvironmentFile?)
+    {
         guard let path = process["NUDGE_ENV_FILE"], !path.isEmpty else { return (Environment(process), nil) }
         let file = try EnvironmentFile(path: path, insecureAllowed: process["NUDGE_ENV_FILE_INSECURE"] == "1")
         return (Environment(process.merging(file.values) { own, _ in own }), file)
@@ -101,11 +102,12 @@ public enum SecretFile {
         // Non-blocking: a FIFO planted at the path must not hang the process (it is refused below).
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
-            let why = switch errno {
-            case ENOENT: "no such file"
-            case EACCES: "permission denied"
-            default: String(cString: strerror(errno))
-            }
+            let why =
+                switch errno {
+                case ENOENT: "no such file"
+                case EACCES: "permission denied"
+                default: String(cString: strerror(errno))
+                }
             throw NudgeError(.configuration, "cannot read \(what): \(why)")
         }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
@@ -130,18 +132,24 @@ public enum SecretFile {
         let named = target == path ? what : "\(what), a link to \(target),"
         let fix = "(or set NUDGE_ENV_FILE_INSECURE=1)"
         if status.st_uid != 0 && status.st_uid != getuid() {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 \(named) belongs to another user (uid \(status.st_uid)), who could change it: chown it to root or to the user \
                 Nudge runs as \(fix)
                 """)
         }
         if mode & 0o022 != 0 {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 \(named) can be changed by users other than its owner (mode \(String(mode, radix: 8))): chmod 640 it \(fix)
                 """)
         }
         if mode & 0o004 != 0 {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 \(named) can be read by every user of this machine (mode \(String(mode, radix: 8))): chmod 640 it \(fix)
                 """)
         }
@@ -152,8 +160,10 @@ public enum SecretFile {
     /// file name>`; a credential of its own name is read too), else the file itself, judged as
     /// `load` judges it. Only the process environment can let an insecure key file pass, never
     /// the env file (`NUDGE_ENV_FILE_INSECURE=1` must be set where the process is started).
-    public static func read(_ path: String, setting: String, environment: Environment,
-                            process: [String: String] = ProcessInfo.processInfo.environment) throws(NudgeError) -> Data {
+    public static func read(
+        _ path: String, setting: String, environment: Environment,
+        process: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(NudgeError) -> Data {
         if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
             let name = URL(fileURLWithPath: path).lastPathComponent
             for handed in ["nudge_" + name, name] {

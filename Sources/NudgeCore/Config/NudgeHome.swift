@@ -31,7 +31,9 @@ public struct NudgeHome: Sendable {
             if home.looksComplete { return home }
             folder.deleteLastPathComponent()
         }
-        throw NudgeError(.configuration, """
+        throw NudgeError(
+            .configuration,
+            """
             cannot find Nudge's jobs/ and db/migrations/ folders in a folder above the binary; set NUDGE_HOME to the \
             folder that holds them
             """)

@@ -12,8 +12,11 @@ public struct PublicURL: Sendable, Equatable {
         var url = text.trimmingCharacters(in: .whitespaces)
         while url.hasSuffix("/") { url.removeLast() }
         guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host, parsed.query == nil,
-              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
-            throw NudgeError(.configuration, """
+            scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host))
+        else {
+            throw NudgeError(
+                .configuration,
+                """
                 NUDGE_PUBLIC_URL must be an https URL without a query, such as https://nudge.example.com \
                 (http only for 127.0.0.1 or localhost)
                 """)

@@ -97,21 +97,28 @@ enum CopyChecks {
     /// com") is one only with a common top-level domain after "dot", which is also a word ("a
     /// polka dot dress") and a name.
     static func contact(in text: String) -> String? {
-        var plain = String(String.UnicodeScalarView(text.precomposedStringWithCompatibilityMapping.unicodeScalars.filter { scalar in
-            ![.format, .nonspacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
-        }))
-        plain = plain.replacingOccurrences(of: #"(?i)\s+dot\s+(?=(\#(spokenDomains.joined(separator: "|")))\b)"#, with: ".",
-                                           options: .regularExpression)
+        var plain = String(
+            String.UnicodeScalarView(
+                text.precomposedStringWithCompatibilityMapping.unicodeScalars.filter { scalar in
+                    ![.format, .nonspacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
+                }))
+        plain = plain.replacingOccurrences(
+            of: #"(?i)\s+dot\s+(?=(\#(spokenDomains.joined(separator: "|")))\b)"#, with: ".",
+            options: .regularExpression)
         // Disguised dots, and the marks that look like one (Lisu's full stop, the dot operators,
         // the Armenian and Urdu full stops). Not the middle dot: French writes "tous·tes".
-        for dot in ["[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}", "\u{A4F8}", "\u{22C5}", "\u{2219}",
-                    "\u{0589}", "\u{06D4}", "\u{2024}", "\u{FE52}"] {
+        for dot in [
+            "[.]", "(.)", "[dot]", "(dot)", "\u{3002}", "\u{FF61}", "\u{A4F8}", "\u{22C5}", "\u{2219}",
+            "\u{0589}", "\u{06D4}", "\u{2024}", "\u{FE52}",
+        ] {
             plain = plain.replacingOccurrences(of: dot, with: ".", options: .caseInsensitive)
         }
         let checks: [(String, String)] = [
             (#"[\w.+-]+@[\w-]+(\.[\w-]+)+"#, "an e-mail address"),
-            (#"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\."# + #"|[\p{L}\p{N}-]+(\.[\p{L}\p{N}-]+)*"#
-                + #"\.(\#(topLevelLetters){2,24}|xn--[a-z0-9-]+)(?![\p{L}\p{N}])"#, "a link"),
+            (
+                #"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\."# + #"|[\p{L}\p{N}-]+(\.[\p{L}\p{N}-]+)*"#
+                    + #"\.(\#(topLevelLetters){2,24}|xn--[a-z0-9-]+)(?![\p{L}\p{N}])"#, "a link"
+            ),
         ]
         for (pattern, what) in checks where plain.range(of: pattern, options: .regularExpression) != nil {
             return what
@@ -127,19 +134,23 @@ enum CopyChecks {
     /// The top-level domains a link spelt out with "dot" is read with: the common ones that are
     /// no English or French word, so that "a dot in the sky", "dot to dot", "polka dot shop" or
     /// "la dot de sa fille" is no link.
-    private static let spokenDomains = ["com", "net", "org", "io", "co", "app", "ly", "gg", "xyz", "info", "biz", "tv", "ai", "ru",
-                                        "cn", "fr", "uk", "eu", "ca", "au", "br", "nl", "sh", "gl", "cc", "ws", "dev", "zip", "mov"]
+    private static let spokenDomains = [
+        "com", "net", "org", "io", "co", "app", "ly", "gg", "xyz", "info", "biz", "tv", "ai", "ru",
+        "cn", "fr", "uk", "eu", "ca", "au", "br", "nl", "sh", "gl", "cc", "ws", "dev", "zip", "mov",
+    ]
 
     /// Dates and times as copy writes them, set apart before numbers are read: 2026-03-22,
     /// 22.03.2026, 18:30, 18h30, 18.30 (each with valid values, and not part of a longer run of
     /// digits and dots, as a phone number written 06.12.34.56.78 is).
-    private static let datesAndTimes = try! NSRegularExpression(pattern: #"(?<![\d.:-])(?:"#
-        + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#                    // 2026-03-22
-        + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#           // 22.03.2026
-        + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#                                    // 18:30, 18h30, 18.30
-        + #")(?![\d.:]\d)"#)
+    private static let datesAndTimes = try! NSRegularExpression(
+        pattern: #"(?<![\d.:-])(?:"#
+            + #"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"#   // 2026-03-22
+            + #"|(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./]\d{4}"#   // 22.03.2026
+            + #"|(?:[01]?\d|2[0-3])[h.:][0-5]\d"#   // 18:30, 18h30, 18.30
+            + #")(?![\d.:]\d)"#)
 
-    private static let seasons = try! NSRegularExpression(pattern: #"(?<!\d[\s().\-–/]{0,3})(?<!\d)((?:19|20)\d\d)[-–/]((?:19|20)\d\d|\d\d)(?!\d)(?![\s().\-–/]{1,3}\d)"#)
+    private static let seasons = try! NSRegularExpression(
+        pattern: #"(?<!\d[\s().\-–/]{0,3})(?<!\d)((?:19|20)\d\d)[-–/]((?:19|20)\d\d|\d\d)(?!\d)(?![\s().\-–/]{1,3}\d)"#)
 
     /// Seven digits or more in a row, with the separators numbers are written with, that are not
     /// a number grouped in thousands ("1 000 000 pas", "12 000 000"), once dates and times are
@@ -149,8 +160,9 @@ enum CopyChecks {
         // A season (2024-2025, 2025/26: a year and the next), alone among the digits.
         for match in seasons.matches(in: apart, range: NSRange(apart.startIndex..., in: apart)).reversed() {
             guard let whole = Range(match.range, in: apart), let first = Range(match.range(at: 1), in: apart),
-                  let second = Range(match.range(at: 2), in: apart),
-                  let from = Int(apart[first]), let to = Int(apart[second]) else { continue }
+                let second = Range(match.range(at: 2), in: apart),
+                let from = Int(apart[first]), let to = Int(apart[second])
+            else { continue }
             if to == from + 1 || (apart[second].count == 2 && to == (from + 1) % 100) { apart.replaceSubrange(whole, with: " ¦ ") }
         }
         let candidate = try! NSRegularExpression(pattern: #"\+?\(?\d(?:[\s().\-–/]{0,3}\d){6,}"#)
@@ -172,10 +184,12 @@ enum CopyChecks {
     static func mixesAlphabets(_ text: String) -> Bool {
         // As a reader sees it: mathematical and full-width letters are the letters they show (and
         // only those: the micro sign stays Latin-1's, "50 µg").
-        let folded = String(String.UnicodeScalarView(text.unicodeScalars.flatMap { scalar -> [Unicode.Scalar] in
-            (0x1D400...0x1D7FF).contains(scalar.value) || (0xFF21...0xFF5A).contains(scalar.value)
-                ? Array(String(scalar).precomposedStringWithCompatibilityMapping.unicodeScalars) : [scalar]
-        }))
+        let folded = String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.flatMap { scalar -> [Unicode.Scalar] in
+                    (0x1D400...0x1D7FF).contains(scalar.value) || (0xFF21...0xFF5A).contains(scalar.value)
+                        ? Array(String(scalar).precomposedStringWithCompatibilityMapping.unicodeScalars) : [scalar]
+                }))
         for word in folded.split(whereSeparator: \.isWhitespace) {
             var first: LookAlikeAlphabet?
             for scalar in word.unicodeScalars {
@@ -200,8 +214,8 @@ enum LookAlikeAlphabet: Equatable {
         }
         switch scalar.value {
         case 0x41...0x5A, 0x61...0x7A, 0xAA, 0xBA, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1D25, 0x1D2C...0x1D5C, 0x1D62...0x1D65,
-             0x1D6B...0x1D77, 0x1D79...0x1DBE, 0x1E00...0x1EFF, 0x2071, 0x207F, 0x2090...0x209C, 0x2C60...0x2C7F, 0xA722...0xA7FF,
-             0xAB30...0xAB5A, 0xAB5C...0xAB64, 0xAB66...0xAB69, 0xFB00...0xFB06, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
+            0x1D6B...0x1D77, 0x1D79...0x1DBE, 0x1E00...0x1EFF, 0x2071, 0x207F, 0x2090...0x209C, 0x2C60...0x2C7F, 0xA722...0xA7FF,
+            0xAB30...0xAB5A, 0xAB5C...0xAB64, 0xAB66...0xAB69, 0xFB00...0xFB06, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
             self = .latin
         case 0x370...0x3FF, 0x1D26...0x1D2A, 0x1D5D...0x1D61, 0x1D66...0x1D6A, 0x1DBF, 0x1F00...0x1FFF, 0xAB65:
             self = .greek

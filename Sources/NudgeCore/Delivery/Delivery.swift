@@ -40,10 +40,12 @@ public struct QueuedNotification: Sendable, Equatable {
     /// believed when it does not show it (nil: `TwilioClient.listShowsAfter` after it left).
     public let requestShownBy: Date?
 
-    public init(id: Int64, type: String, channel: DeliveryChannel = .push, localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
-                title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
-                deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
-                requestTo: String? = nil, requestExpiresAt: Date? = nil, requestShownBy: Date? = nil) {
+    public init(
+        id: Int64, type: String, channel: DeliveryChannel = .push, localDay: LocalDate, deliverAfter: Date, dueAt: Date? = nil,
+        title: String, body: String, payload: String = "{}", attempts: Int = 1, deliveredTo: Set<String> = [],
+        deliveryID: Int64? = nil, sentAt: Date? = nil, requestLeftAt: Date? = nil, requestKey: String? = nil,
+        requestTo: String? = nil, requestExpiresAt: Date? = nil, requestShownBy: Date? = nil
+    ) {
         self.id = id
         self.type = type
         self.channel = channel
@@ -69,7 +71,8 @@ public struct QueuedNotification: Sendable, Equatable {
     /// The scheduled call a preview is for (docs/jobs/preview-notifications.md): its id and the call time it was queued for.
     public var call: (id: UUID, scheduledAt: Date)? {
         guard let id = payloadObject?["call_id"]?.text, let uuid = UUID(uuidString: id),
-              let at = payloadObject?["scheduled_at"]?.text, let instant = try? Date(at, strategy: .iso8601) else { return nil }
+            let at = payloadObject?["scheduled_at"]?.text, let instant = try? Date(at, strategy: .iso8601)
+        else { return nil }
         return (uuid, instant)
     }
 }
@@ -160,7 +163,8 @@ public enum SendResult: Sendable, Equatable {
         switch self {
         case .delivered: nil
         case .retry(let why, _), .unavailable(let why, _), .invalidToken(let why, _), .rejected(let why), .configuration(let why),
-             .throttled(let why, _), .notSent(let why, _): why
+            .throttled(let why, _), .notSent(let why, _):
+            why
         }
     }
 

@@ -59,8 +59,9 @@ public struct QuietHours: Sendable, Equatable {
         self.pauseWeekends = pauseWeekends
     }
 
-    public static let standard = QuietHours(start: LocalTime(hour: 22, minute: 0)!, end: LocalTime(hour: 8, minute: 0)!,
-                                            pauseWeekends: false)
+    public static let standard = QuietHours(
+        start: LocalTime(hour: 22, minute: 0)!, end: LocalTime(hour: 8, minute: 0)!,
+        pauseWeekends: false)
 
     /// The quiet hours of a `notification_preferences` row, its `dnd_start` and `dnd_end` read as
     /// `HH:MM`; a row that holds other text is malformed.

@@ -28,8 +28,10 @@ public struct PastDelivery: Sendable, Equatable {
 public enum FrequencyCaps {
     /// Why one more delivery of `kind` at `now`, for local day `localDay` (nil: the user's today),
     /// would break a cap, or nil when none is reached.
-    public static func refusal(for kind: NotificationKind, challenge: String?, localDay: LocalDate? = nil, at now: Date,
-                               calendar: LocalCalendar, past: [PastDelivery]) -> String? {
+    public static func refusal(
+        for kind: NotificationKind, challenge: String?, localDay: LocalDate? = nil, at now: Date,
+        calendar: LocalCalendar, past: [PastDelivery]
+    ) -> String? {
         let day = localDay ?? calendar.localDate(at: now)
         // (A delivery recorded without its day counts on the day its instant falls on.)
         func dayOf(_ delivery: PastDelivery) -> LocalDate { delivery.localDay ?? calendar.localDate(at: delivery.sentAt) }

@@ -37,8 +37,10 @@ public struct NotificationKind: Sendable, Equatable {
         case submission
     }
 
-    init(_ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
-         yieldsToDailyTotal: Bool = true, group: String? = nil, deepLink: String, asks: Ask? = nil) {
+    init(
+        _ type: String, critical: Bool = false, timeCritical: Bool = false, pushSwitch: String?, caps: [FrequencyCap],
+        yieldsToDailyTotal: Bool = true, group: String? = nil, deepLink: String, asks: Ask? = nil
+    ) {
         self.asks = asks
         self.type = type
         self.yieldsToDailyTotal = yieldsToDailyTotal
@@ -59,41 +61,52 @@ public struct NotificationKind: Sendable, Equatable {
     /// At most this many notifications a user's local day (docs/jobs/dispatch.md, "Caps").
     public static let dailyTotal = 3
 
-    public static let catalog: [String: NotificationKind] = Dictionary(uniqueKeysWithValues: [
-        NotificationKind("daily_checkin", critical: true, pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://checkin",
-                         asks: .checkIn),
-        // Both are for the day after the missed one, and ask for its check-in.
-        NotificationKind("streak_at_risk", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
-                         deepLink: "fitcircle://checkin", asks: .checkIn),
-        NotificationKind("streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
-                         deepLink: "fitcircle://checkin", asks: .checkIn),
-        // The morning after a 7/30/100-day streak (docs/jobs/reminders.md, "The parts"): one a day
-        // at most.
-        NotificationKind("streak_milestone", pushSwitch: nil, caps: [.perLocalDay(1)], group: "streak",
-                         deepLink: "fitcircle://streak"),
-        NotificationKind("weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
-                         deepLink: "fitcircle://goals"),
-        NotificationKind("data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],
-                         deepLink: "fitcircle://submit", asks: .submission),
-        NotificationKind("leaderboard_change", pushSwitch: "push_leaderboard_change", caps: [.perLocalDay(3), .perHour(1)],
-                         deepLink: "fitcircle://leaderboard"),
-        NotificationKind("social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],
-                         deepLink: "fitcircle://social"),
-        // The week's one summary: never lost to the day's other traffic (its own cap holds it).
-        NotificationKind("weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)], yieldsToDailyTotal: false,
-                         deepLink: "fitcircle://digest"),
-        NotificationKind("challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
-                         deepLink: "fitcircle://challenge"),
-        NotificationKind("fitcircle_invite", critical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://invites"),
-        // push-trigger decided it against the user's own frequency (docs/jobs/push-trigger.md); one
-        // a day at most.
-        NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
-        // Five minutes before a call the user asked for (docs/jobs/preview-notifications.md).
-        NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
-        // Its SMS (path B), and the SMS after a push that did not reach the user (paths A and C).
-        NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
-        NotificationKind("fallback_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
-    ].map { ($0.type, $0) })
+    public static let catalog: [String: NotificationKind] = Dictionary(
+        uniqueKeysWithValues: [
+            NotificationKind(
+                "daily_checkin", critical: true, pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://checkin",
+                asks: .checkIn),
+            // Both are for the day after the missed one, and ask for its check-in.
+            NotificationKind(
+                "streak_at_risk", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
+                deepLink: "fitcircle://checkin", asks: .checkIn),
+            NotificationKind(
+                "streak_freeze_used", pushSwitch: "push_streak_risk", caps: [.perLocalDay(1)], group: "streak",
+                deepLink: "fitcircle://checkin", asks: .checkIn),
+            // The morning after a 7/30/100-day streak (docs/jobs/reminders.md, "The parts"): one a day
+            // at most.
+            NotificationKind(
+                "streak_milestone", pushSwitch: nil, caps: [.perLocalDay(1)], group: "streak",
+                deepLink: "fitcircle://streak"),
+            NotificationKind(
+                "weekly_goal_progress", pushSwitch: "push_weekly_goal", caps: [.perLocalWeek(1)],
+                deepLink: "fitcircle://goals"),
+            NotificationKind(
+                "data_submission", pushSwitch: "push_data_submission", caps: [.perLocalDay(1)],
+                deepLink: "fitcircle://submit", asks: .submission),
+            NotificationKind(
+                "leaderboard_change", pushSwitch: "push_leaderboard_change", caps: [.perLocalDay(3), .perHour(1)],
+                deepLink: "fitcircle://leaderboard"),
+            NotificationKind(
+                "social_engagement", pushSwitch: "push_social_engagement", caps: [.perLocalDay(10)],
+                deepLink: "fitcircle://social"),
+            // The week's one summary: never lost to the day's other traffic (its own cap holds it).
+            NotificationKind(
+                "weekly_digest", pushSwitch: "push_weekly_digest", caps: [.perLocalWeek(1)], yieldsToDailyTotal: false,
+                deepLink: "fitcircle://digest"),
+            NotificationKind(
+                "challenge_milestone", critical: true, pushSwitch: nil, caps: [.perChallenge(4)],
+                deepLink: "fitcircle://challenge"),
+            NotificationKind("fitcircle_invite", critical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://invites"),
+            // push-trigger decided it against the user's own frequency (docs/jobs/push-trigger.md); one
+            // a day at most.
+            NotificationKind("proactive_push", pushSwitch: nil, caps: [.perLocalDay(1)], deepLink: "fitcircle://coach"),
+            // Five minutes before a call the user asked for (docs/jobs/preview-notifications.md).
+            NotificationKind("preview_push", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
+            // Its SMS (path B), and the SMS after a push that did not reach the user (paths A and C).
+            NotificationKind("preview_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
+            NotificationKind("fallback_sms", timeCritical: true, pushSwitch: nil, caps: [], deepLink: "fitcircle://incoming-call"),
+        ].map { ($0.type, $0) })
 
     /// The kind of `type`; a type this catalogue does not know is optional, has no switch of its
     /// own and only the daily total as cap.

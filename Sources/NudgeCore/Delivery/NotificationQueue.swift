@@ -10,7 +10,9 @@ enum NotificationQueue {
     /// again (the call back at that time, pending again).
     static func enqueue(_ messages: [(UUID, OutboxMessage)], job: String, runID: Int64, into writes: inout BatchWrites) {
         guard !messages.isEmpty else { return }
-        writes.step("nudge_outbox", """
+        writes.step(
+            "nudge_outbox",
+            """
             insert into notification_outbox
                    (dedupe_key, job, user_id, local_day, notification_type, channel, deliver_after, title, body,
                     payload, run_id)
@@ -31,7 +33,9 @@ enum NotificationQueue {
         // key twice.)
         let revivable = messages.filter { NotificationKind.of($0.1.type).isTimeCritical }
         if !revivable.isEmpty {
-            writes.step("nudge_outbox_revived", """
+            writes.step(
+                "nudge_outbox_revived",
+                """
                 update notification_outbox o
                    set local_day = m.local_day, deliver_after = m.deliver_after, title = m.title, body = m.body,
                        payload = m.payload::jsonb, run_id = \(runID), status = 'pending', next_attempt_at = null,

@@ -66,7 +66,12 @@ public struct PushContent: Sendable, Equatable {
         json.object {
             $0.field("aps") {
                 $0.object {
-                    $0.field("alert") { $0.object { $0.field("body", body); $0.field("title", title) } }
+                    $0.field("alert") {
+                        $0.object {
+                            $0.field("body", body)
+                            $0.field("title", title)
+                        }
+                    }
                     $0.field("badge") { $0.raw("1") }
                     if timeSensitive { $0.field("interruption-level", "time-sensitive") }
                     $0.field("sound", "default")
@@ -93,7 +98,12 @@ public struct PushContent: Sendable, Equatable {
                         }
                     }
                     $0.field("data") { $0.object(data) }
-                    $0.field("notification") { $0.object { $0.field("body", body); $0.field("title", title) } }
+                    $0.field("notification") {
+                        $0.object {
+                            $0.field("body", body)
+                            $0.field("title", title)
+                        }
+                    }
                     $0.field("token", token)
                 }
             }
@@ -106,7 +116,12 @@ public struct PushContent: Sendable, Equatable {
         var json = JSONText()
         json.object {
             $0.field("data") { $0.object(data) }
-            $0.field("notification") { $0.object { $0.field("body", body); $0.field("title", title) } }
+            $0.field("notification") {
+                $0.object {
+                    $0.field("body", body)
+                    $0.field("title", title)
+                }
+            }
         }
         return json.bytes.count
     }
@@ -175,8 +190,10 @@ struct JSONText {
             case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
             case 0..<0x20:
                 let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                          hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]])
+                bytes.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    hex[Int(byte >> 4)], hex[Int(byte & 0x0f)],
+                ])
             default: bytes.append(byte)
             }
         }
@@ -208,10 +225,15 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
         case .integer(let value): String(value)
         case .number(let value): value.isFinite ? String(value) : "null"
         case .string(let value):
-            { var json = JSONText(); json.string(value); return String(decoding: json.bytes, as: UTF8.self) }()
+            {
+                var json = JSONText()
+                json.string(value)
+                return String(decoding: json.bytes, as: UTF8.self)
+            }()
         case .array(let values): "[" + values.map(\.description).joined(separator: ",") + "]"
         case .object(let object):
-            "{" + object.keys.sorted().map { key in JSONValue.string(key).description + ":" + object[key]!.description }
+            "{"
+                + object.keys.sorted().map { key in JSONValue.string(key).description + ":" + object[key]!.description }
                 .joined(separator: ",") + "}"
         }
     }
@@ -280,8 +302,14 @@ private struct JSONReader {
             object[key] = value
             skipSpace()
             guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(object)
+            }
             return nil
         }
     }
@@ -301,8 +329,14 @@ private struct JSONReader {
             array.append(value)
             skipSpace()
             guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(array) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(array)
+            }
             return nil
         }
     }

@@ -10,7 +10,10 @@ import Foundation
 ///   whole message into UTF-16 code units, 70 in one part, 67 per part. An emoji outside the
 ///   basic plane is two code units.
 public struct SMSText: Sendable, Equatable {
-    public enum Encoding: String, Sendable { case gsm7 = "GSM-7", ucs2 = "UCS-2" }
+    public enum Encoding: String, Sendable {
+        case gsm7 = "GSM-7"
+        case ucs2 = "UCS-2"
+    }
 
     public let text: String
     public let encoding: Encoding

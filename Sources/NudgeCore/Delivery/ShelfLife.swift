@@ -79,10 +79,13 @@ public struct ShelfLife: Sendable, Equatable, Codable {
         var rules: [String: Rule] = [:]
         for (key, text) in texts {
             guard let rule = Self.parse(text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: """
-                    shelfLife "\(key)": "\(text)" is not a shelf life (a duration such as 10m, 3h, 48h; \
-                    "end of local day"; or "end of period, at most 2h")
-                    """))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: """
+                            shelfLife "\(key)": "\(text)" is not a shelf life (a duration such as 10m, 3h, 48h; \
+                            "end of local day"; or "end of period, at most 2h")
+                            """))
             }
             rules[key] = rule
         }

@@ -33,8 +33,10 @@ public struct CronSchedule: Sendable, Equatable {
         return "\(days)*-*-* \(list(hours, of: 24)):\(list(minutes, of: 60)):00 UTC"
     }
 
-    private static func values(_ field: String, in range: ClosedRange<Int>, field name: String,
-                               schedule: String) throws(NudgeError) -> [Int] {
+    private static func values(
+        _ field: String, in range: ClosedRange<Int>, field name: String,
+        schedule: String
+    ) throws(NudgeError) -> [Int] {
         func fail() -> NudgeError {
             NudgeError(.configuration, "schedule '\(schedule)': the \(name) field '\(field)' is not *, a number, a range, a step or a list of them")
         }
@@ -49,7 +51,8 @@ public struct CronSchedule: Sendable, Equatable {
                 span = range
             } else if let dash = pieces[0].firstIndex(of: "-") {
                 guard let low = Int(pieces[0][..<dash]), let high = Int(pieces[0][pieces[0].index(after: dash)...]),
-                      range.contains(low), range.contains(high), low <= high else { throw fail() }
+                    range.contains(low), range.contains(high), low <= high
+                else { throw fail() }
                 span = low...high
             } else {
                 guard let single = Int(pieces[0]), range.contains(single) else { throw fail() }

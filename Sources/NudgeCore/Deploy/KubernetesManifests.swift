@@ -80,7 +80,9 @@ extension JobCatalog {
         let frequent = (try? CronSchedule(schedule)).map { $0.hours.count > 1 && $0.weekdays.count == 7 } ?? false
         let deadline = frequent ? 1_800 : 10_800
         let namespace = setup.namespace.map { "\n  namespace: \($0)" } ?? ""
-        let shardIndex = shards > 1 ? """
+        let shardIndex =
+            shards > 1
+            ? """
 
                             - name: SHARD_INDEX
                               valueFrom: { fieldRef: { fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']" } }

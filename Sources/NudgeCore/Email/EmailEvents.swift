@@ -49,8 +49,10 @@ public enum EmailEvents {
     /// recorded one at a time (a transaction-scoped advisory lock on the email's id, tried:
     /// `.busy` when another holds it), so that two of them never apply over each other and none
     /// waits for another.
-    public static func record(_ event: ResendWebhook.Event, svixID: String, deliveredAt: Int64, receivedAt: Date,
-                              on connection: PostgresConnection, logger: Logger) async throws -> Outcome {
+    public static func record(
+        _ event: ResendWebhook.Event, svixID: String, deliveredAt: Int64, receivedAt: Date,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Outcome {
         guard let emailID = event.emailID else { return .ignored(type: event.type) }
         let query: SQLFragment = """
             select nudge_email_event(\(svixID), \(deliveredAt), \(emailID), \(event.type), \(event.occurredAt), \(event.to),

@@ -21,7 +21,10 @@ public struct EmailPayload: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case emailType = "email_type", html, unsubscribeURL = "unsubscribe_url", tags
+        case emailType = "email_type"
+        case html
+        case unsubscribeURL = "unsubscribe_url"
+        case tags
     }
 
     public var json: String {
@@ -40,6 +43,7 @@ public struct EmailPayload: Codable, Sendable, Equatable {
 public func isDeliverableAddress(_ address: String) -> Bool {
     let parts = address.split(separator: "@", omittingEmptySubsequences: false)
     guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
-          address.count <= 254 else { return false }
+        address.count <= 254
+    else { return false }
     return !address.contains { $0.isWhitespace || $0.isNewline || $0 == "<" || $0 == ">" || $0 == "," || $0 == ";" }
 }

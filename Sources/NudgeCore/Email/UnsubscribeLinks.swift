@@ -35,7 +35,9 @@ public struct UnsubscribeLinks: Sendable {
     public init(secret: String, previous: String? = nil, publicURL: String) throws(NudgeError) {
         for (name, value) in [("NUDGE_UNSUBSCRIBE_SECRET", secret)] + (previous.map { [("NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS", $0)] } ?? []) {
             if let weakness = Self.weakness(of: value) {
-                throw NudgeError(.configuration, """
+                throw NudgeError(
+                    .configuration,
+                    """
                     \(name) \(weakness): it signs every unsubscribe link, and one guessed would let anyone stop anyone's \
                     emails. Use 32 random bytes, such as the output of `openssl rand -hex 32`
                     """)
@@ -52,8 +54,9 @@ public struct UnsubscribeLinks: Sendable {
     /// `NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS`) and `NUDGE_PUBLIC_URL`, required by whatever sends or
     /// answers an email that can be stopped.
     public init(environment: Environment) throws(NudgeError) {
-        let secret = try environment.require("NUDGE_UNSUBSCRIBE_SECRET",
-                                             hint: "the key that signs one-click unsubscribe links (`openssl rand -hex 32`)")
+        let secret = try environment.require(
+            "NUDGE_UNSUBSCRIBE_SECRET",
+            hint: "the key that signs one-click unsubscribe links (`openssl rand -hex 32`)")
         let url = try environment.require("NUDGE_PUBLIC_URL", hint: "the https address `nudge serve` is reached at, for the links")
         let previous = environment["NUDGE_UNSUBSCRIBE_SECRET_PREVIOUS"].flatMap { $0.isEmpty ? nil : $0 }
         try self.init(secret: secret, previous: previous, publicURL: url)
@@ -75,7 +78,8 @@ public struct UnsubscribeLinks: Sendable {
         }
         // Words joined by spaces or punctuation ("correct-horse-battery-staple-…").
         if characters.contains(where: CharacterSet.whitespaces.contains)
-            || secret.range(of: #"^[A-Za-z]+([-_.,:;'][A-Za-z]+)+[0-9!?.]*$"#, options: .regularExpression) != nil {
+            || secret.range(of: #"^[A-Za-z]+([-_.,:;'][A-Za-z]+)+[0-9!?.]*$"#, options: .regularExpression) != nil
+        {
             return "reads as a phrase, not random bytes"
         }
         if Set(characters).count < 12 {
@@ -100,8 +104,8 @@ public struct UnsubscribeLinks: Sendable {
     public func verify(_ token: String) -> (user: UUID, type: EmailType)? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 || parts.count == 4, let user = UUID(uuidString: String(parts[0])),
-              let type = EmailType(rawValue: String(parts[1])), let mac = Data(base64URL: String(parts[parts.count - 1])),
-              mac.count == SHA256.byteCount
+            let type = EmailType(rawValue: String(parts[1])), let mac = Data(base64URL: String(parts[parts.count - 1])),
+            mac.count == SHA256.byteCount
         else { return nil }
         let candidates = parts.count == 4 ? keys.filter { $0.id == parts[2] } : keys
         let subject = Data(("unsubscribe:" + parts[0] + "." + parts[1]).utf8)

@@ -43,10 +43,13 @@ public struct JobDefinition: Codable, Sendable, Equatable {
     public let enabledByDefault: Bool
     public let batchSize: Int
 
-    public init(name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
-                pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil, shelfLife: ShelfLife? = nil,
-                retentionDays: [String: Int]? = nil, sweepSchedule: String? = nil, shards: Int? = nil,
-                killSwitch: String, enabledByDefault: Bool, batchSize: Int) {
+    public init(
+        name: String, summary: String, schedule: String, localTime: LocalTime?, dueForMinutes: Int? = nil,
+        pauseBetweenBatchesMilliseconds: Int? = nil, catchUpDays: Int? = nil, drainSeconds: Int? = nil, concurrency: Int? = nil, lanes: Int? = nil,
+        shelfLife: ShelfLife? = nil,
+        retentionDays: [String: Int]? = nil, sweepSchedule: String? = nil, shards: Int? = nil,
+        killSwitch: String, enabledByDefault: Bool, batchSize: Int
+    ) {
         self.name = name
         self.summary = summary
         self.schedule = schedule

@@ -44,8 +44,10 @@ public enum JobRegistry {
     public static let names: Set<String> = Set(JobTable.jobs.map { $0.jobName })
 
     /// The job `setup` names, built for one run (`RegisteredJob.withJob`).
-    public static func withJob<Result: Sendable>(_ setup: JobSetup,
-                                                 _ body: (any Job) async throws -> Result) async throws -> Result {
+    public static func withJob<Result: Sendable>(
+        _ setup: JobSetup,
+        _ body: (any Job) async throws -> Result
+    ) async throws -> Result {
         guard let job = JobTable.jobs.first(where: { $0.jobName == setup.definition.name }) else {
             throw NudgeError(.configuration, "job '\(setup.definition.name)' is defined in jobs/ but not built into this binary")
         }

@@ -71,8 +71,10 @@ public final class LLMClient: Sendable {
     }
 
     /// A client for the length of `body`, shut down on every path out of it.
-    public static func with<Result: Sendable>(_ configuration: LLMConfiguration, concurrency: Int,
-                                              _ body: (LLMClient) async throws -> Result) async throws -> Result {
+    public static func with<Result: Sendable>(
+        _ configuration: LLMConfiguration, concurrency: Int,
+        _ body: (LLMClient) async throws -> Result
+    ) async throws -> Result {
         let client = try LLMClient(configuration: configuration, concurrency: concurrency)
         let result: Result
         do {
@@ -102,8 +104,9 @@ public final class LLMClient: Sendable {
             // A turn further than that away (every shard's calls queued before it) is not waited
             // for: the user is tried again within their window.
             guard let wait = try await pace.reserve(within: Self.longestWaitForTurn) else {
-                throw LLMError.status(429, detail: "no turn under the shared pace (NUDGE_LLM_REQUESTS_PER_MINUTE) within \(Self.longestWaitForTurn)",
-                                      attempts: attempt - 1)
+                throw LLMError.status(
+                    429, detail: "no turn under the shared pace (NUDGE_LLM_REQUESTS_PER_MINUTE) within \(Self.longestWaitForTurn)",
+                    attempts: attempt - 1)
             }
             if wait > .zero { try await Task.sleep(for: wait) }
             let failure: LLMError
@@ -119,8 +122,9 @@ public final class LLMClient: Sendable {
             }
             guard attempt <= configuration.maxRetries else { throw failure }
             if let retryAfter, retryAfter > Self.longestRetryAfter {
-                throw LLMError.status(Self.code(of: failure), detail: "asked to retry after \(retryAfter), longer than the \(Self.longestRetryAfter) Nudge waits",
-                                      attempts: attempt)
+                throw LLMError.status(
+                    Self.code(of: failure), detail: "asked to retry after \(retryAfter), longer than the \(Self.longestRetryAfter) Nudge waits",
+                    attempts: attempt)
             }
             let delay = max(retryAfter ?? .zero, backoff(afterAttempt: attempt))
             if let retryAfter, Self.code(of: failure) == 429 {
@@ -129,9 +133,11 @@ public final class LLMClient: Sendable {
                 // leaves this call its own wait).
                 try? await pace.hold(for: retryAfter)
             }
-            logger.warning("LLM call failed; retrying", metadata: [
-                LogKey.reason: "\(failure)", "nudge.llm_attempt": "\(attempt)", "nudge.llm_retry_in": "\(delay)",
-            ])
+            logger.warning(
+                "LLM call failed; retrying",
+                metadata: [
+                    LogKey.reason: "\(failure)", "nudge.llm_attempt": "\(attempt)", "nudge.llm_retry_in": "\(delay)",
+                ])
             try await Task.sleep(for: delay)
         }
     }
@@ -148,12 +154,13 @@ public final class LLMClient: Sendable {
         do {
             // AsyncHTTPClient's own deadline ends when the response head arrives: the time-out
             // bounds the whole exchange, so a server that stalls mid-body cannot hold the run.
-            let httpClient = self.httpClient, timeout = configuration.timeout
+            let httpClient = self.httpClient
+            let timeout = configuration.timeout
             (response, body) = try await withTimeout(timeout) {
                 let response = try await httpClient.execute(request, timeout: TimeAmount(timeout))
                 return (response, Data(try await response.body.collect(upTo: 1 << 20).readableBytesView))
             }
-        } catch where Task.isCancelled {
+        } catch  where Task.isCancelled {
             throw CancellationError()
         } catch {
             return .failure(.retryable(.unreachable(Self.describe(error), attempts: attempt), retryAfter: nil))
@@ -161,8 +168,9 @@ public final class LLMClient: Sendable {
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
             let error = LLMError.status(status, detail: LLMWireFormat.errorDescription(from: body, status: status), attempts: attempt)
-            return .failure(Self.retryableStatuses.contains(status)
-                ? .retryable(error, retryAfter: ProviderHTTP.retryAfter(response.headers)) : .final(error))
+            return .failure(
+                Self.retryableStatuses.contains(status)
+                    ? .retryable(error, retryAfter: ProviderHTTP.retryAfter(response.headers)) : .final(error))
         }
         do {
             return .success(try LLMWireFormat.reply(from: body, provider: configuration.provider))

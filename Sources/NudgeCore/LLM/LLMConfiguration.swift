@@ -32,9 +32,11 @@ public struct LLMConfiguration: Sendable, Equatable {
     /// `NUDGE_CA_FILE`: roots trusted besides the system's.
     public var extraTrustedRoots: String?
 
-    public init(provider: Provider, baseURL: String, apiKey: String?, model: String, maxTokens: Int = 150,
-                timeout: Duration = .seconds(30), requestsPerMinute: Int = 50, maxRetries: Int = 4,
-                initialBackoff: Duration = .milliseconds(500), maxBackoff: Duration = .seconds(20)) {
+    public init(
+        provider: Provider, baseURL: String, apiKey: String?, model: String, maxTokens: Int = 150,
+        timeout: Duration = .seconds(30), requestsPerMinute: Int = 50, maxRetries: Int = 4,
+        initialBackoff: Duration = .milliseconds(500), maxBackoff: Duration = .seconds(20)
+    ) {
         self.provider = provider
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.apiKey = apiKey
@@ -58,18 +60,20 @@ public struct LLMConfiguration: Sendable, Equatable {
         }
         switch provider {
         case .anthropic:
-            self.init(provider: .anthropic,
-                      baseURL: try Self.url(environment, "ANTHROPIC_BASE_URL", default: "https://api.anthropic.com"),
-                      apiKey: try environment.require(
-                        "ANTHROPIC_API_KEY",
-                        hint: "push-trigger writes its copy with the Anthropic Messages API; set the key, or NUDGE_LLM_PROVIDER=openai with OPENAI_BASE_URL"),
-                      model: environment["NUDGE_LLM_MODEL"] ?? Self.defaultAnthropicModel)
+            self.init(
+                provider: .anthropic,
+                baseURL: try Self.url(environment, "ANTHROPIC_BASE_URL", default: "https://api.anthropic.com"),
+                apiKey: try environment.require(
+                    "ANTHROPIC_API_KEY",
+                    hint: "push-trigger writes its copy with the Anthropic Messages API; set the key, or NUDGE_LLM_PROVIDER=openai with OPENAI_BASE_URL"),
+                model: environment["NUDGE_LLM_MODEL"] ?? Self.defaultAnthropicModel)
         case .openAI:
-            self.init(provider: .openAI,
-                      baseURL: try Self.url(environment, "OPENAI_BASE_URL", default: "https://api.openai.com/v1"),
-                      apiKey: environment["OPENAI_API_KEY"],
-                      model: try environment.require(
-                        "NUDGE_LLM_MODEL", hint: "name the model the OpenAI-compatible server should run"))
+            self.init(
+                provider: .openAI,
+                baseURL: try Self.url(environment, "OPENAI_BASE_URL", default: "https://api.openai.com/v1"),
+                apiKey: environment["OPENAI_API_KEY"],
+                model: try environment.require(
+                    "NUDGE_LLM_MODEL", hint: "name the model the OpenAI-compatible server should run"))
         }
         requestsPerMinute = try environment.integer("NUDGE_LLM_REQUESTS_PER_MINUTE", default: 50, in: 1...100_000)
         timeout = .seconds(try environment.integer("NUDGE_LLM_TIMEOUT_SECONDS", default: 30, in: 1...600))

@@ -52,17 +52,22 @@ enum LLMWireFormat {
                 throw .malformedResponse("the response is not a Messages API message")
             }
             let text = message.content.filter { $0.type == "text" }.compactMap(\.text).joined()
-            return LLMReply(text: text, model: message.model ?? "",
-                            usage: TokenUsage(inputTokens: message.usage?.inputTokens ?? 0,
-                                              outputTokens: message.usage?.outputTokens ?? 0))
+            return LLMReply(
+                text: text, model: message.model ?? "",
+                usage: TokenUsage(
+                    inputTokens: message.usage?.inputTokens ?? 0,
+                    outputTokens: message.usage?.outputTokens ?? 0))
         case .openAI:
             guard let completion = try? JSONDecoder().decode(ChatCompletion.self, from: body),
-                  let choice = completion.choices.first else {
+                let choice = completion.choices.first
+            else {
                 throw .malformedResponse("the response is not a chat completion with a choice")
             }
-            return LLMReply(text: choice.message.content ?? "", model: completion.model ?? "",
-                            usage: TokenUsage(inputTokens: completion.usage?.promptTokens ?? 0,
-                                              outputTokens: completion.usage?.completionTokens ?? 0))
+            return LLMReply(
+                text: choice.message.content ?? "", model: completion.model ?? "",
+                usage: TokenUsage(
+                    inputTokens: completion.usage?.promptTokens ?? 0,
+                    outputTokens: completion.usage?.completionTokens ?? 0))
         }
     }
 
@@ -90,7 +95,10 @@ enum LLMWireFormat {
         struct Usage: Decodable {
             let inputTokens: Int?
             let outputTokens: Int?
-            enum CodingKeys: String, CodingKey { case inputTokens = "input_tokens", outputTokens = "output_tokens" }
+            enum CodingKeys: String, CodingKey {
+                case inputTokens = "input_tokens"
+                case outputTokens = "output_tokens"
+            }
         }
         let type: String?
         let model: String?
@@ -106,7 +114,10 @@ enum LLMWireFormat {
         struct Usage: Decodable {
             let promptTokens: Int?
             let completionTokens: Int?
-            enum CodingKeys: String, CodingKey { case promptTokens = "prompt_tokens", completionTokens = "completion_tokens" }
+            enum CodingKeys: String, CodingKey {
+                case promptTokens = "prompt_tokens"
+                case completionTokens = "completion_tokens"
+            }
         }
         let model: String?
         let choices: [Choice]

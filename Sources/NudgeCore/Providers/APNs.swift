@@ -46,8 +46,10 @@ public struct APNsConfiguration: Sendable {
             throw NudgeError(.configuration, "APNS_ENVIRONMENT must be production or sandbox, not '\(name)'")
         }
         environmentName = name == "production" ? "production" : "sandbox"
-        baseURL = try ProviderHTTP.baseURL(environment, "APNS_BASE_URL", default: environmentName == "production"
-                                           ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
+        baseURL = try ProviderHTTP.baseURL(
+            environment, "APNS_BASE_URL",
+            default: environmentName == "production"
+                ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com")
         connections = try environment.integer("APNS_CONNECTIONS", default: 2, in: 1...64)
         let pem = try Self.pem(environment["APNS_PRIVATE_KEY"]!, environment: environment)
         do {
@@ -70,10 +72,12 @@ public struct APNsConfiguration: Sendable {
     /// A provider token issued at `instant`.
     func providerToken(at instant: Date) throws -> ProviderToken {
         let issuedAt = Int(instant.timeIntervalSince1970)
-        let jwt = try JWT.sign(header: [("kid", JWT.string(keyID))],
-                               claims: [("iss", JWT.string(teamID)), ("iat", String(issuedAt))], key: .es256(privateKey))
-        return ProviderToken(value: jwt, issuedAt: Date(timeIntervalSince1970: TimeInterval(issuedAt)),
-                             expiresAt: Date(timeIntervalSince1970: TimeInterval(issuedAt + 3600)))
+        let jwt = try JWT.sign(
+            header: [("kid", JWT.string(keyID))],
+            claims: [("iss", JWT.string(teamID)), ("iat", String(issuedAt))], key: .es256(privateKey))
+        return ProviderToken(
+            value: jwt, issuedAt: Date(timeIntervalSince1970: TimeInterval(issuedAt)),
+            expiresAt: Date(timeIntervalSince1970: TimeInterval(issuedAt + 3600)))
     }
 }
 
@@ -103,9 +107,11 @@ public final class APNsClient: PushService {
         for _ in 0..<configuration.connections { clients.append(try http.makeClient(http2: true, connectionsPerHost: 1)) }
         self.clients = clients
         slots = ProviderSlots(limit: configuration.connections * Self.streamsPerConnection)
-        tokens = ProviderTokenStore(provider: "apns", credential: "\(configuration.teamID).\(configuration.keyID)",
-                                    secret: configuration.keyBytes, renewAfter: Self.renewAfter,
-                                    keepAtLeast: Self.keepAtLeast, clock: clock) { instant in
+        tokens = ProviderTokenStore(
+            provider: "apns", credential: "\(configuration.teamID).\(configuration.keyID)",
+            secret: configuration.keyBytes, renewAfter: Self.renewAfter,
+            keepAtLeast: Self.keepAtLeast, clock: clock
+        ) { instant in
             try configuration.providerToken(at: instant)
         }
     }
@@ -218,7 +224,7 @@ public final class APNsClient: PushService {
         case (500...599, _):
             return .result(.unavailable(text, after: retryAfter.map { $0.seconds }))
         case (403, _), (400, "BadTopic"), (400, "TopicDisallowed"), (400, "MissingTopic"), (400, "BadCertificate"),
-             (400, "BadCertificateEnvironment"), (404, _), (405, _):
+            (400, "BadCertificateEnvironment"), (404, _), (405, _):
             // A key, team, topic or endpoint Apple refuses: Nudge's configuration, not the device.
             return .result(.configuration(text))
         default:

@@ -76,10 +76,13 @@ public struct FCMConfiguration: Sendable {
     /// The signed grant Google's token endpoint exchanges for an access token.
     func grant(at instant: Date) throws -> String {
         let issuedAt = Int(instant.timeIntervalSince1970)
-        return try JWT.sign(header: [("typ", JWT.string("JWT")), ("kid", JWT.string(privateKeyID))],
-                            claims: [("iss", JWT.string(clientEmail)), ("scope", JWT.string(Self.scope)),
-                                     ("aud", JWT.string(tokenURI)), ("iat", String(issuedAt)), ("exp", String(issuedAt + 3600))],
-                            key: .rs256(privateKey))
+        return try JWT.sign(
+            header: [("typ", JWT.string("JWT")), ("kid", JWT.string(privateKeyID))],
+            claims: [
+                ("iss", JWT.string(clientEmail)), ("scope", JWT.string(Self.scope)),
+                ("aud", JWT.string(tokenURI)), ("iat", String(issuedAt)), ("exp", String(issuedAt + 3600)),
+            ],
+            key: .rs256(privateKey))
     }
 }
 
@@ -102,9 +105,11 @@ public final class FCMClient: PushService {
         let client = try http.makeClient(http2: true, connectionsPerHost: 8)
         self.client = client
         slots = ProviderSlots(limit: configuration.concurrency)
-        tokens = ProviderTokenStore(provider: "fcm", credential: "\(configuration.clientEmail).\(configuration.privateKeyID)",
-                                    secret: configuration.keyBytes, renewAfter: 3600 - Self.renewBeforeExpiry,
-                                    clock: clock) { instant in
+        tokens = ProviderTokenStore(
+            provider: "fcm", credential: "\(configuration.clientEmail).\(configuration.privateKeyID)",
+            secret: configuration.keyBytes, renewAfter: 3600 - Self.renewBeforeExpiry,
+            clock: clock
+        ) { instant in
             try await Self.fetchAccessToken(configuration: configuration, http: http, client: client, at: instant)
         }
     }
@@ -114,12 +119,15 @@ public final class FCMClient: PushService {
     }
 
     /// The OAuth2 JWT-bearer grant at the service account's `token_uri`.
-    static func fetchAccessToken(configuration: FCMConfiguration, http: ProviderHTTP, client: HTTPClient,
-                                 at instant: Date) async throws -> ProviderToken {
+    static func fetchAccessToken(
+        configuration: FCMConfiguration, http: ProviderHTTP, client: HTTPClient,
+        at instant: Date
+    ) async throws -> ProviderToken {
         var request = HTTPClientRequest(url: configuration.tokenURI)
         request.method = .POST
         request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
-        let form = "grant_type=" + formEncode("urn:ietf:params:oauth:grant-type:jwt-bearer")
+        let form =
+            "grant_type=" + formEncode("urn:ietf:params:oauth:grant-type:jwt-bearer")
             + "&assertion=" + formEncode(try configuration.grant(at: instant))
         request.body = .bytes(ByteBuffer(string: form))
         let (head, body) = try await http.exchange(request, on: client)
@@ -164,7 +172,8 @@ public final class FCMClient: PushService {
             let result = await post(push, token: token, runClock: context.clock)
             // An access token the server no longer takes is replaced once.
             if case .configuration(let why) = result, why.hasPrefix("FCM 401 UNAUTHENTICATED"), attempt == 1,
-               await tokens.refuse(token) {
+                await tokens.refuse(token)
+            {
                 continue
             }
             return result
@@ -209,8 +218,11 @@ public final class FCMClient: PushService {
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(token)")
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: push.content.fcmRequest(token: push.device.token, collapseKey: Self.collapseKey(push),
-                                                                       timeToLive: keepFor)))
+        request.body = .bytes(
+            ByteBuffer(
+                bytes: push.content.fcmRequest(
+                    token: push.device.token, collapseKey: Self.collapseKey(push),
+                    timeToLive: keepFor)))
         return request
     }
 
@@ -237,8 +249,9 @@ public final class FCMClient: PushService {
             }
             return .delivered(providerID: sent.name)
         }
-        return Self.classify(status: Int(head.status.code), body: body,
-                             retryAfter: ProviderHTTP.retryAfter(head.headers).map { $0.seconds })
+        return Self.classify(
+            status: Int(head.status.code), body: body,
+            retryAfter: ProviderHTTP.retryAfter(head.headers).map { $0.seconds })
     }
 
     /// FCM keeps at most four collapse keys per offline device: one a notification group
@@ -255,7 +268,10 @@ public final class FCMClient: PushService {
                     let type: String?
                     let errorCode: String?
                     let fieldViolations: [Violation]?
-                    enum CodingKeys: String, CodingKey { case type = "@type", errorCode, fieldViolations }
+                    enum CodingKeys: String, CodingKey {
+                        case type = "@type"
+                        case errorCode, fieldViolations
+                    }
                 }
                 let message: String?
                 let status: String?
@@ -274,7 +290,8 @@ public final class FCMClient: PushService {
             // Also what every token gets with the wrong project.
             return .invalidToken(text, unknownToProvider: true)
         case "INVALID_ARGUMENT":
-            let aboutToken = message.lowercased().contains("registration token")
+            let aboutToken =
+                message.lowercased().contains("registration token")
                 || (error?.details ?? []).contains { ($0.fieldViolations ?? []).contains { $0.field == "message.token" } }
             if aboutToken { return .invalidToken(text, unknownToProvider: true) }
             // The message itself (too big, a reserved data key): this notification fails.

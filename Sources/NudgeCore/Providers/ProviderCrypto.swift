@@ -14,8 +14,11 @@ enum Digest {
         var bytes = Array(SHA256.hash(data: Data(text.utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0f) | 0x50   // version 5, name-based
         bytes[8] = (bytes[8] & 0x3f) | 0x80   // RFC 4122 variant
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 }
 
@@ -54,7 +57,8 @@ enum JWT {
         func object(_ pairs: [(String, String)]) -> Data {
             Data(("{" + pairs.map { "\(JSONValue.string($0.0)):\($0.1)" }.joined(separator: ",") + "}").utf8)
         }
-        let signingInput = object([("alg", JSONValue.string(key.algorithm).description)] + header).base64URL
+        let signingInput =
+            object([("alg", JSONValue.string(key.algorithm).description)] + header).base64URL
             + "." + object(claims).base64URL
         let signature: Data
         switch key {
@@ -77,8 +81,9 @@ struct TokenSeal: Sendable {
 
     /// `secret` is the provider's private key (its DER or PEM bytes); `label` names the provider.
     init(secret: Data, label: String) {
-        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: secret), salt: Data("nudge provider token".utf8),
-                                     info: Data(label.utf8), outputByteCount: 32)
+        key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: secret), salt: Data("nudge provider token".utf8),
+            info: Data(label.utf8), outputByteCount: 32)
     }
 
     func seal(_ token: String) throws -> Data {

@@ -37,9 +37,10 @@ public struct ProviderHTTP: Sendable {
         }
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, connectionsPerHost)
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls,
-                                                     timeout: .init(connect: .seconds(10)),
-                                                     connectionPool: pool)
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            timeout: .init(connect: .seconds(10)),
+            connectionPool: pool)
         configuration.httpVersion = http2 ? .automatic : .http1Only
         // A provider answers where it was asked: a redirect is an answer, never followed (it would
         // carry the request's key to wherever it points).
@@ -61,9 +62,11 @@ public struct ProviderHTTP: Sendable {
     /// Refuses an address that is not https, unless it is plain http to this machine.
     public static func check(_ text: String, name: String) throws(NudgeError) {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
-              scheme == "https" || (scheme == "http" && DatabaseURL.isLoopback(host))
+            scheme == "https" || (scheme == "http" && DatabaseURL.isLoopback(host))
         else {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 \(name) must be an https URL (plain http only to this machine: 127.0.0.1, localhost, ::1), not '\(text)'
                 """)
         }
@@ -82,19 +85,25 @@ public struct ProviderHTTP: Sendable {
     /// deadline, an event-loop timer), and whose body, of at most `largest` bytes, by the caller:
     /// a push is sent tens of thousands of times a minute, and a timer task of its own for each
     /// would cost more than the push. dispatch bounds each batch's sends as a whole.
-    public func exchangeUntilHead(_ request: HTTPClientRequest, on client: HTTPClient,
-                                  largest: Int = 64 * 1024) async throws -> (HTTPResponseHead, Data) {
+    public func exchangeUntilHead(
+        _ request: HTTPClientRequest, on client: HTTPClient,
+        largest: Int = 64 * 1024
+    ) async throws -> (HTTPResponseHead, Data) {
         let response = try await client.execute(request, timeout: TimeAmount(timeout))
         let body = try await response.body.collect(upTo: largest)
-        return (HTTPResponseHead(version: response.version, status: response.status, headers: response.headers),
-                Data(body.readableBytesView))
+        return (
+            HTTPResponseHead(version: response.version, status: response.status, headers: response.headers),
+            Data(body.readableBytesView)
+        )
     }
 
     /// `exchangeUntilHead` once `slots` has a place for it, the request made (`building`) only
     /// then, so that what it says about time is true when it leaves: the answer, why there was
     /// none, or nil when the task was cancelled while it waited (the request never left).
-    public func exchangeUntilHead(on client: HTTPClient, in slots: ProviderSlots,
-                                  building: @Sendable () -> HTTPClientRequest) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
+    public func exchangeUntilHead(
+        on client: HTTPClient, in slots: ProviderSlots,
+        building: @Sendable () -> HTTPClientRequest
+    ) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
         await slots.run {
             do {
                 return .success(try await exchangeUntilHead(building(), on: client))
@@ -108,9 +117,11 @@ public struct ProviderHTTP: Sendable {
     /// again, its answer read by `reading` (by default: any answer but a 5xx or a 408 says it
     /// does, whatever it says of the request). Its wait for a slot and its exchange are bounded
     /// together, by the time-out and as long again.
-    public func probe(_ provider: String, on client: HTTPClient, in slots: ProviderSlots,
-                      reading: @escaping @Sendable (Int, Data) -> ProbeAnswer? = { _, _ in nil },
-                      building: @escaping @Sendable () -> HTTPClientRequest) async -> ProbeAnswer {
+    public func probe(
+        _ provider: String, on client: HTTPClient, in slots: ProviderSlots,
+        reading: @escaping @Sendable (Int, Data) -> ProbeAnswer? = { _, _ in nil },
+        building: @escaping @Sendable () -> HTTPClientRequest
+    ) async -> ProbeAnswer {
         let timeout = self.timeout
         do {
             let answered = try await withTimeout(timeout * 2) {

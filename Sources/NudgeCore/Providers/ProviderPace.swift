@@ -87,14 +87,18 @@ public struct SharedPace: ProviderPace {
     /// further away than `limit`. Its statement is bounded like any other (`Database.bounded`):
     /// a database that does not answer fails the reservation, and nothing leaves.
     func take(within limit: Duration?) async throws -> (slot: Date, wait: Duration)? {
-        let provider = self.provider, step = interval.seconds, bound = limit?.seconds, logger = self.logger
+        let provider = self.provider
+        let step = interval.seconds
+        let bound = limit?.seconds
+        let logger = self.logger
         let database = self.database
         do {
             return try await database.withConnection { connection in
                 try await database.bounded(connection) {
                     // The conflict's update runs with the row locked: `clock_timestamp()` is read
                     // after any other process's reservation has moved the row on.
-                    let rows = try await connection.query("""
+                    let rows = try await connection.query(
+                        """
                         insert into provider_pace as p (provider, next_slot)
                         values (\(provider), clock_timestamp() + \(step) * interval '1 second')
                         on conflict (provider) do update
@@ -117,11 +121,15 @@ public struct SharedPace: ProviderPace {
     }
 
     public func hold(for delay: Duration) async throws {
-        let provider = self.provider, seconds = delay.seconds, logger = self.logger, database = self.database
+        let provider = self.provider
+        let seconds = delay.seconds
+        let logger = self.logger
+        let database = self.database
         do {
             try await database.withConnection { connection in
                 try await database.bounded(connection) {
-                    _ = try await connection.query("""
+                    _ = try await connection.query(
+                        """
                         insert into provider_pace as p (provider, next_slot)
                         values (\(provider), clock_timestamp() + \(seconds) * interval '1 second')
                         on conflict (provider) do update set next_slot = greatest(p.next_slot, excluded.next_slot)
@@ -135,9 +143,11 @@ public struct SharedPace: ProviderPace {
 
     private func failed(_ error: any Error, doing what: String) -> NudgeError {
         let reason = describe(error)
-        logger.warning("could not use a provider's pace shared through the database", metadata: [
-            "nudge.provider": "\(provider)", LogKey.reason: "\(reason)",
-        ])
+        logger.warning(
+            "could not use a provider's pace shared through the database",
+            metadata: [
+                "nudge.provider": "\(provider)", LogKey.reason: "\(reason)",
+            ])
         return NudgeError(.database, "could not \(what) under \(provider)'s pace (provider_pace): \(reason)")
     }
 }

@@ -45,8 +45,10 @@ public actor ProviderTokenStore {
     private nonisolated let held = Mutex(Held())
 
     /// `mint` makes a new token at the instant it is given.
-    public init(provider: String, credential: String, secret: Data, renewAfter: TimeInterval, keepAtLeast: TimeInterval = 0,
-                clock: any RunClock = SystemClock(), mint: @escaping @Sendable (Date) async throws -> ProviderToken) {
+    public init(
+        provider: String, credential: String, secret: Data, renewAfter: TimeInterval, keepAtLeast: TimeInterval = 0,
+        clock: any RunClock = SystemClock(), mint: @escaping @Sendable (Date) async throws -> ProviderToken
+    ) {
         self.provider = provider
         self.credential = credential
         self.renewAfter = renewAfter
@@ -101,13 +103,16 @@ public actor ProviderTokenStore {
             minted += 1
             return try await mint(clock.now())
         }
-        let provider = self.provider, credential = self.credential, seal = self.seal
+        let provider = self.provider
+        let credential = self.credential
+        let seal = self.seal
         return try await database.withConnection { connection in
             try await database.bounded(connection, statements: 5) {
                 try await connection.query("begin", logger: logger)
                 do {
-                    let token = try await self.obtainLocked(on: connection, provider: provider, credential: credential,
-                                                            seal: seal, logger: logger)
+                    let token = try await self.obtainLocked(
+                        on: connection, provider: provider, credential: credential,
+                        seal: seal, logger: logger)
                     try await connection.query("commit", logger: logger)
                     return token
                 } catch {
@@ -118,14 +123,18 @@ public actor ProviderTokenStore {
         }
     }
 
-    private func obtainLocked(on connection: PostgresConnection, provider: String, credential: String, seal: TokenSeal,
-                              logger: Logger) async throws -> ProviderToken {
-        try await connection.query("""
+    private func obtainLocked(
+        on connection: PostgresConnection, provider: String, credential: String, seal: TokenSeal,
+        logger: Logger
+    ) async throws -> ProviderToken {
+        try await connection.query(
+            """
             insert into provider_tokens (provider, credential, sealed_token, issued_at, expires_at)
             values (\(provider), \(credential), ''::bytea, 'epoch', 'epoch')
             on conflict (provider, credential) do nothing
             """, logger: logger)
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select sealed_token, issued_at, expires_at from provider_tokens
              where provider = \(provider) and credential = \(credential) for update
             """, logger: logger)
@@ -139,7 +148,8 @@ public actor ProviderTokenStore {
         if let stored, isFresh(stored, at: now) { return stored }
         let token = try await mint(now)
         minted += 1
-        try await connection.query("""
+        try await connection.query(
+            """
             update provider_tokens set sealed_token = \(ByteBuffer(bytes: try seal.seal(token.value))),
                    issued_at = \(token.issuedAt), expires_at = \(token.expiresAt)
              where provider = \(provider) and credential = \(credential)

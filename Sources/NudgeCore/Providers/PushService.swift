@@ -87,8 +87,10 @@ public struct DeliveryServices: Sendable {
     /// by a dispatcher configured otherwise.
     public let identities: [DeliveryProvider: String]
 
-    public init(services: [DeliveryProvider: any PushService], email: ResendClient? = nil, sms: TwilioClient? = nil,
-                states: [DeliveryProvider: ProviderState], timeout: Duration, identities: [DeliveryProvider: String] = [:]) {
+    public init(
+        services: [DeliveryProvider: any PushService], email: ResendClient? = nil, sms: TwilioClient? = nil,
+        states: [DeliveryProvider: ProviderState], timeout: Duration, identities: [DeliveryProvider: String] = [:]
+    ) {
         self.services = services
         self.email = email
         self.sms = sms
@@ -120,29 +122,36 @@ public struct DeliveryServices: Sendable {
     /// Builds the services the environment configures, runs `body` with them, and shuts them
     /// down on every path out. A half-done configuration (a key without its team id) is an error
     /// that names what is missing, before anything is sent.
-    public static func with<Result: Sendable>(_ environment: Environment, dryRun: Bool,
-                                              _ body: (DeliveryServices) async throws -> Result) async throws -> Result {
+    public static func with<Result: Sendable>(
+        _ environment: Environment, dryRun: Bool,
+        _ body: (DeliveryServices) async throws -> Result
+    ) async throws -> Result {
         var services: [DeliveryProvider: any PushService] = [:]
         var email: ResendClient?
         var sms: TwilioClient?
         var states: [DeliveryProvider: ProviderState] = [:]
         var identities: [DeliveryProvider: String] = [:]
-        let http = ProviderHTTP(extraTrustedRoots: environment["NUDGE_CA_FILE"],
-                                timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
+        let http = ProviderHTTP(
+            extraTrustedRoots: environment["NUDGE_CA_FILE"],
+            timeout: .seconds(try environment.integer("NUDGE_PUSH_TIMEOUT_SECONDS", default: 10, in: 1...120)))
         do {
             if let configuration = try APNsConfiguration(environment: environment) {
                 if !dryRun { services[.apns] = try APNsClient(configuration: configuration, http: http) }
                 states[.apns] = .ready
-                identities[.apns] = [configuration.teamID, configuration.keyID, configuration.bundleID, configuration.environmentName,
-                                     configuration.baseURL].joined(separator: " ")
+                identities[.apns] = [
+                    configuration.teamID, configuration.keyID, configuration.bundleID, configuration.environmentName,
+                    configuration.baseURL,
+                ].joined(separator: " ")
             } else {
                 states[.apns] = .unavailable("APNs is not configured (APNS_KEY_ID, APNS_TEAM_ID, APNS_PRIVATE_KEY, APNS_BUNDLE_ID)")
             }
             if let configuration = try FCMConfiguration(environment: environment) {
                 if !dryRun { services[.fcm] = try FCMClient(configuration: configuration, http: http) }
                 states[.fcm] = .ready
-                identities[.fcm] = [configuration.projectID, configuration.clientEmail, configuration.privateKeyID,
-                                    configuration.baseURL].joined(separator: " ")
+                identities[.fcm] = [
+                    configuration.projectID, configuration.clientEmail, configuration.privateKeyID,
+                    configuration.baseURL,
+                ].joined(separator: " ")
             } else {
                 states[.fcm] = .unavailable("FCM is not configured (GOOGLE_APPLICATION_CREDENTIALS)")
             }
@@ -167,8 +176,9 @@ public struct DeliveryServices: Sendable {
             await sms?.shutdown()
             throw error
         }
-        let all = DeliveryServices(services: services, email: email, sms: sms, states: states, timeout: http.timeout,
-                                   identities: identities)
+        let all = DeliveryServices(
+            services: services, email: email, sms: sms, states: states, timeout: http.timeout,
+            identities: identities)
         do {
             let result = try await body(all)
             for service in services.values { await service.shutdown() }
@@ -207,10 +217,14 @@ public struct DeliveryServices: Sendable {
                     guard let configuration = try TwilioConfiguration(environment: environment) else {
                         return (provider, "not configured (TWILIO_ACCOUNT_SID, TWILIO_API_KEY_SID, TWILIO_API_KEY_SECRET, TWILIO_FROM)")
                     }
-                    return (provider, "configured: from \(configuration.from)"
-                                      + (configuration.usesAPIKey ? ", with an API key"
-                                         : ", with the account's auth token (an API key would keep it for signatures alone)")
-                                      + (configuration.statusCallback == nil ? ", no status callbacks (NUDGE_PUBLIC_URL not set)" : ""))
+                    return (
+                        provider,
+                        "configured: from \(configuration.from)"
+                            + (configuration.usesAPIKey
+                                ? ", with an API key"
+                                : ", with the account's auth token (an API key would keep it for signatures alone)")
+                            + (configuration.statusCallback == nil ? ", no status callbacks (NUDGE_PUBLIC_URL not set)" : "")
+                    )
                 }
             } catch {
                 return (provider, "misconfigured: \(error)")

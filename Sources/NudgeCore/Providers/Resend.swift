@@ -39,7 +39,8 @@ public struct ResendConfiguration: Sendable {
     /// `RESEND_BASE_URL` (tests).
     /// Nil when neither the key nor the sender is set.
     public init?(environment: Environment) throws(NudgeError) {
-        let key = environment["RESEND_API_KEY"], from = environment["RESEND_FROM"]
+        let key = environment["RESEND_API_KEY"]
+        let from = environment["RESEND_FROM"]
         if key == nil && from == nil { return nil }
         guard let key, !key.isEmpty else { throw NudgeError(.configuration, "Resend is half configured: RESEND_API_KEY not set") }
         guard let from else { throw NudgeError(.configuration, "Resend is half configured: RESEND_FROM not set") }
@@ -150,8 +151,9 @@ public final class ResendClient: Sendable {
 
     /// A tag's name or value as Resend takes it: ASCII letters, digits, `_` and `-`, 256 at most.
     static func tagText(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") ? Character($0) : "_" }
-            .prefix(256))
+        String(
+            text.unicodeScalars.map { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") ? Character($0) : "_" }
+                .prefix(256))
     }
 
     /// The most emails one batch request carries.
@@ -177,8 +179,10 @@ public final class ResendClient: Sendable {
     /// request has its turn and a connection, just before it is written: it records the batch's
     /// rows as having left, or answers why it must not go (Resend found down meanwhile, the claim
     /// on the rows ended); nothing leaves then.
-    public func sendBatch(_ emails: [EmailRequest], key: String, pace: (any ProviderPace)? = nil,
-                          leaving: @Sendable () async -> SendResult? = { nil }) async -> [SendResult] {
+    public func sendBatch(
+        _ emails: [EmailRequest], key: String, pace: (any ProviderPace)? = nil,
+        leaving: @Sendable () async -> SendResult? = { nil }
+    ) async -> [SendResult] {
         guard !emails.isEmpty else { return [] }
         let turn: Duration?
         do {
@@ -201,7 +205,9 @@ public final class ResendClient: Sendable {
         request.headers.add(name: "x-batch-validation", value: "permissive")
         let bodies = emails.map { String(decoding: body(for: $0), as: UTF8.self) }
         request.body = .bytes(ByteBuffer(string: "[" + bodies.joined(separator: ",") + "]"))
-        let http = self.http, client = self.client, count = emails.count
+        let http = self.http
+        let client = self.client
+        let count = emails.count
         let answered = await slots.run { () async -> [SendResult] in
             if let refusal = await leaving() { return Array(repeating: refusal, count: count) }
             do {
@@ -212,8 +218,11 @@ public final class ResendClient: Sendable {
                 return Array(repeating: .unavailable("Resend: \(ProviderHTTP.describe(error))", after: nil), count: count)
             }
         }
-        return answered ?? Array(repeating: .notSent("Resend: no connection was free for it before the batch's bound (it never left)",
-                                                     after: 1), count: count)
+        return answered
+            ?? Array(
+                repeating: .notSent(
+                    "Resend: no connection was free for it before the batch's bound (it never left)",
+                    after: 1), count: count)
     }
 
     /// A read that sends nothing (`GET /domains?limit=1`): whether Resend answers again. It takes
@@ -227,7 +236,8 @@ public final class ResendClient: Sendable {
         } catch {
             return .notAsked("Resend: \(describe(error))")
         }
-        let url = "\(configuration.baseURL)/domains?limit=1", key = configuration.apiKey
+        let url = "\(configuration.baseURL)/domains?limit=1"
+        let key = configuration.apiKey
         return await http.probe("Resend", on: client, in: slots, reading: Self.probeReading) {
             var request = HTTPClientRequest(url: url)
             request.method = .GET
@@ -273,8 +283,10 @@ public final class ResendClient: Sendable {
         guard ids.count + refused.count == count else {
             // Not every email is accounted for: the batch goes again as it was, under its key,
             // and Resend answers it again without sending anything twice.
-            return Array(repeating: .unavailable("Resend answered 200 with \(ids.count) ids for \(count - refused.count) emails",
-                                                 after: nil), count: count)
+            return Array(
+                repeating: .unavailable(
+                    "Resend answered 200 with \(ids.count) ids for \(count - refused.count) emails",
+                    after: nil), count: count)
         }
         var taken = 0
         return (0..<count).map { index in
@@ -300,7 +312,8 @@ public final class ResendClient: Sendable {
         let text = "Resend \(status) \(name)" + ((answer?.message).map { ": \($0)" } ?? "")
         // A wait Resend asks for, within reason: a header that is not a finite number of seconds
         // is ignored, and no wait is longer than a day.
-        let retryAfter = (ProviderHTTP.retryAfter(headers).map(\.seconds)
+        let retryAfter =
+            (ProviderHTTP.retryAfter(headers).map(\.seconds)
             ?? headers.first(name: "ratelimit-reset").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) })
             .flatMap { $0.isFinite && $0 >= 0 ? min($0, maxWait) : nil }
         switch (status, name) {
@@ -399,14 +412,17 @@ public enum ResendWebhook {
 
     /// The `v1` signature of a message, as `svix-signature` carries it.
     public static func signature(id: String, timestamp: String, body: [UInt8], secret: ResendWebhookSecret) -> String {
-        "v1," + Data(HMAC<SHA256>.authenticationCode(for: signed(id: id, timestamp: timestamp, body: body), using: secret.key))
+        "v1,"
+            + Data(HMAC<SHA256>.authenticationCode(for: signed(id: id, timestamp: timestamp, body: body), using: secret.key))
             .base64EncodedString()
     }
 
     /// Checks a delivery's headers against its raw body: its timestamp within the tolerance of
     /// `now`, and one of its `v1` signatures the secret's (compared in constant time).
-    public static func verify(id: String?, timestamp: String?, signatures: String?, body: [UInt8], secret: ResendWebhookSecret,
-                              now: Date) throws(Refusal) {
+    public static func verify(
+        id: String?, timestamp: String?, signatures: String?, body: [UInt8], secret: ResendWebhookSecret,
+        now: Date
+    ) throws(Refusal) {
         guard let id, !id.isEmpty, let timestamp, let signatures else { throw .missingHeaders }
         guard let seconds = Int64(timestamp) else { throw .badTimestamp }
         let age = now.timeIntervalSince1970 - TimeInterval(seconds)
@@ -416,7 +432,8 @@ public enum ResendWebhook {
         for entry in signatures.split(separator: " ") {
             let parts = entry.split(separator: ",", maxSplits: 1)
             guard parts.count == 2, parts[0] == "v1", let given = Data(base64Encoded: String(parts[1])),
-                  given.count == SHA256.byteCount else { continue }
+                given.count == SHA256.byteCount
+            else { continue }
             if HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: content, using: secret.key) { return }
         }
         throw .noMatchingSignature
@@ -450,7 +467,8 @@ public enum ResendWebhook {
     /// The event in a body, or nil when the body is not one (not JSON, no `type`).
     public static func parse(_ body: [UInt8]) -> Event? {
         guard case .object(let event)? = JSONValue.parse(String(decoding: body, as: UTF8.self)),
-              case .string(let type)? = event["type"] else { return nil }
+            case .string(let type)? = event["type"]
+        else { return nil }
         func string(_ value: JSONValue?) -> String? {
             if case .string(let text)? = value, !text.isEmpty { return text }
             return nil
@@ -461,17 +479,19 @@ public enum ResendWebhook {
         if case .object(let object)? = data["bounce"] { bounce = object }
         var to: String?
         if case .array(let addresses)? = data["to"] { to = string(addresses.first) } else { to = string(data["to"]) }
-        return Event(type: type, emailID: type.hasPrefix("email.") ? string(data["email_id"]) : nil,
-                     occurredAt: string(event["created_at"]).flatMap(timestamp),
-                     to: to.map { $0.trimmingCharacters(in: .whitespaces).lowercased() },
-                     bounceType: string(bounce["type"]), bounceSubType: string(bounce["subType"]),
-                     bounceMessage: string(bounce["message"]))
+        return Event(
+            type: type, emailID: type.hasPrefix("email.") ? string(data["email_id"]) : nil,
+            occurredAt: string(event["created_at"]).flatMap(timestamp),
+            to: to.map { $0.trimmingCharacters(in: .whitespaces).lowercased() },
+            bounceType: string(bounce["type"]), bounceSubType: string(bounce["subType"]),
+            bounceMessage: string(bounce["message"]))
     }
 
     /// An ISO 8601 instant as Resend writes them (`2024-11-22T23:41:12.126Z`,
     /// `2024-11-22T23:41:11.894719+00:00`): the fraction is read to the microsecond.
     static func timestamp(_ text: String) -> Date? {
-        var whole = text, fraction = 0.0
+        var whole = text
+        var fraction = 0.0
         if let dot = text.firstIndex(of: "."), let end = text[dot...].firstIndex(where: { !$0.isNumber && $0 != "." }) {
             fraction = Double("0" + text[dot..<end]) ?? 0
             whole = String(text[..<dot] + text[end...])

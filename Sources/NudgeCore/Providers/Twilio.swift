@@ -53,7 +53,9 @@ public struct TwilioConfiguration: Sendable {
     /// key, `TWILIO_AUTH_TOKEN`), `TWILIO_FROM`, `TWILIO_CONNECTIONS`, `TWILIO_BASE_URL` (tests)
     /// and `NUDGE_PUBLIC_URL` (for the status callbacks). Nil when none of them is set.
     public init?(environment: Environment) throws(NudgeError) {
-        let sid = environment["TWILIO_ACCOUNT_SID"], token = environment["TWILIO_AUTH_TOKEN"], from = environment["TWILIO_FROM"]
+        let sid = environment["TWILIO_ACCOUNT_SID"]
+        let token = environment["TWILIO_AUTH_TOKEN"]
+        let from = environment["TWILIO_FROM"]
         let keySID = environment["TWILIO_API_KEY_SID"].flatMap { $0.isEmpty ? nil : $0 }
         let keySecret = environment["TWILIO_API_KEY_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         if sid == nil && token == nil && from == nil && keySID == nil && keySecret == nil { return nil }
@@ -69,7 +71,9 @@ public struct TwilioConfiguration: Sendable {
             usesAPIKey = true
         case (nil, nil):
             guard let token, !token.isEmpty else {
-                throw NudgeError(.configuration, """
+                throw NudgeError(
+                    .configuration,
+                    """
                     Twilio is half configured: set TWILIO_API_KEY_SID and TWILIO_API_KEY_SECRET (an API key for sending), \
                     or TWILIO_AUTH_TOKEN
                     """)
@@ -156,8 +160,10 @@ public final class TwilioClient: Sendable {
     /// answers why it must not (nil: it goes). A request that never got a connection before its
     /// task was cancelled did not leave, and says so. `clock`: the run's, which what is left of
     /// the SMS's shelf life is read from as it leaves.
-    public func send(_ sms: SMSRequest, clock: any RunClock = SystemClock(),
-                     leaving: @Sendable () async -> SendResult? = { nil }) async -> SendResult {
+    public func send(
+        _ sms: SMSRequest, clock: any RunClock = SystemClock(),
+        leaving: @Sendable () async -> SendResult? = { nil }
+    ) async -> SendResult {
         let sent = await slots.run { () async -> SendResult in
             if let refusal = await leaving() { return refusal }
             // The batch's bound came meanwhile: it does not leave (its mark goes with this answer).
@@ -253,7 +259,8 @@ public final class TwilioClient: Sendable {
         request.method = .GET
         request.headers.add(name: "authorization", value: configuration.authorization)
         request.headers.add(name: "user-agent", value: ResendClient.userAgent)
-        let http = self.http, client = self.client
+        let http = self.http
+        let client = self.client
         let answered = await slots.run { () async -> Found in
             do {
                 let (head, body) = try await http.exchange(request, on: client)
@@ -291,8 +298,9 @@ public final class TwilioClient: Sendable {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
         for message in messages {
             guard let sid = message.sid, message.to == sms.to.e164, message.body == sms.body,
-                  message.direction?.hasPrefix("outbound") ?? false,
-                  let created = message.date_created.flatMap(formatter.date(from:)), created >= since else { continue }
+                message.direction?.hasPrefix("outbound") ?? false,
+                let created = message.date_created.flatMap(formatter.date(from:)), created >= since
+            else { continue }
             return .sent(sid)
         }
         return .absent
@@ -369,7 +377,7 @@ enum FormEncoding {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.append(Character(Unicode.Scalar(byte)))
             default:
                 out += String(format: "%%%02X", byte)
@@ -405,16 +413,18 @@ public enum TwilioWebhook {
     public static let path = "/webhooks/twilio"
 
     public static func signature(url: String, fields: [(String, String)], authToken: String) -> String {
-        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: subject(url: url, fields: fields),
-                                                         using: SymmetricKey(data: Data(authToken.utf8)))
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(
+            for: subject(url: url, fields: fields),
+            using: SymmetricKey(data: Data(authToken.utf8)))
         return Data(mac).base64EncodedString()
     }
 
     /// Whether `signature` is Twilio's for this request (compared in constant time).
     public static func isGenuine(signature: String?, url: String, fields: [(String, String)], authToken: String) -> Bool {
         guard let signature, let given = Data(base64Encoded: signature), given.count == Insecure.SHA1.byteCount else { return false }
-        return HMAC<Insecure.SHA1>.isValidAuthenticationCode(given, authenticating: subject(url: url, fields: fields),
-                                                             using: SymmetricKey(data: Data(authToken.utf8)))
+        return HMAC<Insecure.SHA1>.isValidAuthenticationCode(
+            given, authenticating: subject(url: url, fields: fields),
+            using: SymmetricKey(data: Data(authToken.utf8)))
     }
 
     /// What is signed: the URL, then each field's name and value, sorted by name.

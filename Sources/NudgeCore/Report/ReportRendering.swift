@@ -61,13 +61,17 @@ public enum ReportRendering {
                 <td class="n">\(segment.figure.numerator) / \(segment.figure.denominator)</td></tr>
                 """
             }.joined(separator: "\n")
-            let table = segments.isEmpty ? "" : """
+            let table =
+                segments.isEmpty
+                ? ""
+                : """
                 <table><thead><tr><th>type, channel</th><th>value</th><th>target</th><th></th><th>of</th></tr></thead>
                 <tbody>
                 \(segments)
                 </tbody></table>
                 """
-            sections.append("""
+            sections.append(
+                """
                 <section class="metric" id="\(escape(metric.id))">
                 <h2>\(escape(metric.title)) <span class="value">\(percent(metric.period.value))</span> \
                 <span class="\(metric.holds == false ? "miss" : "ok")">\(verdict(metric.holds))</span></h2>
@@ -118,8 +122,14 @@ public enum ReportRendering {
 
     /// A metric's daily values as a line against its target (dashed), 0-100 %, inline SVG.
     static func chart(_ metric: SuccessReport.Metric) -> String {
-        let width = 720.0, height = 180.0, left = 44.0, right = 24.0, top = 10.0, bottom = 24.0
-        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let width = 720.0
+        let height = 180.0
+        let left = 44.0
+        let right = 24.0
+        let top = 10.0
+        let bottom = 24.0
+        let plotWidth = width - left - right
+        let plotHeight = height - top - bottom
         let count = metric.days.count
         func x(_ index: Int) -> Double { count > 1 ? left + plotWidth * Double(index) / Double(count - 1) : left + plotWidth / 2 }
         func y(_ value: Double) -> Double { top + plotHeight * (1 - min(max(value, 0), 1)) }
@@ -129,14 +139,18 @@ public enum ReportRendering {
             parts.append(##"<text x="4" y="\##(y(tick) + 4)">\##(Int(tick * 100)) %</text>"##)
         }
         if let target = metric.targetValue {
-            parts.append(##"<line class="target" x1="\##(left)" y1="\##(y(target))" x2="\##(width - right)" y2="\##(y(target))" stroke="#b91c1c" stroke-dasharray="6 4"/>"##)
+            parts.append(
+                ##"<line class="target" x1="\##(left)" y1="\##(y(target))" x2="\##(width - right)" y2="\##(y(target))" stroke="#b91c1c" stroke-dasharray="6 4"/>"##
+            )
         }
         // The line breaks where a day had nothing to measure.
         var runs: [[String]] = [[]]
         for (index, day) in metric.days.enumerated() {
             if let value = day.figure?.value {
                 runs[runs.count - 1].append("\(x(index)),\(y(value))")
-                parts.append(##"<circle cx="\##(x(index))" cy="\##(y(value))" r="2.5" fill="#2563eb"><title>\##(escape(day.day)): \##(percent(value))</title></circle>"##)
+                parts.append(
+                    ##"<circle cx="\##(x(index))" cy="\##(y(value))" r="2.5" fill="#2563eb"><title>\##(escape(day.day)): \##(percent(value))</title></circle>"##
+                )
             } else if !runs[runs.count - 1].isEmpty {
                 runs.append([])
             }
@@ -162,8 +176,8 @@ public enum ReportRendering {
     }
 }
 
-private extension String {
-    func leftPadded(_ width: Int) -> String {
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
         count >= width ? self : String(repeating: " ", count: width - count) + self
     }
 }

@@ -74,7 +74,8 @@ public enum SuccessMetrics {
     /// A metric over the notifications sent in the period (`notification_logs.sent_at`), each row
     /// one attempt: `counted` selects the rows, `numerator` the ones that count.
     private static func overLogs(counted: String, numerator: String, distinctUsers: Bool = false) -> String {
-        let (top, bottom) = distinctUsers
+        let (top, bottom) =
+            distinctUsers
             ? ("count(distinct x.user_id) filter (where \(numerator))", "count(distinct x.user_id)")
             : ("count(*) filter (where \(numerator))", "count(*)")
         return """

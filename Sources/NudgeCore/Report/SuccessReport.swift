@@ -112,13 +112,18 @@ public struct SuccessReport: Sendable, Encodable {
 
     /// Runs every metric's query for the period; each is one statement, bounded by the connection's limits.
     /// `zone` is the zone's name as given (Foundation calls UTC "GMT").
-    public static func compute(from: LocalDate, to: LocalDate, calendar: LocalCalendar, zone: String,
-                               metrics: [SuccessMetric] = SuccessMetrics.all,
-                               on connection: PostgresConnection, logger: Logger) async throws -> SuccessReport {
+    public static func compute(
+        from: LocalDate, to: LocalDate, calendar: LocalCalendar, zone: String,
+        metrics: [SuccessMetric] = SuccessMetrics.all,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> SuccessReport {
         let (start, end) = bounds(from: from, to: to, calendar: calendar)
         var days: [LocalDate] = []
         var day = from
-        while day <= to { days.append(day); day = day.adding(days: 1) }
+        while day <= to {
+            days.append(day)
+            day = day.adding(days: 1)
+        }
         var results: [Metric] = []
         for metric in metrics {
             var query = PostgresQuery(unsafeSQL: metric.sql)
@@ -129,7 +134,8 @@ public struct SuccessReport: Sendable, Encodable {
             var byDay: [LocalDate: Figure] = [:]
             var segments: [Segment] = []
             for try await (grain, rowDay, type, channel, numerator, denominator)
-                in try await connection.query(query, logger: logger).decode((String, LocalDate?, String?, String?, Int, Int).self) {
+                in try await connection.query(query, logger: logger).decode((String, LocalDate?, String?, String?, Int, Int).self)
+            {
                 let figure = Figure(numerator: numerator, denominator: denominator)
                 switch grain {
                 case "period": period = figure
@@ -137,16 +143,19 @@ public struct SuccessReport: Sendable, Encodable {
                 default:
                     if type == nil && channel == nil { continue }
                     let target = metric.target(forType: type)
-                    segments.append(Segment(type: type, channel: channel, figure: figure, target: target?.text,
-                                            holds: figure.value.flatMap { value in target.map { $0.holds(value) } }))
+                    segments.append(
+                        Segment(
+                            type: type, channel: channel, figure: figure, target: target?.text,
+                            holds: figure.value.flatMap { value in target.map { $0.holds(value) } }))
                 }
             }
             segments.sort { ($0.type ?? "", $0.channel ?? "") < ($1.type ?? "", $1.channel ?? "") }
-            results.append(Metric(
-                id: metric.id, title: metric.title, seed: metric.seed, measures: metric.measures, target: metric.target?.text,
-                targetValue: metric.target?.bound, baseline: metric.baseline, period: period,
-                holds: period.value.flatMap { value in metric.target.map { $0.holds(value) } },
-                days: days.map { Day(day: $0.description, figure: byDay[$0]) }, segments: segments))
+            results.append(
+                Metric(
+                    id: metric.id, title: metric.title, seed: metric.seed, measures: metric.measures, target: metric.target?.text,
+                    targetValue: metric.target?.bound, baseline: metric.baseline, period: period,
+                    holds: period.value.flatMap { value in metric.target.map { $0.holds(value) } },
+                    days: days.map { Day(day: $0.description, figure: byDay[$0]) }, segments: segments))
         }
         return SuccessReport(from: from.description, to: to.description, zone: zone, metrics: results)
     }
@@ -155,14 +164,17 @@ public struct SuccessReport: Sendable, Encodable {
 /// The metrics' queries as an analyst runs them again: each with the period's values in place of
 /// its parameters, ready for psql.
 public enum SuccessReportSQL {
-    public static func listing(from: LocalDate, to: LocalDate, calendar: LocalCalendar, zone: String,
-                               metrics: [SuccessMetric] = SuccessMetrics.all) -> String {
+    public static func listing(
+        from: LocalDate, to: LocalDate, calendar: LocalCalendar, zone: String,
+        metrics: [SuccessMetric] = SuccessMetrics.all
+    ) -> String {
         let (start, end) = SuccessReport.bounds(from: from, to: to, calendar: calendar)
         let formatter = ISO8601DateFormatter()
         return metrics.map { metric in
             "-- \(metric.id): \(metric.title) (\(metric.seed)); target \(metric.target?.text ?? "none")\n-- \(metric.measures)\n"
-                + substitute(metric.sql, from: "'\(formatter.string(from: start))'::timestamptz",
-                             to: "'\(formatter.string(from: end))'::timestamptz", zone: "'\(zone)'") + ";\n"
+                + substitute(
+                    metric.sql, from: "'\(formatter.string(from: start))'::timestamptz",
+                    to: "'\(formatter.string(from: end))'::timestamptz", zone: "'\(zone)'") + ";\n"
         }.joined(separator: "\n")
     }
 

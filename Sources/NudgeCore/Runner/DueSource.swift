@@ -117,15 +117,20 @@ public struct DueSource: WorkSource {
 
     public func lacksIndexRow(_ item: DueUser) -> Bool { !item.indexed }
 
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<DueUser>] {
-        let query: SQLFragment = readsByID(request) ? """
+    public func page(
+        _ request: PageRequest, calendars: CalendarCache,
+        on connection: PostgresConnection
+    ) async throws -> [Paged<DueUser>] {
+        let query: SQLFragment =
+            readsByID(request)
+            ? """
             select u.id, u.timezone, u.locale, u.created_at, coalesce(d.due_at, \(Self.noRow)), d.planned_at, d.user_id is not null
               from users u left join job_due d on d.job = \(job) and d.user_id = u.id
              where \(request.notPaused) and \(after(request)) and \(everyone(request))
              order by u.id
              limit \(request.limit)
-            """ : """
+            """
+            : """
             select u.id, u.timezone, u.locale, u.created_at, d.due_at, d.planned_at, true
               from job_due d join users u on u.id = d.user_id
              where \(request.notPaused) and \(after(request)) and \(due(request))
@@ -136,7 +141,8 @@ public struct DueSource: WorkSource {
         var page: [Paged<DueUser>] = []
         page.reserveCapacity(request.limit)
         for try await (id, timezone, locale, createdAt, dueAt, plannedAt, indexed)
-            in rows.decode((UUID, String?, String, Date, Date, Date?, Bool).self) {
+            in rows.decode((UUID, String?, String, Date, Date, Date?, Bool).self)
+        {
             let row = UserRow(id: id, timezone: timezone, locale: locale, createdAt: createdAt)
             // Every user read is an item, one Nudge cannot place in time too (in UTC, and the job
             // skips it with the reason): the next page starts after its instant.
@@ -152,7 +158,8 @@ public struct DueSource: WorkSource {
     }
 
     public func count(_ request: PageRequest, on connection: PostgresConnection) async throws -> Int? {
-        let query: SQLFragment = readsByID(request)
+        let query: SQLFragment =
+            readsByID(request)
             ? "select count(*) from users u where \(everyone(request))"
             : "select count(*) from job_due d where \(due(request))"
         return try await request.count(query, on: connection)
@@ -165,7 +172,9 @@ public struct DueSource: WorkSource {
         var writes = BatchWrites()
         let retry = failed.map(\.0).sorted { $0.uuidString < $1.uuidString }
         guard !retry.isEmpty else { return writes }
-        writes.step("failed_due_later", """
+        writes.step(
+            "failed_due_later",
+            """
             update job_due set due_at = \(Self.wholeSeconds(run.now.addingTimeInterval(Self.retryAfter))),
                                planned_at = coalesce(planned_at, case when due_at > 'epoch' then due_at end)
              where job = \(job) and user_id = any(\(retry)) and due_at <= \(run.now)
@@ -181,11 +190,15 @@ public struct DueSource: WorkSource {
         var writes = BatchWrites()
         guard !users.isEmpty else { return writes }
         let order = users.indices.sorted { users[$0].uuidString < users[$1].uuidString }
-        writes.step("due_moves", """
+        writes.step(
+            "due_moves",
+            """
             select * from unnest(\(order.map { users[$0] }), \(order.map { expected[$0] }), \(order.map { wholeSeconds(next[$0]) }))
                    as m(user_id, expected, next)
             """)
-        writes.step("moved_due", """
+        writes.step(
+            "moved_due",
+            """
             update job_due d set due_at = m.next, planned_at = null
               from due_moves m
              where d.job = \(job) and d.user_id = m.user_id
@@ -193,7 +206,9 @@ public struct DueSource: WorkSource {
             """)
         // Only users read without a row (a sweep, a backfill) can need one.
         guard expected.contains(noRow) else { return writes }
-        writes.step("indexed_due", """
+        writes.step(
+            "indexed_due",
+            """
             insert into job_due (job, user_id, due_at)
             select \(job), m.user_id, m.next from due_moves m
              where not exists (select 1 from job_due d where d.job = \(job) and d.user_id = m.user_id)
@@ -208,7 +223,8 @@ public struct DueSource: WorkSource {
     /// scan of one against the other (a row goes with its user).
     public static func unindexedUsers(jobs: [String], on connection: PostgresConnection, logger: Logger) async throws -> [(String, Int)] {
         var counts: [(String, Int)] = []
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select j.job, (select count(*) from users) - (select count(*) from job_due d where d.job = j.job)
               from unnest(\(jobs)) with ordinality as j(job, place) order by j.place
             """, logger: logger)

@@ -159,8 +159,10 @@ public struct OutboxMessage: Sendable, Equatable {
         case alone(String)
     }
 
-    public init(type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
-                recipient: UUID? = nil, channel: DeliveryChannel = .push, occasion: Occasion? = nil) {
+    public init(
+        type: String, localDay: LocalDate, deliverAfter: Date, title: String, body: String, payload: String,
+        recipient: UUID? = nil, channel: DeliveryChannel = .push, occasion: Occasion? = nil
+    ) {
         self.type = type
         self.localDay = localDay
         self.deliverAfter = deliverAfter

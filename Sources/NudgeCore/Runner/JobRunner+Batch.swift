@@ -19,20 +19,24 @@ extension JobRunner {
             case .unusable(let id, let reason): failures.append((id, reason))
             }
         }
-        let facts = try await readFacts(for: &placed, failures: &failures, fullBatch: page.count == options.batchSize,
-                                        context: context, on: db)
+        let facts = try await readFacts(
+            for: &placed, failures: &failures, fullBatch: page.count == options.batchSize,
+            context: context, on: db)
         return BatchFacts(placed: placed, failures: failures, facts: facts)
     }
 
-    func runBatch(_ page: [Paged<J.Source.Item>], facts read: BatchFacts, claimedAt: Duration,
-                          state: inout BatchLoopState, context: RunContext,
-                          ledger: RunLedger, totals: RunTotals, on db: BoundedConnection) async throws {
+    func runBatch(
+        _ page: [Paged<J.Source.Item>], facts read: BatchFacts, claimedAt: Duration,
+        state: inout BatchLoopState, context: RunContext,
+        ledger: RunLedger, totals: RunTotals, on db: BoundedConnection
+    ) async throws {
         let logger = context.logger
         var failures = read.failures
         // Items the job skipped with a reason (a window passed, a rejected reply, a spent budget):
         // counted as skipped, their reasons recorded with the failures'.
         var skipped: [(UUID, String)] = []
-        let placed = read.placed, facts = read.facts
+        let placed = read.placed
+        let facts = read.facts
         var planned: [PlannedChange<J.Change>] = []
         var nothingDue = 0
         // The items with nothing due whose change only moves their next instant: written with
@@ -71,7 +75,8 @@ extension JobRunner {
             // and the write: renewed when reading took long, and the users whose claim went to
             // another run meanwhile are left to it, nothing sent for them.
             let needed = (limit * 2).seconds + 20
-            let ids = planned.map(\.itemID), renewing = options.waitClock.now()
+            let ids = planned.map(\.itemID)
+            let renewing = options.waitClock.now()
             let held = try await db {
                 try await source.keep(page: ids, for: needed, left: until - renewing, run: context, on: db.connection)
             }
@@ -107,12 +112,18 @@ extension JobRunner {
                 let ids = planned.map(\.itemID)
                 let held = await keepBeforeWrite(ids, for: bound, heldUntil: until, context: context, on: db)
                 for id in ids where !held.contains(id) {
-                    logger.error("a claim ran out while its sends were under way", metadata: [
-                        LogKey.userID: "\(id.uuidString.lowercased())",
-                        LogKey.reason: "another run holds the user now: this run writes nothing for them, and what it sent may be sent again",
-                    ])
-                    skipped.append((id, "its claim ran out while its outside calls were under way and another run holds it now: "
-                                        + "nothing of them is written by this run"))
+                    logger.error(
+                        "a claim ran out while its sends were under way",
+                        metadata: [
+                            LogKey.userID: "\(id.uuidString.lowercased())",
+                            LogKey.reason: "another run holds the user now: this run writes nothing for them, and what it sent may be sent again",
+                        ])
+                    skipped.append(
+                        (
+                            id,
+                            "its claim ran out while its outside calls were under way and another run holds it now: "
+                                + "nothing of them is written by this run"
+                        ))
                 }
                 planned.removeAll { !held.contains($0.itemID) }
             }
@@ -144,20 +155,23 @@ extension JobRunner {
             var writes = self.writes(for: planned, context: context)
             if !context.dryRun {
                 writes.append(source.release(page: pageIDs, changed: Set(planned.map(\.itemID)), failed: failures, run: context))
-                writes.append(batchRecord(ledger, checkpoint: checkpoint, page: page, committed: planned.count - laterIDs.count,
-                                          nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
+                writes.append(
+                    batchRecord(
+                        ledger, checkpoint: checkpoint, page: page, committed: planned.count - laterIDs.count,
+                        nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
             }
             laneEnds = try await sendAfterSends(writes, context: context, on: db)
-        } catch where FailureScope.of(error) == .users {
-            logger.warning("batch write failed; retrying \(source.noun) by \(source.noun)",
-                           metadata: [LogKey.reason: "\(describe(error))"])
+        } catch  where FailureScope.of(error) == .users {
+            logger.warning(
+                "batch write failed; retrying \(source.noun) by \(source.noun)",
+                metadata: [LogKey.reason: "\(describe(error))"])
             committed = []
             var errors: [any Error] = []
             for change in planned {
                 do {
                     try await send(writes(for: [change], context: context), context: context, on: db)
                     committed.append(change)
-                } catch where FailureScope.of(error) == .users {
+                } catch  where FailureScope.of(error) == .users {
                     failures.append((change.itemID, describe(error)))
                     errors.append(error)
                 }
@@ -169,25 +183,29 @@ extension JobRunner {
             }
             if !context.dryRun, systemic == nil {
                 var record = source.release(page: pageIDs, changed: Set(committed.map(\.itemID)), failed: failures, run: context)
-                record.append(batchRecord(ledger, checkpoint: checkpoint, page: page,
-                                          committed: committed.count { !laterIDs.contains($0.itemID) },
-                                          nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
+                record.append(
+                    batchRecord(
+                        ledger, checkpoint: checkpoint, page: page,
+                        committed: committed.count { !laterIDs.contains($0.itemID) },
+                        nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context))
                 try await send(record, context: context, on: db)
             }
         }
         if context.dryRun, systemic == nil {
             // The dry run's own ledger row is kept: outside the rolled-back statement.
-            let record = batchRecord(ledger, checkpoint: checkpoint, page: page,
-                                     committed: committed.count { !laterIDs.contains($0.itemID) },
-                                     nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context)
+            let record = batchRecord(
+                ledger, checkpoint: checkpoint, page: page,
+                committed: committed.count { !laterIDs.contains($0.itemID) },
+                nothingDue: nothingDue, skipped: skipped, failures: failures, totals: totals, context: context)
             try await db { try await execute(record, on: db.connection, logger: logger) }
         }
         do {
             if laneEnds == nil, let books = capabilities.bookkeeping {
-                state.tally.merge(try await db(statements: books.bookkeepingStatements) { try await books.afterBatch(run: context, on: db.connection) },
-                                  uniquingKeysWith: +)
+                state.tally.merge(
+                    try await db(statements: books.bookkeepingStatements) { try await books.afterBatch(run: context, on: db.connection) },
+                    uniquingKeysWith: +)
             }
-        } catch where !db.connection.isClosed {
+        } catch  where !db.connection.isClosed {
             logger.warning("the batch's bookkeeping failed; its writes stand", metadata: [LogKey.reason: "\(describe(error))"])
         }
         if let systemic { throw systemic }
@@ -221,8 +239,9 @@ extension JobRunner {
                 state.tally["notification:\(message.type)\(message.channel.suffix)", default: 0] += 1
             }
             if observer.wantsUserReports {
-                report(change.itemID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
-                       notifications: change.notifications.map(Self.reportLine))
+                report(
+                    change.itemID, .changed, detail: "", work: change.work.map { "\($0.localDay) \($0.outcome)" + ($0.detail.map { ": \($0)" } ?? "") },
+                    notifications: change.notifications.map(Self.reportLine))
             }
         }
         for (userID, reason) in failures {
@@ -240,16 +259,19 @@ extension JobRunner {
     /// The job's facts about the batch's users, in its few set-based reads. When a read fails on
     /// a row (a value that cannot be read, an `'infinity'` date), the batch is read again user by
     /// user: only the owners of such rows fail, with the reason, and drop out of the batch.
-    private func readFacts(for placed: inout [(id: UUID, item: J.Source.Item)], failures: inout [(UUID, String)],
-                           fullBatch: Bool, context: RunContext, on db: BoundedConnection) async throws -> [UUID: J.Facts] {
+    private func readFacts(
+        for placed: inout [(id: UUID, item: J.Source.Item)], failures: inout [(UUID, String)],
+        fullBatch: Bool, context: RunContext, on db: BoundedConnection
+    ) async throws -> [UUID: J.Facts] {
         let items = placed
         do {
             return try await db(statements: job.readStatements) {
                 try await job.loadFacts(for: items.map(\.item), run: context, on: db.connection)
             }
-        } catch where FailureScope.of(error) == .users {
-            context.logger.warning("reading the batch failed on a row; reading it \(source.noun) by \(source.noun)",
-                                   metadata: [LogKey.reason: "\(describe(error))"])
+        } catch  where FailureScope.of(error) == .users {
+            context.logger.warning(
+                "reading the batch failed on a row; reading it \(source.noun) by \(source.noun)",
+                metadata: [LogKey.reason: "\(describe(error))"])
         }
         var facts: [UUID: J.Facts] = [:]
         var readable: [(id: UUID, item: J.Source.Item)] = []
@@ -262,7 +284,7 @@ extension JobRunner {
                 }
                 facts.merge(own) { _, new in new }
                 readable.append(entry)
-            } catch where FailureScope.of(error) == .users {
+            } catch  where FailureScope.of(error) == .users {
                 unreadable.append((entry.id, "cannot read the \(source.noun)'s rows: \(describe(error))"))
                 errors.append(error)
             }
@@ -275,16 +297,19 @@ extension JobRunner {
         return facts
     }
 
-    private func batchRecord(_ ledger: RunLedger, checkpoint: UUID?, page: [Paged<J.Source.Item>], committed: Int, nothingDue: Int,
-                             skipped: [(UUID, String)], failures: [(UUID, String)], totals: RunTotals,
-                             context: RunContext) -> BatchWrites {
+    private func batchRecord(
+        _ ledger: RunLedger, checkpoint: UUID?, page: [Paged<J.Source.Item>], committed: Int, nothingDue: Int,
+        skipped: [(UUID, String)], failures: [(UUID, String)], totals: RunTotals,
+        context: RunContext
+    ) -> BatchWrites {
         var counts = totals.counts
         counts.processed += page.count
         counts.succeeded += committed
         counts.skipped += nothingDue + skipped.count
         counts.failed += failures.count
         // A queue's lanes write the run's progress a few times a second between them, not each batch.
-        return ledger.batchRecord(runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped,
-                                  progress: totals.progressDue())
+        return ledger.batchRecord(
+            runID: context.runID, checkpoint: checkpoint, counts: counts, failures: failures + skipped,
+            progress: totals.progressDue())
     }
 }

@@ -10,11 +10,15 @@ extension JobRunner {
     /// Runs the job's outside step for the batch's changes, up to `--concurrency` at once, in the
     /// changes' order. After SIGTERM no new call starts, and the calls in flight get
     /// `shutdownGrace` to end before they are cancelled: their users are left undone.
-    func completeOutside(_ planned: [PlannedChange<J.Change>], calls: JobCapabilities<J>.Outside,
-                         context: RunContext) async -> OutsideResult {
+    func completeOutside(
+        _ planned: [PlannedChange<J.Change>], calls: JobCapabilities<J>.Outside,
+        context: RunContext
+    ) async -> OutsideResult {
         var outcomes = [OutsideOutcome<J.Change>?](repeating: nil, count: planned.count)
-        let grace = options.shutdownGrace, clock = options.waitClock
-        var timeLimitPassed = false, shuttingDown = Task.isShuttingDownGracefully
+        let grace = options.shutdownGrace
+        let clock = options.waitClock
+        var timeLimitPassed = false
+        var shuttingDown = Task.isShuttingDownGracefully
         await withTaskGroup(of: (Int, OutsideOutcome<J.Change>)?.self) { group in
             var next = 0
             var running = 0
@@ -23,7 +27,8 @@ extension JobRunner {
                 // cancellation) or a signal came.
                 guard next < planned.count, !timeLimitPassed, !shuttingDown, !Task.isShuttingDownGracefully else { return }
                 running += 1
-                let index = next, change = planned[index]
+                let index = next
+                let change = planned[index]
                 next += 1
                 group.addTask {
                     do {
@@ -32,7 +37,7 @@ extension JobRunner {
                         return (index, .stopped(stop))
                     } catch let skip as UserSkip {
                         return (index, .skipped(skip.reason))
-                    } catch where Task.isCancelled || error is CancellationError {
+                    } catch  where Task.isCancelled || error is CancellationError {
                         return (index, .interrupted)
                     } catch {
                         return (index, .failed(describe(error)))
@@ -93,8 +98,12 @@ extension JobRunner {
                 // Not started (more changes than `--concurrency`) when the bound passed: nothing
                 // was tried, so the item is left for the next run as it was (a queue's rows go
                 // back untouched, their attempt not spent); no signal came.
-                result.skipped.append((change.itemID, "not done: its outside calls had not started when the batch's "
-                                       + "\(calls.timeLimit!) for them ran out; left to the next run"))
+                result.skipped.append(
+                    (
+                        change.itemID,
+                        "not done: its outside calls had not started when the batch's "
+                            + "\(calls.timeLimit!) for them ran out; left to the next run"
+                    ))
                 result.undone.insert(change.itemID)
             case .interrupted?, nil:
                 result.skipped.append((change.itemID, "not done: the run was stopped by a signal before this user's outside call ended; left to the next run"))

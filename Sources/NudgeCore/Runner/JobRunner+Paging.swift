@@ -6,29 +6,37 @@ import ServiceLifecycle
 /// The runner's pages, locks and switches: what the next page is, when the next pass may start,
 /// whether the job is paused, and who holds its lock.
 extension JobRunner {
-    func pageRequest(after: UUID?, afterTime: Date? = nil, runID: Int64, pageID: Int64 = 0, now: Date,
-                             logger: Logger) -> PageRequest {
-        var request = PageRequest(job: name, runID: runID, pageID: pageID, now: now, after: after, afterTime: afterTime,
-                                  limit: options.batchSize, shard: options.shard,
-                                  users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
+    func pageRequest(
+        after: UUID?, afterTime: Date? = nil, runID: Int64, pageID: Int64 = 0, now: Date,
+        logger: Logger
+    ) -> PageRequest {
+        var request = PageRequest(
+            job: name, runID: runID, pageID: pageID, now: now, after: after, afterTime: afterTime,
+            limit: options.batchSize, shard: options.shard,
+            users: options.users, window: options.window, dryRun: options.dryRun, logger: logger)
         request.sweep = options.sweep
         return request
     }
 
     /// The next page. A claim that loses a deadlock or a serialization race against another
     /// dispatcher (it claims nothing) is made again, up to three times.
-    func readPage(_ request: PageRequest, calendars: CalendarCache, logger: Logger,
-                          on db: BoundedConnection) async throws -> [Paged<J.Source.Item>] {
+    func readPage(
+        _ request: PageRequest, calendars: CalendarCache, logger: Logger,
+        on db: BoundedConnection
+    ) async throws -> [Paged<J.Source.Item>] {
         var attempt = 0
         while true {
             attempt += 1
             do {
                 // Two: a page is a prepared statement, parsed on its first use (`prepared`).
                 return try await db(statements: 2) { try await source.page(request, calendars: calendars, on: db.connection) }
-            } catch let error as PSQLError where source.isQueue && attempt < 3
-                && ["40001", "40P01", "55P03"].contains(error.serverInfo?[.sqlState] ?? "") {
-                logger.notice("claim lost a race with another run; claiming again",
-                              metadata: [LogKey.reason: "\(describe(error))"])
+            } catch let error as PSQLError
+                where source.isQueue && attempt < 3
+                && ["40001", "40P01", "55P03"].contains(error.serverInfo?[.sqlState] ?? "")
+            {
+                logger.notice(
+                    "claim lost a race with another run; claiming again",
+                    metadata: [LogKey.reason: "\(describe(error))"])
                 try await Task.sleep(for: .milliseconds(20 * attempt))
             }
         }
@@ -39,8 +47,10 @@ extension JobRunner {
     /// takes all that is due at that instant); a draining run sleeps until the next item is due
     /// (looking again every second, for items queued meanwhile) and ends when nothing falls due
     /// before its deadline, on a signal or when the job is paused.
-    func waitForNextPass(state: inout BatchLoopState, until deadline: Duration, runID: Int64,
-                                 totals: RunTotals, context: RunContext, on db: BoundedConnection) async throws -> Bool {
+    func waitForNextPass(
+        state: inout BatchLoopState, until deadline: Duration, runID: Int64,
+        totals: RunTotals, context: RunContext, on db: BoundedConnection
+    ) async throws -> Bool {
         let logger = context.logger
         defer { state.passFoundWork = false }
         if options.nowIsExplicit || options.dryRun { return state.passFoundWork && !options.dryRun }
@@ -96,7 +106,8 @@ extension JobRunner {
 
     func checkUsersExist(on connection: PostgresConnection, logger: Logger) async throws {
         guard !options.users.isEmpty else { return }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select u from unnest(\(options.users)::uuid[]) as u
              where not exists (select 1 from users where id = u)
             """, logger: logger)
@@ -108,7 +119,8 @@ extension JobRunner {
     }
 
     func pauseReason(on connection: PostgresConnection, logger: Logger) async throws -> String? {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select job, paused_by, paused_at, reason from job_pauses where job in (\(name), '*')
             """, logger: logger)
         for try await (job, pausedBy, pausedAt, reason) in rows.decode((String, String, Date, String?).self) {
@@ -137,7 +149,9 @@ extension JobRunner {
         case .shard:
             return NudgeError(.locked, "another run of \(name) (shard \(options.shard)) holds the lock\(holder)")
         case .scope:
-            return NudgeError(.locked, """
+            return NudgeError(
+                .locked,
+                """
                 a run of \(name) over overlapping users (another shard count) holds the lock\(holder); \
                 runs of one job overlap unless they share a shard count
                 """)

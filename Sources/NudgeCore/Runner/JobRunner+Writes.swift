@@ -9,7 +9,8 @@ extension JobRunner {
     /// Sends a batch's writes as one statement, its own transaction; a dry run's is rolled back.
     func send(_ writes: BatchWrites, context: RunContext, on db: BoundedConnection) async throws {
         guard !writes.isEmpty else { return }
-        let connection = db.connection, logger = context.logger
+        let connection = db.connection
+        let logger = context.logger
         // A prepared statement's first use on the connection is two statements (`prepared`).
         guard context.dryRun else {
             try await db(statements: 2) { try await execute(writes, on: connection, logger: logger) }
@@ -31,8 +32,10 @@ extension JobRunner {
     /// batch's connection, or, when that fails (it went during the sends), on a fresh one, as the
     /// write will be (`sendAfterSends`). When neither answers, every user counts as held: the
     /// write, behind the claims, changes nothing of a user another run took.
-    func keepBeforeWrite(_ ids: [UUID], for duration: TimeInterval, heldUntil: Duration,
-                                 context: RunContext, on db: BoundedConnection) async -> Set<UUID> {
+    func keepBeforeWrite(
+        _ ids: [UUID], for duration: TimeInterval, heldUntil: Duration,
+        context: RunContext, on db: BoundedConnection
+    ) async -> Set<UUID> {
         // What is left of the claims, read as each attempt begins: the first may have taken long to fail.
         let clock = options.waitClock
         let left: @Sendable () -> Duration = { heldUntil - clock.now() }
@@ -46,9 +49,11 @@ extension JobRunner {
                     }
                 }
             } catch let again {
-                context.logger.warning("the batch's claims could not be renewed before its write", metadata: [
-                    LogKey.reason: "\(describe(error)); on a fresh connection: \(describe(again))",
-                ])
+                context.logger.warning(
+                    "the batch's claims could not be renewed before its write",
+                    metadata: [
+                        LogKey.reason: "\(describe(error)); on a fresh connection: \(describe(again))"
+                    ])
                 return Set(ids)
             }
         }
@@ -65,9 +70,10 @@ extension JobRunner {
         do {
             try await send(writes, context: context, on: db)
             return nil
-        } catch where capabilities.outside != nil && !context.dryRun && FailureScope.of(error) == .run {
-            context.logger.warning("the batch's write failed after its sends; trying it once more on a fresh connection",
-                                   metadata: [LogKey.reason: "\(describe(error))"])
+        } catch  where capabilities.outside != nil && !context.dryRun && FailureScope.of(error) == .run {
+            context.logger.warning(
+                "the batch's write failed after its sends; trying it once more on a fresh connection",
+                metadata: [LogKey.reason: "\(describe(error))"])
             do {
                 // Outside the pool, whose idle connections may have gone with this one.
                 try await database.withNewConnection { connection in

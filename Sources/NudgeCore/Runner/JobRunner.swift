@@ -87,14 +87,17 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
-    private func runLocked(ledger: RunLedger, started: ContinuousClock.Instant, logger: Logger,
-                           on db: BoundedConnection) async throws -> RunSummary {
+    private func runLocked(
+        ledger: RunLedger, started: ContinuousClock.Instant, logger: Logger,
+        on db: BoundedConnection
+    ) async throws -> RunSummary {
         let connection = db.connection
         let scopeKey = options.scopeKey(job: name)
         let isQueue = source.isQueue
         let resume = try await db(statements: 2) {
-            try await ledger.recoverPrevious(job: name, shard: options.shard, scopeKey: scopeKey, dryRun: options.dryRun,
-                                             shared: isQueue, on: connection)
+            try await ledger.recoverPrevious(
+                job: name, shard: options.shard, scopeKey: scopeKey, dryRun: options.dryRun,
+                shared: isQueue, on: connection)
         }
         let runID = try await db {
             try await ledger.begin(job: name, options: options, scopeKey: scopeKey, resumedFrom: resume?.runID, on: connection)
@@ -102,18 +105,24 @@ public struct JobRunner<J: Job>: Sendable {
         var runLogger = logger
         runLogger[metadataKey: LogKey.runID] = "\(runID)"
         let logger = runLogger
-        var context = RunContext(definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
-                                 clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
-                                 concurrency: options.concurrency, database: database)
+        var context = RunContext(
+            definition: job.definition, runID: runID, now: options.now, startedAt: options.now,
+            clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
+            concurrency: options.concurrency, database: database)
         context.users = options.users
-        logger.info("run started", metadata: [
-            LogKey.now: "\(Self.timestamp(options.now))",
-            LogKey.dryRun: "\(options.dryRun)",
-            LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
-        ])
-        let inScope: Int? = observer is SilentObserver ? nil : try await db {
-            try await source.count(pageRequest(after: nil, runID: runID, now: options.now, logger: logger), on: connection)
-        }
+        logger.info(
+            "run started",
+            metadata: [
+                LogKey.now: "\(Self.timestamp(options.now))",
+                LogKey.dryRun: "\(options.dryRun)",
+                LogKey.resumedFrom: "\(resume.map { String($0.runID) } ?? "-")",
+            ])
+        let inScope: Int? =
+            observer is SilentObserver
+            ? nil
+            : try await db {
+                try await source.count(pageRequest(after: nil, runID: runID, now: options.now, logger: logger), on: connection)
+            }
         observer.runStarted(runID: runID, job: name, usersInScope: inScope, resumedFrom: resume?.runID)
         await tend(context: context, on: db)
         // A queue is drained in passes until this instant; a run at an explicit --now drains what
@@ -159,26 +168,32 @@ public struct JobRunner<J: Job>: Sendable {
         }
         observer.runFinished(counts: state.counts)
         let seconds = started.duration(to: .now).seconds
-        logger.info("run finished", metadata: [
-            LogKey.status: "\(status.rawValue)", "nudge.processed": "\(state.counts.processed)",
-            "nudge.succeeded": "\(state.counts.succeeded)", "nudge.skipped": "\(state.counts.skipped)",
-            "nudge.failed": "\(state.counts.failed)", "nudge.seconds": "\(seconds)",
-        ])
+        logger.info(
+            "run finished",
+            metadata: [
+                LogKey.status: "\(status.rawValue)", "nudge.processed": "\(state.counts.processed)",
+                "nudge.succeeded": "\(state.counts.succeeded)", "nudge.skipped": "\(state.counts.skipped)",
+                "nudge.failed": "\(state.counts.failed)", "nudge.seconds": "\(seconds)",
+            ])
         if options.sweep {
             // The sweep's verdict on the due index, in one line an alert can match.
             let missed = state.tally[Self.indexMissed, default: 0]
             let added = state.tally[Self.indexRowAdded, default: 0]
             let rows = added == 0 ? "" : "; \(added) users had no row in it and have one now"
-            logger.log(level: missed == 0 && added == 0 ? .notice : .error,
-                       "sweep finished: \(missed == 0 ? "the due index missed nothing" : "the due index missed \(missed) users")\(rows)",
-                       metadata: ["nudge.read": "\(state.counts.processed)", "nudge.index_missed": "\(missed)",
-                                  "nudge.index_row_added": "\(added)"])
+            logger.log(
+                level: missed == 0 && added == 0 ? .notice : .error,
+                "sweep finished: \(missed == 0 ? "the due index missed nothing" : "the due index missed \(missed) users")\(rows)",
+                metadata: [
+                    "nudge.read": "\(state.counts.processed)", "nudge.index_missed": "\(missed)",
+                    "nudge.index_row_added": "\(added)",
+                ])
         }
-        return RunSummary(runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
-                          tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
-                          failures: state.failureSample, message: errorMessage ?? capabilities.reports?.summaryNote(tally: state.tally),
-                          exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun,
-                          jobMetrics: await jobMetrics(context: context, on: db))
+        return RunSummary(
+            runID: runID, job: name, status: status.rawValue, dryRun: options.dryRun, counts: state.counts,
+            tally: state.tally, resumedFrom: resume?.runID, seconds: seconds,
+            failures: state.failureSample, message: errorMessage ?? capabilities.reports?.summaryNote(tally: state.tally),
+            exitCode: status.exitCode(failures: state.counts.failed), noun: source.noun,
+            jobMetrics: await jobMetrics(context: context, on: db))
     }
 
     /// The job's own gauges for the run's textfile, read at the time it is now; none on a dry
@@ -234,19 +249,23 @@ public struct JobRunner<J: Job>: Sendable {
     /// read again. Only for a source that allows it (`WorkSource.readsAhead`); any other: the
     /// plain loop. The second connection is taken once the first page has items: a run with
     /// nothing to do (most cron runs) uses one.
-    private func batchLoopReadingAhead(state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
-                                       on db: BoundedConnection) async throws -> (RunStatus, String?) {
+    private func batchLoopReadingAhead(
+        state: inout BatchLoopState, context: RunContext, loop: LoopSettings,
+        on db: BoundedConnection
+    ) async throws -> (RunStatus, String?) {
         guard source.readsAhead else {
             return try await batchLoop(state: &state, context: context, loop: loop, on: db, second: nil)
         }
         var starting = context
         starting.now = max(context.now, options.clock.now())
         let firstContext = starting
-        let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: loop.totals.nextPage(),
-                                  now: firstContext.now, logger: loop.logger)
+        let request = pageRequest(
+            after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: loop.totals.nextPage(),
+            now: firstContext.now, logger: loop.logger)
         let claimedAt = options.waitClock.now()
-        let first = ReadPage(page: try await readPage(request, calendars: state.calendars, logger: loop.logger, on: db),
-                             request: request, claimedAt: claimedAt)
+        let first = ReadPage(
+            page: try await readPage(request, calendars: state.calendars, logger: loop.logger, on: db),
+            request: request, claimedAt: claimedAt)
         guard !first.page.isEmpty else {
             return try await batchLoop(state: &state, context: firstContext, loop: loop, on: db, second: nil, first: first)
         }
@@ -256,8 +275,9 @@ public struct JobRunner<J: Job>: Sendable {
         let (end, after) = try await database.withConnection { connection in
             var local = start
             do {
-                let end = try await batchLoop(state: &local, context: firstContext, loop: loop, on: db,
-                                              second: BoundedConnection(connection: connection, database: database), first: first)
+                let end = try await batchLoop(
+                    state: &local, context: firstContext, loop: loop, on: db,
+                    second: BoundedConnection(connection: connection, database: database), first: first)
                 return (Result<(RunStatus, String?), any Error>.success(end), local)
             } catch {
                 return (.failure(error), local)
@@ -268,8 +288,10 @@ public struct JobRunner<J: Job>: Sendable {
     }
 
     /// Reads a page and, when it has items, their facts: what the loop reads ahead.
-    private func readAhead(_ request: PageRequest, calendars: CalendarCache, context: RunContext,
-                           on db: BoundedConnection) async throws -> ReadPage {
+    private func readAhead(
+        _ request: PageRequest, calendars: CalendarCache, context: RunContext,
+        on db: BoundedConnection
+    ) async throws -> ReadPage {
         let claimedAt = options.waitClock.now()
         let page = try await readPage(request, calendars: calendars, logger: context.logger, on: db)
         var read = ReadPage(page: page, request: request, claimedAt: claimedAt)
@@ -281,13 +303,16 @@ public struct JobRunner<J: Job>: Sendable {
     /// signal comes or the job stops itself: how the loop ended, and why. With a `second`
     /// connection, each batch's next page and facts are read on it while the batch writes. The
     /// `first` page, when the caller read it, is the loop's first.
-    private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
-                           on db: BoundedConnection, second: BoundedConnection? = nil,
-                           first: ReadPage? = nil) async throws -> (RunStatus, String?) {
+    private func batchLoop(
+        state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
+        on db: BoundedConnection, second: BoundedConnection? = nil,
+        first: ReadPage? = nil
+    ) async throws -> (RunStatus, String?) {
         var ahead: Task<ReadPage, any Error>?
         do {
-            let end = try await batchLoop(state: &state, context: initial, loop: loop, on: db, second: second, first: first,
-                                          ahead: &ahead)
+            let end = try await batchLoop(
+                state: &state, context: initial, loop: loop, on: db, second: second, first: first,
+                ahead: &ahead)
             // A page read ahead of a loop that ended (a pause, a stop, a signal) is dropped unused.
             _ = try? await ahead?.value
             return end
@@ -297,10 +322,13 @@ public struct JobRunner<J: Job>: Sendable {
         }
     }
 
-    private func batchLoop(state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
-                           on db: BoundedConnection, second: BoundedConnection?, first: ReadPage?,
-                           ahead: inout Task<ReadPage, any Error>?) async throws -> (RunStatus, String?) {
-        let connection = db.connection, logger = loop.logger
+    private func batchLoop(
+        state: inout BatchLoopState, context initial: RunContext, loop: LoopSettings,
+        on db: BoundedConnection, second: BoundedConnection?, first: ReadPage?,
+        ahead: inout Task<ReadPage, any Error>?
+    ) async throws -> (RunStatus, String?) {
+        let connection = db.connection
+        let logger = loop.logger
         var context = initial
         var first = first
         while true {
@@ -320,7 +348,8 @@ public struct JobRunner<J: Job>: Sendable {
                 // the run's own connection says whether the database is there.
                 let kept = Self.readAheadKeptFor
                 if let early = try? await task.value, options.waitClock.now() - early.claimedAt <= kept,
-                   options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds {
+                    options.clock.now().timeIntervalSince(early.request.now) <= kept.seconds
+                {
                     readEarlier = early
                 }
             }
@@ -332,13 +361,18 @@ public struct JobRunner<J: Job>: Sendable {
                 // A cron run decides each batch at the time it really is; a run at --now at that instant.
                 context.now = max(context.now, options.clock.now())
                 let pageID = loop.totals.nextPage()
-                let request = pageRequest(after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
-                                          now: context.now, logger: logger)
+                let request = pageRequest(
+                    after: state.after, afterTime: state.afterTime, runID: loop.runID, pageID: pageID,
+                    now: context.now, logger: logger)
                 let claimedAt = options.waitClock.now()
-                read = ReadPage(page: try await readPage(request, calendars: state.calendars, logger: logger, on: db),
-                                request: request, claimedAt: claimedAt)
+                read = ReadPage(
+                    page: try await readPage(request, calendars: state.calendars, logger: logger, on: db),
+                    request: request, claimedAt: claimedAt)
             }
-            let page = read.page, request = read.request, claimedAt = read.claimedAt, pageID = request.pageID
+            let page = read.page
+            let request = read.request
+            let claimedAt = read.claimedAt
+            let pageID = request.pageID
             if page.isEmpty {
                 // An empty page: the end of the items, of this pass over a queue, or a pause.
                 if let pause: String = try await db({ try await pauseReason(on: connection, logger: logger) }) {
@@ -349,8 +383,10 @@ public struct JobRunner<J: Job>: Sendable {
                 if !source.isQueue, try await !readPage(request, calendars: state.calendars, logger: logger, on: db).isEmpty {
                     continue
                 }
-                guard source.isQueue, try await waitForNextPass(state: &state, until: loop.drainUntil, runID: loop.runID,
-                                                                totals: loop.totals, context: context, on: db)
+                guard source.isQueue,
+                    try await waitForNextPass(
+                        state: &state, until: loop.drainUntil, runID: loop.runID,
+                        totals: loop.totals, context: context, on: db)
                 else { return (.succeeded, nil) }
                 continue
             }
@@ -374,13 +410,16 @@ public struct JobRunner<J: Job>: Sendable {
                 let nextPageID = loop.totals.nextPage()
                 next.pageID = nextPageID
                 next.logger[metadataKey: LogKey.batch] = "\(nextPageID)"
-                let nextRequest = pageRequest(after: last, afterTime: lastTime, runID: loop.runID, pageID: nextPageID,
-                                              now: next.now, logger: logger)
-                let calendars = state.calendars, nextContext = next
+                let nextRequest = pageRequest(
+                    after: last, afterTime: lastTime, runID: loop.runID, pageID: nextPageID,
+                    now: next.now, logger: logger)
+                let calendars = state.calendars
+                let nextContext = next
                 ahead = Task { try await readAhead(nextRequest, calendars: calendars, context: nextContext, on: second) }
             }
-            try await runBatch(page, facts: facts, claimedAt: claimedAt, state: &state, context: batchContext,
-                               ledger: loop.ledger, totals: loop.totals, on: db)
+            try await runBatch(
+                page, facts: facts, claimedAt: claimedAt, state: &state, context: batchContext,
+                ledger: loop.ledger, totals: loop.totals, on: db)
             observer.batchFinished(counts: loop.totals.counts)
             if let stop = state.stop {
                 logger.notice("job stopped itself after the batch", metadata: [LogKey.reason: "\(stop)"])
@@ -400,8 +439,10 @@ public struct JobRunner<J: Job>: Sendable {
     /// that meets an error it cannot isolate (its connection lost) ends on it alone, its batch's
     /// sends done and written (`sendAfterSends`), while the others drain as they would; the run
     /// then ends as the most serious of its lanes' ends, an error first.
-    private func runLanes(context: RunContext, loop: LoopSettings,
-                          first: BoundedConnection) async throws -> (RunStatus, String?, BatchLoopState) {
+    private func runLanes(
+        context: RunContext, loop: LoopSettings,
+        first: BoundedConnection
+    ) async throws -> (RunStatus, String?, BatchLoopState) {
         let ends = await withTaskGroup(of: (RunStatus, String?, BatchLoopState).self) { group in
             for lane in 0..<options.lanes {
                 group.addTask {
@@ -415,8 +456,9 @@ public struct JobRunner<J: Job>: Sendable {
                             let (status, message) = try await batchLoop(state: &state, context: ownContext, loop: loop, on: db)
                             return (status, message, state)
                         } catch {
-                            ownContext.logger.error("lane ended on an error; the other lanes go on",
-                                                    metadata: [LogKey.reason: "\(describe(error))"])
+                            ownContext.logger.error(
+                                "lane ended on an error; the other lanes go on",
+                                metadata: [LogKey.reason: "\(describe(error))"])
                             return (.aborted, describe(error), state)
                         }
                     }
@@ -448,8 +490,10 @@ public struct JobRunner<J: Job>: Sendable {
 
     /// Records how the run ended: on its own connection, or, when that one was lost, on a new one
     /// opened for it, so that a run cut off from the database leaves its status when it can.
-    private func finish(_ ledger: RunLedger, runID: Int64, status: RunStatus, state: BatchLoopState, error: String?,
-                        on db: BoundedConnection) async throws {
+    private func finish(
+        _ ledger: RunLedger, runID: Int64, status: RunStatus, state: BatchLoopState, error: String?,
+        on db: BoundedConnection
+    ) async throws {
         let (counts, tally) = (state.counts, state.tally)
         let record: @Sendable (PostgresConnection) async throws -> Void = { connection in
             try await ledger.finish(runID: runID, status: status, counts: counts, tally: tally, error: error, on: connection)
@@ -457,7 +501,7 @@ public struct JobRunner<J: Job>: Sendable {
         if !db.connection.isClosed {
             do {
                 return try await db { try await record(db.connection) }
-            } catch where db.connection.isClosed {
+            } catch  where db.connection.isClosed {
                 // Lost while recording: try once more on a new connection.
             }
         }
@@ -476,7 +520,9 @@ public struct JobRunner<J: Job>: Sendable {
 
         let marks = changes.flatMap { change in change.work.map { (change.itemID, $0) } }
         if !marks.isEmpty {
-            writes.step("nudge_work", """
+            writes.step(
+                "nudge_work",
+                """
                 insert into job_work (job, user_id, local_day, outcome, detail, run_id)
                 select job, user_id, local_day, outcome, nullif(detail, ''), \(context.runID)
                   from unnest(\(marks.map { $0.1.job(name) }), \(marks.map(\.0)), \(marks.map(\.1.localDay)),
@@ -499,11 +545,15 @@ public struct JobRunner<J: Job>: Sendable {
         return message.channel == .push ? "\(when): \(message.title) — \(message.body)" : "\(when): \(message.title)"
     }
 
-    func report(_ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],
-                        notifications: [String] = []) {
+    func report(
+        _ userID: UUID, _ outcome: UserReport.Outcome, detail: String, work: [String] = [],
+        notifications: [String] = []
+    ) {
         guard observer.wantsUserReports else { return }
-        observer.userDecided(UserReport(userID: userID, outcome: outcome, detail: detail, work: work,
-                                        notifications: notifications))
+        observer.userDecided(
+            UserReport(
+                userID: userID, outcome: outcome, detail: detail, work: work,
+                notifications: notifications))
     }
 
     /// The tally of the users a sweep found work for that the due index did not have due.

@@ -65,8 +65,10 @@ struct RunLedger: Sendable {
     /// hold it now), and says whether this run can pick up from its checkpoint. The runs of a
     /// queue (`shared`) hold no lock and keep no checkpoint: one of them closes the others that
     /// have given no sign of life for `silentRunIsDead`, and none resumes.
-    func recoverPrevious(job: String, shard: Shard, scopeKey: String, dryRun: Bool, shared: Bool = false,
-                         on connection: PostgresConnection) async throws -> Resumable? {
+    func recoverPrevious(
+        job: String, shard: Shard, scopeKey: String, dryRun: Bool, shared: Bool = false,
+        on connection: PostgresConnection
+    ) async throws -> Resumable? {
         let dead = try await connection.query(
             shared ? Self.closeSilentRuns(job: job) : Self.closeDeadRuns(job: job, shard: shard), logger: logger)
         for try await id in dead.decode(Int64.self) {
@@ -134,7 +136,8 @@ struct RunLedger: Sendable {
     func begin(job: String, options: RunOptions, scopeKey: String, resumedFrom: Int64?, on connection: PostgresConnection) async throws -> Int64 {
         let host = ProcessInfo.processInfo.hostName
         let pid = Int(ProcessInfo.processInfo.processIdentifier)
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             insert into job_runs (job, shard_index, shard_count, parameters, scope_key, clock, dry_run, host, pid, resumed_from)
             values (\(job), \(options.shard.index), \(options.shard.count), \(options.ledgerParameters)::jsonb,
                     \(scopeKey), \(options.now), \(options.dryRun), \(host), \(pid), \(resumedFrom))
@@ -153,11 +156,15 @@ struct RunLedger: Sendable {
     /// A failure a run of the same job recorded within the day before this run's clock, for the
     /// same item and reason, is not recorded again: an item that fails every run is in the ledger
     /// once a day, not once a run (the run's count of failures still counts it).
-    func batchRecord(runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)],
-                     progress: Bool = true) -> BatchWrites {
+    func batchRecord(
+        runID: Int64, checkpoint: UUID?, counts: RunCounts, failures: [(UUID, String)],
+        progress: Bool = true
+    ) -> BatchWrites {
         var writes = BatchWrites()
         if !failures.isEmpty {
-            writes.step("nudge_failures", """
+            writes.step(
+                "nudge_failures",
+                """
                 insert into job_run_failures (run_id, item_id, reason)
                 select \(runID), f.item_id, f.reason from unnest(\(failures.map(\.0)), \(failures.map(\.1))) as f(item_id, reason)
                  where not exists (
@@ -170,7 +177,9 @@ struct RunLedger: Sendable {
                 """)
         }
         guard progress else { return writes }
-        writes.step("nudge_checkpoint", """
+        writes.step(
+            "nudge_checkpoint",
+            """
             update job_runs set checkpoint = \(checkpoint), heartbeat_at = now(),
                    processed = \(counts.processed), succeeded = \(counts.succeeded),
                    skipped = \(counts.skipped), failed = \(counts.failed)
@@ -188,10 +197,13 @@ struct RunLedger: Sendable {
         """
     }
 
-    func finish(runID: Int64, status: RunStatus, counts: RunCounts, tally: [String: Int], error: String?,
-                on connection: PostgresConnection) async throws {
+    func finish(
+        runID: Int64, status: RunStatus, counts: RunCounts, tally: [String: Int], error: String?,
+        on connection: PostgresConnection
+    ) async throws {
         let summary = String(decoding: try JSONSerialization.data(withJSONObject: tally, options: [.sortedKeys]), as: UTF8.self)
-        try await connection.query("""
+        try await connection.query(
+            """
             update job_runs set status = \(status.rawValue), ended_at = now(), heartbeat_at = now(),
                    processed = \(counts.processed), succeeded = \(counts.succeeded),
                    skipped = \(counts.skipped), failed = \(counts.failed),

@@ -31,7 +31,8 @@ struct RunLocks: Sendable {
 
     /// Takes the locks, or says which run holds them.
     func acquire(on connection: PostgresConnection, logger: Logger) async throws -> Conflict? {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select nudge_try_run_lock(\(Self.jobKey(job)), \(Int32(shard.index)), \(Int32(shard.count)))
             """, logger: logger)
         for try await conflict in rows.decode(String?.self) {
@@ -41,7 +42,8 @@ struct RunLocks: Sendable {
     }
 
     func release(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             select nudge_release_run_lock(\(Self.jobKey(job)), \(Int32(shard.index)), \(Int32(shard.count)))
             """, logger: logger)
     }

@@ -1,8 +1,9 @@
 import Foundation
+import Logging
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Logging
 
 /// What a run tells monitoring: a Prometheus textfile for node-exporter's textfile collector
 /// (`NUDGE_METRICS_DIR`, one file per job and shard) and pings to a healthcheck URL
@@ -17,8 +18,10 @@ public struct RunMonitoring: Sendable {
     let dryRun: Bool
     let logger: Logger
 
-    public init(environment: Environment, job: String, shard: Shard = .whole, dryRun: Bool = false,
-                logger: Logger) throws(NudgeError) {
+    public init(
+        environment: Environment, job: String, shard: Shard = .whole, dryRun: Bool = false,
+        logger: Logger
+    ) throws(NudgeError) {
         self.job = job
         self.shard = shard
         self.dryRun = dryRun
@@ -109,8 +112,12 @@ public struct RunMonitoring: Sendable {
             }
         } catch {
             try? FileManager.default.removeItem(at: temporary)
-            logger.warning("could not write the run's metrics", metadata: ["nudge.reason": "\(describe(error))",
-                                                                            "nudge.path": "\(target.path)"])
+            logger.warning(
+                "could not write the run's metrics",
+                metadata: [
+                    "nudge.reason": "\(describe(error))",
+                    "nudge.path": "\(target.path)",
+                ])
         }
     }
 
@@ -159,8 +166,10 @@ public struct RunMonitoring: Sendable {
 
 /// Answers every redirect with "do not follow": the 3xx itself is the ping's answer.
 private final class RefuseRedirects: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 }

@@ -47,15 +47,18 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
     /// The smallest id whose first 32 bits are `prefix`.
     static func id(prefix: UInt64) -> UUID {
         let p = UInt32(truncatingIfNeeded: prefix)
-        return UUID(uuid: (UInt8(p >> 24), UInt8(p >> 16 & 0xFF), UInt8(p >> 8 & 0xFF), UInt8(p & 0xFF),
-                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        return UUID(
+            uuid: (
+                UInt8(p >> 24), UInt8(p >> 16 & 0xFF), UInt8(p >> 8 & 0xFF), UInt8(p & 0xFF),
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            ))
     }
 
     /// Parses `i/n` with 0 ≤ i < n, as Kubernetes' `JOB_COMPLETION_INDEX` counts.
     public init(_ text: String) throws(NudgeError) {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]), count >= 1, count <= 4096,
-              index >= 0, index < count
+            index >= 0, index < count
         else {
             throw NudgeError(.usage, "--shard must be i/n with 0 <= i < n <= 4096 (for example 0/4), not '\(text)'")
         }
@@ -105,9 +108,11 @@ public struct RunOptions: Sendable {
     public var waitClock: any WaitClock = SystemWaitClock()
 
     /// `clock` defaults to `now` itself for an explicit `--now`, and to the real time otherwise.
-    public init(now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
-                shard: Shard = .whole, batchSize: Int, concurrency: Int = 1, dryRun: Bool = false,
-                dryRunCallsLLM: Bool = false, llmBudget: LLMBudget = LLMBudget()) {
+    public init(
+        now: Date, nowIsExplicit: Bool, clock: (any RunClock)? = nil, window: DayWindow? = nil, users: [UUID] = [],
+        shard: Shard = .whole, batchSize: Int, concurrency: Int = 1, dryRun: Bool = false,
+        dryRunCallsLLM: Bool = false, llmBudget: LLMBudget = LLMBudget()
+    ) {
         self.now = now
         self.nowIsExplicit = nowIsExplicit
         self.clock = clock ?? (nowIsExplicit ? FixedClock(now) : SystemClock())
@@ -162,7 +167,10 @@ public struct RunOptions: Sendable {
         if drainFor > .zero { fields["drain_seconds"] = String(Int(drainFor.seconds)) }
         if lanes > 1 { fields["lanes"] = String(lanes) }
         if sweep { fields["sweep"] = "true" }
-        if let window { fields["from"] = window.from.description; fields["to"] = window.to.description }
+        if let window {
+            fields["from"] = window.from.description
+            fields["to"] = window.to.description
+        }
         if !users.isEmpty { fields["users"] = users.map { $0.uuidString.lowercased() }.joined(separator: ",") }
         let data = try! JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)

@@ -13,7 +13,9 @@ public protocol RunObserver: Sendable {
 
 public struct UserReport: Sendable, Codable, Equatable {
     public enum Outcome: String, Sendable, Codable {
-        case changed, nothingDue = "nothing_due", failed
+        case changed
+        case nothingDue = "nothing_due"
+        case failed
     }
 
     public let userID: UUID
@@ -23,7 +25,8 @@ public struct UserReport: Sendable, Codable, Equatable {
     public let notifications: [String]
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", outcome, detail, work, notifications
+        case userID = "user_id"
+        case outcome, detail, work, notifications
     }
 }
 
@@ -52,13 +55,21 @@ public struct RunSummary: Sendable, Codable {
         public let reason: String
 
         enum CodingKeys: String, CodingKey {
-            case userID = "user_id", reason
+            case userID = "user_id"
+            case reason
         }
     }
 
     enum CodingKeys: String, CodingKey {
-        case runID = "run_id", job, status, dryRun = "dry_run", counts, tally, resumedFrom = "resumed_from",
-             seconds, failures, message, exitCode = "exit_code", noun
+        case runID = "run_id"
+        case job, status
+        case dryRun = "dry_run"
+        case counts, tally
+        case resumedFrom = "resumed_from"
+        case
+            seconds, failures, message
+        case exitCode = "exit_code"
+        case noun
     }
 
     /// The status of several runs together (`nudge run --all`): 1 when any could not run or was
@@ -77,7 +88,8 @@ public struct RunSummary: Sendable, Codable {
 
     /// A run that ended before it had a ledger row: disabled, locked out, or unable to start.
     public static func ended(job: String, status: String = "failed", exitCode: Int32, message: String) -> RunSummary {
-        RunSummary(runID: nil, job: job, status: status, dryRun: false, counts: RunCounts(), tally: [:],
-                   resumedFrom: nil, seconds: 0, failures: [], message: message, exitCode: exitCode)
+        RunSummary(
+            runID: nil, job: job, status: status, dryRun: false, counts: RunCounts(), tally: [:],
+            resumedFrom: nil, seconds: 0, failures: [], message: message, exitCode: exitCode)
     }
 }

@@ -54,8 +54,10 @@ public protocol WorkSource: Sendable {
     /// not cover it; the items still held, without those whose claim ran
     /// out and went to another run meanwhile, which the batch must leave alone. All of them for
     /// a source without claims.
-    func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
-              on connection: PostgresConnection) async throws -> Set<UUID>
+    func keep(
+        page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
+        on connection: PostgresConnection
+    ) async throws -> Set<UUID>
 
     /// When the next item falls due after `instant`, if one is waiting (a queue: how long a
     /// draining run sleeps); nil when none is.
@@ -92,8 +94,10 @@ extension WorkSource {
 
     public var claimLasts: TimeInterval? { nil }
 
-    public func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
-                     on connection: PostgresConnection) async throws -> Set<UUID> {
+    public func keep(
+        page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
+        on connection: PostgresConnection
+    ) async throws -> Set<UUID> {
         Set(ids)
     }
 
@@ -182,7 +186,6 @@ public struct PageRequest: Sendable {
         return "\(unescaped: column) = any(\(users)::uuid[])"
     }
 }
-
 
 extension UUID {
     /// The nil UUID, all zeros: below every other id, and a stand-in for "none" in a typed array.

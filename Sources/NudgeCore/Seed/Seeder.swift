@@ -21,7 +21,8 @@ public struct Seeder: Sendable {
     public func sql(users: Int, seed: Int, now: Date) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = TimeZone(identifier: "UTC")
-        return script
+        return
+            script
             .replacingOccurrences(of: "{{users}}", with: String(users))
             .replacingOccurrences(of: "{{seed}}", with: String(seed))
             .replacingOccurrences(of: "{{now}}", with: "'\(formatter.string(from: now))'::timestamptz")
@@ -42,7 +43,8 @@ public struct Seeder: Sendable {
                 try await connection.executeScript(sql(users: users, seed: seed, now: now), tag: "nudge_seed", logger: logger)
             }
             try await connection.query("analyze", logger: logger)
-            let counts = try await connection.query("""
+            let counts = try await connection.query(
+                """
                 select c.relname, c.reltuples::bigint from pg_class c join pg_namespace n on n.oid = c.relnamespace
                  where n.nspname = 'public' and c.relkind = 'r' and c.relname not in ('nudge_migrations')
                  order by c.relname

@@ -150,8 +150,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // The refusal is the answer only when it is the next one the client reads: no earlier
         // request's response is owed, and none to this one has begun. Otherwise, only the close.
         if owed == (currentPassedOn ? 1 : 0) && !responding {
-            let head = HTTPResponse(status: status, headerFields: [.connection: "close", .contentLength: "0",
-                                                                    .contentType: "text/plain; charset=utf-8"])
+            let head = HTTPResponse(
+                status: status,
+                headerFields: [
+                    .connection: "close", .contentLength: "0",
+                    .contentType: "text/plain; charset=utf-8",
+                ])
             context.write(wrapOutboundOut(.head(head)), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }

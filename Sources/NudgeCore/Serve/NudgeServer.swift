@@ -4,8 +4,8 @@ import Logging
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
-import UnixSignals
 import Synchronization
+import UnixSignals
 
 /// `nudge serve`: the small HTTP server for what comes back from the outside (docs/serve.md). Routes:
 /// - `POST /unsubscribe?token=…`: the one-click request a mail client sends from
@@ -43,19 +43,24 @@ public enum NudgeServer {
 
     /// `twilioPreviousAuthToken`: through a rotation of Twilio's auth token, the one replaced
     /// (`TWILIO_AUTH_TOKEN_PREVIOUS`): a callback signed with either is Twilio's.
-    public static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
-                              twilioPreviousAuthToken: String? = nil,
-                              resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
-                              health: HealthCheck? = nil,
-                              clock: any RunClock = SystemClock()) -> Router<ServeContext> {
-        router(database: database, links: links, twilioAuthToken: twilioAuthToken, twilioPreviousAuthToken: twilioPreviousAuthToken,
-               resendWebhookSecret: resendWebhookSecret, limits: limits, health: health, slots: nil, clock: clock)
+    public static func router(
+        database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+        twilioPreviousAuthToken: String? = nil,
+        resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
+        health: HealthCheck? = nil,
+        clock: any RunClock = SystemClock()
+    ) -> Router<ServeContext> {
+        router(
+            database: database, links: links, twilioAuthToken: twilioAuthToken, twilioPreviousAuthToken: twilioPreviousAuthToken,
+            resendWebhookSecret: resendWebhookSecret, limits: limits, health: health, slots: nil, clock: clock)
     }
 
     /// The routes, their database work under `slots` (shared with the health listener's).
-    static func router(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?, twilioPreviousAuthToken: String?,
-                       resendWebhookSecret: ResendWebhookSecret?, limits: ServerLimits, health: HealthCheck?,
-                       slots: DatabaseSlots?, clock: any RunClock) -> Router<ServeContext> {
+    static func router(
+        database: Database, links: UnsubscribeLinks, twilioAuthToken: String?, twilioPreviousAuthToken: String?,
+        resendWebhookSecret: ResendWebhookSecret?, limits: ServerLimits, health: HealthCheck?,
+        slots: DatabaseSlots?, clock: any RunClock
+    ) -> Router<ServeContext> {
         let router = Router(context: ServeContext.self)
         router.add(middleware: ServeMiddleware(logger: database.logger))
         let slots = slots ?? DatabaseSlots(limit: limits.maxInFlight)
@@ -70,21 +75,24 @@ public enum NudgeServer {
                 return page(.unauthorized, text: "unauthorized\n")
             }
             do {
-                try ResendWebhook.verify(id: header("svix-id"), timestamp: header("svix-timestamp"), signatures: header("svix-signature"),
-                                         body: body, secret: secret, now: received)
+                try ResendWebhook.verify(
+                    id: header("svix-id"), timestamp: header("svix-timestamp"), signatures: header("svix-signature"),
+                    body: body, secret: secret, now: received)
             } catch {
                 database.logger.notice("Resend webhook refused", metadata: [LogKey.reason: "\(error)"])
                 return page(.unauthorized, text: "unauthorized\n")
             }
             guard let event = ResendWebhook.parse(body), let svixID = header("svix-id"),
-                  let deliveredAt = header("svix-timestamp").flatMap({ Int64($0) }) else {
+                let deliveredAt = header("svix-timestamp").flatMap({ Int64($0) })
+            else {
                 // Signed by Resend, so not worth its retries for a day: answered, and said.
                 database.logger.warning("Resend webhook: a signed body that is not an event Nudge can read; answered 200, not kept")
                 return page(.ok, text: "not an event\n")
             }
             let outcome = try await ask(database, slots) { connection in
-                try await EmailEvents.record(event, svixID: svixID, deliveredAt: deliveredAt, receivedAt: received, on: connection,
-                                             logger: database.logger)
+                try await EmailEvents.record(
+                    event, svixID: svixID, deliveredAt: deliveredAt, receivedAt: received, on: connection,
+                    logger: database.logger)
             }
             var metadata: Logger.Metadata = ["nudge.event": "\(event.type)", "nudge.svix_id": "\(svixID)"]
             if let emailID = event.emailID { metadata["nudge.email_id"] = "\(emailID)" }
@@ -112,9 +120,10 @@ public enum NudgeServer {
             let url = links.publicURL + TwilioWebhook.path + (request.uri.query.map { "?" + $0 } ?? "")
             let signature = request.headers[.init("X-Twilio-Signature")!]
             guard let fields = FormEncoding.decode(String(buffer: body)),
-                  [twilioAuthToken, twilioPreviousAuthToken].contains(where: { token in
-                      token.map { TwilioWebhook.isGenuine(signature: signature, url: url, fields: fields, authToken: $0) } ?? false
-                  }) else {
+                [twilioAuthToken, twilioPreviousAuthToken].contains(where: { token in
+                    token.map { TwilioWebhook.isGenuine(signature: signature, url: url, fields: fields, authToken: $0) } ?? false
+                })
+            else {
                 database.logger.notice("Twilio callback refused: not signed with TWILIO_AUTH_TOKEN (nor TWILIO_AUTH_TOKEN_PREVIOUS)")
                 return page(.forbidden, text: "forbidden\n")
             }
@@ -140,9 +149,12 @@ public enum NudgeServer {
                 try await Unsubscribe.state(user: user, type: type, on: connection, logger: database.logger)
             }
             guard let state else { return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin) }
-            return page(.ok, html: UnsubscribePages.confirm(action: links.url(user: user, type: type), type: type,
-                                                            alreadyOff: !state.subscribed, locale: state.locale),
-                        formOrigin: formOrigin)
+            return page(
+                .ok,
+                html: UnsubscribePages.confirm(
+                    action: links.url(user: user, type: type), type: type,
+                    alreadyOff: !state.subscribed, locale: state.locale),
+                formOrigin: formOrigin)
         }
         router.post("/unsubscribe") { request, _ -> Response in
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
@@ -156,9 +168,13 @@ public enum NudgeServer {
             case .unknownUser:
                 return page(.badRequest, html: UnsubscribePages.invalid(locale: "en"), formOrigin: formOrigin)
             case .done(let locale, let changed):
-                database.logger.info("unsubscribed", metadata: [LogKey.userID: "\(user.uuidString.lowercased())",
-                                                                "nudge.email_type": "\(type.rawValue)",
-                                                                "nudge.changed": "\(changed)"])
+                database.logger.info(
+                    "unsubscribed",
+                    metadata: [
+                        LogKey.userID: "\(user.uuidString.lowercased())",
+                        "nudge.email_type": "\(type.rawValue)",
+                        "nudge.changed": "\(changed)",
+                    ])
                 return page(.ok, html: UnsubscribePages.done(type: type, locale: locale), formOrigin: formOrigin)
             }
         }
@@ -181,8 +197,10 @@ public enum NudgeServer {
     /// One question to the database, answered within `databaseTimeout` once a connection is
     /// leased; `Overloaded` at once when `slots` are all taken. Only the database work holds a
     /// slot: a client slow to send its body holds none (it has `ServerLimits.bodyTimeout`).
-    private static func ask<T: Sendable>(_ database: Database, _ slots: DatabaseSlots,
-                                         _ question: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private static func ask<T: Sendable>(
+        _ database: Database, _ slots: DatabaseSlots,
+        _ question: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         guard slots.take() else { throw Overloaded() }
         defer { slots.give() }
         return try await database.withConnection { connection in
@@ -210,22 +228,26 @@ public enum NudgeServer {
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0); with `healthPort`, the
     /// health listener is opened on 127.0.0.1 too, and `onHealthRunning` gets its port.
-    public static func run(database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
-                           twilioPreviousAuthToken: String? = nil,
-                           resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
-                           clock: any RunClock = SystemClock(), host: String, port: Int, healthPort: Int? = nil,
-                           logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-                           onHealthRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    public static func run(
+        database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
+        twilioPreviousAuthToken: String? = nil,
+        resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
+        clock: any RunClock = SystemClock(), host: String, port: Int, healthPort: Int? = nil,
+        logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+        onHealthRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) async throws {
         let health = HealthCheck()
         let connections = OpenConnections(limit: limits.maxConnections)
         let slots = DatabaseSlots(limit: limits.maxInFlight)
         let app = Application(
-            router: router(database: database, links: links, twilioAuthToken: twilioAuthToken,
-                           twilioPreviousAuthToken: twilioPreviousAuthToken, resendWebhookSecret: resendWebhookSecret,
-                           limits: limits, health: health, slots: slots, clock: clock),
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: connections)],
-                idleTimeout: TimeAmount(limits.idleTimeout))),
+            router: router(
+                database: database, links: links, twilioAuthToken: twilioAuthToken,
+                twilioPreviousAuthToken: twilioPreviousAuthToken, resendWebhookSecret: resendWebhookSecret,
+                limits: limits, health: health, slots: slots, clock: clock),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: connections)],
+                    idleTimeout: TimeAmount(limits.idleTimeout))),
             configuration: .init(address: .hostname(host, port: port), serverName: "nudge", backlog: 1_024),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: logger)
@@ -233,9 +255,10 @@ public enum NudgeServer {
         let healthApp = healthPort.map { healthPort in
             Application(
                 router: healthRouter(database: database, health: health, slots: slots),
-                server: .http1(configuration: .init(
-                    additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: healthConnections)],
-                    idleTimeout: TimeAmount(limits.idleTimeout))),
+                server: .http1(
+                    configuration: .init(
+                        additionalChannelHandlers: [ConnectionGuard(limits: limits, connections: healthConnections)],
+                        idleTimeout: TimeAmount(limits.idleTimeout))),
                 configuration: .init(address: .hostname("127.0.0.1", port: healthPort), serverName: "nudge", backlog: 64),
                 onServerRunning: { channel in await onHealthRunning(channel.localAddress?.port ?? healthPort) },
                 logger: logger)
@@ -244,8 +267,10 @@ public enum NudgeServer {
         // graceful shutdown (SIGTERM, SIGINT) drains both.
         var services = [ServiceGroupConfiguration.ServiceConfiguration(service: app)]
         if let healthApp { services.append(.init(service: healthApp)) }
-        let listeners = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                          logger: logger))
+        let listeners = ServiceGroup(
+            configuration: .init(
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await health.keepChecking(database, every: healthEvery) }
             try await listeners.run()
@@ -255,8 +280,10 @@ public enum NudgeServer {
 
     /// The headers of every answer: nothing to sniff, no referrer, no framing, no caching.
     private static func headers(contentType: String) -> HTTPFields {
-        [.contentType: contentType, .cacheControl: "no-store", .init("X-Content-Type-Options")!: "nosniff",
-         .init("Referrer-Policy")!: "no-referrer", .init("X-Frame-Options")!: "DENY"]
+        [
+            .contentType: contentType, .cacheControl: "no-store", .init("X-Content-Type-Options")!: "nosniff",
+            .init("Referrer-Policy")!: "no-referrer", .init("X-Frame-Options")!: "DENY",
+        ]
     }
 
     /// A page: its CSP allows its inline style and a form posting to `formOrigin`, nothing else.
@@ -341,8 +368,10 @@ struct ServeMiddleware: RouterMiddleware {
         self.logger = logger
     }
 
-    func handle(_ request: Request, context: ServeContext,
-                next: (Request, ServeContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: ServeContext,
+        next: (Request, ServeContext) async throws -> Response
+    ) async throws -> Response {
         let route = ["nudge.route": Logger.MetadataValue.string("\(request.method) \(request.uri.path)")]
         do {
             return try await next(request, context)
@@ -358,8 +387,9 @@ struct ServeMiddleware: RouterMiddleware {
                 return state.refused
             }
             if let refused {
-                logger.warning("overloaded: more requests waiting on the database than NUDGE_HTTP_MAX_IN_FLIGHT; answered 503",
-                               metadata: route.merging(["nudge.refused": "\(refused)"]) { $1 })
+                logger.warning(
+                    "overloaded: more requests waiting on the database than NUDGE_HTTP_MAX_IN_FLIGHT; answered 503",
+                    metadata: route.merging(["nudge.refused": "\(refused)"]) { $1 })
             }
             return busy(retryAfter: 1, text: "busy: try again in a second\n")
         } catch {
@@ -416,33 +446,45 @@ enum UnsubscribePages {
         let french = locale == "fr"
         let what = escape(type.name(locale: locale))
         let heading = french ? "Se désabonner" : "Unsubscribe"
-        let body = alreadyOff
+        let body =
+            alreadyOff
             ? (french ? "Tu ne reçois déjà plus \(what)." : "You are already unsubscribed from \(what).")
-            : (french ? "Tu ne recevras plus \(what). Les autres e-mails et les notifications push ne changent pas."
-                      : "You will no longer get \(what). Other emails and push notifications stay as they are.")
+            : (french
+                ? "Tu ne recevras plus \(what). Les autres e-mails et les notifications push ne changent pas."
+                : "You will no longer get \(what). Other emails and push notifications stay as they are.")
         let button = french ? "Me désabonner" : "Unsubscribe"
-        let form = alreadyOff ? "" : """
+        let form =
+            alreadyOff
+            ? ""
+            : """
             <form method="post" action="\(escape(action))">
             <button type="submit" style="padding:12px 20px;font-size:16px;background-color:#2563eb;color:#ffffff;border:0;border-radius:6px;cursor:pointer;">\(button)</button>
             </form>
             """
-        return shell(title: heading, locale: locale, content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0 0 24px 0;\">\(body)</p>\n\(form)")
+        return shell(
+            title: heading, locale: locale,
+            content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0 0 24px 0;\">\(body)</p>\n\(form)")
     }
 
     static func done(type: EmailType, locale: String) -> String {
         let french = locale == "fr"
         let what = escape(type.name(locale: locale))
         let heading = french ? "C’est fait" : "You're unsubscribed"
-        let body = french ? "Tu ne recevras plus \(what). Tu peux les réactiver à tout moment dans les réglages de l’app."
-                          : "You will no longer get \(what). You can turn them back on at any time in the app's settings."
-        return shell(title: heading, locale: locale, content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0;\">\(body)</p>")
+        let body =
+            french
+            ? "Tu ne recevras plus \(what). Tu peux les réactiver à tout moment dans les réglages de l’app."
+            : "You will no longer get \(what). You can turn them back on at any time in the app's settings."
+        return shell(
+            title: heading, locale: locale, content: "<h1 style=\"font-size:22px;margin:0 0 16px 0;\">\(heading)</h1>\n<p style=\"margin:0;\">\(body)</p>")
     }
 
     static func invalid(locale: String) -> String {
-        shell(title: "Invalid link", locale: locale, content: """
-            <h1 style="font-size:22px;margin:0 0 16px 0;">This link is not valid</h1>
-            <p style="margin:0;">Nothing was changed. Use the unsubscribe link of a recent email, or change your email settings in the app.</p>
-            """)
+        shell(
+            title: "Invalid link", locale: locale,
+            content: """
+                <h1 style="font-size:22px;margin:0 0 16px 0;">This link is not valid</h1>
+                <p style="margin:0;">Nothing was changed. Use the unsubscribe link of a recent email, or change your email settings in the app.</p>
+                """)
     }
 
     private static func shell(title: String, locale: String, content: String) -> String {

@@ -36,8 +36,10 @@ public enum SMSStatus {
     /// How long a kept status waits for its log.
     static let keptFor: TimeInterval = 7 * 24 * 3600
 
-    public static func record(fields: [(String, String)], outboxID: Int64?, on connection: PostgresConnection,
-                              logger: Logger) async throws -> Outcome {
+    public static func record(
+        fields: [(String, String)], outboxID: Int64?, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> Outcome {
         let form = Dictionary(fields, uniquingKeysWith: { first, _ in first })
         if let stops = optOut(form), let from = form["From"].flatMap(PhoneNumber.init) {
             // Once per reply: a request replayed (Twilio's signature holds no time) changes nothing.

@@ -46,8 +46,9 @@ public enum FileDescriptors {
         let target = min(rlim_t(wanted), limit.rlim_max)
         limit.rlim_cur = target
         if setrlimit(resource, &limit) != 0 || target < rlim_t(wanted) {
-            logger.warning("the open-file limit is below what NUDGE_HTTP_MAX_CONNECTIONS needs: raise LimitNOFILE",
-                           metadata: ["nudge.limit": "\(target)", "nudge.wanted": "\(wanted)"])
+            logger.warning(
+                "the open-file limit is below what NUDGE_HTTP_MAX_CONNECTIONS needs: raise LimitNOFILE",
+                metadata: ["nudge.limit": "\(target)", "nudge.wanted": "\(wanted)"])
         }
     }
 }
@@ -58,13 +59,17 @@ public enum FileDescriptors {
 /// secret). A provider's key in its environment is refused: a flaw in the server would give it away.
 public enum ServeEnvironment {
     /// The keys that send on Nudge's behalf or cost money: the jobs' alone.
-    public static let providerKeys = ["APNS_PRIVATE_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "RESEND_API_KEY",
-                                      "TWILIO_API_KEY_SECRET", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    public static let providerKeys = [
+        "APNS_PRIVATE_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "RESEND_API_KEY",
+        "TWILIO_API_KEY_SECRET", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+    ]
 
     public static func check(_ environment: Environment) throws(NudgeError) {
         let held = providerKeys.filter { environment[$0].map { !$0.isEmpty } ?? false }
         guard held.isEmpty else {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 nudge serve faces the internet and must not hold the providers' keys, but \(held.joined(separator: ", ")) \
                 \(held.count == 1 ? "is" : "are") set: give it an env file of its own (NUDGE_ENV_FILE=/etc/nudge/serve.env, as the \
                 nudge-serve unit does) with DATABASE_URL (the nudge_serve role), NUDGE_UNSUBSCRIBE_SECRET, NUDGE_PUBLIC_URL, \
@@ -98,7 +103,9 @@ public enum ServeEnvironment {
             return true
         }
         guard readable.isEmpty else {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 nudge serve faces the internet and must not be able to read the jobs' files, but it can open \
                 \(readable.joined(separator: ", ")): run it as its own user (nudge-serve, as the nudge-serve unit does; \
                 scripts/install makes the jobs' env file root:nudge 640 and the keys folder root:nudge 750), \

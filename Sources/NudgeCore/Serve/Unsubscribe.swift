@@ -16,8 +16,10 @@ public enum Unsubscribe {
 
     /// Whether the email the token names is on for its user, and their locale; nil when the user
     /// is gone. (`nudge_unsubscribe_state`: the server's role reads no table of users or preferences.)
-    public static func state(user: UUID, type: EmailType, on connection: PostgresConnection,
-                             logger: Logger) async throws -> (locale: String, subscribed: Bool)? {
+    public static func state(
+        user: UUID, type: EmailType, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> (locale: String, subscribed: Bool)? {
         let query: SQLFragment = "select locale, subscribed from nudge_unsubscribe_state(\(user), \(type.rawValue))"
         for try await (locale, subscribed) in try await connection.query(try query.query(), logger: logger).decode((String, Bool).self) {
             return (locale, subscribed)

@@ -5,8 +5,8 @@ import NIOPosix
 import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
-import UnixSignals
 import Synchronization
+import UnixSignals
 
 /// How long Nudge lets the database take.
 public struct DatabaseLimits: Sendable, Equatable {
@@ -72,11 +72,13 @@ public struct Database: Sendable {
         var poolLogger = logger
         poolLogger.logLevel = max(logger.logLevel, .warning)
         let client = PostgresClient(
-            configuration: url.clientConfiguration(applicationName: applicationName, statementTimeout: limits.statementTimeout,
-                                                   connections: connections),
+            configuration: url.clientConfiguration(
+                applicationName: applicationName, statementTimeout: limits.statementTimeout,
+                connections: connections),
             backgroundLogger: poolLogger)
-        let database = Database(client: client, url: url, limits: limits, logger: logger, connections: max(1, connections),
-                                applicationName: applicationName)
+        let database = Database(
+            client: client, url: url, limits: limits, logger: logger, connections: max(1, connections),
+            applicationName: applicationName)
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         let work = ClosureService {
             let result: Swift.Result<Result, any Error>
@@ -88,13 +90,15 @@ public struct Database: Sendable {
             }
             outcome.withLock { $0 = result }
         }
-        let group = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: client),
-                .init(service: work, successTerminationBehavior: .gracefullyShutdownGroup,
-                      failureTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            logger: poolLogger))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: client),
+                    .init(
+                        service: work, successTerminationBehavior: .gracefullyShutdownGroup,
+                        failureTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                logger: poolLogger))
         let signals = stopOnSignals ? await UnixSignalsSequence(trapping: .sigterm, .sigint) : nil
         let watcher = signals.map { signals in
             Task {
@@ -105,8 +109,9 @@ public struct Database: Sendable {
                         StandardError.write("nudge: a second \(signal): ending now; the next run closes the books on this one\n")
                         exit(1)
                     }
-                    logger.notice("stopping after the batch in flight; a second signal ends the process at once",
-                                  metadata: ["nudge.signal": "\(signal)"])
+                    logger.notice(
+                        "stopping after the batch in flight; a second signal ends the process at once",
+                        metadata: ["nudge.signal": "\(signal)"])
                     await group.triggerGracefulShutdown()
                 }
             }
@@ -123,7 +128,8 @@ public struct Database: Sendable {
     /// connection quietly, while this one says why it failed (TLS, authentication, an unknown
     /// database, no server there).
     func checkReachable() async throws {
-        let logger = self.logger, url = self.url
+        let logger = self.logger
+        let url = self.url
         try await withNewConnection { connection in
             do {
                 try await Self.answer(within: Self.reachTimeout, on: connection) {
@@ -141,8 +147,9 @@ public struct Database: Sendable {
     /// statements are bounded by `bounded`, as on any connection.
     public func withNewConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let logger = self.logger
-        let configuration = try url.connectionConfiguration(applicationName: applicationName,
-                                                            statementTimeout: limits.statementTimeout)
+        let configuration = try url.connectionConfiguration(
+            applicationName: applicationName,
+            statementTimeout: limits.statementTimeout)
         let connection: PostgresConnection
         do {
             connection = try await withTimeout(Self.reachTimeout, discardingLate: { try? await $0.close() }) {
@@ -174,11 +181,12 @@ public struct Database: Sendable {
         guard let error = error as? PSQLError else { return describe(error) }
         if let message = error.serverInfo?[.message] {
             let state = error.serverInfo?[.sqlState]
-            let hint = switch state {
-            case "28P01", "28000": " (check the user and password in DATABASE_URL)"
-            case "3D000": " (check the database name in DATABASE_URL, or create it)"
-            default: ""
-            }
+            let hint =
+                switch state {
+                case "28P01", "28000": " (check the user and password in DATABASE_URL)"
+                case "3D000": " (check the database name in DATABASE_URL, or create it)"
+                default: ""
+                }
             return "the server refused the connection: \(message)\(hint)"
         }
         if error.code == .sslUnsupported {
@@ -190,7 +198,9 @@ public struct Database: Sendable {
                 let verification = url.tlsMode == .verifyCA || url.tlsMode == .verifyFull || url.rootCertificate != nil
                 if text.contains("CERTIFICATE_VERIFY_FAILED") {
                     return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): the server's certificate could not be verified"
-                        + (verification ? "; is it signed by a root in sslrootcert or NUDGE_DB_CA_FILE (NUDGE_CA_FILE is the providers' alone), and issued for this host?" : "")
+                        + (verification
+                            ? "; is it signed by a root in sslrootcert or NUDGE_DB_CA_FILE (NUDGE_CA_FILE is the providers' alone), and issued for this host?"
+                            : "")
                 }
                 return "the TLS handshake failed (sslmode=\(url.tlsMode.rawValue)): \(text)"
             }
@@ -210,7 +220,8 @@ public struct Database: Sendable {
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let leased = Flag()
         let limit = limits.answerTimeout
-        let held = self.held, connections = self.connections
+        let held = self.held
+        let connections = self.connections
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await client.withConnection { connection in
@@ -224,7 +235,9 @@ public struct Database: Sendable {
                 try await sleepOnEventLoop(limit)
                 guard leased.isSet else {
                     if held.count.withLock({ $0 }) >= connections {
-                        throw NudgeError(.database, """
+                        throw NudgeError(
+                            .database,
+                            """
                             no free database connection within \(limit): all \(connections) of this process's connections \
                             stayed in use by its own work (the database answered; what held them had not finished)
                             """)
@@ -247,8 +260,10 @@ public struct Database: Sendable {
     /// `statements` is how many statements `operation` may send one after the other: each may
     /// take up to `statement_timeout`.
     @discardableResult
-    public func bounded<T: Sendable>(_ connection: PostgresConnection, statements: Int = 1,
-                                     _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    public func bounded<T: Sendable>(
+        _ connection: PostgresConnection, statements: Int = 1,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let limit = limits.answerTimeout(statements: statements)
         do {
             return try await Self.answer(within: limit, on: connection, operation)
@@ -277,11 +292,14 @@ public struct Database: Sendable {
     /// thousand bounded calls a second held a few minutes' worth of them, tens of megabytes at a
     /// million users.
     @discardableResult
-    static func answer<T: Sendable>(within limit: Duration, on connection: PostgresConnection,
-                                    _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    static func answer<T: Sendable>(
+        within limit: Duration, on connection: PostgresConnection,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         guard !connection.isClosed else { throw ConnectionClosed() }
         let answer = BoundedAnswer<T>()
-        let eventLoop = connection.eventLoop, amount = TimeAmount(limit)
+        let eventLoop = connection.eventLoop
+        let amount = TimeAmount(limit)
         let work = Task {
             // The limit counts from the statement's start.
             let timer = eventLoop.scheduleTask(in: amount) {
@@ -308,8 +326,10 @@ public struct Database: Sendable {
 /// threads, behind what was queued there before it, and after the grace `graceAfterLimit` gives
 /// when those threads were late to it. A server that did not answer is not one this process was
 /// too busy to hear.
-private func expire<T: Sendable>(_ answer: BoundedAnswer<T>, on connection: PostgresConnection, limit: TimeAmount,
-                                 firedAt fired: NIODeadline, graceGiven: Bool) {
+private func expire<T: Sendable>(
+    _ answer: BoundedAnswer<T>, on connection: PostgresConnection, limit: TimeAmount,
+    firedAt fired: NIODeadline, graceGiven: Bool
+) {
     Task {
         // Answered meanwhile: nothing to time out, and no grace timer to keep.
         guard !answer.isAnswered else { return }
@@ -424,8 +444,10 @@ struct TimedOut: Error, CustomStringConvertible {
 /// The limit is an event-loop timer that cancelling frees (`sleepOnEventLoop`). A `Task.sleep`
 /// keeps its timer until its deadline when cancelled: raced against each LLM call, it held the
 /// call's whole time-out after every answer, tens of thousands of them in a million users' wave.
-func withTimeout<T: Sendable>(_ limit: Duration, discardingLate discardLate: @escaping @Sendable (T) async -> Void = { _ in },
-                              _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+func withTimeout<T: Sendable>(
+    _ limit: Duration, discardingLate discardLate: @escaping @Sendable (T) async -> Void = { _ in },
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
     // A caller cancelled already starts nothing (a request must not leave after its batch's limit).
     try Task.checkCancellation()
     return try await withThrowingTaskGroup(of: T?.self) { group in

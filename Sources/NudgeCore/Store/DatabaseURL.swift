@@ -54,7 +54,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     ///     server that is not verified.
     public init(_ text: String, extraTrustedRoots: String? = nil, allowInsecurePassword: Bool = false) throws(NudgeError) {
         guard let components = URLComponents(string: text),
-              components.scheme == "postgres" || components.scheme == "postgresql"
+            components.scheme == "postgres" || components.scheme == "postgresql"
         else {
             throw NudgeError(.configuration, "DATABASE_URL must be a postgres:// URL")
         }
@@ -65,9 +65,10 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         if let socketFolder = query["host"], socketFolder.hasPrefix("/") {
             endpoint = .unixSocket(path: socketFolder + "/.s.PGSQL.\(port)")
         } else {
-            endpoint = .tcp(host: query["host"].flatMap { $0.isEmpty ? nil : $0 }
-                                ?? components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost",
-                            port: port)
+            endpoint = .tcp(
+                host: query["host"].flatMap { $0.isEmpty ? nil : $0 }
+                    ?? components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost",
+                port: port)
         }
         username = components.user.flatMap { $0.removingPercentEncoding } ?? "postgres"
         password = components.password.flatMap { $0.removingPercentEncoding }
@@ -76,20 +77,26 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         rootCertificate = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
         // As libpq 16: `sslrootcert=system` makes `verify-full` the default, and refuses any weaker mode.
         guard let mode = TLSMode(rawValue: query["sslmode"] ?? (rootCertificate == "system" ? "verify-full" : "prefer")) else {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 DATABASE_URL: sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))
                 """)
         }
         tlsMode = mode
         self.extraTrustedRoots = extraTrustedRoots.flatMap { $0.isEmpty ? nil : $0 }
         if rootCertificate == "system" && mode != .verifyFull {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 DATABASE_URL: sslmode=\(mode.rawValue) may not be used with sslrootcert=system: any certificate a public \
                 authority issued, to anyone, would pass; use sslmode=verify-full
                 """)
         }
         if mode == .verifyCA && rootCertificate == nil && self.extraTrustedRoots == nil {
-            throw NudgeError(.configuration, """
+            throw NudgeError(
+                .configuration,
+                """
                 DATABASE_URL: sslmode=verify-ca needs the server's own root certificate in sslrootcert (or NUDGE_DB_CA_FILE): \
                 against the system's roots it checks no host name, and any certificate a public authority issued, to \
                 anyone, would pass; give sslrootcert=/path/to/root.crt, or use sslmode=verify-full
@@ -104,8 +111,11 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
             }
         }
         if case .tcp(let host, _) = endpoint, password?.isEmpty == false, !Self.isLoopback(host), !verifiesServer,
-           !allowInsecurePassword {
-            throw NudgeError(.configuration, """
+            !allowInsecurePassword
+        {
+            throw NudgeError(
+                .configuration,
+                """
                 DATABASE_URL: the password would be given to \(host) without verifying that it is the server: with \
                 sslmode=\(mode.rawValue)\(rootCertificate == nil ? "" : " and sslrootcert") anyone between Nudge and it can \
                 decline TLS or show any certificate and ask for the password in clear text; use \
@@ -170,18 +180,22 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     /// (`application_name`), bounds each statement (`statement_timeout`, also for a transaction
     /// left idle) and has the server probe a silent client (TCP keepalive), so that a run cut off
     /// from its client frees its locks within a minute.
-    public func clientConfiguration(applicationName: String, statementTimeout: Duration?,
-                                    connections: Int = 4) -> PostgresClient.Configuration {
+    public func clientConfiguration(
+        applicationName: String, statementTimeout: Duration?,
+        connections: Int = 4
+    ) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
-            let tls: PostgresClient.Configuration.TLS = switch tlsMode {
-            case .disable: .disable
-            case .allow, .prefer: .prefer(tlsConfiguration)
-            case .require, .verifyCA, .verifyFull: .require(tlsConfiguration)
-            }
-            configuration = .init(host: host, port: port, username: username, password: password,
-                                  database: database, tls: tls)
+            let tls: PostgresClient.Configuration.TLS =
+                switch tlsMode {
+                case .disable: .disable
+                case .allow, .prefer: .prefer(tlsConfiguration)
+                case .require, .verifyCA, .verifyFull: .require(tlsConfiguration)
+                }
+            configuration = .init(
+                host: host, port: port, username: username, password: password,
+                database: database, tls: tls)
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
         }
@@ -198,11 +212,12 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         var configuration: PostgresConnection.Configuration
         switch endpoint {
         case .tcp(let host, let port):
-            let tls: PostgresConnection.Configuration.TLS = switch tlsMode {
-            case .disable: .disable
-            case .allow, .prefer: .prefer(try NIOSSLContext(configuration: tlsConfiguration))
-            case .require, .verifyCA, .verifyFull: .require(try NIOSSLContext(configuration: tlsConfiguration))
-            }
+            let tls: PostgresConnection.Configuration.TLS =
+                switch tlsMode {
+                case .disable: .disable
+                case .allow, .prefer: .prefer(try NIOSSLContext(configuration: tlsConfiguration))
+                case .require, .verifyCA, .verifyFull: .require(try NIOSSLContext(configuration: tlsConfiguration))
+                }
             configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)

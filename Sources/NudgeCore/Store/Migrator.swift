@@ -38,17 +38,20 @@ public struct Migrator: Sendable {
                 let words = lines[0].split(separator: " ")
                 let update = lines.count > 1 ? lines[1].trimmingCharacters(in: .whitespacesAndNewlines) : ""
                 guard words.count == 2, let batch = Int(words[1]), batch > 0,
-                      words[0].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }),
-                      ["update ", "insert "].contains(where: update.lowercased().hasPrefix), update.contains("{{after}}"), update.contains("{{through}}"),
-                      !update.dropLast(update.hasSuffix(";") ? 1 : 0).contains(";")
+                    words[0].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }),
+                    ["update ", "insert "].contains(where: update.lowercased().hasPrefix), update.contains("{{after}}"), update.contains("{{through}}"),
+                    !update.dropLast(update.hasSuffix(";") ? 1 : 0).contains(";")
                 else {
-                    throw NudgeError(.configuration, """
+                    throw NudgeError(
+                        .configuration,
+                        """
                         migration \(name): a backfill is `-- nudge:backfill TABLE BATCH` followed by one update (or insert) using \
                         {{after}} and {{through}}
                         """)
                 }
-                return Backfill(table: String(words[0]), batch: batch,
-                                update: update.hasSuffix(";") ? String(update.dropLast()) : update)
+                return Backfill(
+                    table: String(words[0]), batch: batch,
+                    update: update.hasSuffix(";") ? String(update.dropLast()) : update)
             }
         }
     }
@@ -100,7 +103,8 @@ public struct Migrator: Sendable {
             try await database.bounded(connection) {
                 do {
                     // (`backfilled` through the row's JSON: a database migrated before it has no such column.)
-                    let rows = try await connection.query("""
+                    let rows = try await connection.query(
+                        """
                         select coalesce(array_agg(version), '{}') from nudge_migrations m
                          where coalesce((to_jsonb(m)->>'backfilled')::boolean, true)
                         """, logger: logger)
@@ -114,7 +118,6 @@ public struct Migrator: Sendable {
         return migrations.filter { !(applied ?? []).contains($0.version) }.map(\.name)
     }
 
-
     /// Applies what is missing; returns the names applied now.
     public func migrate(_ database: Database) async throws -> [String] {
         let logger = database.logger
@@ -123,26 +126,31 @@ public struct Migrator: Sendable {
             // The ledger of migrations, once, under the lock (two first migrations at once).
             try await connection.withTransaction(logger: logger) { connection in
                 try await connection.query("select pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     create table if not exists nudge_migrations (
                         version integer primary key,
                         name text not null,
                         checksum text not null,
                         applied_at timestamptz not null default now())
                     """, logger: logger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     alter table nudge_migrations add column if not exists backfilled boolean not null default true
                     """, logger: logger)
             }
             for migration in migrations {
                 let step = try await connection.withTransaction(logger: logger) { connection in
                     try await connection.query("select pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
-                    let rows = try await connection.query("""
+                    let rows = try await connection.query(
+                        """
                         select name, checksum, md5(\(migration.sql)), backfilled from nudge_migrations where version = \(migration.version)
                         """, logger: logger)
                     for try await (name, checksum, expected, backfilled) in rows.decode((String, String, String, Bool).self) {
                         guard checksum == expected || Self.earlierChecksums[migration.version]?.contains(checksum) == true else {
-                            throw NudgeError(.configuration, """
+                            throw NudgeError(
+                                .configuration,
+                                """
                                 migration \(name) was changed after it was applied; add a new migration instead
                                 """)
                         }
@@ -150,7 +158,8 @@ public struct Migrator: Sendable {
                     }
                     try await connection.executeScript(migration.schema, tag: "nudge_migration", logger: logger)
                     let backfills = try migration.backfills()
-                    try await connection.query("""
+                    try await connection.query(
+                        """
                         insert into nudge_migrations (version, name, checksum, backfilled)
                         values (\(migration.version), \(migration.name), md5(\(migration.sql)), \(backfills.isEmpty))
                         """, logger: logger)
@@ -196,8 +205,9 @@ public struct Migrator: Sendable {
 
     private func backfillLocked(_ migration: Migration, on connection: PostgresConnection, logger: Logger) async throws {
         var done = false
-        let state = try await connection.query("select backfilled from nudge_migrations where version = \(migration.version)",
-                                               logger: logger)
+        let state = try await connection.query(
+            "select backfilled from nudge_migrations where version = \(migration.version)",
+            logger: logger)
         for try await backfilled in state.decode(Bool.self) { done = backfilled }
         guard !done else { return }
         for backfill in try migration.backfills() {
@@ -205,30 +215,37 @@ public struct Migrator: Sendable {
             var batches = 0
             while true {
                 var through: UUID?
-                let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-                    select id from (select id from \(backfill.table) where id > '\(after.uuidString)' order by id
-                                    limit \(backfill.batch)) batch
-                     order by id desc limit 1
-                    """), logger: logger)
+                let rows = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            select id from (select id from \(backfill.table) where id > '\(after.uuidString)' order by id
+                                            limit \(backfill.batch)) batch
+                             order by id desc limit 1
+                            """), logger: logger)
                 for try await last in rows.decode(UUID.self) { through = last }
                 guard let through else { break }
                 let update = backfill.update.replacingOccurrences(of: "{{after}}", with: "'\(after.uuidString.lowercased())'")
                     .replacingOccurrences(of: "{{through}}", with: "'\(through.uuidString.lowercased())'")
                 try await connection.withTransaction(logger: logger) { connection in
-                    try await connection.query(PostgresQuery(unsafeSQL: "set local lock_timeout = '\(Self.batchLockTimeout)'"),
-                                               logger: logger)
-                    try await connection.query(PostgresQuery(unsafeSQL: "set local statement_timeout = '\(Self.batchTimeout)'"),
-                                               logger: logger)
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "set local lock_timeout = '\(Self.batchLockTimeout)'"),
+                        logger: logger)
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "set local statement_timeout = '\(Self.batchTimeout)'"),
+                        logger: logger)
                     try await connection.query(PostgresQuery(unsafeSQL: update), logger: logger)
                 }
                 after = through
                 batches += 1
             }
-            logger.info("migration backfilled", metadata: [
-                "nudge.migration": "\(migration.name)", "nudge.table": "\(backfill.table)", "nudge.batches": "\(batches)",
-            ])
+            logger.info(
+                "migration backfilled",
+                metadata: [
+                    "nudge.migration": "\(migration.name)", "nudge.table": "\(backfill.table)", "nudge.batches": "\(batches)",
+                ])
         }
-        try await connection.query("update nudge_migrations set backfilled = true where version = \(migration.version)",
-                                   logger: logger)
+        try await connection.query(
+            "update nudge_migrations set backfilled = true where version = \(migration.version)",
+            logger: logger)
     }
 }

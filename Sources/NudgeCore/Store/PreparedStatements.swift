@@ -22,8 +22,10 @@ extension PostgresConnection {
     /// deadlock, a lock wait that timed out) would then fail the rest of the run. So a text that
     /// failed once, preparing or running, is sent as an ad hoc statement from then on in this
     /// process.
-    func prepared(_ statement: SQLFragment,
-                  logger: Logger) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+    func prepared(
+        _ statement: SQLFragment,
+        logger: Logger
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         let query = try statement.query()
         let text = PreparedText(sql: query.sql, types: statement.parameterTypes)
         let name = text.name

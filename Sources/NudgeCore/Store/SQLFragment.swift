@@ -117,7 +117,8 @@ public struct BatchWrites: Sendable {
     }
 
     public var statement: SQLFragment {
-        let checks: SQLFragment = expectations.isEmpty
+        let checks: SQLFragment =
+            expectations.isEmpty
             ? "true"
             : SQLFragment.joined(expectations.map { "nudge_expect(\($0.condition), \($0.message))" }, separator: " and ")
         guard !steps.isEmpty else { return "select \(checks)" }

@@ -11,7 +11,8 @@ extension Database {
         let logger = self.logger
         let found: (role: String, schemas: [String]) = try await withConnection { connection in
             try await self.bounded(connection) {
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     select current_user::text,
                            coalesce(pg_catalog.array_agg(n.nspname::text order by n.nspname::text), '{}')
                       from pg_catalog.pg_namespace n
@@ -29,7 +30,9 @@ extension Database {
         }
         guard !found.schemas.isEmpty else { return }
         let list = found.schemas.joined(separator: ", ")
-        throw NudgeError(.configuration, """
+        throw NudgeError(
+            .configuration,
+            """
             nudge \(command): the role \(found.role) may create objects in schema \(list), which Nudge's functions search: one it \
             made there could run with the rights of the owner of Nudge's tables. As the owner of the schema, run \
             `revoke create on schema \(list) from public, \(found.role)` (deploy/sql/roles.sql does it for public, PUBLIC and \

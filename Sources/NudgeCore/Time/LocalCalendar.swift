@@ -45,7 +45,7 @@ public struct LocalCalendar: Sendable {
     static func isTimeZoneDatabaseName(_ name: String) -> Bool {
         if knownNames.contains(name) { return true }
         guard !name.hasPrefix("/"), !name.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }),
-              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/_-+".contains($0)) })
+            name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/_-+".contains($0)) })
         else { return false }
         var isFolder: ObjCBool = false
         return FileManager.default.fileExists(atPath: systemZoneInfo + "/" + name, isDirectory: &isFolder) && !isFolder.boolValue

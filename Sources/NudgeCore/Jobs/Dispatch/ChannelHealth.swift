@@ -35,8 +35,10 @@ public final class ChannelHealth: Sendable {
     /// How many parked rows a dispatcher wakes at a time for a provider that is up.
     static let wakeBatch = 2_000
 
-    public init(configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
-                clock: any RunClock = SystemClock()) {
+    public init(
+        configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
+        clock: any RunClock = SystemClock()
+    ) {
         self.configured = configured
         self.identities = identities
         self.clock = clock
@@ -70,7 +72,8 @@ public final class ChannelHealth: Sendable {
         state.withLock { state in
             let health = current(provider, in: state)
             if !health.allowsSending(config: identities[provider] ?? ""),
-               !rows.contains(where: { (state.shared[provider]?.probeRows ?? []).contains($0) }) {
+                !rows.contains(where: { (state.shared[provider]?.probeRows ?? []).contains($0) })
+            {
                 return (health.summary(of: provider) ?? "\(provider.displayName) is not available", nil)
             }
             if let throttled = state.throttledUntil[provider] {
@@ -157,7 +160,8 @@ public final class ChannelHealth: Sendable {
         case .invalidToken(let why, true) where health.state == .paused && health.burst:
             return .configuration("\(why), taken as a configuration error: \(health.reason ?? "")")
         case .invalidToken(let why, true) where !health.confirmsTokens(config: identities[provider] ?? ""):
-            return .notSent("""
+            return .notSent(
+                """
                 \(why); kept until \(provider.displayName) has taken other tokens, since a wrong configuration gets the same \
                 answer for every token
                 """, after: DispatchRules.providerWait)
@@ -279,14 +283,18 @@ public final class ChannelHealth: Sendable {
     /// wake per provider, and the wake.
     public static let statements = 2 * writeAttempts + 2 * DeliveryProvider.allCases.count + 1
 
-    private func log(_ provider: DeliveryProvider, from before: ProviderHealth.State, to health: ProviderHealth,
-                     delta: ProviderHealth.Delta, logger: Logger) {
+    private func log(
+        _ provider: DeliveryProvider, from before: ProviderHealth.State, to health: ProviderHealth,
+        delta: ProviderHealth.Delta, logger: Logger
+    ) {
         guard before != health.state else { return }
-        logger.notice("provider state changed", metadata: [
-            "nudge.provider": "\(provider.rawValue)", LogKey.status: "\(health.state.rawValue)",
-            LogKey.reason: "\(health.summary(of: provider) ?? "answering again")",
-            "nudge.answers": "\(delta.answers)", "nudge.outages": "\(delta.outages)",
-        ])
+        logger.notice(
+            "provider state changed",
+            metadata: [
+                "nudge.provider": "\(provider.rawValue)", LogKey.status: "\(health.state.rawValue)",
+                LogKey.reason: "\(health.summary(of: provider) ?? "answering again")",
+                "nudge.answers": "\(delta.answers)", "nudge.outages": "\(delta.outages)",
+            ])
     }
 
     /// Every provider's row as it stands, for an operator (`nudge list`).
@@ -296,19 +304,28 @@ public final class ChannelHealth: Sendable {
         }
     }
 
-    private static func read(on connection: PostgresConnection,
-                             logger: Logger) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
-        let rows = try await connection.query("""
+    private static func read(
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [DeliveryProvider: (health: ProviderHealth, version: Int64)] {
+        let rows = try await connection.query(
+            """
             select provider, state, since, reason, config, burst, probe_at, probe_rows, window_start, window_answers,
                    window_outages, window_outage_devices, tokens_start, tokens_answers, tokens_unknown_devices, tokens_config,
                    tokens_accepted, version
               from provider_health
             """, logger: logger)
         var read: [DeliveryProvider: (health: ProviderHealth, version: Int64)] = [:]
-        for try await (name, state, since, reason, config, burst, probeAt, probeRows, windowStart, windowAnswers, windowOutages,
-                       outageDevices, tokensStart, tokensAnswers, unknownDevices, tokensConfig, tokensAccepted, version)
-            in rows.decode((String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, [String], Date?, Int,
-                            [String], String?, Int, Int64).self) {
+        for try await (
+            name, state, since, reason, config, burst, probeAt, probeRows, windowStart, windowAnswers, windowOutages,
+            outageDevices, tokensStart, tokensAnswers, unknownDevices, tokensConfig, tokensAccepted, version
+        )
+            in rows.decode(
+                (
+                    String, String, Date?, String?, String?, Bool, Date?, [Int64], Date?, Int, Int, [String], Date?, Int,
+                    [String], String?, Int, Int64
+                ).self)
+        {
             guard let provider = DeliveryProvider(rawValue: name) else { continue }
             var health = ProviderHealth()
             health.state = ProviderHealth.State(rawValue: state) ?? .up
@@ -318,8 +335,9 @@ public final class ChannelHealth: Sendable {
             health.burst = burst
             health.probeAt = probeAt
             health.probeRows = probeRows
-            health.window = .init(start: windowStart, answers: windowAnswers, outages: windowOutages,
-                                  outageDevices: Set(outageDevices))
+            health.window = .init(
+                start: windowStart, answers: windowAnswers, outages: windowOutages,
+                outageDevices: Set(outageDevices))
             health.tokens = .init(start: tokensStart, answers: tokensAnswers, unknownDevices: Set(unknownDevices))
             health.tokensConfig = tokensConfig
             health.tokensAccepted = tokensAccepted
@@ -329,12 +347,15 @@ public final class ChannelHealth: Sendable {
     }
 
     /// Writes each row where it still is at the version read; returns the providers written.
-    private func write(_ rows: [DeliveryProvider: ProviderHealth], versions: [DeliveryProvider: Int64],
-                       on connection: PostgresConnection, logger: Logger) async throws -> [DeliveryProvider] {
+    private func write(
+        _ rows: [DeliveryProvider: ProviderHealth], versions: [DeliveryProvider: Int64],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> [DeliveryProvider] {
         let providers = rows.keys.sorted { $0.rawValue < $1.rawValue }
         let all = providers.map { rows[$0]! }
         let never = Date(timeIntervalSince1970: 0)
-        let answer = try await connection.query("""
+        let answer = try await connection.query(
+            """
             update provider_health h
                set state = v.state, since = nullif(v.since, \(never)), reason = nullif(v.reason, ''),
                    config = nullif(v.config, ''), burst = v.burst, probe_at = nullif(v.probe_at, \(never)),
@@ -373,10 +394,13 @@ public final class ChannelHealth: Sendable {
     /// Takes the next probe of a provider that is down and offers a harmless one, unless another
     /// dispatcher took it first: only the dispatcher whose claim moved `probe_at` makes it
     /// (`takeOwedProbes`). No parked row is woken: the probe sends nobody anything.
-    private func claimHarmlessProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
-                                    on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    private func claimHarmlessProbe(
+        _ provider: DeliveryProvider, health: ProviderHealth, now: Date,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Bool {
         let next = now.addingTimeInterval(health.probeInterval)
-        let claimed = try await connection.query("""
+        let claimed = try await connection.query(
+            """
             update provider_health set probe_at = \(next), probe_rows = '{}', version = version + 1, updated_at = now()
              where provider = \(provider.rawValue) and state = 'down' and (probe_at is null or probe_at <= \(now))
             returning provider
@@ -390,10 +414,13 @@ public final class ChannelHealth: Sendable {
     /// parked rows, of distinct users, the next ones after the last probe's (never the same row
     /// twice running, so one row that keeps drawing a 5xx cannot hold the provider down), which
     /// any dispatcher then sends. Returns their ids.
-    private func claimProbe(_ provider: DeliveryProvider, health: ProviderHealth, now: Date,
-                            on connection: PostgresConnection, logger: Logger) async throws -> [Int64]? {
+    private func claimProbe(
+        _ provider: DeliveryProvider, health: ProviderHealth, now: Date,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Int64]? {
         let next = now.addingTimeInterval(health.probeInterval)
-        let claimed = try await connection.query("""
+        let claimed = try await connection.query(
+            """
             update provider_health h set probe_at = \(next), probe_rows = '{}', version = h.version + 1, updated_at = now()
               from (select probe_rows as previous from provider_health where provider = \(provider.rawValue)) last
              where h.provider = \(provider.rawValue) and h.state <> 'up' and (h.probe_at is null or h.probe_at <= \(now))
@@ -403,7 +430,8 @@ public final class ChannelHealth: Sendable {
         for try await rows in claimed.decode([Int64].self) { previous = rows }
         guard let previous else { return nil }
         let after = previous.max() ?? 0
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             with candidates as (
                 (select id, user_id, 0 as pass from notification_outbox
                   where waiting_for = \(provider.rawValue) and status = 'pending' and id > \(after)
@@ -426,9 +454,11 @@ public final class ChannelHealth: Sendable {
             returning probe_rows
             """, logger: logger)
         for try await probe in rows.decode([Int64].self) {
-            logger.info("probing a provider that is not up", metadata: [
-                "nudge.provider": "\(provider.rawValue)", "nudge.rows": "\(probe.count)",
-            ])
+            logger.info(
+                "probing a provider that is not up",
+                metadata: [
+                    "nudge.provider": "\(provider.rawValue)", "nudge.rows": "\(probe.count)",
+                ])
             return probe
         }
         return nil
@@ -439,7 +469,8 @@ public final class ChannelHealth: Sendable {
 
     /// Wakes the next of the rows parked for providers that are up again (or configured now).
     private func wake(_ providers: [DeliveryProvider], now: Date, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             with picked as (
                 select id from notification_outbox
                  where waiting_for = any(\(providers.map(\.rawValue))) and status = 'pending'

@@ -6,8 +6,10 @@ import PostgresNIO
 /// user, in this order"): their preferences, devices, the deliveries the caps count, what their
 /// rows ask for, and, for call previews, each call and push as they stand.
 extension DispatchJob {
-    public func loadFacts(for items: [UserNotifications], run: RunContext,
-                          on connection: PostgresConnection) async throws -> [UUID: Facts] {
+    public func loadFacts(
+        for items: [UserNotifications], run: RunContext,
+        on connection: PostgresConnection
+    ) async throws -> [UUID: Facts] {
         // The previews' facts first: a query sent while another's rows are still unread waits for
         // them, and they wait to be read (the run stood still until its time bound).
         let (calls, pushes) = try await previewFacts(for: items, run: run, on: connection)
@@ -18,14 +20,17 @@ extension DispatchJob {
         }
         let firstAsked = items.flatMap { $0.rows.filter { $0.kind.asks != nil }.map(\.localDay) }.min()
         let rows = try await connection.execute(
-            FactsStatement(users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack),
-                           askingCheckIns: asking(.checkIn), askingSubmissions: asking(.submission),
-                           firstDay: firstAsked ?? LocalDate(daysSinceEpoch: 0), now: run.now),
+            FactsStatement(
+                users: items.map(\.user.user.id), since: run.now.addingTimeInterval(-Self.capsLookBack),
+                askingCheckIns: asking(.checkIn), askingSubmissions: asking(.submission),
+                firstDay: firstAsked ?? LocalDate(daysSinceEpoch: 0), now: run.now),
             logger: run.logger)
         var facts: [UUID: Facts] = [:]
-        for try await (id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
-                       platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut,
-                       emailSuppression, checkInDays, checkInTimes, submissionDays, submissionTimes) in rows {
+        for try await (
+            id, hasRow, pushEnabled, emailEnabled, switchedOff, dndStart, dndEnd, pauseWeekends, tokenIDs, tokens,
+            platforms, legacy, pastTypes, pastTimes, pastChallenges, pastDays, address, emailOff, phone, smsOptedOut,
+            emailSuppression, checkInDays, checkInTimes, submissionDays, submissionTimes
+        ) in rows {
             var preferences = DeliveryPreferences()
             preferences.emailSwitchedOff = Set(emailOff)
             if hasRow {
@@ -35,8 +40,8 @@ extension DispatchJob {
                 preferences.quietHours = try QuietHours(reading: dndStart, dndEnd, pauseWeekends: pauseWeekends)
             }
             guard tokenIDs.count == tokens.count, tokens.count == platforms.count,
-                  pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count,
-                  checkInDays.count == checkInTimes.count, submissionDays.count == submissionTimes.count
+                pastTypes.count == pastTimes.count, pastTimes.count == pastChallenges.count, pastDays.count == pastTypes.count,
+                checkInDays.count == checkInTimes.count, submissionDays.count == submissionTimes.count
             else { throw MalformedData("the user's devices or deliveries changed while they were read") }
             var actions = UserActions()
             for (day, at) in zip(checkInDays, checkInTimes) {
@@ -47,12 +52,14 @@ extension DispatchJob {
             var devices = tokenIDs.indices.map { Device(tokenID: tokenIDs[$0], token: tokens[$0], platform: platforms[$0]) }
             if let legacy { devices.append(Device(tokenID: nil, token: legacy, platform: "android")) }
             let sent = pastTypes.indices.map {
-                PastDelivery(type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0],
-                             localDay: pastDays[$0])
+                PastDelivery(
+                    type: pastTypes[$0], sentAt: pastTimes[$0], challenge: pastChallenges[$0].isEmpty ? nil : pastChallenges[$0],
+                    localDay: pastDays[$0])
             }
-            facts[id] = Facts(preferences: preferences, devices: devices, past: sent, address: address,
-                              emailSuppression: emailSuppression, phone: phone, smsOptedOut: smsOptedOut, calls: calls[id] ?? [:],
-                              pushes: pushes[id] ?? [:], actions: actions)
+            facts[id] = Facts(
+                preferences: preferences, devices: devices, past: sent, address: address,
+                emailSuppression: emailSuppression, phone: phone, smsOptedOut: smsOptedOut, calls: calls[id] ?? [:],
+                pushes: pushes[id] ?? [:], actions: actions)
         }
         return facts
     }
@@ -66,12 +73,14 @@ extension DispatchJob {
     /// now, and each push a fallback SMS depends on, with its delivery receipt if the app recorded
     /// one. No statement when the batch has none.
     private func previewFacts(for items: [UserNotifications], run: RunContext, on connection: PostgresConnection) async throws
-        -> (calls: [UUID: [UUID: DispatchRules.CallState]], pushes: [UUID: [String: DispatchRules.PushState]]) {
+        -> (calls: [UUID: [UUID: DispatchRules.CallState]], pushes: [UUID: [String: DispatchRules.PushState]])
+    {
         let rows = items.flatMap(\.rows)
         let callIDs = Array(Set(rows.compactMap { $0.call?.id }))
         let pushKeys = Array(Set(rows.compactMap { $0.payloadObject?["fallback_for"]?.text }))
         guard !callIDs.isEmpty || !pushKeys.isEmpty else { return ([:], [:]) }
-        let answer = try await connection.query("""
+        let answer = try await connection.query(
+            """
             select c.user_id, 'call', c.id::text, c.status, c.scheduled_at, false,
                    coalesce((select array_agg(o.id::text || ' ' || coalesce(o.payload->>'scheduled_at', '') || ' ' || o.dedupe_key)
                                from notification_outbox o
@@ -88,7 +97,8 @@ extension DispatchJob {
         var calls: [UUID: [UUID: DispatchRules.CallState]] = [:]
         var pushes: [UUID: [String: DispatchRules.PushState]] = [:]
         for try await (user, kind, key, status, instant, refused, reached)
-            in answer.decode((UUID, String, String, String, Date?, Bool, [String]).self) {
+            in answer.decode((UUID, String, String, String, Date?, Bool, [String]).self)
+        {
             if kind == "call", let id = UUID(uuidString: key), let instant {
                 let rows = reached.compactMap { text -> DispatchRules.CallState.Reached? in
                     let parts = text.split(separator: " ", maxSplits: 2).map(String.init)
@@ -109,9 +119,11 @@ extension DispatchJob {
 /// the deliveries the caps count and, for the users with a row that asks them for something, the
 /// check-ins and submissions made by now from the earliest day such a row is for.
 private struct FactsStatement: PostgresPreparedStatement {
-    typealias Row = (UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
-                     [String], [Date], [String], [LocalDate], String?, [String], String?, Bool, String?,
-                     [LocalDate], [Date], [LocalDate], [Date])
+    typealias Row = (
+        UUID, Bool, Bool, Bool, [String], String, String, Bool, [UUID], [String], [String], String?,
+        [String], [Date], [String], [LocalDate], String?, [String], String?, Bool, String?,
+        [LocalDate], [Date], [LocalDate], [Date]
+    )
 
     let users: [UUID]
     let since: Date
@@ -124,10 +136,14 @@ private struct FactsStatement: PostgresPreparedStatement {
 
     /// The email switches that are off, each table's, by column (`DeliveryPreferences.emailSwitchedOff`):
     /// one pair per email type a user may stop.
-    static let emailSwitchesOff = "array_remove(array[" + EmailType.allCases.flatMap { type in
-        ["case when not np.\(type.notificationPreference) then '\(type.notificationPreference)' end",
-         "case when not ep.\(type.emailPreference) then 'email_preferences.\(type.emailPreference)' end"]
-    }.joined(separator: ", ") + "], null)"
+    static let emailSwitchesOff =
+        "array_remove(array["
+        + EmailType.allCases.flatMap { type in
+            [
+                "case when not np.\(type.notificationPreference) then '\(type.notificationPreference)' end",
+                "case when not ep.\(type.emailPreference) then 'email_preferences.\(type.emailPreference)' end",
+            ]
+        }.joined(separator: ", ") + "], null)"
 
     static let sql = """
 

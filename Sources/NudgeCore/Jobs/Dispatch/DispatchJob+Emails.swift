@@ -40,29 +40,36 @@ extension DispatchJob {
                 // Each request's emails in id order, as a batch that goes again is rebuilt from
                 // its key's rows: the replay is byte for byte the request that left.
                 let slots = fresh[start..<min(start + ResendClient.batchLimit, fresh.count)].sorted { $0.email.row < $1.email.row }
-                requests.append(EmailBatch(key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
-                                           emails: slots.map(\.email.request), slots: slots, isNew: true,
-                                           expiresAt: slots.map(\.email.expiresAt).min()))
+                requests.append(
+                    EmailBatch(
+                        key: ResendClient.batchKey(rows: slots.map(\.email.row)), rows: slots.map(\.email.row),
+                        emails: slots.map(\.email.request), slots: slots, isNew: true,
+                        expiresAt: slots.map(\.email.expiresAt).min()))
             }
             if !again.isEmpty {
                 switch await batchesAsTheyLeft(Array(again.keys), run: run) {
                 case .success(let members):
                     for (key, slots) in again {
                         guard let rows = members[key], Set(slots.map(\.email.row)).isSubset(of: Set(rows.map(\.id))),
-                              rows.allSatisfy({ $0.email != nil }) else {
+                            rows.allSatisfy({ $0.email != nil })
+                        else {
                             for slot in slots {
-                                results[slot.change][slot.index] = .rejected(TwilioClient.unknownOutcomePrefix
-                                    + "its email's batch left without an answer and cannot be sent again as it was")
+                                results[slot.change][slot.index] = .rejected(
+                                    TwilioClient.unknownOutcomePrefix
+                                        + "its email's batch left without an answer and cannot be sent again as it was")
                             }
                             continue
                         }
-                        requests.append(EmailBatch(key: key, rows: rows.map(\.id), emails: rows.compactMap(\.email), slots: slots,
-                                                   isNew: false, expiresAt: nil))
+                        requests.append(
+                            EmailBatch(
+                                key: key, rows: rows.map(\.id), emails: rows.compactMap(\.email), slots: slots,
+                                isNew: false, expiresAt: nil))
                     }
                 case .failure(let why):
                     for slot in again.values.joined() {
-                        results[slot.change][slot.index] = .notSent("could not read its email's batch: \(why)",
-                                                                     after: DispatchRules.timeCriticalRetry)
+                        results[slot.change][slot.index] = .notSent(
+                            "could not read its email's batch: \(why)",
+                            after: DispatchRules.timeCriticalRetry)
                     }
                 }
             }
@@ -76,8 +83,9 @@ extension DispatchJob {
             var change = planned.change
             change.emailResults = results[index]
             change.emailKeys = keys[index]
-            return PlannedChange(itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
-                                 tally: planned.tally)
+            return PlannedChange(
+                itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
+                tally: planned.tally)
         }
     }
 
@@ -105,8 +113,10 @@ extension DispatchJob {
     /// `outsideTimeLimit`; each email of this dispatcher's batch with its answer. A request still
     /// waiting for its turn at the bound does not leave; one cut off on the way is unanswered
     /// (it goes again under its key).
-    private func send(_ requests: [EmailBatch], through client: ResendClient,
-                      run: RunContext) async -> [(EmailSlot, SendResult, String)] {
+    private func send(
+        _ requests: [EmailBatch], through client: ResendClient,
+        run: RunContext
+    ) async -> [(EmailSlot, SendResult, String)] {
         guard !requests.isEmpty else { return [] }
         let limit = outsideTimeLimit ?? .seconds(60)
         return await withTaskGroup(of: [(EmailSlot, SendResult, String)]?.self) { group in
@@ -137,7 +147,9 @@ extension DispatchJob {
     private func send(_ request: EmailBatch, through client: ResendClient, run: RunContext) async -> [(EmailSlot, SendResult, String)] {
         // Health is asked again once the request has its turn: a batch that waited while Resend
         // was found down stays (nothing is marked, nothing leaves).
-        let health = self.health, rows = request.rows, isNew = request.isNew
+        let health = self.health
+        let rows = request.rows
+        let isNew = request.isNew
         let leaving: @Sendable () async -> SendResult? = {
             if let hold = health.hold(.resend, rows: rows) { return .notSent(hold.reason, after: hold.after) }
             guard isNew else { return nil }
@@ -164,14 +176,19 @@ extension DispatchJob {
     /// (nothing leaves) otherwise, or when the database did not answer.
     private func markLeaving(_ request: EmailBatch, run: RunContext) async -> Bool {
         guard let database = run.database else { return false }
-        let claim = run.claim, logger = run.logger, rows = request.rows, addresses = request.emails.map(\.to), key = request.key
+        let claim = run.claim
+        let logger = run.logger
+        let rows = request.rows
+        let addresses = request.emails.map(\.to)
+        let key = request.key
         let expiresAt = min(request.expiresAt ?? .distantFuture, run.now.addingTimeInterval(ResendClient.keyLifetime))
         // The run's clock (the key's lifetime counts from it).
         let now = run.now
         do {
             return try await database.withConnection { connection in
                 try await database.bounded(connection) {
-                    let answer = try await connection.query("""
+                    let answer = try await connection.query(
+                        """
                         with mine as (
                             select o.id from notification_outbox o
                              where o.id = any(\(rows)) and o.status = 'sending' and o.claimed_by = \(claim) and o.request_key is null
@@ -198,27 +215,31 @@ extension DispatchJob {
     /// The rows of batches that left before, by key, in id order, each with its email rebuilt as
     /// it left (nil when it can no longer be).
     private func batchesAsTheyLeft(_ keys: [String], run: RunContext)
-        async -> Result<[String: [(id: Int64, email: EmailRequest?)]], NudgeError> {
+        async -> Result<[String: [(id: Int64, email: EmailRequest?)]], NudgeError>
+    {
         guard let database = run.database else { return .failure(NudgeError(.configuration, "no database")) }
         let logger = run.logger
         do {
-            return .success(try await database.withConnection { connection in
-                try await database.bounded(connection) {
-                    let answer = try await connection.query("""
-                        select request_key, id, coalesce(title, ''), coalesce(body, ''), payload::text, request_to
-                          from notification_outbox where request_key = any(\(keys)) order by request_key, id
-                        """, logger: logger)
-                    var members: [String: [(id: Int64, email: EmailRequest?)]] = [:]
-                    for try await (key, id, subject, text, payload, address)
-                        in answer.decode((String, Int64, String, String, String, String?).self) {
-                        let email = EmailPayload.decode(payload).flatMap { payload in
-                            address.map { DispatchRules.emailRequest(subject: subject, text: text, payload: payload, to: $0) }
+            return .success(
+                try await database.withConnection { connection in
+                    try await database.bounded(connection) {
+                        let answer = try await connection.query(
+                            """
+                            select request_key, id, coalesce(title, ''), coalesce(body, ''), payload::text, request_to
+                              from notification_outbox where request_key = any(\(keys)) order by request_key, id
+                            """, logger: logger)
+                        var members: [String: [(id: Int64, email: EmailRequest?)]] = [:]
+                        for try await (key, id, subject, text, payload, address)
+                            in answer.decode((String, Int64, String, String, String, String?).self)
+                        {
+                            let email = EmailPayload.decode(payload).flatMap { payload in
+                                address.map { DispatchRules.emailRequest(subject: subject, text: text, payload: payload, to: $0) }
+                            }
+                            members[key, default: []].append((id, email))
                         }
-                        members[key, default: []].append((id, email))
+                        return members
                     }
-                    return members
-                }
-            })
+                })
         } catch {
             return .failure(NudgeError(.database, describe(error)))
         }

@@ -28,14 +28,18 @@ extension DispatchJob {
             var learnt = false
             for await (provider, answer) in group {
                 guard let answer else {
-                    run.logger.warning("a provider found down could not be probed", metadata: [
-                        "nudge.provider": "\(provider.rawValue)", LogKey.reason: "no client for it in this dispatcher",
-                    ])
+                    run.logger.warning(
+                        "a provider found down could not be probed",
+                        metadata: [
+                            "nudge.provider": "\(provider.rawValue)", LogKey.reason: "no client for it in this dispatcher",
+                        ])
                     continue
                 }
-                run.logger.info("probed a provider that is down", metadata: [
-                    "nudge.provider": "\(provider.rawValue)", LogKey.reason: "\(answer.description)",
-                ])
+                run.logger.info(
+                    "probed a provider that is down",
+                    metadata: [
+                        "nudge.provider": "\(provider.rawValue)", LogKey.reason: "\(answer.description)",
+                    ])
                 health.recordProbe(answer, of: provider)
                 switch answer {
                 case .answered, .refused: learnt = true

@@ -33,10 +33,14 @@ extension DispatchJob {
         }
         // The mark is on the database's clock, the real time Twilio's list is read against (the
         // run's clock stands still at an explicit --now).
-        let row = text.row, claim = run.claim, logger = run.logger, number = text.request.to.e164
+        let row = text.row
+        let claim = run.claim
+        let logger = run.logger
+        let number = text.request.to.e164
         @Sendable func mark(on connection: PostgresConnection) async throws -> Bool {
             try await database.bounded(connection) {
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     update notification_outbox set request_left_at = now(), request_to = \(number)
                      where id = \(row) and status = 'sending' and claimed_by = \(claim) and request_left_at is null
                     returning id
@@ -75,8 +79,10 @@ extension DispatchJob {
     /// mark kept), and fails as of unknown outcome once its shelf life has ended. A list's
     /// answer says nothing of whether Twilio takes messages: only one it could not give is
     /// recorded for Twilio's health.
-    private func resolve(_ text: PlannedSMS, leftAt: Date, through client: TwilioClient,
-                         run: RunContext) async -> (SendResult, SMSMark) {
+    private func resolve(
+        _ text: PlannedSMS, leftAt: Date, through client: TwilioClient,
+        run: RunContext
+    ) async -> (SendResult, SMSMark) {
         let left = leftAt.formatted(.iso8601)
         guard let (now, early) = await earlyStatus(of: text.row, run: run) else {
             return (.notSent("could not read the database before asking Twilio about its request", after: 1), .asAnswered)
@@ -88,8 +94,11 @@ extension DispatchJob {
         case .absent:
             let trusted = text.shownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)
             guard now >= trusted else {
-                return (.notSent("Twilio's list does not show its request that left at \(left) yet; asked again",
-                                 after: max(1, trusted.timeIntervalSince(now))), .asAnswered)
+                return (
+                    .notSent(
+                        "Twilio's list does not show its request that left at \(left) yet; asked again",
+                        after: max(1, trusted.timeIntervalSince(now))), .asAnswered
+                )
             }
             return (.notSent("Twilio has no message for its request that left at \(left): it goes again", after: 0), .goes)
         case .notAsked(let why):
@@ -97,8 +106,10 @@ extension DispatchJob {
         case .unanswered(let why, let answer):
             health.record(answer, from: .twilio, device: text.request.to.e164)
             guard run.now < text.expiresAt else {
-                return (.rejected(TwilioClient.unknownOutcome("its request left at \(left); \(why), until its shelf life ended")),
-                        .asAnswered)
+                return (
+                    .rejected(TwilioClient.unknownOutcome("its request left at \(left); \(why), until its shelf life ended")),
+                    .asAnswered
+                )
             }
             return (.unavailable("its request left at \(left) without a clear answer; \(why)", after: nil), .asAnswered)
         }
@@ -113,7 +124,8 @@ extension DispatchJob {
         do {
             return try await database.withConnection { connection in
                 try await database.bounded(connection) {
-                    let rows = try await connection.query("""
+                    let rows = try await connection.query(
+                        """
                         select now(), (select message_sid from sms_status_early
                                         where outbox_id = \(row) and message_sid <> '' order by received_at limit 1)
                         """, logger: logger)

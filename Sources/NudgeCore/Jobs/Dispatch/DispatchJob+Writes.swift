@@ -29,24 +29,30 @@ extension DispatchJob {
         /// SMS, an answer that says Twilio took nothing (its rate limit, its configuration) is no
         /// attempt. Returns the provider's id when it was sent.
         @discardableResult
-        func settleSingle(_ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
-                          expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil,
-                          request: String? = nil) -> String? {
+        func settleSingle(
+            _ row: QueuedNotification, userID: UUID, result: SendResult?, provider: DeliveryProvider,
+            expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil,
+            request: String? = nil
+        ) -> String? {
             // An email that left in a batch request retries on that request's jitter: the batch
             // comes due, and is claimed and sent again, together.
             let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
-            let settled = row.channel == .sms
+            let settled =
+                row.channel == .sms
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
-                : DispatchRules.settleEmail(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter,
-                                            waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
-            updates.add(row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
-                        deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
-                        waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownAfter: shownAfter)
+                : DispatchRules.settleEmail(
+                    row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter,
+                    waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
+            updates.add(
+                row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
+                waitingFor: settled.parkedFor, forgetRequest: forgetRequest, keepRequest: keepRequest, shownAfter: shownAfter)
             let provider = provider.rawValue
             switch result {
             case .delivered(let providerID)?:
-                logs.add(userID, row, status: .sent, provider: provider, providerID: providerID, error: nil, sentAt: run.now,
-                         device: nil, content: nil, runID: run.runID)
+                logs.add(
+                    userID, row, status: .sent, provider: provider, providerID: providerID, error: nil, sentAt: run.now,
+                    device: nil, content: nil, runID: run.runID)
                 return providerID
             case .notSent?, nil:
                 return nil
@@ -59,8 +65,9 @@ extension DispatchJob {
             case .configuration? where row.channel == .sms:
                 return nil
             case let other?:
-                logs.add(userID, row, status: .failed, provider: provider, providerID: nil, error: other.reason, sentAt: nil,
-                         device: nil, content: nil, runID: run.runID)
+                logs.add(
+                    userID, row, status: .failed, provider: provider, providerID: nil, error: other.reason, sentAt: nil,
+                    device: nil, content: nil, runID: run.runID)
                 return nil
             }
         }
@@ -75,13 +82,16 @@ extension DispatchJob {
                     let delivery = change.plan.deliveries[index]
                     let results = change.results[index]
                     // One jitter for the delivery: its rows stay together for their retry.
-                    let settled = DispatchRules.settle(row, delivery: delivery, results: results, now: run.now,
-                                                       jitter: Self.jitter(delivery: delivery.id, attempt: row.attempts))
-                    updates.add(row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
-                                deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
-                                attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
+                    let settled = DispatchRules.settle(
+                        row, delivery: delivery, results: results, now: run.now,
+                        jitter: Self.jitter(delivery: delivery.id, attempt: row.attempts))
+                    updates.add(
+                        row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
+                        deliveryID: delivery.id, sentAt: settled.sentAt, error: settled.lastError,
+                        attemptUndone: !settled.countsAsAttempt, waitingFor: settled.parkedFor)
                     if row.type == "preview_push", row.sentAt == nil, let left = settled.sentAt, let call = row.call,
-                       let at = row.payloadObject?["scheduled_at"]?.text {
+                        let at = row.payloadObject?["scheduled_at"]?.text
+                    {
                         pushesLeft.append((userID, call.id, at, left, row.id))
                     }
                     if settled.status == .failed, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
@@ -91,14 +101,16 @@ extension DispatchJob {
                         guard let result = results[device.key] else { continue }
                         switch result {
                         case .delivered(let providerID):
-                            logs.add(userID, row, status: .sent, provider: device.provider.rawValue, providerID: providerID,
-                                     error: nil, sentAt: run.now, device: device, content: delivery.content, runID: run.runID)
+                            logs.add(
+                                userID, row, status: .sent, provider: device.provider.rawValue, providerID: providerID,
+                                error: nil, sentAt: run.now, device: device, content: delivery.content, runID: run.runID)
                         case .notSent, .unavailable:
                             // Not sent, or no answer from the provider: a wait, no attempt.
                             continue
                         default:
-                            logs.add(userID, row, status: .failed, provider: device.provider.rawValue, providerID: nil,
-                                     error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
+                            logs.add(
+                                userID, row, status: .failed, provider: device.provider.rawValue, providerID: nil,
+                                error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
                             if case .invalidToken = result { invalid.append((userID, device)) }
                         }
                     }
@@ -112,11 +124,14 @@ extension DispatchJob {
                     default: nothingSent = false
                     }
                     // One that left in a new batch now goes again only under its key: not past Resend's hold on it.
-                    let until = email.batchKey == nil && !nothingSent
+                    let until =
+                        email.batchKey == nil && !nothingSent
                         ? min(email.expiresAt, run.now.addingTimeInterval(ResendClient.keyLifetime)) : email.expiresAt
-                    if let providerID = settleSingle(row, userID: userID, result: change.emailResults[index], provider: .resend,
-                                                     expiresAt: until, forgetRequest: nothingSent,
-                                                     request: change.emailKeys[index] ?? email.batchKey) {
+                    if let providerID = settleSingle(
+                        row, userID: userID, result: change.emailResults[index], provider: .resend,
+                        expiresAt: until, forgetRequest: nothingSent,
+                        request: change.emailKeys[index] ?? email.batchKey)
+                    {
                         emailsSent.append((userID, change.plan.emails[index].emailType, providerID, row.id))
                     }
                 case .sms(let index):
@@ -129,50 +144,61 @@ extension DispatchJob {
                         keep = true
                     }
                     let shownAfter: TimeInterval? = if case .shownAfter(let seconds) = change.smsMarks[index] { seconds } else { nil }
-                    settleSingle(row, userID: userID, result: change.smsResults[index], provider: .twilio,
-                                 expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep, shownAfter: shownAfter)
+                    settleSingle(
+                        row, userID: userID, result: change.smsResults[index], provider: .twilio,
+                        expiresAt: change.plan.texts[index].expiresAt, keepRequest: keep, shownAfter: shownAfter)
                     if let result = change.smsResults[index], TwilioClient.isOptOut(result) {
                         optedOut.append((change.plan.texts[index].request.to.e164, row.id))
                     }
                 case .suppressed(let step, let reason):
-                    updates.add(row, status: .suppressed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
+                    updates.add(
+                        row, status: .suppressed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: "\(step): \(reason)", attemptUndone: true)
                     // A preview push with no device to go to: its fallback SMS goes at once too.
                     if row.channel == .push, step != DispatchRules.callStep, let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         fallbacksNow.append((userID, call.id, at, row.id))
                     }
                     // The call is told when its preview itself (not a fallback) reached no one.
                     if step == DispatchRules.callStep, row.type != "fallback_sms", row.sentAt == nil, row.deliveredTo.isEmpty,
-                       let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
+                        let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text
+                    {
                         refusedPreviews.append((call.id, row.id, call.scheduledAt, at, reason))
                     }
-                    logs.add(userID, row, status: .suppressed, provider: nil, providerID: nil, error: "\(step): \(reason)",
-                             sentAt: nil, device: nil, content: nil, runID: run.runID)
+                    logs.add(
+                        userID, row, status: .suppressed, provider: nil, providerID: nil, error: "\(step): \(reason)",
+                        sentAt: nil, device: nil, content: nil, runID: run.runID)
                 case .deferred(let until, let reason):
-                    updates.add(row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: "deferred: \(reason)", attemptUndone: true)
-                    logs.add(userID, row, status: .deferred, provider: nil, providerID: nil,
-                             error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
-                             runID: run.runID)
+                    updates.add(
+                        row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: "deferred: \(reason)", attemptUndone: true)
+                    logs.add(
+                        userID, row, status: .deferred, provider: nil, providerID: nil,
+                        error: "\(reason): until \(until.formatted(.iso8601))", sentAt: nil, device: nil, content: nil,
+                        runID: run.runID)
                 case .waiting(let until, let reason, let parkedFor):
                     // (An SMS whose earlier request left waits to ask Twilio about it: its mark stays.)
-                    updates.add(row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor,
-                                keepRequest: row.channel == .sms)
+                    updates.add(
+                        row, status: .pending, next: until, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: "waiting: \(reason)", attemptUndone: true, waitingFor: parkedFor,
+                        keepRequest: row.channel == .sms)
                 case .released:
                     if row.type == "fallback_sms", let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text {
                         releasedFallbacks["\(userID):\(call.id):\(at)"] = updates.ids.count
                     }
-                    updates.add(row, status: .pending, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == .sms)
+                    updates.add(
+                        row, status: .pending, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: nil, attemptUndone: true, keepNext: true, keepRequest: row.channel == .sms)
                 case .reached(let reason):
-                    updates.add(row, status: .sent, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: reason, attemptUndone: true)
+                    updates.add(
+                        row, status: .sent, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: reason, attemptUndone: true)
                 case .failed(let reason):
-                    updates.add(row, status: .failed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
-                                sentAt: row.sentAt, error: reason, attemptUndone: false)
-                    logs.add(userID, row, status: .failed, provider: nil, providerID: nil, error: reason, sentAt: nil,
-                             device: nil, content: nil, runID: run.runID)
+                    updates.add(
+                        row, status: .failed, next: nil, deliveredTo: row.deliveredTo, deliveryID: row.deliveryID,
+                        sentAt: row.sentAt, error: reason, attemptUndone: false)
+                    logs.add(
+                        userID, row, status: .failed, provider: nil, providerID: nil, error: reason, sentAt: nil,
+                        device: nil, content: nil, runID: run.runID)
                 }
             }
         }
@@ -196,7 +222,9 @@ extension DispatchJob {
         // forgotten on all its rows at once, and only when this claim holds every row carrying
         // its key: otherwise every row keeps it, and the batch goes again whole, as it was.
         let forgetting = updates.ids.indices.filter { updates.forgetRequest[$0] }.map { updates.ids[$0] }
-        writes.step("outbox_rows", """
+        writes.step(
+            "outbox_rows",
+            """
             with carrying as (
                 select id, request_key,
                        coalesce(status = 'sending' and claimed_by = \(run.claim) and id = any(\(forgetting)), false) as mine
@@ -247,7 +275,9 @@ extension DispatchJob {
         if !logs.outboxIDs.isEmpty {
             // An SMS's status callback that came before this write (kept in sms_status_early) is
             // applied as its log is written, and forgotten.
-            writes.step("attempt_logs", """
+            writes.step(
+                "attempt_logs",
+                """
                 insert into notification_logs (user_id, call_id, type, notification_type, channel, status, title, body, payload,
                                                provider, provider_id, error_msg, sent_at, outbox_id, device_token_id, attempt, run_id,
                                                delivered, delivered_at)
@@ -276,7 +306,9 @@ extension DispatchJob {
                 """)
             let smsLogs = logs.outboxIDs.indices.filter { logs.channels[$0] == DeliveryChannel.sms.rawValue }
             if !smsLogs.isEmpty {
-                writes.step("early_sms_statuses", """
+                writes.step(
+                    "early_sms_statuses",
+                    """
                     delete from sms_status_early k
                      using unnest(\(smsLogs.map { logs.providerIDs[$0] }), \(smsLogs.map { logs.outboxIDs[$0] }),
                                   \(smsLogs.map { logs.providerIDs[$0].isEmpty && logs.errors[$0].hasPrefix("outcome unknown") }))
@@ -289,7 +321,9 @@ extension DispatchJob {
         if !emailsSent.isEmpty {
             // The log of the emails sent, beside notification_logs (docs/jobs/dispatch.md,
             // "Email (Resend)").
-            writes.step("email_logs", """
+            writes.step(
+                "email_logs",
+                """
                 insert into email_logs (user_id, email_type, sent_at, provider_id)
                 select e.user_id, e.email_type, e.sent_at, e.provider_id
                   from unnest(\(emailsSent.map(\.userID)), \(emailsSent.map(\.type)), \(emailsSent.map { _ in run.now }),
@@ -307,7 +341,9 @@ extension DispatchJob {
             // the job decides it again and the runner revives the refused rows
             // (`DispatchRules.callStep`).
             let refused = refusedPreviews.sorted { ($0.call.uuidString, $0.row) < ($1.call.uuidString, $1.row) }
-            writes.step("refused_previews", """
+            writes.step(
+                "refused_previews",
+                """
                 update scheduled_calls c
                    set preview_sent = false, preview_sent_at = null, preview_note = 'not sent: ' || v.reason,
                        preview_for = case when v.scheduled_at > \(run.now) then null else c.preview_for end,
@@ -326,7 +362,9 @@ extension DispatchJob {
                 """)
         }
         if !optedOut.isEmpty {
-            writes.step("sms_opt_outs", """
+            writes.step(
+                "sms_opt_outs",
+                """
                 insert into sms_opt_outs (phone_number, opted_out_at, source)
                 select distinct n.number, \(run.now)::timestamptz, 'twilio 21610'
                   from unnest(\(optedOut.map(\.number)), \(optedOut.map(\.row))) as n(number, outbox_id)
@@ -338,7 +376,9 @@ extension DispatchJob {
         if !previewsSent.isEmpty {
             // A preview reached a channel: the call was previewed (the call answer rate with
             // and without a preview reads it, docs/report.md).
-            writes.step("previews_sent", """
+            writes.step(
+                "previews_sent",
+                """
                 update scheduled_calls c set preview_sent = true, preview_sent_at = v.sent_at, updated_at = \(run.now)
                   from (select id, min(sent_at) as sent_at
                           from unnest(\(previewsSent.map { logs.callIDs[$0] }), \(previewsSent.map { logs.sentAts[$0] }),
@@ -349,7 +389,9 @@ extension DispatchJob {
                 """)
         }
         if !pushesLeft.isEmpty {
-            writes.step("fallbacks_after_push", """
+            writes.step(
+                "fallbacks_after_push",
+                """
                 update notification_outbox o set next_attempt_at = f.after
                   from unnest(\(pushesLeft.map(\.userID)), \(pushesLeft.map { $0.call.uuidString.lowercased() }),
                               \(pushesLeft.map(\.scheduledAt)),
@@ -363,7 +405,9 @@ extension DispatchJob {
                 """)
         }
         if !fallbacksNow.isEmpty {
-            writes.step("fallbacks_now", """
+            writes.step(
+                "fallbacks_now",
+                """
                 update notification_outbox o set next_attempt_at = \(run.now)
                   from unnest(\(fallbacksNow.map(\.userID)), \(fallbacksNow.map { $0.call.uuidString.lowercased() }),
                               \(fallbacksNow.map(\.scheduledAt)), \(fallbacksNow.map(\.row))) as f(user_id, call_id, scheduled_at, push_id)
@@ -377,7 +421,9 @@ extension DispatchJob {
         invalid = invalid.filter { seen.insert("\($0.userID):\($0.device.key)").inserted }
         let registered = invalid.compactMap { $0.device.tokenID }
         if !registered.isEmpty {
-            writes.step("deactivated_tokens", """
+            writes.step(
+                "deactivated_tokens",
+                """
                 update user_push_tokens set active = false where id = any(\(registered)) and active
                 """)
         }
@@ -387,13 +433,17 @@ extension DispatchJob {
         // (docs/jobs/preview-notifications.md).
         let legacy = invalid.filter { $0.device.tokenID == nil }
         if !legacy.isEmpty {
-            writes.step("deactivated_fcm_tokens", """
+            writes.step(
+                "deactivated_fcm_tokens",
+                """
                 insert into user_push_tokens (user_id, device_token, platform, active, last_used)
                 select user_id, token, 'android', false, \(run.now)
                   from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
                 on conflict (user_id, device_token) do update set active = false
                 """)
-            writes.step("push_disabled_users", """
+            writes.step(
+                "push_disabled_users",
+                """
                 update users u set push_enabled = false
                   from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
                  where u.id = t.user_id and u.fcm_token = t.token and u.push_enabled
@@ -409,7 +459,9 @@ extension DispatchJob {
         }
         if !used.isEmpty {
             // When a token last took a push, to the hour: a write per token and hour at most.
-            writes.step("used_tokens", """
+            writes.step(
+                "used_tokens",
+                """
                 update user_push_tokens set last_used = \(run.now)
                  where id = any(\(used)) and not (id = any(\(registered)))
                    and (last_used is null or last_used < \(run.now.addingTimeInterval(-3600)))
@@ -445,9 +497,11 @@ private struct RowUpdates {
         keepNext[index] = false
     }
 
-    mutating func add(_ row: QueuedNotification, status: OutboxStatus, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
-                      sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
-                      forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil) {
+    mutating func add(
+        _ row: QueuedNotification, status: OutboxStatus, next: Date?, deliveredTo: Set<String>, deliveryID: Int64?,
+        sentAt: Date?, error: String?, attemptUndone: Bool, keepNext: Bool = false, waitingFor: DeliveryProvider? = nil,
+        forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil
+    ) {
         let never = Date(timeIntervalSince1970: 0)
         ids.append(row.id)
         statuses.append(status.rawValue)
@@ -483,8 +537,10 @@ private struct LogRows {
     var channels: [String] = []
     var callIDs: [UUID] = []
 
-    mutating func add(_ userID: UUID, _ row: QueuedNotification, status: LogStatus, provider: String?, providerID: String?,
-                      error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: DeliveryChannel? = nil) {
+    mutating func add(
+        _ userID: UUID, _ row: QueuedNotification, status: LogStatus, provider: String?, providerID: String?,
+        error: String?, sentAt: Date?, device: Device?, content: PushContent?, runID: Int64, channel: DeliveryChannel? = nil
+    ) {
         let channel = channel ?? row.channel
         channels.append(channel.rawValue)
         userIDs.append(userID)

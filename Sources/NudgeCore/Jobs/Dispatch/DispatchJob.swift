@@ -21,8 +21,10 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     /// How far back the caps look (a week, and a day for the local day's edges).
     static let capsLookBack: TimeInterval = 8 * 24 * 3600
 
-    public init(definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool,
-                clock: any RunClock = SystemClock()) {
+    public init(
+        definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool,
+        clock: any RunClock = SystemClock()
+    ) {
         self.definition = definition
         self.source = OutboxQueue(lease: lease)
         self.push = push
@@ -36,10 +38,13 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     public static func withJob<Result: Sendable>(_ setup: JobSetup, _ body: (any Job) async throws -> Result) async throws -> Result {
         try await DeliveryServices.with(setup.environment, dryRun: setup.options.dryRun) { push in
             let shortest = DispatchJob.shortestLease(pushTimeout: push.timeout)
-            let lease = try setup.environment.integer("NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
-                                                       in: shortest...3_600)
-            return try await body(DispatchJob(definition: setup.definition, push: push, lease: TimeInterval(lease),
-                                              dryRun: setup.options.dryRun, clock: setup.options.clock))
+            let lease = try setup.environment.integer(
+                "NUDGE_DISPATCH_LEASE_SECONDS", default: max(120, shortest),
+                in: shortest...3_600)
+            return try await body(
+                DispatchJob(
+                    definition: setup.definition, push: push, lease: TimeInterval(lease),
+                    dryRun: setup.options.dryRun, clock: setup.options.clock))
         }
     }
 
@@ -82,12 +87,14 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     }
 
     public func summaryNote(tally: [String: Int]) -> String? {
-        let missing = DeliveryProvider.allCases.compactMap { provider -> String? in
-            guard case .unavailable(let why)? = push.states[provider] else { return nil }
-            return why
-        } + health.outages
+        let missing =
+            DeliveryProvider.allCases.compactMap { provider -> String? in
+                guard case .unavailable(let why)? = push.states[provider] else { return nil }
+                return why
+            } + health.outages
         guard !missing.isEmpty else { return nil }
-        return missing.joined(separator: "; ") + "; notifications waiting for a provider: \(tally["waiting", default: 0]) (each until it is back or its shelf life ends)"
+        return missing.joined(separator: "; ")
+            + "; notifications waiting for a provider: \(tally["waiting", default: 0]) (each until it is back or its shelf life ends)"
     }
 
     public var runProblem: String? {
@@ -103,9 +110,10 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
         // cannot be timed to their day and is suppressed with why.
         let untimed = item.zoneProblem == nil ? [] : item.rows.filter { needsLocalClock($0) }
         let planned = item.rows.filter { row in !untimed.contains { $0.id == row.id } }
-        var plan = DispatchRules.plan(rows: planned, facts: facts, providers: health.states(probing: planned.map(\.id)),
-                                      locale: item.user.user.locale, calendar: item.user.calendar, now: run.now,
-                                      shelfLife: shelfLife)
+        var plan = DispatchRules.plan(
+            rows: planned, facts: facts, providers: health.states(probing: planned.map(\.id)),
+            locale: item.user.user.locale, calendar: item.user.calendar, now: run.now,
+            shelfLife: shelfLife)
         for row in untimed {
             plan.outcomes[row.id] = .suppressed(step: "zone", reason: "\(item.zoneProblem ?? ""): it cannot be timed to the user's day")
         }
@@ -128,9 +136,10 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
             if dryRun { tally["would_deliver", default: 0] += 1 }
             if delivery.rows.count > 1 { tally["grouped", default: 0] += delivery.rows.count }
         }
-        let change = Change(rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
-                            emailResults: plan.emails.map { _ in nil }, emailKeys: plan.emails.map { _ in nil },
-                            smsResults: plan.texts.map { _ in nil }, smsMarks: plan.texts.map { _ in .asAnswered })
+        let change = Change(
+            rows: item.rows, plan: plan, results: plan.deliveries.map { _ in [:] },
+            emailResults: plan.emails.map { _ in nil }, emailKeys: plan.emails.map { _ in nil },
+            smsResults: plan.texts.map { _ in nil }, smsMarks: plan.texts.map { _ in .asAnswered })
         return .act(PlannedChange(itemID: item.user.user.id, change: change, work: [], notifications: [], tally: tally))
     }
 
@@ -181,7 +190,8 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
             results[sends[0].index][sends[0].device.key] = await send(sends[0].push, rows: sends[0].rows, context: context)
         } else {
             enum Sent: Sendable {
-                case push(Int, String, SendResult), sms(Int, SendResult, SMSMark)
+                case push(Int, String, SendResult)
+                case sms(Int, SendResult, SMSMark)
             }
             await withTaskGroup(of: Sent.self) { group in
                 for send in sends {
@@ -251,16 +261,21 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
             // An email or an SMS: one request, one row.
             for (index, email) in change.plan.emails.enumerated() {
                 guard let row = change.rows.first(where: { $0.id == email.row }) else { continue }
-                count(DispatchRules.settleEmail(row, result: change.emailResults[index], now: run.now, expiresAt: email.expiresAt,
-                                                jitter: 0), sent: "emails_sent", into: &tally)
+                count(
+                    DispatchRules.settleEmail(
+                        row, result: change.emailResults[index], now: run.now, expiresAt: email.expiresAt,
+                        jitter: 0), sent: "emails_sent", into: &tally)
             }
             for (index, text) in change.plan.texts.enumerated() {
                 guard let row = change.rows.first(where: { $0.id == text.row }) else { continue }
-                count(DispatchRules.settleSMS(row, result: change.smsResults[index], now: run.now, expiresAt: text.expiresAt,
-                                              jitter: 0), sent: "sms_sent", into: &tally)
+                count(
+                    DispatchRules.settleSMS(
+                        row, result: change.smsResults[index], now: run.now, expiresAt: text.expiresAt,
+                        jitter: 0), sent: "sms_sent", into: &tally)
             }
-            return PlannedChange(itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
-                                 tally: tally)
+            return PlannedChange(
+                itemID: planned.itemID, change: change, work: planned.work, notifications: planned.notifications,
+                tally: tally)
         }
     }
 

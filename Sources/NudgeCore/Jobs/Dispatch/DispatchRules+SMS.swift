@@ -7,8 +7,10 @@ extension DispatchRules {
     /// its push did not reach the user (`fallbackHold`); a phone number Twilio takes; one
     /// segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
     /// preview, which the user asked for.
-    static func planSMS(_ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
-                        into plan: inout Plan) {
+    static func planSMS(
+        _ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,
+        into plan: inout Plan
+    ) {
         if let hold = fallbackHold(row, facts: facts, now: now) {
             plan.outcomes[row.id] = hold
             return
@@ -22,13 +24,15 @@ extension DispatchRules {
             return
         }
         guard !facts.smsOptedOut else {
-            plan.outcomes[row.id] = .suppressed(step: "preferences",
-                                                reason: "the number replied STOP to Nudge's SMS: none goes to it until it replies START")
+            plan.outcomes[row.id] = .suppressed(
+                step: "preferences",
+                reason: "the number replied STOP to Nudge's SMS: none goes to it until it replies START")
             return
         }
         let measured = SMSText(row.body)
         guard !row.body.isEmpty, measured.segments == 1 else {
-            plan.outcomes[row.id] = .failed("the SMS would be \(measured.segments) segments (\(measured.units) \(measured.encoding.rawValue) units): only one is sent")
+            plan.outcomes[row.id] = .failed(
+                "the SMS would be \(measured.segments) segments (\(measured.units) \(measured.encoding.rawValue) units): only one is sent")
             return
         }
         if let wait = wait(for: provider, .twilio, now: now, expiry: expiry) {
@@ -37,31 +41,44 @@ extension DispatchRules {
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)
         // Twilio keeps it no longer than it is worth: until the call begins, or its shelf life ends.
-        plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
-            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))))
+        plan.texts.append(
+            PlannedSMS(
+                row: row.id, expiresAt: expiry,
+                request: SMSRequest(
+                    to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))))
     }
 
     /// An SMS whose request left without a clear answer (a time-out, a 5xx, a dispatcher that
     /// stopped): Twilio is asked whether it has the message (`TwilioClient.find`) before anything
     /// else; found, it was sent; absent, the row goes again as new. The number asked about is the
     /// one the request went to.
-    static func planLeftSMS(_ row: QueuedNotification, leftAt: Date, facts: UserFacts, provider: ProviderState?, now: Date,
-                            expiry: Date, into plan: inout Plan) {
+    static func planLeftSMS(
+        _ row: QueuedNotification, leftAt: Date, facts: UserFacts, provider: ProviderState?, now: Date,
+        expiry: Date, into plan: inout Plan
+    ) {
         guard let phone = (row.requestTo ?? facts.phone).flatMap(PhoneNumber.init) else {
-            plan.outcomes[row.id] = .failed(TwilioClient.unknownOutcome(
-                "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and there is no number to ask Twilio about"))
+            plan.outcomes[row.id] = .failed(
+                TwilioClient.unknownOutcome(
+                    "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and there is no number to ask Twilio about"))
             return
         }
         if let wait = wait(for: provider, .twilio, now: now, expiry: expiry) {
             // Twilio cannot be asked now: the row waits for it, until its shelf life ends.
-            plan.outcomes[row.id] = now < expiry ? wait : .failed(TwilioClient.unknownOutcome(
-                "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and Twilio could not be asked before its shelf life ended"))
+            plan.outcomes[row.id] =
+                now < expiry
+                ? wait
+                : .failed(
+                    TwilioClient.unknownOutcome(
+                        "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and Twilio could not be asked before its shelf life ended"))
             return
         }
         plan.outcomes[row.id] = .sms(plan.texts.count)
-        plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: SMSRequest(
-            to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt,
-            shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)))
+        plan.texts.append(
+            PlannedSMS(
+                row: row.id, expiresAt: expiry,
+                request: SMSRequest(
+                    to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt,
+                shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)))
     }
 
     /// Whether a fallback SMS waits or is not needed, by its push

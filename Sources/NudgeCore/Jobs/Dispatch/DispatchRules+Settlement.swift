@@ -9,8 +9,10 @@ extension DispatchRules {
     /// retried: docs/jobs/preview-notifications.md); a request that never left tries again soon;
     /// Twilio's rate limit (20429), Twilio down, paused or not configured, leave it waiting without
     /// spending an attempt.
-    public static func settleSMS(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
-                                 jitter: Double) -> Settlement {
+    public static func settleSMS(
+        _ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+        jitter: Double
+    ) -> Settlement {
         settleSingle(row, result: result, marker: "sms", provider: .twilio, now: now, expiresAt: expiresAt, jitter: jitter)
     }
 
@@ -21,48 +23,59 @@ extension DispatchRules {
     /// attempt.
     /// `waitingSince`: when an outage's wait counts from (`outageWait`); for the emails of one
     /// batch request, the same instant, so that they come due together.
-    public static func settleEmail(_ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
-                                   jitter: Double, waitingSince: Date? = nil) -> Settlement {
-        settleSingle(row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter,
-                     waitingSince: waitingSince)
+    public static func settleEmail(
+        _ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
+        jitter: Double, waitingSince: Date? = nil
+    ) -> Settlement {
+        settleSingle(
+            row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter,
+            waitingSince: waitingSince)
     }
 
     /// A row sent as one request to one provider (an email, an SMS); `marker` is what
     /// `delivered_to` records once it went.
-    static func settleSingle(_ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
-                             now: Date, expiresAt: Date, jitter: Double, waitingSince: Date? = nil) -> Settlement {
+    static func settleSingle(
+        _ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
+        now: Date, expiresAt: Date, jitter: Double, waitingSince: Date? = nil
+    ) -> Settlement {
         switch result {
         case .delivered?:
-            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
-                              countsAsAttempt: true)
+            return Settlement(
+                status: .sent, nextAttemptAt: nil, deliveredTo: [marker], sentAt: row.sentAt ?? now, lastError: nil,
+                countsAsAttempt: true)
         case .unavailable(let why, let after)?:
             // The provider's trouble, not this notification's: it waits, spending no attempt.
             var wait = outageWait(since: waitingSince ?? row.deliverAfter, now: now, retryAfter: after, jitter: jitter)
             if row.kind.isTimeCritical { wait = min(wait, max(timeCriticalRetry, after ?? 0)) }
-            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
-                              sentAt: nil, lastError: why, countsAsAttempt: false)
+            return Settlement(
+                status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
+                sentAt: nil, lastError: why, countsAsAttempt: false)
         case .retry(let why, let after)?:
             guard row.attempts < maxAttempts else {
                 return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
             }
             var delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
             if row.kind.isTimeCritical { delay = min(delay, max(timeCriticalRetry, after ?? 0)) }
-            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(delay), expiresAt), deliveredTo: [],
-                              sentAt: nil, lastError: why, countsAsAttempt: true)
+            return Settlement(
+                status: .pending, nextAttemptAt: min(now.addingTimeInterval(delay), expiresAt), deliveredTo: [],
+                sentAt: nil, lastError: why, countsAsAttempt: true)
         case .rejected(let why)?, .invalidToken(let why, _)?:
             return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
         case .throttled(let why, let after)?, .notSent(let why, let after?)?:
             let wait = after.isFinite ? min(max(1, after), 24 * 3600) : providerWait
-            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
-                              sentAt: nil, lastError: why, countsAsAttempt: false)
+            return Settlement(
+                status: .pending, nextAttemptAt: min(now.addingTimeInterval(wait), expiresAt), deliveredTo: [],
+                sentAt: nil, lastError: why, countsAsAttempt: false)
         case .configuration(let why)?, .notSent(let why, nil)?:
-            return Settlement(status: .pending, nextAttemptAt: expiresAt, deliveredTo: [], sentAt: nil, lastError: why,
-                              countsAsAttempt: false, parkedFor: provider)
+            return Settlement(
+                status: .pending, nextAttemptAt: expiresAt, deliveredTo: [], sentAt: nil, lastError: why,
+                countsAsAttempt: false, parkedFor: provider)
         case nil:
-            return Settlement(status: .pending, nextAttemptAt: min(now.addingTimeInterval(firstRetryDelay), expiresAt),
-                              deliveredTo: [], sentAt: nil,
-                              lastError: "\(provider.displayName): no result (the run stopped before this \(marker)'s turn)",
-                              countsAsAttempt: false)
+            return Settlement(
+                status: .pending, nextAttemptAt: min(now.addingTimeInterval(firstRetryDelay), expiresAt),
+                deliveredTo: [], sentAt: nil,
+                lastError: "\(provider.displayName): no result (the run stopped before this \(marker)'s turn)",
+                countsAsAttempt: false)
         }
     }
 
@@ -130,8 +143,10 @@ extension DispatchRules {
     /// unless some device already has it and the provider is only not configured (one that
     /// comes back is waited for, on every device, until the shelf life ends);
     /// otherwise it is sent (some device has it) or failed (none has), with the last reason.
-    public static func settle(_ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
-                              now: Date, jitter: Double) -> Settlement {
+    public static func settle(
+        _ row: QueuedNotification, delivery: PlannedDelivery, results: [String: SendResult],
+        now: Date, jitter: Double
+    ) -> Settlement {
         var delivered = row.deliveredTo
         var retryAfter: TimeInterval?
         var retryable = false
@@ -197,8 +212,9 @@ extension DispatchRules {
         if retryable && row.attempts < maxAttempts {
             let delay = retryDelay(afterAttempt: row.attempts, retryAfter: retryAfter, jitter: jitter)
             let next = min(now.addingTimeInterval(delay), delivery.expiresAt)
-            return Settlement(status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
-                              sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
+            return Settlement(
+                status: .pending, nextAttemptAt: blocked ? min(next, wait) : next, deliveredTo: delivered,
+                sentAt: sentAt, lastError: lastError, countsAsAttempt: true)
         }
         // Nothing is dropped for a provider that cannot be used now: the row waits, for all its
         // devices while the provider comes back and its shelf life lasts; for one not configured,
@@ -206,14 +222,17 @@ extension DispatchRules {
         // (Unless this was the last attempt a provider answered: then it ends, with that answer.)
         let waitsForOthers = comesBack && !row.kind.isTimeCritical && now < delivery.expiresAt
         if blocked && !retryable && (delivered.isEmpty || waitsForOthers) && !(askedAProvider && row.attempts >= maxAttempts) {
-            return Settlement(status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
-                              lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)
+            return Settlement(
+                status: .pending, nextAttemptAt: wait, deliveredTo: delivered, sentAt: sentAt,
+                lastError: lastError, countsAsAttempt: askedAProvider, parkedFor: parked)
         }
         if !delivered.isEmpty {
-            return Settlement(status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
-                              countsAsAttempt: true)
+            return Settlement(
+                status: .sent, nextAttemptAt: nil, deliveredTo: delivered, sentAt: sentAt, lastError: lastError,
+                countsAsAttempt: true)
         }
-        return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: delivered, sentAt: nil,
-                          lastError: lastError ?? "no device took it", countsAsAttempt: true)
+        return Settlement(
+            status: .failed, nextAttemptAt: nil, deliveredTo: delivered, sentAt: nil,
+            lastError: lastError ?? "no device took it", countsAsAttempt: true)
     }
 }

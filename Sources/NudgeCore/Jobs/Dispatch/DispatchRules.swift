@@ -49,9 +49,11 @@ public enum DispatchRules {
         /// What the user has done that their rows ask for (read only for a user with such a row).
         public let actions: UserActions
 
-        public init(preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
-                    emailSuppression: String? = nil, phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
-                    pushes: [String: PushState] = [:], actions: UserActions = .none) {
+        public init(
+            preferences: DeliveryPreferences = .standard, devices: [Device], past: [PastDelivery] = [], address: String? = nil,
+            emailSuppression: String? = nil, phone: String? = nil, smsOptedOut: Bool = false, calls: [UUID: CallState] = [:],
+            pushes: [String: PushState] = [:], actions: UserActions = .none
+        ) {
             self.actions = actions
             self.emailSuppression = emailSuppression
             self.preferences = preferences
@@ -146,8 +148,10 @@ public enum DispatchRules {
     /// The plan for one user's claimed rows at `now`. Rows due after `now` (claimed within the
     /// grouping window) go out only with a delivery of their group that is due. A row past its
     /// shelf life is not sent (`ShelfLife`).
-    public static func plan(rows: [QueuedNotification], facts: UserFacts, providers: [DeliveryProvider: ProviderState],
-                            locale: String, calendar: LocalCalendar, now: Date, shelfLife: ShelfLife = .fallback) -> Plan {
+    public static func plan(
+        rows: [QueuedNotification], facts: UserFacts, providers: [DeliveryProvider: ProviderState],
+        locale: String, calendar: LocalCalendar, now: Date, shelfLife: ShelfLife = .fallback
+    ) -> Plan {
         var plan = Plan()
         var deliverable: [QueuedNotification] = []
         var early: [QueuedNotification] = []
@@ -158,8 +162,9 @@ public enum DispatchRules {
                 if row.dueAt.timeIntervalSince(now) > 0.001 {
                     plan.outcomes[row.id] = .released
                 } else {
-                    planLeftSMS(row, leftAt: left, facts: facts, provider: providers[.twilio], now: now,
-                                expiry: shelfLife.expiry(of: row, calendar: calendar), into: &plan)
+                    planLeftSMS(
+                        row, leftAt: left, facts: facts, provider: providers[.twilio], now: now,
+                        expiry: shelfLife.expiry(of: row, calendar: calendar), into: &plan)
                 }
                 continue
             }
@@ -227,8 +232,10 @@ public enum DispatchRules {
             // 2. Quiet hours and the weekend pause: held until they end, never dropped.
             if let quiet = quietHours(holding: row, preferences: facts.preferences)?.release(at: now, calendar: calendar) {
                 // Held past its shelf life, it would go out stale: it ends now instead.
-                plan.outcomes[row.id] = quiet.until >= expiry
-                    ? .suppressed(step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife) + "; \(quiet.reason) until \(quiet.until.formatted(.iso8601))")
+                plan.outcomes[row.id] =
+                    quiet.until >= expiry
+                    ? .suppressed(
+                        step: "expired", reason: expired(row, at: expiry, shelfLife: shelfLife) + "; \(quiet.reason) until \(quiet.until.formatted(.iso8601))")
                     : .deferred(until: quiet.until, reason: quiet.reason)
                 continue
             }
@@ -275,8 +282,11 @@ public enum DispatchRules {
             // A retry of a delivery some device already has was counted then; one that reached no
             // device yet is held to the caps like a new one.
             let counted = lead.deliveryID != nil && group.contains { $0.sentAt != nil }
-            if !counted, let refusal = FrequencyCaps.refusal(for: kind, challenge: challenge, localDay: lead.localDay, at: now,
-                                                             calendar: calendar, past: past) {
+            if !counted,
+                let refusal = FrequencyCaps.refusal(
+                    for: kind, challenge: challenge, localDay: lead.localDay, at: now,
+                    calendar: calendar, past: past)
+            {
                 for row in group { plan.outcomes[row.id] = .suppressed(step: "caps", reason: refusal) }
                 continue
             }
@@ -335,11 +345,13 @@ public enum DispatchRules {
             if !counted { past.append(PastDelivery(type: kind.type, sentAt: now, challenge: challenge, localDay: lead.localDay)) }
             let index = plan.deliveries.count
             let expiry = group.map { shelfLife.expiry(of: $0, calendar: calendar) }.min()!
-            plan.deliveries.append(PlannedDelivery(id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
-                                                   content: content, targets: ready,
-                                                   waiting: targets.filter { providers[$0.provider] != .ready },
-                                                   waitsForReturn: waitsForReturn,
-                                                   keepUntil: keepUntil(lead, expiry: expiry), expiresAt: expiry))
+            plan.deliveries.append(
+                PlannedDelivery(
+                    id: lead.deliveryID ?? lead.id, rows: group.map(\.id).sorted(),
+                    content: content, targets: ready,
+                    waiting: targets.filter { providers[$0.provider] != .ready },
+                    waitsForReturn: waitsForReturn,
+                    keepUntil: keepUntil(lead, expiry: expiry), expiresAt: expiry))
             for row in group { plan.outcomes[row.id] = .deliver(index) }
         }
         // A row some device already has (waiting for the others' provider) that ends now, held,
@@ -392,7 +404,8 @@ public enum DispatchRules {
     /// nil. A fallback SMS after its own push is the fallback's own rule (`fallbackHold`).
     static func alreadyReached(_ row: QueuedNotification, facts: UserFacts) -> String? {
         guard let call = row.call, let at = row.payloadObject?["scheduled_at"]?.text,
-              let state = facts.calls[call.id] else { return nil }
+            let state = facts.calls[call.id]
+        else { return nil }
         let ownPush = row.payloadObject?["fallback_for"]?.text
         guard let other = state.reached.first(where: { $0.row != row.id && $0.scheduledAt == at && $0.key != ownPush })
         else { return nil }
@@ -426,7 +439,8 @@ public enum DispatchRules {
         guard let state = facts.calls[call.id] else { return "the call is gone (scheduled_calls)" }
         guard state.status == "pending" else { return "the call is \(state.status), no longer pending" }
         guard abs(state.scheduledAt.timeIntervalSince(call.scheduledAt)) < 1 else {
-            return "the call was moved from \(call.scheduledAt.formatted(.iso8601)) to \(state.scheduledAt.formatted(.iso8601)); its preview is queued for the new time"
+            return
+                "the call was moved from \(call.scheduledAt.formatted(.iso8601)) to \(state.scheduledAt.formatted(.iso8601)); its preview is queued for the new time"
         }
         guard now < state.scheduledAt else {
             return "the call began at \(state.scheduledAt.formatted(.iso8601)): a preview after it is worthless"

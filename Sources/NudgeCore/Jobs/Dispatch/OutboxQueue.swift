@@ -24,8 +24,10 @@ public struct UserNotifications: Sendable {
 /// the users with due rows in id order.
 public struct OutboxQueue: WorkSource {
     /// A claimed (or, on a dry run, read) row with its user's zone, locale and sign-up.
-    typealias ClaimedRow = (Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
-                            Int, [String], Int64?, Date?, Date?, String?, String?, Date?, Date?, String?, String, Date)
+    typealias ClaimedRow = (
+        Int64, UUID, String, String, LocalDate, Date, Date, String, String, String,
+        Int, [String], Int64?, Date?, Date?, String?, String?, Date?, Date?, String?, String, Date
+    )
 
     public typealias Item = UserNotifications
 
@@ -42,19 +44,24 @@ public struct OutboxQueue: WorkSource {
     public var noun: String { "user" }
     public var isQueue: Bool { true }
 
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<UserNotifications>] {
+    public func page(
+        _ request: PageRequest, calendars: CalendarCache,
+        on connection: PostgresConnection
+    ) async throws -> [Paged<UserNotifications>] {
         let rows: [ClaimedRow]
         if request.dryRun {
             var read: [ClaimedRow] = []
             for try await row in try await connection.query(try peek(request).query(), logger: request.logger)
-                .decode(ClaimedRow.self) { read.append(row) }
+                .decode(ClaimedRow.self)
+            { read.append(row) }
             rows = read
         } else {
             var claimed: [ClaimedRow] = []
             var users = Set<UUID>()
-            for try await row in try await connection.execute(Claim(request: request, lease: lease, lookAhead: lookAhead),
-                                                              logger: request.logger) {
+            for try await row in try await connection.execute(
+                Claim(request: request, lease: lease, lookAhead: lookAhead),
+                logger: request.logger)
+            {
                 claimed.append(row)
                 users.insert(row.1)
             }
@@ -68,8 +75,10 @@ public struct OutboxQueue: WorkSource {
                 // the users the first claim already holds).
                 do {
                     var extra: [ClaimedRow] = []
-                    for try await row in try await connection.execute(Claim(request: more, lease: lease, lookAhead: lookAhead),
-                                                                      logger: request.logger) { extra.append(row) }
+                    for try await row in try await connection.execute(
+                        Claim(request: more, lease: lease, lookAhead: lookAhead),
+                        logger: request.logger)
+                    { extra.append(row) }
                     claimed += extra
                 } catch {
                     request.logger.notice("could not top up a short page; it goes as it is", metadata: [LogKey.reason: "\(describe(error))"])
@@ -78,18 +87,21 @@ public struct OutboxQueue: WorkSource {
             rows = claimed
         }
         var byUser: [(UUID, UserRow, [QueuedNotification])] = []
-        for (id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
-             attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, requestShownBy, timezone, locale,
-             createdAt) in rows {
+        for (
+            id, userID, type, channel, localDay, deliverAfter, dueAt, title, body, payload,
+            attempts, deliveredTo, deliveryID, sentAt, requestLeftAt, requestKey, requestTo, requestExpiresAt, requestShownBy, timezone, locale,
+            createdAt
+        ) in rows {
             // The table's check allows no other (migration 0005).
             guard let channel = DeliveryChannel(rawValue: channel) else {
                 throw NudgeError(.database, "notification_outbox row \(id) has the channel '\(channel)', which dispatch does not know")
             }
-            let row = QueuedNotification(id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
-                                         dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
-                                         deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
-                                         requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo,
-                                         requestExpiresAt: requestExpiresAt, requestShownBy: requestShownBy)
+            let row = QueuedNotification(
+                id: id, type: type, channel: channel, localDay: localDay, deliverAfter: deliverAfter,
+                dueAt: dueAt, title: title, body: body, payload: payload, attempts: attempts,
+                deliveredTo: Set(deliveredTo), deliveryID: deliveryID, sentAt: sentAt,
+                requestLeftAt: requestLeftAt, requestKey: requestKey, requestTo: requestTo,
+                requestExpiresAt: requestExpiresAt, requestShownBy: requestShownBy)
             if byUser.last?.0 == userID {
                 byUser[byUser.count - 1].2.append(row)
             } else {
@@ -112,10 +124,13 @@ public struct OutboxQueue: WorkSource {
     /// what is `left` of them is less than that (reading the facts, or the
     /// sends, took long); the users still held: not one whose lease ran out and another
     /// dispatcher took.
-    public func keep(page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
-                     on connection: PostgresConnection) async throws -> Set<UUID> {
+    public func keep(
+        page ids: [UUID], for duration: TimeInterval, left: Duration, run: RunContext,
+        on connection: PostgresConnection
+    ) async throws -> Set<UUID> {
         guard !ids.isEmpty, left.seconds < duration else { return Set(ids) }
-        let answer = try await connection.query("""
+        let answer = try await connection.query(
+            """
             with kept as (
                 update dispatch_leases set leased_until = greatest(leased_until, now() + make_interval(secs => \(duration)))
                  where user_id = any(\(ids)) and run_id = \(run.claim)
@@ -188,14 +203,18 @@ public struct OutboxQueue: WorkSource {
     /// other dispatcher's.
     public func release(page ids: [UUID], changed: Set<UUID>, failed: [(UUID, String)], run: RunContext) -> BatchWrites {
         var writes = BatchWrites()
-        writes.step("released_leases", """
+        writes.step(
+            "released_leases",
+            """
             update dispatch_leases set leased_until = '-infinity'
              where user_id = any(\(ids)) and run_id = \(run.claim)
             """)
         let failedIDs = Set(failed.map(\.0))
         let untouched = ids.filter { !changed.contains($0) && !failedIDs.contains($0) }
         if !untouched.isEmpty {
-            writes.step("released_rows", """
+            writes.step(
+                "released_rows",
+                """
                 update notification_outbox
                    set status = 'pending', lease_until = null, claimed_by = null, attempts = greatest(0, attempts - 1)
                  where user_id = any(\(untouched)) and status = 'sending' and claimed_by = \(run.claim)
@@ -209,7 +228,9 @@ public struct OutboxQueue: WorkSource {
             let lastAttempt: SQLFragment = """
                 (o.attempts >= \(DispatchRules.maxAttempts) and coalesce(o.next_attempt_at, o.deliver_after) <= \(run.now))
                 """
-            writes.step("failed_rows", """
+            writes.step(
+                "failed_rows",
+                """
                 update notification_outbox o
                    set status = case when \(lastAttempt) then 'failed' else 'pending' end,
                        next_attempt_at = case when \(lastAttempt) then 'infinity'
@@ -222,7 +243,9 @@ public struct OutboxQueue: WorkSource {
                 returning o.id, o.user_id, o.notification_type, o.channel, o.status, o.title, o.body, o.payload, o.last_error,
                           o.attempts
                 """)
-            writes.step("failed_rows_logs", """
+            writes.step(
+                "failed_rows_logs",
+                """
                 insert into notification_logs (user_id, type, notification_type, channel, status, title, body, payload,
                                                error_msg, outbox_id, attempt, run_id)
                 select user_id, notification_type, notification_type, channel, 'failed', title,

@@ -163,16 +163,19 @@ public struct ProviderHealth: Sendable, Equatable {
         if let why = delta.configuration, next.state != .paused || next.config != config {
             next.pause(why, burst: false, config: config, now: now)
         } else if next.state != .paused, next.tokens.unknown >= Self.burstMinimum, next.tokens.unknown * 2 >= next.tokens.answers {
-            next.pause("""
+            next.pause(
+                """
                 it called the tokens of \(next.tokens.unknown) distinct devices unknown in \(next.tokens.answers) answers: a configuration \
                 error (APNS_ENVIRONMENT sandbox against production tokens, the wrong APNS_BUNDLE_ID or FCM project?), so no \
                 token was deactivated
                 """, burst: true, config: config, now: now)
         } else if next.state == .up, next.window.outageDevices.count >= Self.outageMinimum,
-                  next.window.outages >= 2 * (next.window.answers) {
+            next.window.outages >= 2 * (next.window.answers)
+        {
             next.state = .down
             next.since = now
-            next.reason = "\(next.window.outages) of its last \(next.window.outages + next.window.answers) requests got no answer"
+            next.reason =
+                "\(next.window.outages) of its last \(next.window.outages + next.window.answers) requests got no answer"
                 + (delta.lastOutage.map { " (last: \($0))" } ?? "")
             next.probeAt = now.addingTimeInterval(Self.downProbeInterval)
             next.probeRows = []

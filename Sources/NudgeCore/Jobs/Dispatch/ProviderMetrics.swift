@@ -32,7 +32,8 @@ public enum ProviderMetrics {
 
     /// Each provider's state, since when, and its parked rows, in one statement.
     static func read(on connection: PostgresConnection, logger: Logger) async throws -> [Reading] {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select p.provider, coalesce(h.state, 'up'), h.since,
                    (select count(*) from (select 1 from notification_outbox o
                                            where o.waiting_for = p.provider and o.status = 'pending'
@@ -44,8 +45,10 @@ public enum ProviderMetrics {
         var readings: [Reading] = []
         for try await (name, state, since, parked) in rows.decode((String, String, Date?, Int).self) {
             guard let provider = DeliveryProvider(rawValue: name) else { continue }
-            readings.append(Reading(provider: provider, state: ProviderHealth.State(rawValue: state) ?? .up, since: since,
-                                    parked: parked))
+            readings.append(
+                Reading(
+                    provider: provider, state: ProviderHealth.State(rawValue: state) ?? .up, since: since,
+                    parked: parked))
         }
         return readings
     }
@@ -59,24 +62,31 @@ public enum ProviderMetrics {
         }
         let states: [ProviderHealth.State] = [.up, .down, .paused]
         return [
-            RunMetric(name: "nudge_provider_state",
-                      help: "Each delivery provider's state as every dispatcher shares it (provider_health): 1 for the state it is in.",
-                      samples: readings.flatMap { reading in
-                          states.map { RunMetric.Sample(["provider": reading.provider.rawValue, "state": $0.rawValue],
-                                                        reading.state == $0 ? 1 : 0) }
-                      }),
-            RunMetric(name: "nudge_provider_down_seconds",
-                      help: "Seconds each delivery provider has been down or paused (since provider_health.since); 0 when up.",
-                      samples: each { reading in
-                          guard reading.state != .up, let since = reading.since else { return 0 }
-                          return max(0, now.timeIntervalSince(since).rounded(.down))
-                      }),
-            RunMetric(name: "nudge_provider_parked",
-                      help: "Notifications parked for each delivery provider (pending, waiting_for it), counted up to \(parkedCountLimit).",
-                      samples: each { Double($0.parked) }),
-            RunMetric(name: "nudge_provider_configured",
-                      help: "Whether this dispatcher has each delivery provider's credentials (1) or not (0).",
-                      samples: each { configured[$0.provider] == .ready ? 1 : 0 }),
+            RunMetric(
+                name: "nudge_provider_state",
+                help: "Each delivery provider's state as every dispatcher shares it (provider_health): 1 for the state it is in.",
+                samples: readings.flatMap { reading in
+                    states.map {
+                        RunMetric.Sample(
+                            ["provider": reading.provider.rawValue, "state": $0.rawValue],
+                            reading.state == $0 ? 1 : 0)
+                    }
+                }),
+            RunMetric(
+                name: "nudge_provider_down_seconds",
+                help: "Seconds each delivery provider has been down or paused (since provider_health.since); 0 when up.",
+                samples: each { reading in
+                    guard reading.state != .up, let since = reading.since else { return 0 }
+                    return max(0, now.timeIntervalSince(since).rounded(.down))
+                }),
+            RunMetric(
+                name: "nudge_provider_parked",
+                help: "Notifications parked for each delivery provider (pending, waiting_for it), counted up to \(parkedCountLimit).",
+                samples: each { Double($0.parked) }),
+            RunMetric(
+                name: "nudge_provider_configured",
+                help: "Whether this dispatcher has each delivery provider's credentials (1) or not (0).",
+                samples: each { configured[$0.provider] == .ready ? 1 : 0 }),
         ]
     }
 }
@@ -84,7 +94,8 @@ public enum ProviderMetrics {
 extension DispatchJob {
     /// The providers' gauges for the run's textfile (`RunReports.runMetrics`).
     public func runMetrics(run: RunContext, on connection: PostgresConnection) async throws -> [RunMetric] {
-        ProviderMetrics.metrics(try await ProviderMetrics.read(on: connection, logger: run.logger), configured: push.states,
-                                now: run.now)
+        ProviderMetrics.metrics(
+            try await ProviderMetrics.read(on: connection, logger: run.logger), configured: push.states,
+            now: run.now)
     }
 }

@@ -138,14 +138,17 @@ public struct GenerateDailyGoalsJob: PlainJob {
         }
         guard !ranges.isEmpty else { return [:] }
         var facts: [UUID: Facts] = [:]
-        let ids = ranges.map(\.id), firsts = ranges.map(\.days.handled.lowerBound), lasts = ranges.map(\.days.handled.upperBound)
+        let ids = ranges.map(\.id)
+        let firsts = ranges.map(\.days.handled.lowerBound)
+        let lasts = ranges.map(\.days.handled.upperBound)
         let logger = run.logger
 
         for (userID, days) in try await TrackingDay.load(ranges.map { ($0.id, $0.days.tracking) }, on: connection, logger: logger) {
             facts[userID, default: Facts()].tracking = days
         }
 
-        let daily = try await connection.query("""
+        let daily = try await connection.query(
+            """
             select g.user_id, g.date, g.goal_type, g.target_value::float8, g.actual_value::float8, g.completed
               from unnest(\(ids), \(firsts), \(lasts)) as r(user_id, first_day, last_day)
               join daily_goals g on g.user_id = r.user_id and g.date between r.first_day and r.last_day
@@ -154,14 +157,16 @@ public struct GenerateDailyGoalsJob: PlainJob {
             facts[userID, default: Facts()].daily[date, default: [:]][goal] = StoredDailyGoal(target: target, actual: actual, completed: completed)
         }
 
-        let weekly = try await connection.query("""
+        let weekly = try await connection.query(
+            """
             select g.user_id, g.week_start, g.goal_type, g.target_value::float8, g.actual_value::float8,
                    g.daily_breakdown::text, g.completed, g.fitcircle_id
               from unnest(\(ids), \(firsts), \(lasts)) as r(user_id, first_day, last_day)
               join weekly_goals g on g.user_id = r.user_id and g.week_start between r.first_day - 6 and r.last_day
             """, logger: logger)
         for try await (userID, weekStart, goal, target, actual, breakdown, completed, circleID)
-            in weekly.decode((UUID, LocalDate, String, Double?, Double?, String, Bool, UUID?).self) {
+            in weekly.decode((UUID, LocalDate, String, Double?, Double?, String, Bool, UUID?).self)
+        {
             facts[userID, default: Facts()].weekly[weekStart, default: [:]][goal] = StoredWeeklyGoal(
                 target: target, actual: actual, breakdown: Self.parseBreakdown(breakdown), completed: completed, circleID: circleID)
         }
@@ -177,8 +182,10 @@ public struct GenerateDailyGoalsJob: PlainJob {
         let next = nextDue(for: due, run: run)
         /// Nothing to write: the user waits for their next midnight.
         func waiting(_ why: String) -> Decision<Change> {
-            .later(PlannedChange(itemID: user.user.id, change: Change(daily: [], weekly: [], dueAt: due.dueAt, nextDue: next),
-                                 work: [], notifications: [], tally: [:]), why)
+            .later(
+                PlannedChange(
+                    itemID: user.user.id, change: Change(daily: [], weekly: [], dueAt: due.dueAt, nextDue: next),
+                    work: [], notifications: [], tally: [:]), why)
         }
         guard let days = days(for: user, run: run) else {
             return waiting("no local day in scope since sign-up")
@@ -192,56 +199,68 @@ public struct GenerateDailyGoalsJob: PlainJob {
             let day = LocalDate(daysSinceEpoch: number)
             let stored = facts.daily[day] ?? [:]
             let isOver = day <= days.lastEnded
-            let targets = GoalRules.dailyTargets(on: day, signedUpOn: days.signup, tracking: facts.tracking,
-                                                 memberships: facts.memberships)
+            let targets = GoalRules.dailyTargets(
+                on: day, signedUpOn: days.signup, tracking: facts.tracking,
+                memberships: facts.memberships)
             var created = false
             for goal in GoalRules.DailyGoal.allCases {
                 if let existing = stored[goal.rawValue] {
                     guard isOver else { continue }
                     let result = GoalRules.close(goal, target: existing.target, on: day, tracking: facts.tracking)
                     if !Self.same(result.actual, existing.actual) || result.completed != existing.completed {
-                        daily.append(DailyGoalWrite(date: day, goal: goal, target: existing.target, actual: result.actual,
-                                                    completed: result.completed, isNew: false))
+                        daily.append(
+                            DailyGoalWrite(
+                                date: day, goal: goal, target: existing.target, actual: result.actual,
+                                completed: result.completed, isNew: false))
                         tally["daily_closed", default: 0] += 1
                     }
                 } else if let target = targets.target(goal) {
                     let result = isOver ? GoalRules.close(goal, target: target, on: day, tracking: facts.tracking) : nil
-                    daily.append(DailyGoalWrite(date: day, goal: goal, target: target, actual: result?.actual,
-                                                completed: result?.completed ?? false, isNew: true))
+                    daily.append(
+                        DailyGoalWrite(
+                            date: day, goal: goal, target: target, actual: result?.actual,
+                            completed: result?.completed ?? false, isNew: true))
                     created = true
                 }
             }
             if created {
-                work.append(WorkMark(localDay: day, outcome: targets.basis.rawValue,
-                                     detail: targets.reasons.isEmpty ? nil : targets.reasons.joined(separator: "; ")))
+                work.append(
+                    WorkMark(
+                        localDay: day, outcome: targets.basis.rawValue,
+                        detail: targets.reasons.isEmpty ? nil : targets.reasons.joined(separator: "; ")))
                 tally["goals:\(targets.basis.rawValue)", default: 0] += 1
             }
         }
 
         var weekly: [WeeklyGoalWrite] = []
-        let mondays = Set((days.handled.lowerBound.daysSinceEpoch...days.handled.upperBound.daysSinceEpoch)
-            .map { LocalDate(daysSinceEpoch: $0).monday })
+        let mondays = Set(
+            (days.handled.lowerBound.daysSinceEpoch...days.handled.upperBound.daysSinceEpoch)
+                .map { LocalDate(daysSinceEpoch: $0).monday })
         for monday in mondays.sorted() where monday >= days.signup {
             // A week's circles are those of its last day, or of today in the current week: the same
             // whichever of its days a run handles, so a backfill never undoes a recalculation.
             let asOf = min(monday.adding(days: 6), days.lastEnded.adding(days: 1))
             let stored = facts.weekly[monday] ?? [:]
-            let targets = GoalRules.weeklyTargets(monday: monday, asOf: asOf, signedUpOn: days.signup,
-                                                  tracking: facts.tracking, memberships: facts.memberships)
+            let targets = GoalRules.weeklyTargets(
+                monday: monday, asOf: asOf, signedUpOn: days.signup,
+                tracking: facts.tracking, memberships: facts.memberships)
             for goal in GoalRules.WeeklyGoal.allCases {
                 let desired = targets[goal]!
                 let existing = stored[goal.rawValue]
                 // A target stays as set, unless the user joined or left the circle it comes from.
                 let target = existing.flatMap { $0.circleID == desired.circleID ? $0.target : nil } ?? desired.target
-                let progress = GoalRules.weeklyProgress(goal, target: target, monday: monday, signedUpOn: days.signup,
-                                                        lastEnded: days.lastEnded, tracking: facts.tracking)
-                let write = WeeklyGoalWrite(weekStart: monday, goal: goal, target: target, actual: progress.actual,
-                                            breakdown: progress.breakdown, completed: progress.completed,
-                                            circleID: desired.circleID, isNew: existing == nil)
+                let progress = GoalRules.weeklyProgress(
+                    goal, target: target, monday: monday, signedUpOn: days.signup,
+                    lastEnded: days.lastEnded, tracking: facts.tracking)
+                let write = WeeklyGoalWrite(
+                    weekStart: monday, goal: goal, target: target, actual: progress.actual,
+                    breakdown: progress.breakdown, completed: progress.completed,
+                    circleID: desired.circleID, isNew: existing == nil)
                 if let existing {
                     if Self.same(existing.target, target) && Self.same(existing.actual, progress.actual)
                         && existing.breakdown == progress.breakdown && existing.completed == progress.completed
-                        && existing.circleID == desired.circleID {
+                        && existing.circleID == desired.circleID
+                    {
                         continue
                     }
                     tally[existing.circleID == desired.circleID ? "weekly_updated" : "weekly_recalculated", default: 0] += 1
@@ -255,17 +274,23 @@ public struct GenerateDailyGoalsJob: PlainJob {
         guard !daily.isEmpty || !weekly.isEmpty else {
             return waiting("goals of \(days.handled.lowerBound)...\(days.handled.upperBound) are up to date")
         }
-        return .act(PlannedChange(itemID: user.user.id, change: Change(daily: daily, weekly: weekly, dueAt: due.dueAt, nextDue: next),
-                                  work: work, notifications: [], tally: tally))
+        return .act(
+            PlannedChange(
+                itemID: user.user.id, change: Change(daily: daily, weekly: weekly, dueAt: due.dueAt, nextDue: next),
+                work: work, notifications: [], tally: tally))
     }
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
-                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
+        var writes = DueSource.moveWrites(
+            job: definition.name, users: changes.map(\.itemID),
+            expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let daily = changes.flatMap { change in change.change.daily.map { (change.itemID, $0) } }
-        let newDaily = daily.filter(\.1.isNew), closedDaily = daily.filter { !$0.1.isNew }
+        let newDaily = daily.filter(\.1.isNew)
+        let closedDaily = daily.filter { !$0.1.isNew }
         if !newDaily.isEmpty {
-            writes.step("new_daily_goals", """
+            writes.step(
+                "new_daily_goals",
+                """
                 insert into daily_goals (user_id, date, goal_type, target_value, actual_value, completed, created_at)
                 select user_id, date, goal_type, nullif(target, '')::numeric, nullif(actual, '')::numeric, completed, \(run.now)
                   from unnest(\(newDaily.map(\.0)), \(newDaily.map(\.1.date)), \(newDaily.map(\.1.goal.rawValue)),
@@ -276,7 +301,9 @@ public struct GenerateDailyGoalsJob: PlainJob {
                 """)
         }
         if !closedDaily.isEmpty {
-            writes.step("closed_daily_goals", """
+            writes.step(
+                "closed_daily_goals",
+                """
                 update daily_goals g set actual_value = nullif(c.actual, '')::numeric, completed = c.completed
                   from unnest(\(closedDaily.map(\.0)), \(closedDaily.map(\.1.date)), \(closedDaily.map(\.1.goal.rawValue)),
                               \(closedDaily.map { Self.text($0.1.actual) }), \(closedDaily.map(\.1.completed)))
@@ -285,9 +312,12 @@ public struct GenerateDailyGoalsJob: PlainJob {
                 """)
         }
         let weekly = changes.flatMap { change in change.change.weekly.map { (change.itemID, $0) } }
-        let newWeekly = weekly.filter(\.1.isNew), changedWeekly = weekly.filter { !$0.1.isNew }
+        let newWeekly = weekly.filter(\.1.isNew)
+        let changedWeekly = weekly.filter { !$0.1.isNew }
         if !newWeekly.isEmpty {
-            writes.step("new_weekly_goals", """
+            writes.step(
+                "new_weekly_goals",
+                """
                 insert into weekly_goals (user_id, week_start, goal_type, target_value, actual_value, daily_breakdown,
                                           completed, fitcircle_id, created_at)
                 select user_id, week_start, goal_type, target::numeric, nullif(actual, '')::numeric, breakdown::jsonb, completed,
@@ -301,7 +331,9 @@ public struct GenerateDailyGoalsJob: PlainJob {
                 """)
         }
         if !changedWeekly.isEmpty {
-            writes.step("updated_weekly_goals", """
+            writes.step(
+                "updated_weekly_goals",
+                """
                 update weekly_goals g
                    set target_value = c.target::numeric, actual_value = nullif(c.actual, '')::numeric,
                        daily_breakdown = c.breakdown::jsonb, completed = c.completed, fitcircle_id = nullif(c.circle, '')::uuid

@@ -59,22 +59,27 @@ public enum GoalRules {
 
     /// The targets of local day `day`, from what was known before it began: the tracking of the
     /// days before it and the circles the user is in that day.
-    public static func dailyTargets(on day: LocalDate, signedUpOn signup: LocalDate, tracking: [LocalDate: TrackingDay],
-                                    memberships: [FitCircleMembership]) -> DailyTargets {
+    public static func dailyTargets(
+        on day: LocalDate, signedUpOn signup: LocalDate, tracking: [LocalDate: TrackingDay],
+        memberships: [FitCircleMembership]
+    ) -> DailyTargets {
         let lookback = max(signup, day.adding(days: -7))
         let days = lookback < day ? (lookback.daysSinceEpoch..<day.daysSinceEpoch).compactMap { tracking[LocalDate(daysSinceEpoch: $0)] } : []
         if let bad = days.first(where: { $0.impossibility != nil }) {
-            return DailyTargets(steps: moderateStepsGoal, weight: nil, basis: .defaults, stepsFromBaseline: false,
-                                reasons: ["daily_tracking \(bad.date): \(bad.impossibility!)"])
+            return DailyTargets(
+                steps: moderateStepsGoal, weight: nil, basis: .defaults, stepsFromBaseline: false,
+                reasons: ["daily_tracking \(bad.date): \(bad.impossibility!)"])
         }
         // A day with no steps, or zero, is a day the tracker was not worn: it is left out.
         let stepDays = days.compactMap(\.steps).filter { $0 > 0 }
-        let total = stepDays.reduce(0, +), count = stepDays.count
+        let total = stepDays.reduce(0, +)
+        let count = stepDays.count
 
         if day.days(since: signup) < newUserDays {
             let sedentary = count > 0 && total < sedentaryBelowSteps * count
-            return DailyTargets(steps: sedentary ? sedentaryStepsGoal : moderateStepsGoal, weight: nil, basis: .newUser,
-                                stepsFromBaseline: false, reasons: [])
+            return DailyTargets(
+                steps: sedentary ? sedentaryStepsGoal : moderateStepsGoal, weight: nil, basis: .newUser,
+                stepsFromBaseline: false, reasons: [])
         }
 
         var targets = DailyTargets(steps: moderateStepsGoal, weight: nil, basis: .baseline, stepsFromBaseline: false, reasons: [])
@@ -112,7 +117,8 @@ public enum GoalRules {
         guard !active.isEmpty else { return .none }
         let usable = active.compactMap { membership -> (FitCircleMembership, Double)? in
             guard let start = membership.startingWeight, let target = membership.targetWeight,
-                  start > target, target > 0, start < 1_500 else { return nil }
+                start > target, target > 0, start < 1_500
+            else { return nil }
             return (membership, (start - target) / Double(membership.weeksRemaining(from: day.monday)))
         }
         // (losses compared to a billionth of a pound: two circles asking the same loss tie, whatever
@@ -120,7 +126,8 @@ public enum GoalRules {
         func loss(_ candidate: (FitCircleMembership, Double)) -> Double { (candidate.1 * 1e9).rounded() }
         guard let best = usable.max(by: { (loss($0), $1.0.circleID.uuidString) < (loss($1), $0.0.circleID.uuidString) }) else {
             let circle = active[0]
-            return .unusable("""
+            return .unusable(
+                """
                 FitCircle \(circle.circleID.uuidString.lowercased()): starting weight \(describe(circle.startingWeight)) \
                 and target weight \(describe(circle.targetWeight)) give no weight loss
                 """)
@@ -165,9 +172,11 @@ public enum GoalRules {
     }
 
     /// The week's targets, with the circles the user is in on `day` (a day of that week).
-    public static func weeklyTargets(monday: LocalDate, asOf day: LocalDate, signedUpOn signup: LocalDate,
-                                     tracking: [LocalDate: TrackingDay],
-                                     memberships: [FitCircleMembership]) -> [WeeklyGoal: WeeklyTarget] {
+    public static func weeklyTargets(
+        monday: LocalDate, asOf day: LocalDate, signedUpOn signup: LocalDate,
+        tracking: [LocalDate: TrackingDay],
+        memberships: [FitCircleMembership]
+    ) -> [WeeklyGoal: WeeklyTarget] {
         let steps: WeeklyTarget
         if let circle = stepsCircle(on: day, memberships: memberships) {
             steps = WeeklyTarget(target: Double(circle.stepGoal!), circleID: circle.circleID)
@@ -200,8 +209,10 @@ public enum GoalRules {
     static let dayNames = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 
     /// The week's progress over its days from sign-up through `lastEnded` (the days that are over).
-    public static func weeklyProgress(_ goal: WeeklyGoal, target: Double, monday: LocalDate, signedUpOn signup: LocalDate,
-                                      lastEnded: LocalDate, tracking: [LocalDate: TrackingDay]) -> WeeklyProgress {
+    public static func weeklyProgress(
+        _ goal: WeeklyGoal, target: Double, monday: LocalDate, signedUpOn signup: LocalDate,
+        lastEnded: LocalDate, tracking: [LocalDate: TrackingDay]
+    ) -> WeeklyProgress {
         let first = max(monday, signup)
         let last = min(monday.adding(days: 6), lastEnded)
         var breakdown: [String: Double] = [:]

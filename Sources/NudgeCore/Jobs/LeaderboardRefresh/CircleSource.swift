@@ -12,8 +12,10 @@ public struct CircleRow: Sendable, Equatable {
     public let startsOn: LocalDate
     public let endsOn: LocalDate
 
-    public init(id: UUID, name: String, challenge: FitCircleMembership.Challenge, timezone: String,
-                startsOn: LocalDate, endsOn: LocalDate) {
+    public init(
+        id: UUID, name: String, challenge: FitCircleMembership.Challenge, timezone: String,
+        startsOn: LocalDate, endsOn: LocalDate
+    ) {
         self.id = id
         self.name = name
         self.challenge = challenge
@@ -54,9 +56,13 @@ public struct CircleSource: WorkSource {
     private func conditions(_ request: PageRequest) -> SQLFragment {
         // Dates in UTC, a day wider than any zone on either side.
         let today = LocalDate(daysSinceEpoch: Int((request.now.timeIntervalSince1970 / 86_400).rounded(.down)))
-        let (from, to) = request.window.map { ($0.from, min($0.to, today)) }
+        let (from, to) =
+            request.window.map { ($0.from, min($0.to, today)) }
             ?? (today.adding(days: -Self.settledAfterDays), today)
-        let members: SQLFragment = request.users.isEmpty ? "true" : """
+        let members: SQLFragment =
+            request.users.isEmpty
+            ? "true"
+            : """
             exists (select 1 from fitcircle_members m where m.fitcircle_id = c.id and m.user_id = any(\(request.users)::uuid[]))
             """
         return """
@@ -65,8 +71,10 @@ public struct CircleSource: WorkSource {
             """
     }
 
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<CircleInTime>] {
+    public func page(
+        _ request: PageRequest, calendars: CalendarCache,
+        on connection: PostgresConnection
+    ) async throws -> [Paged<CircleInTime>] {
         let query: SQLFragment = """
             select c.id, c.name, c.challenge_type, c.timezone,
                    case when isfinite(c.starts_on) then c.starts_on end, case when isfinite(c.ends_on) then c.ends_on end
@@ -79,7 +87,8 @@ public struct CircleSource: WorkSource {
         var page: [Paged<CircleInTime>] = []
         page.reserveCapacity(request.limit)
         for try await (id, name, challenge, timezone, startsOn, endsOn)
-            in rows.decode((UUID, String, String, String, LocalDate?, LocalDate?).self) {
+            in rows.decode((UUID, String, String, String, LocalDate?, LocalDate?).self)
+        {
             do {
                 guard let kind = FitCircleMembership.Challenge(rawValue: challenge) else {
                     throw NudgeError(.configuration, "unknown challenge_type '\(challenge)'")
@@ -88,9 +97,12 @@ public struct CircleSource: WorkSource {
                     throw NudgeError(.configuration, "starts_on or ends_on is not a day ('infinity')")
                 }
                 let calendar = try calendars.calendar(for: timezone)
-                page.append(.item(id, CircleInTime(
-                    circle: CircleRow(id: id, name: name, challenge: kind, timezone: timezone, startsOn: startsOn, endsOn: endsOn),
-                    calendar: calendar)))
+                page.append(
+                    .item(
+                        id,
+                        CircleInTime(
+                            circle: CircleRow(id: id, name: name, challenge: kind, timezone: timezone, startsOn: startsOn, endsOn: endsOn),
+                            calendar: calendar)))
             } catch {
                 page.append(.unusable(id, error is LocalCalendar.Failure ? "the circle's \(error)" : "\(error)"))
             }

@@ -64,7 +64,8 @@ public struct Board: Hashable, Sendable, CustomStringConvertible {
     /// The days whose submissions count on this board: the period's days within the challenge's,
     /// or nil when the challenge has none in it.
     public func countedDays(in circle: CircleRow) -> ClosedRange<LocalDate>? {
-        let first = max(start, circle.startsOn), last = min(next.adding(days: -1), circle.endsOn)
+        let first = max(start, circle.startsOn)
+        let last = min(next.adding(days: -1), circle.endsOn)
         return first <= last ? first...last : nil
     }
 
@@ -142,9 +143,12 @@ public enum LeaderboardCadence {
     /// final (`lastFinal`, its start), the boards in between, up to `catchUp` periods back; in a
     /// backfill, every board holding a day of the window. Only boards with counted days that have
     /// begun by `now`, oldest first.
-    public static func candidates(for circle: CircleInTime, now: Date, window: DayWindow?,
-                                  lastFinal: [LeaderboardPeriod: LocalDate] = [:]) -> [Board] {
-        let calendar = circle.calendar, row = circle.circle
+    public static func candidates(
+        for circle: CircleInTime, now: Date, window: DayWindow?,
+        lastFinal: [LeaderboardPeriod: LocalDate] = [:]
+    ) -> [Board] {
+        let calendar = circle.calendar
+        let row = circle.circle
         let today = calendar.localDate(at: now)
         var boards: [Board] = []
         var seen: Set<Board> = []
@@ -154,7 +158,8 @@ public enum LeaderboardCadence {
             boards.append(board)
         }
         if let window {
-            let first = max(window.from, row.startsOn), last = min(window.to, row.endsOn, today)
+            let first = max(window.from, row.startsOn)
+            let last = min(window.to, row.endsOn, today)
             guard first <= last else { return [] }
             for number in first.daysSinceEpoch...last.daysSinceEpoch {
                 let day = LocalDate(daysSinceEpoch: number)
@@ -180,9 +185,12 @@ public enum LeaderboardCadence {
     }
 
     /// Which of the candidate boards are due at `now`, given what is remembered of them.
-    public static func due(for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState],
-                           lastFinal: [LeaderboardPeriod: LocalDate] = [:], members: [LocalCalendar] = []) -> [DueBoard] {
-        due(among: candidates(for: circle, now: now, window: window, lastFinal: lastFinal), of: circle, now: now, window: window,
+    public static func due(
+        for circle: CircleInTime, now: Date, window: DayWindow?, states: [Board: BoardState],
+        lastFinal: [LeaderboardPeriod: LocalDate] = [:], members: [LocalCalendar] = []
+    ) -> [DueBoard] {
+        due(
+            among: candidates(for: circle, now: now, window: window, lastFinal: lastFinal), of: circle, now: now, window: window,
             states: states, members: members)
     }
 
@@ -197,8 +205,10 @@ public enum LeaderboardCadence {
     /// provisional, refreshed on its cadence, until its last day has ended for every member
     /// (`members`: the calendars of their zones); its final refresh comes once the grace for late
     /// submissions has passed after that.
-    public static func due(among boards: [Board], of circle: CircleInTime, now: Date, window: DayWindow?,
-                           states: [Board: BoardState], members: [LocalCalendar] = []) -> [DueBoard] {
+    public static func due(
+        among boards: [Board], of circle: CircleInTime, now: Date, window: DayWindow?,
+        states: [Board: BoardState], members: [LocalCalendar] = []
+    ) -> [DueBoard] {
         let calendar = circle.calendar
         return boards.compactMap { board in
             let lastDay = board.countedDays(in: circle.circle)!.upperBound
@@ -234,8 +244,10 @@ public enum LeaderboardCadence {
     /// an hour overnight and for a weekly board; for monthly and all-time boards the day, from
     /// when the day before can no longer change: the late-submission grace after the last
     /// member's midnight (00:30 in the circle's zone when nobody lives west of it).
-    static func slotStart(_ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar,
-                          members: [LocalCalendar] = []) -> Date {
+    static func slotStart(
+        _ period: LeaderboardPeriod, at now: Date, calendar: LocalCalendar,
+        members: [LocalCalendar] = []
+    ) -> Date {
         let today = calendar.localDate(at: now)
         let midnight = calendar.start(of: today)
         let slot: TimeInterval

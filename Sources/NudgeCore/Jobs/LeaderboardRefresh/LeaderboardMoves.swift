@@ -64,18 +64,20 @@ public enum LeaderboardMoves {
     /// win back. A name that cannot be shown (a link in it, say) reads "in your FitCircle".
     public static func body(_ move: Move, circle: String, locale: String) -> String {
         let french = locale == "fr"
-        let place = switch (french, UserText.circleName(circle)) {
-        case (true, let name?): "dans « \(name) »"
-        case (true, nil): "dans ton FitCircle"
-        case (false, let name?): "in '\(name)'"
-        case (false, nil): "in your FitCircle"
-        }
-        let board = switch (french, move.period) {
-        case (true, .weekly): "au classement de la semaine"
-        case (true, _): "au classement du jour"
-        case (false, .weekly): "on this week's board"
-        case (false, _): "on today's board"
-        }
+        let place =
+            switch (french, UserText.circleName(circle)) {
+            case (true, let name?): "dans « \(name) »"
+            case (true, nil): "dans ton FitCircle"
+            case (false, let name?): "in '\(name)'"
+            case (false, nil): "in your FitCircle"
+            }
+        let board =
+            switch (french, move.period) {
+            case (true, .weekly): "au classement de la semaine"
+            case (true, _): "au classement du jour"
+            case (false, .weekly): "on this week's board"
+            case (false, _): "on today's board"
+            }
         switch (french, move.places > 0, move.to) {
         case (true, true, 1): return "📈 Te voilà #1 \(board) \(place) ! Garde ta place !"
         case (true, true, let rank): return "📈 Te voilà #\(rank) \(board) \(place) ! Peux-tu décrocher la #\(rank - 1) ?"
@@ -89,6 +91,7 @@ public enum LeaderboardMoves {
     /// The payload the app opens: the circle's board of that period.
     public static func payload(_ move: Move, circleID: UUID) -> String {
         let id = circleID.uuidString.lowercased()
-        return #"{"type":"\#(type)","deep_link":"fitcircle://circles/\#(id)/leaderboard?period=\#(move.period.rawValue)","fitcircle_id":"\#(id)","period":"\#(move.period.rawValue)","rank":\#(move.to),"previous_rank":\#(move.from)}"#
+        return
+            #"{"type":"\#(type)","deep_link":"fitcircle://circles/\#(id)/leaderboard?period=\#(move.period.rawValue)","fitcircle_id":"\#(id)","period":"\#(move.period.rawValue)","rank":\#(move.to),"previous_rank":\#(move.from)}"#
     }
 }

@@ -80,7 +80,8 @@ public struct LeaderboardRefreshJob: PlainJob {
 
         // How far each period's boards are final, then what is remembered of the boards that may be due.
         var lastFinal: [UUID: [LeaderboardPeriod: LocalDate]] = [:]
-        let finalRows = try await connection.query("""
+        let finalRows = try await connection.query(
+            """
             select fitcircle_id, period, max(period_start) from leaderboard_boards
              where fitcircle_id = any(\(circles.map(\.circle.id))) and final and period <> 'all_time'
              group by 1, 2
@@ -89,15 +90,21 @@ public struct LeaderboardRefreshJob: PlainJob {
             guard let period = LeaderboardPeriod(rawValue: period) else { continue }
             lastFinal[circleID, default: [:]][period] = start
         }
-        let candidatesOf = Dictionary(uniqueKeysWithValues: circles.map { circle in
-            (circle.circle.id, LeaderboardCadence.candidates(for: circle, now: run.now, window: run.window,
-                                                             lastFinal: lastFinal[circle.circle.id] ?? [:]))
-        })
+        let candidatesOf = Dictionary(
+            uniqueKeysWithValues: circles.map { circle in
+                (
+                    circle.circle.id,
+                    LeaderboardCadence.candidates(
+                        for: circle, now: run.now, window: run.window,
+                        lastFinal: lastFinal[circle.circle.id] ?? [:])
+                )
+            })
         let candidates = circles.flatMap { circle in candidatesOf[circle.circle.id]!.map { (circle.circle.id, $0) } }
         var states: [UUID: [Board: BoardState]] = [:]
         if !candidates.isEmpty {
             let byKey = Dictionary(candidates.map { ("\($0.0)|\($0.1.period.rawValue)|\($0.1.start)", $0.1) }) { first, _ in first }
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select b.fitcircle_id, b.period, b.period_start, b.inputs, b.checked_at, b.final,
                        b.submissions_digest, b.submissions_change
                   from unnest(\(candidates.map(\.0)), \(candidates.map(\.1.period.rawValue)), \(candidates.map(\.1.start)))
@@ -108,13 +115,15 @@ public struct LeaderboardRefreshJob: PlainJob {
                        offset 0) b   -- one key lookup each, however many boards the table holds
                 """, logger: logger)
             for try await (circleID, period, start, inputs, checkedAt, isFinal, submissionsDigest, submissionsChange)
-                in rows.decode((UUID, String, LocalDate, String, Date, Bool, String?, Int64?).self) {
+                in rows.decode((UUID, String, LocalDate, String, Date, Bool, String?, Int64?).self)
+            {
                 guard let board = byKey["\(circleID)|\(period)|\(start)"] else { continue }
                 let submissions = submissionsDigest.flatMap { digest in
                     submissionsChange.map { SubmissionsDigest(digest: digest, change: $0) }
                 }
-                states[circleID, default: [:]][board] = BoardState(inputs: inputs, checkedAt: checkedAt, isFinal: isFinal,
-                                                                   submissions: submissions)
+                states[circleID, default: [:]][board] = BoardState(
+                    inputs: inputs, checkedAt: checkedAt, isFinal: isFinal,
+                    submissions: submissions)
             }
         }
 
@@ -122,7 +131,8 @@ public struct LeaderboardRefreshJob: PlainJob {
         // A member without one lives in UTC, as in every job (docs/jobs/leaderboard-refresh.md, "Cadence").
         var zones: [UUID: [LocalCalendar]] = [:]
         if !candidates.isEmpty {
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select distinct m.fitcircle_id, u.timezone
                   from fitcircle_members m join users u on u.id = m.user_id
                  where m.fitcircle_id = any(\(Array(Set(candidates.map(\.0)))))
@@ -136,8 +146,9 @@ public struct LeaderboardRefreshJob: PlainJob {
 
         var due: [UUID: [DueBoard]] = [:]
         for circle in circles {
-            let boards = LeaderboardCadence.due(among: candidatesOf[circle.circle.id]!, of: circle, now: run.now, window: run.window,
-                                                states: states[circle.circle.id] ?? [:], members: zones[circle.circle.id] ?? [])
+            let boards = LeaderboardCadence.due(
+                among: candidatesOf[circle.circle.id]!, of: circle, now: run.now, window: run.window,
+                states: states[circle.circle.id] ?? [:], members: zones[circle.circle.id] ?? [])
             if !boards.isEmpty { due[circle.circle.id] = boards }
         }
         let byID = Dictionary(uniqueKeysWithValues: circles.map { ($0.circle.id, $0) })
@@ -156,11 +167,14 @@ public struct LeaderboardRefreshJob: PlainJob {
             let described = dueBoards.map { circle, due in
                 let row = circle.circle
                 let previousEnds = due.board.previous.flatMap { $0.countedDays(in: row) }.map { circle.calendar.end(of: $0.upperBound) }
-                return (row.id, due.board, "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|\(previousEnds != nil)",
-                        Self.inputDays(of: due.board, in: row), due.standsAt, previousEnds ?? due.standsAt,
-                        states[row.id]?[due.board]?.submissions)
+                return (
+                    row.id, due.board, "\(row.challenge.rawValue)|\(row.startsOn)|\(row.endsOn)|\(row.timezone)|\(previousEnds != nil)",
+                    Self.inputDays(of: due.board, in: row), due.standsAt, previousEnds ?? due.standsAt,
+                    states[row.id]?[due.board]?.submissions
+                )
             }
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select b.i, coalesce(k.change, 0), p.submissions, md5(concat_ws('|', b.base,
                          (select count(*) || ':' || coalesce(sum(hash_record_extended((m.user_id,
                                      m.starting_weight, m.target_weight,
@@ -196,7 +210,8 @@ public struct LeaderboardRefreshJob: PlainJob {
         // The members of the circles with a board to compute.
         var members: [UUID: [CircleMember]] = [:]
         if !compute.isEmpty {
-            let memberRows = try await connection.query("""
+            let memberRows = try await connection.query(
+                """
                 select m.fitcircle_id, m.user_id, m.joined_at, m.left_at, m.starting_weight::text, m.target_weight::text,
                        u.timezone, u.locale
                   from fitcircle_members m join users u on u.id = m.user_id
@@ -204,10 +219,12 @@ public struct LeaderboardRefreshJob: PlainJob {
                  order by m.fitcircle_id, m.user_id
                 """, logger: logger)
             for try await (circleID, userID, joinedAt, leftAt, starting, target, timezone, locale)
-                in memberRows.decode((UUID, UUID, Date, Date?, String?, String?, String?, String).self) {
-                members[circleID, default: []].append(CircleMember(
-                    userID: userID, joinedAt: joinedAt, leftAt: leftAt, startingWeight: starting.flatMap { Decimal(string: $0) },
-                    targetWeight: target.flatMap { Decimal(string: $0) }, timezone: timezone, locale: locale))
+                in memberRows.decode((UUID, UUID, Date, Date?, String?, String?, String?, String).self)
+            {
+                members[circleID, default: []].append(
+                    CircleMember(
+                        userID: userID, joinedAt: joinedAt, leftAt: leftAt, startingWeight: starting.flatMap { Decimal(string: $0) },
+                        targetWeight: target.flatMap { Decimal(string: $0) }, timezone: timezone, locale: locale))
             }
         }
 
@@ -216,13 +233,15 @@ public struct LeaderboardRefreshJob: PlainJob {
         for (circle, due) in compute {
             for board in [due.board, due.board.previous].compactMap({ $0 }) {
                 guard let days = board.countedDays(in: circle.circle), let from = Self.firstDayRead(by: board, in: circle.circle),
-                      windowKeys.insert("\(circle.circle.id)|\(board)").inserted else { continue }
+                    windowKeys.insert("\(circle.circle.id)|\(board)").inserted
+                else { continue }
                 windows.append((circle.circle.id, board, days, from))
             }
         }
         var totals: [UUID: [Board: [UUID: SubmittedTotals]]] = [:]
         if !windows.isEmpty {
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select w.i, s.user_id,
                        coalesce(sum(s.steps) filter (where s.submission_date >= w.first_day), 0)::int8,
                        max(s.submitted_at) filter (where s.submission_date >= w.first_day and s.steps > 0),
@@ -240,7 +259,8 @@ public struct LeaderboardRefreshJob: PlainJob {
                  group by w.i, s.user_id
                 """, logger: logger)
             for try await (index, userID, steps, stepsAt, days, weights, times)
-                in rows.decode((Int, UUID, Int, Date?, [LocalDate], [String], [Date]).self) {
+                in rows.decode((Int, UUID, Int, Date?, [LocalDate], [String], [Date]).self)
+            {
                 let window = windows[index]
                 let weighIns = zip(days, zip(weights, times)).compactMap { day, weighed in
                     Decimal(string: weighed.0).map { WeighIn(day: day, weight: $0, at: weighed.1) }
@@ -254,20 +274,23 @@ public struct LeaderboardRefreshJob: PlainJob {
         var pending: [UUID: [Board: [PendingSubmission]]] = [:]
         if !compute.isEmpty {
             let boards = compute.map { ($0.0.circle.id, $0.1.board) }
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select b.i, e.user_id, e.metric_type, e.metric_value::text, e.rank, e.rank_change
                   from unnest(\(Array(0..<boards.count)), \(boards.map(\.0)), \(boards.map(\.1.period.rawValue)),
                               \(boards.map(\.1.start))) as b(i, fitcircle_id, period, period_start)
                   join fitcircle_leaderboard_entries e using (fitcircle_id, period, period_start)
                 """, logger: logger)
             for try await (index, userID, metricType, value, rank, rankChange)
-                in rows.decode((Int, UUID, String, String?, Int?, Int?).self) {
+                in rows.decode((Int, UUID, String, String?, Int?, Int?).self)
+            {
                 stored[boards[index].0, default: [:]][boards[index].1, default: [:]][userID] = StoredEntry(
                     metricType: metricType, value: value.flatMap { Decimal(string: $0) }, rank: rank, rankChange: rankChange)
             }
             let daily = boards.filter { $0.1.period == .daily }
             if !daily.isEmpty {
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     select b.i, s.id, s.user_id
                       from unnest(\(Array(0..<daily.count)), \(daily.map(\.0)), \(daily.map(\.1.start))) as b(i, fitcircle_id, day)
                       join fitcircle_data_submissions s on s.fitcircle_id = b.fitcircle_id and s.submission_date = b.day
@@ -281,12 +304,14 @@ public struct LeaderboardRefreshJob: PlainJob {
 
         // The movement notifications already queued for the members of boards that may move.
         var sent: [UUID: [LeaderboardMoves.Sent]] = [:]
-        let told = Set(compute.filter { circle, due in
+        let told = Set(
+            compute.filter { circle, due in
                 due.reason == .cadence && [.daily, .weekly].contains(due.board.period) && states[circle.circle.id]?[due.board] != nil
             }
             .flatMap { circle, _ in (members[circle.circle.id] ?? []).map(\.userID) })
         if !told.isEmpty {
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 select user_id, local_day, deliver_after from notification_outbox
                  where user_id = any(\(Array(told))) and notification_type = \(LeaderboardMoves.type)
                    and deliver_after > \(run.now.addingTimeInterval(-2 * 86_400))
@@ -296,12 +321,17 @@ public struct LeaderboardRefreshJob: PlainJob {
             }
         }
 
-        return Dictionary(uniqueKeysWithValues: circles.map { circle in
-            let id = circle.circle.id
-            return (id, Facts(members: members[id] ?? [], due: due[id] ?? [], states: states[id] ?? [:], inputs: inputs[id] ?? [:],
-                              submissions: submissions[id] ?? [:],
-                              totals: totals[id] ?? [:], stored: stored[id] ?? [:], pending: pending[id] ?? [:], sent: sent))
-        })
+        return Dictionary(
+            uniqueKeysWithValues: circles.map { circle in
+                let id = circle.circle.id
+                return (
+                    id,
+                    Facts(
+                        members: members[id] ?? [], due: due[id] ?? [], states: states[id] ?? [:], inputs: inputs[id] ?? [:],
+                        submissions: submissions[id] ?? [:],
+                        totals: totals[id] ?? [:], stored: stored[id] ?? [:], pending: pending[id] ?? [:], sent: sent)
+                )
+            })
     }
 
     /// The first day whose submissions a board's values read: its first counted day; for a
@@ -340,8 +370,10 @@ public struct LeaderboardRefreshJob: PlainJob {
                 // Remembered when the cadence asks, or when the circle's mark moved for other days
                 // than the board's (so that the next look does not read its submissions again).
                 if LeaderboardCadence.remembersLook(at: due, now: run.now, calendar: circle.calendar) || state.submissions != submissions {
-                    writes.append(BoardWrite(board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal,
-                                             upserts: [], removals: [], ranked: []))
+                    writes.append(
+                        BoardWrite(
+                            board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal,
+                            upserts: [], removals: [], ranked: []))
                 }
                 continue
             }
@@ -349,23 +381,30 @@ public struct LeaderboardRefreshJob: PlainJob {
             var previousRanks: [UUID: Int]?
             if let previous = board.previous, let days = previous.countedDays(in: row) {
                 let ends = circle.calendar.end(of: days.upperBound)
-                previousRanks = LeaderboardStandings.placesHeld(LeaderboardStandings.rank(
-                    members: facts.members.filter { $0.isOnRoster(at: ends) }, totals: facts.totals[previous] ?? [:],
-                    circle: row, board: previous, previousRanks: nil).standings)
+                previousRanks = LeaderboardStandings.placesHeld(
+                    LeaderboardStandings.rank(
+                        members: facts.members.filter { $0.isOnRoster(at: ends) }, totals: facts.totals[previous] ?? [:],
+                        circle: row, board: previous, previousRanks: nil
+                    ).standings)
             }
-            let (standings, gaps) = LeaderboardStandings.rank(members: roster, totals: facts.totals[board] ?? [:],
-                                                              circle: row, board: board, previousRanks: previousRanks)
+            let (standings, gaps) = LeaderboardStandings.rank(
+                members: roster, totals: facts.totals[board] ?? [:],
+                circle: row, board: board, previousRanks: previousRanks)
             for (userID, gap) in gaps {
-                run.logger.notice("member has no place on the board", metadata: [
-                    LogKey.userID: "\(userID.uuidString.lowercased())", "nudge.circle": "\(row.id.uuidString.lowercased())",
-                    "nudge.board": "\(board)", LogKey.reason: "\(gap)",
-                ])
+                run.logger.notice(
+                    "member has no place on the board",
+                    metadata: [
+                        LogKey.userID: "\(userID.uuidString.lowercased())", "nudge.circle": "\(row.id.uuidString.lowercased())",
+                        "nudge.board": "\(board)", LogKey.reason: "\(gap)",
+                    ])
                 tally["members_without_goal", default: 0] += 1
             }
             let stored = facts.stored[board] ?? [:]
             let upserts = standings.filter { standing in
-                stored[standing.userID] != StoredEntry(metricType: standing.metricType, value: standing.value, rank: standing.rank,
-                                                       rankChange: standing.rankChange)
+                stored[standing.userID]
+                    != StoredEntry(
+                        metricType: standing.metricType, value: standing.value, rank: standing.rank,
+                        rankChange: standing.rankChange)
             }
             let onBoard = Set(standings.map(\.userID))
             let removals = stored.keys.filter { !onBoard.contains($0) }.sorted(by: LeaderboardStandings.isBefore)
@@ -376,8 +415,10 @@ public struct LeaderboardRefreshJob: PlainJob {
                 guard let standing = byMember[submission.userID], let rank = standing.rank else { return nil }
                 return (submission.id, rank, standing.rankChange)
             }
-            writes.append(BoardWrite(board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal, upserts: upserts,
-                                     removals: removals, ranked: ranked))
+            writes.append(
+                BoardWrite(
+                    board: board, inputs: inputs, submissions: submissions, isFinal: due.isFinal, upserts: upserts,
+                    removals: removals, ranked: ranked))
             tally["boards_refreshed", default: 0] += 1
             tally["entries_written", default: 0] += upserts.count
             tally["entries_removed", default: 0] += removals.count
@@ -389,7 +430,8 @@ public struct LeaderboardRefreshJob: PlainJob {
             // (a board it meets for the first time, or one computed before an upgrade, where a
             // weight from before the period held a place) are no previous refresh.
             guard due.reason == .cadence, let state = facts.states[board], state.inputs.hasPrefix(Self.rulesVersion),
-                  run.now < circle.calendar.end(of: board.countedDays(in: row)!.upperBound) else { continue }
+                run.now < circle.calendar.end(of: board.countedDays(in: row)!.upperBound)
+            else { continue }
             // Only places held with a value: rows stored before members without one went unranked
             // (a 0 of steps) were the order of the ids.
             let before = stored.filter { entry in
@@ -405,7 +447,8 @@ public struct LeaderboardRefreshJob: PlainJob {
                     continue
                 }
                 guard let member = roster.first(where: { $0.userID == move.userID }),
-                      let calendar = try? calendars.calendar(for: member.timezone) else {
+                    let calendar = try? calendars.calendar(for: member.timezone)
+                else {
                     tally["moves_not_told", default: 0] += 1
                     continue
                 }
@@ -415,19 +458,22 @@ public struct LeaderboardRefreshJob: PlainJob {
                     continue
                 }
                 sent[move.userID, default: []].append(LeaderboardMoves.Sent(localDay: today, deliverAfter: run.now))
-                notifications.append(OutboxMessage(
-                    type: LeaderboardMoves.type, localDay: today, deliverAfter: run.now,
-                    title: LeaderboardMoves.title(circle: row.name, locale: member.locale),
-                    body: LeaderboardMoves.body(move, circle: row.name, locale: member.locale),
-                    payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
-                    occasion: .withinDay(LeaderboardMoves.occasion(at: run.now))))
+                notifications.append(
+                    OutboxMessage(
+                        type: LeaderboardMoves.type, localDay: today, deliverAfter: run.now,
+                        title: LeaderboardMoves.title(circle: row.name, locale: member.locale),
+                        body: LeaderboardMoves.body(move, circle: row.name, locale: member.locale),
+                        payload: LeaderboardMoves.payload(move, circleID: row.id), recipient: move.userID,
+                        occasion: .withinDay(LeaderboardMoves.occasion(at: run.now))))
             }
         }
         if writes.isEmpty && notifications.isEmpty {
             return .nothingDue("its due boards are unchanged since their last refresh")
         }
-        return .act(PlannedChange(itemID: row.id, change: Change(circleID: row.id, boards: writes), work: [],
-                                  notifications: notifications, tally: tally))
+        return .act(
+            PlannedChange(
+                itemID: row.id, change: Change(circleID: row.id, boards: writes), work: [],
+                notifications: notifications, tally: tally))
     }
 
     // MARK: Writing
@@ -436,7 +482,9 @@ public struct LeaderboardRefreshJob: PlainJob {
         var writes = BatchWrites()
         let boards = changes.flatMap { change in change.change.boards.map { (change.change.circleID, $0) } }
         guard !boards.isEmpty else { return writes }
-        writes.step("boards", """
+        writes.step(
+            "boards",
+            """
             insert into leaderboard_boards (fitcircle_id, period, period_start, inputs, checked_at, changed_at, final,
                                             submissions_digest, submissions_change)
             select fitcircle_id, period, period_start, inputs, \(run.now), case when changed then \(run.now)::timestamptz end, final,
@@ -454,7 +502,9 @@ public struct LeaderboardRefreshJob: PlainJob {
             """)
         let entries = boards.flatMap { circleID, write in write.upserts.map { (circleID, write.board, $0) } }
         if !entries.isEmpty {
-            writes.step("entries", """
+            writes.step(
+                "entries",
+                """
                 insert into fitcircle_leaderboard_entries (fitcircle_id, user_id, period, period_start, metric_type,
                                                            metric_value, rank, rank_change, last_updated)
                 select fitcircle_id, user_id, period, period_start, metric_type, nullif(metric_value, '')::numeric,
@@ -472,7 +522,9 @@ public struct LeaderboardRefreshJob: PlainJob {
         }
         let removals = boards.flatMap { circleID, write in write.removals.map { (circleID, write.board, $0) } }
         if !removals.isEmpty {
-            writes.step("removed_entries", """
+            writes.step(
+                "removed_entries",
+                """
                 delete from fitcircle_leaderboard_entries e
                  using unnest(\(removals.map(\.0)), \(removals.map(\.1.period.rawValue)), \(removals.map(\.1.start)),
                               \(removals.map(\.2))) as r(fitcircle_id, period, period_start, user_id)
@@ -482,7 +534,9 @@ public struct LeaderboardRefreshJob: PlainJob {
         }
         let ranked = boards.flatMap(\.1.ranked)
         if !ranked.isEmpty {
-            writes.step("ranked_submissions", """
+            writes.step(
+                "ranked_submissions",
+                """
                 update fitcircle_data_submissions s
                    set rank_after_submission = r.rank, rank_change = nullif(r.change, -2147483648)
                   from unnest(\(ranked.map(\.id)), \(ranked.map(\.rank)), \(ranked.map { $0.change ?? Self.none }))

@@ -11,8 +11,10 @@ public struct CircleMember: Sendable, Equatable {
     public let timezone: String?
     public let locale: String
 
-    public init(userID: UUID, joinedAt: Date, leftAt: Date?, startingWeight: Decimal?, targetWeight: Decimal?,
-                timezone: String?, locale: String) {
+    public init(
+        userID: UUID, joinedAt: Date, leftAt: Date?, startingWeight: Decimal?, targetWeight: Decimal?,
+        timezone: String?, locale: String
+    ) {
         self.userID = userID
         self.joinedAt = joinedAt
         self.leftAt = leftAt
@@ -135,8 +137,10 @@ public enum LeaderboardStandings {
     }
 
     /// A member's value on `board` of `circle` and when they reached it, or why they have none.
-    public static func value(for member: CircleMember, totals: SubmittedTotals, circle: CircleRow,
-                             board: Board) -> (value: Decimal?, achievedAt: Date?, gap: Gap?) {
+    public static func value(
+        for member: CircleMember, totals: SubmittedTotals, circle: CircleRow,
+        board: Board
+    ) -> (value: Decimal?, achievedAt: Date?, gap: Gap?) {
         guard let days = board.countedDays(in: circle) else { return (nil, nil, nil) }
         switch (circle.challenge, board.period) {
         case (.steps, _):
@@ -157,8 +161,10 @@ public enum LeaderboardStandings {
             let from = totals.weight(before: days.lowerBound) ?? start
             return (rounded(100 * weeks * (from - weight) / (start - target), scale: 2), since, nil)
         case (.weightLoss, .monthly), (.weightLoss, .allTime):
-            let from = board.period == .monthly ? (totals.weight(before: days.lowerBound) ?? member.startingWeight)
-                                                : member.startingWeight
+            let from =
+                board.period == .monthly
+                ? (totals.weight(before: days.lowerBound) ?? member.startingWeight)
+                : member.startingWeight
             // The same on the month's board; on the all-time board, a weigh-in since the challenge began.
             guard let from, totals.weighedIn(within: days), let (weight, since) = totals.weight(through: days.upperBound)
             else { return (nil, nil, nil) }
@@ -168,12 +174,15 @@ public enum LeaderboardStandings {
 
     /// The board's standings for the members on its roster, ranked; `previousRanks` are the places
     /// held on the period before's final board (nil for a board that has none: every change is nil then).
-    public static func rank(members: [CircleMember], totals: [UUID: SubmittedTotals], circle: CircleRow, board: Board,
-                            previousRanks: [UUID: Int]?) -> (standings: [Standing], gaps: [(UUID, Gap)]) {
+    public static func rank(
+        members: [CircleMember], totals: [UUID: SubmittedTotals], circle: CircleRow, board: Board,
+        previousRanks: [UUID: Int]?
+    ) -> (standings: [Standing], gaps: [(UUID, Gap)]) {
         var gaps: [(UUID, Gap)] = []
         let valued = members.map { member in
-            let (value, achievedAt, gap) = self.value(for: member, totals: totals[member.userID] ?? .none, circle: circle,
-                                                      board: board)
+            let (value, achievedAt, gap) = self.value(
+                for: member, totals: totals[member.userID] ?? .none, circle: circle,
+                board: board)
             if let gap { gaps.append((member.userID, gap)) }
             return (member.userID, value, achievedAt)
         }
@@ -198,8 +207,9 @@ public enum LeaderboardStandings {
             }
             place += 1
             let rank = place
-            return Standing(userID: userID, metricType: type, value: value, achievedAt: achievedAt, rank: rank,
-                            rankChange: previousRanks?[userID].map { $0 - rank })
+            return Standing(
+                userID: userID, metricType: type, value: value, achievedAt: achievedAt, rank: rank,
+                rankChange: previousRanks?[userID].map { $0 - rank })
         }
         return (standings, gaps)
     }
@@ -217,7 +227,8 @@ public enum LeaderboardStandings {
     /// `value` to `scale` decimals, halves away from zero (PostgreSQL's `round(numeric, int)`).
     static func rounded(_ value: Decimal, scale: Int) -> Decimal {
         // `.plain` rounds a half up: on the magnitude, that is away from zero.
-        var magnitude = value < 0 ? -value : value, result = Decimal()
+        var magnitude = value < 0 ? -value : value
+        var result = Decimal()
         NSDecimalRound(&result, &magnitude, scale, .plain)
         return value < 0 ? -result : result
     }

@@ -16,8 +16,10 @@ public struct CallRow: Sendable, Equatable {
     /// refused the preview: `preview_note` 'not sent: …'): rows queued then may still be waiting.
     public let decidedBefore: Bool
 
-    public init(id: UUID, userID: UUID, scheduledAt: Date, topic: String?, leadMinutes: Int, dueAt: Date? = nil,
-                decidedBefore: Bool = false) {
+    public init(
+        id: UUID, userID: UUID, scheduledAt: Date, topic: String?, leadMinutes: Int, dueAt: Date? = nil,
+        decidedBefore: Bool = false
+    ) {
         self.decidedBefore = decidedBefore
         self.id = id
         self.userID = userID
@@ -83,10 +85,13 @@ public struct CallSource: WorkSource {
     /// (by their call time, then their computed due time).
     private func conditions(_ request: PageRequest, dueSet: Bool) -> SQLFragment {
         let horizon = request.now.addingTimeInterval(lookAhead)
-        let range: SQLFragment = dueSet ? """
+        let range: SQLFragment =
+            dueSet
+            ? """
             c.preview_due_at > \(request.now.addingTimeInterval(-Self.lateBy - Self.longestLead))
             and c.preview_due_at <= \(horizon)
-            """ : """
+            """
+            : """
             c.preview_due_at is null and c.scheduled_at <= \(horizon.addingTimeInterval(Self.longestLead))
             and \(unescaped: Self.computedDue) <= \(horizon)
             """
@@ -115,8 +120,10 @@ public struct CallSource: WorkSource {
         return call.call.dueAt
     }
 
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<CallInTime>] {
+    public func page(
+        _ request: PageRequest, calendars: CalendarCache,
+        on connection: PostgresConnection
+    ) async throws -> [Paged<CallInTime>] {
         func read(dueSet: Bool) -> SQLFragment {
             let due = dueSet ? "c.preview_due_at" : Self.computedDue
             return """
@@ -138,13 +145,17 @@ public struct CallSource: WorkSource {
         var page: [Paged<CallInTime>] = []
         page.reserveCapacity(request.limit)
         for try await (id, userID, scheduledAt, topic, lead, dueAt, decidedBefore, timezone, locale, createdAt)
-            in rows.decode((UUID, UUID, Date, String?, Int, Date, Bool, String?, String, Date).self) {
-            let call = CallRow(id: id, userID: userID, scheduledAt: scheduledAt, topic: topic, leadMinutes: lead, dueAt: dueAt,
-                               decidedBefore: decidedBefore)
+            in rows.decode((UUID, UUID, Date, String?, Int, Date, Bool, String?, String, Date).self)
+        {
+            let call = CallRow(
+                id: id, userID: userID, scheduledAt: scheduledAt, topic: topic, leadMinutes: lead, dueAt: dueAt,
+                decidedBefore: decidedBefore)
             // The preview needs no zone (nor a sign-up time): in an unknown zone UTC's day stands
             // in, and the call's mark says why.
-            let (user, problem) = try calendars.placeForDelivery(UserRow(id: userID, timezone: timezone, locale: locale,
-                                                                         createdAt: createdAt))
+            let (user, problem) = try calendars.placeForDelivery(
+                UserRow(
+                    id: userID, timezone: timezone, locale: locale,
+                    createdAt: createdAt))
             page.append(.item(id, CallInTime(call: call, user: user, zoneProblem: problem.map { "\($0): the call's local day is UTC's" })))
         }
         return page

@@ -52,8 +52,10 @@ public struct PreviewNotificationsJob: PlainJob {
         public let checkIns: Set<LocalDate>
         public let reach: PreviewPath.Reach
 
-        public init(coach: String?, streak: StreakState?, settledThrough: LocalDate?, checkIns: Set<LocalDate>,
-                    reach: PreviewPath.Reach) {
+        public init(
+            coach: String?, streak: StreakState?, settledThrough: LocalDate?, checkIns: Set<LocalDate>,
+            reach: PreviewPath.Reach
+        ) {
             self.coach = coach
             self.streak = streak
             self.settledThrough = settledThrough
@@ -84,7 +86,8 @@ public struct PreviewNotificationsJob: PlainJob {
 
     public func loadFacts(for calls: [CallInTime], run: RunContext, on connection: PostgresConnection) async throws -> [UUID: Facts] {
         let users = Array(Set(calls.map(\.call.userID)))
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select u.id, p.name, s.user_id is not null, coalesce(s.current_streak, 0), coalesce(s.longest_streak, 0),
                    s.last_checkin_date, coalesce(s.freeze_used_this_week, false), s.week_start_date, coalesce(s.missed_days, 0),
                    s.settled_through,
@@ -104,18 +107,29 @@ public struct PreviewNotificationsJob: PlainJob {
              where u.id = any(\(users))
             """, logger: run.logger)
         var byUser: [UUID: Facts] = [:]
-        for try await (id, coach, hasStreak, current, longest, lastCheckIn, freezeUsed, weekStart, missed, settled, checkIns,
-                       preference, phone, push, optedOut)
-            in rows.decode((UUID, String?, Bool, Int, Int, LocalDate?, Bool, LocalDate?, Int, LocalDate?, [LocalDate],
-                            String, String?, Bool, Bool).self) {
+        for try await (
+            id, coach, hasStreak, current, longest, lastCheckIn, freezeUsed, weekStart, missed, settled, checkIns,
+            preference, phone, push, optedOut
+        )
+            in rows.decode(
+                (
+                    UUID, String?, Bool, Int, Int, LocalDate?, Bool, LocalDate?, Int, LocalDate?, [LocalDate],
+                    String, String?, Bool, Bool
+                ).self)
+        {
             let number = phone.flatMap(PhoneNumber.init)
             let unusable = number == nil && !(phone ?? "").trimmingCharacters(in: .whitespaces).isEmpty
-            let streak = hasStreak ? StreakState(currentStreak: max(0, current), longestStreak: longest, lastCheckinDate: lastCheckIn,
-                                                 freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: max(0, missed))
-                                   : nil
-            byUser[id] = Facts(coach: coach, streak: streak, settledThrough: settled, checkIns: Set(checkIns),
-                               reach: PreviewPath.Reach(preference: preference, push: push, phone: number, phoneUnusable: unusable,
-                                                        smsOptedOut: number != nil && optedOut))
+            let streak =
+                hasStreak
+                ? StreakState(
+                    currentStreak: max(0, current), longestStreak: longest, lastCheckinDate: lastCheckIn,
+                    freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: max(0, missed))
+                : nil
+            byUser[id] = Facts(
+                coach: coach, streak: streak, settledThrough: settled, checkIns: Set(checkIns),
+                reach: PreviewPath.Reach(
+                    preference: preference, push: push, phone: number, phoneUnusable: unusable,
+                    smsOptedOut: number != nil && optedOut))
         }
         var facts: [UUID: Facts] = [:]
         for call in calls {
@@ -130,9 +144,13 @@ public struct PreviewNotificationsJob: PlainJob {
         let call = item.call
         let now = run.now
         func skip(_ outcome: String, _ note: String) -> Decision<Change> {
-            .act(PlannedChange(itemID: call.id, change: Change(callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: nil, note: note,
-                                              decidedBefore: call.decidedBefore),
-                               work: [], notifications: [], tally: ["skipped:\(outcome)": 1]))
+            .act(
+                PlannedChange(
+                    itemID: call.id,
+                    change: Change(
+                        callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: nil, note: note,
+                        decidedBefore: call.decidedBefore),
+                    work: [], notifications: [], tally: ["skipped:\(outcome)": 1]))
         }
         // A call that cannot be decided is marked with why, once: not failed again every minute.
         guard let facts else { return skip("undecidable", "the call's user could not be read") }
@@ -140,7 +158,9 @@ public struct PreviewNotificationsJob: PlainJob {
             return skip("no_lead", "notification_lead_min is 0: the user asked for no preview")
         }
         guard now < call.scheduledAt else {
-            return skip("call_began", """
+            return skip(
+                "call_began",
+                """
                 the call began at \(call.scheduledAt.formatted(.iso8601)) before its preview (due \
                 \(call.previewAt.formatted(.iso8601))) was queued: a preview after the call is worthless
                 """)
@@ -153,15 +173,18 @@ public struct PreviewNotificationsJob: PlainJob {
         case .success(let selected): path = selected
         case .failure(let none):
             // No channel: a warning, and the call goes ahead (docs/jobs/preview-notifications.md).
-            run.logger.warning("no notification channel for the call's user", metadata: [
-                LogKey.userID: "\(call.userID.uuidString.lowercased())", LogKey.reason: "\(none)",
-            ])
+            run.logger.warning(
+                "no notification channel for the call's user",
+                metadata: [
+                    LogKey.userID: "\(call.userID.uuidString.lowercased())", LogKey.reason: "\(none)",
+                ])
             return skip("no_channel", none.description)
         }
 
         // Never before its time; queued late (an outage), it goes at once and says the minutes left.
         let sendAt = max(call.previewAt, now)
-        let minutes = sendAt == call.previewAt
+        let minutes =
+            sendAt == call.previewAt
             ? call.leadMinutes : max(1, Int((call.scheduledAt.timeIntervalSince(sendAt) / 60).rounded()))
         let locale = item.user.user.locale
         let day = item.user.calendar.localDate(at: call.scheduledAt)
@@ -173,11 +196,14 @@ public struct PreviewNotificationsJob: PlainJob {
             "scheduled_at": .string(call.scheduledAt.formatted(.iso8601)),
             "path": .string(path.rawValue),
         ]
-        func message(_ type: String, channel: DeliveryChannel, at instant: Date, title: String, body: String,
-                     extra: [String: JSONValue]) -> OutboxMessage {
-            OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: title, body: body,
-                          payload: JSONValue.object(base.merging(extra) { $1 }).text, recipient: call.userID, channel: channel,
-                          occasion: .alone(occasion))
+        func message(
+            _ type: String, channel: DeliveryChannel, at instant: Date, title: String, body: String,
+            extra: [String: JSONValue]
+        ) -> OutboxMessage {
+            OutboxMessage(
+                type: type, localDay: day, deliverAfter: instant, title: title, body: body,
+                payload: JSONValue.object(base.merging(extra) { $1 }).text, recipient: call.userID, channel: channel,
+                occasion: .alone(occasion))
         }
         func smsExtra(_ text: SMSText) -> [String: JSONValue] {
             ["encoding": .string(text.encoding.rawValue), "segments": .integer(Int64(text.segments))]
@@ -186,20 +212,23 @@ public struct PreviewNotificationsJob: PlainJob {
         var messages: [OutboxMessage] = []
         var note = item.zoneProblem
         if path != .sms {
-            let push = message("preview_push", channel: .push, at: sendAt,
-                               title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: streak, locale: locale),
-                               body: PreviewCopy.pushBody(streak: streak, topicKey: call.topic, locale: locale),
-                               extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")])
+            let push = message(
+                "preview_push", channel: .push, at: sendAt,
+                title: PreviewCopy.pushTitle(coach: facts.coach, minutes: minutes, streak: streak, locale: locale),
+                body: PreviewCopy.pushBody(streak: streak, topicKey: call.topic, locale: locale),
+                extra: ["deep_link": .string("\(Self.deepLink)?call_id=\(call.id.uuidString.lowercased())")])
             let pushKey = push.dedupeKey(job: definition.name, userID: call.userID)
             messages.append(push)
             if facts.reach.phone != nil {
                 if let sms {
-                    messages.append(message("fallback_sms", channel: .sms, at: sendAt.addingTimeInterval(Self.fallbackAfter),
-                                            title: "", body: sms.text,
-                                            extra: smsExtra(sms).merging([
-                                                "fallback_for": .string(pushKey),
-                                                "send_when": .string(path == .pushThenSMS ? "unconfirmed" : "push_failed"),
-                                            ]) { $1 }))
+                    messages.append(
+                        message(
+                            "fallback_sms", channel: .sms, at: sendAt.addingTimeInterval(Self.fallbackAfter),
+                            title: "", body: sms.text,
+                            extra: smsExtra(sms).merging([
+                                "fallback_for": .string(pushKey),
+                                "send_when": .string(path == .pushThenSMS ? "unconfirmed" : "push_failed"),
+                            ]) { $1 }))
                 } else {
                     note = [note, "no SMS fallback: no version of the SMS fits one segment"].compactMap { $0 }.joined(separator: "; ")
                 }
@@ -210,10 +239,13 @@ public struct PreviewNotificationsJob: PlainJob {
             }
             messages.append(message("preview_sms", channel: .sms, at: sendAt, title: "", body: sms.text, extra: smsExtra(sms)))
         }
-        return .act(PlannedChange(itemID: call.id,
-                                  change: Change(callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: path,
-                                                 note: note, decidedBefore: call.decidedBefore),
-                                  work: [], notifications: messages, tally: ["queued:\(path.rawValue)": 1]))
+        return .act(
+            PlannedChange(
+                itemID: call.id,
+                change: Change(
+                    callID: call.id, userID: call.userID, scheduledAt: call.scheduledAt, path: path,
+                    note: note, decidedBefore: call.decidedBefore),
+                work: [], notifications: messages, tally: ["queued:\(path.rawValue)": 1]))
     }
 
     // MARK: Writing
@@ -230,7 +262,9 @@ public struct PreviewNotificationsJob: PlainJob {
         // Decided for its time. `preview_sent` says whether a preview for that time reached a
         // channel (dispatch sets it when one does): false for a new time, true for a time the call
         // was previewed for and is back at (that preview is not sent twice).
-        writes.step("previewed_calls", """
+        writes.step(
+            "previewed_calls",
+            """
             update scheduled_calls c
                set preview_for = c.scheduled_at, preview_note = nullif(v.note, ''), updated_at = \(run.now),
                    (preview_sent, preview_sent_at) = (
@@ -247,10 +281,16 @@ public struct PreviewNotificationsJob: PlainJob {
         // now) are withdrawn, so that the user gets one preview.
         let again = changes.filter(\.change.decidedBefore)
         if !again.isEmpty {
-            let keys = again.flatMap { planned in planned.change.path == nil ? [] : planned.notifications.map {
-                $0.dedupeKey(job: definition.name, userID: planned.change.userID)
-            } }
-            writes.step("superseded_previews", """
+            let keys = again.flatMap { planned in
+                planned.change.path == nil
+                    ? []
+                    : planned.notifications.map {
+                        $0.dedupeKey(job: definition.name, userID: planned.change.userID)
+                    }
+            }
+            writes.step(
+                "superseded_previews",
+                """
                 update notification_outbox o
                    set status = 'cancelled', next_attempt_at = 'infinity',
                        last_error = 'superseded: the preview was decided again for this call time'

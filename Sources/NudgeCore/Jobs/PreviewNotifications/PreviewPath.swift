@@ -69,7 +69,9 @@ public enum PreviewPath: String, Sendable, Equatable, CaseIterable {
         let asked: String?
 
         public var description: String {
-            let phone = reach.smsOptedOut ? "a number that replied STOP to Nudge's SMS"
+            let phone =
+                reach.smsOptedOut
+                ? "a number that replied STOP to Nudge's SMS"
                 : reach.phoneUnusable ? "no usable phone number (users.phone_number is not E.164)" : "no phone number"
             if let asked { return "no notification channel: the user asked for \(asked) and has \(phone)" }
             return "no notification channel: no push token (or push off) and \(phone)"

@@ -35,8 +35,10 @@ public struct PruneJob: PlainJob {
     }
 
     public func decide(for chunk: RetentionChunk, facts: Facts?, run: RunContext) throws -> Decision<RetentionChunk> {
-        .act(PlannedChange(itemID: chunk.id, change: chunk, work: [], notifications: [],
-                           tally: ["pruned:\(chunk.rule.table)": chunk.rows]))
+        .act(
+            PlannedChange(
+                itemID: chunk.id, change: chunk, work: [], notifications: [],
+                tally: ["pruned:\(chunk.rule.table)": chunk.rows]))
     }
 
     /// Deletes each chunk's rows: past the age, between the chunk's ages, that may go.
@@ -44,7 +46,9 @@ public struct PruneJob: PlainJob {
         var writes = BatchWrites()
         for (index, change) in changes.enumerated() {
             let chunk = change.change
-            writes.step("pruned_\(index)", """
+            writes.step(
+                "pruned_\(index)",
+                """
                 delete from \(unescaped: chunk.rule.table)
                  where \(RetentionSource.rows(of: chunk.rule, cutoff: chunk.cutoff, after: chunk.after, through: chunk.through))
                 """)

@@ -68,8 +68,11 @@ public struct RetentionSource: WorkSource {
             let bits = UInt64(bitPattern: through.age)
             for index in 0..<8 { bytes[1 + index] = UInt8(bits >> (56 - 8 * index) & 0xFF) }
         }
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 
     /// The rule's place and the last position of the chunk whose id is `id`, `tiebreak` telling
@@ -103,11 +106,13 @@ public struct RetentionSource: WorkSource {
     /// `through` (nil: no upper end).
     static func rows(of rule: RetentionRule, cutoff: Date, after: RetentionPosition?, through: RetentionPosition?) -> SQLFragment {
         let age: SQLFragment = "\(unescaped: rule.ageColumn)"
-        let past: SQLFragment = rule.ageIsDay
+        let past: SQLFragment =
+            rule.ageIsDay
             ? "\(age) < \(LocalDate(daysSinceEpoch: Int((cutoff.timeIntervalSince1970 / 86_400).rounded(.down))))"
             : "\(age) < \(cutoff)"
         func bound(_ position: RetentionPosition, _ comparison: String) -> SQLFragment {
-            let value: SQLFragment = rule.ageIsDay
+            let value: SQLFragment =
+                rule.ageIsDay
                 ? "date '1970-01-01' + \(Int32(clamping: position.age))"
                 : "'epoch'::timestamptz + \(position.age) * interval '1 microsecond'"
             if let tiebreak = rule.tiebreak, let key = position.key {
@@ -120,18 +125,22 @@ public struct RetentionSource: WorkSource {
         return "\(past) and \(from) and \(to) and (\(unescaped: rule.condition))"
     }
 
-    public func page(_ request: PageRequest, calendars: CalendarCache,
-                     on connection: PostgresConnection) async throws -> [Paged<RetentionChunk>] {
+    public func page(
+        _ request: PageRequest, calendars: CalendarCache,
+        on connection: PostgresConnection
+    ) async throws -> [Paged<RetentionChunk>] {
         var start = request.after.map(position(of:))
         for ordinal in (start?.ordinal ?? 0)..<rules.count {
             let rule = rules[ordinal]
             let after = start?.ordinal == ordinal ? start?.through : nil
             start = nil
             let cutoff = Self.cutoff(rule, now: request.now)
-            let order: SQLFragment = rule.tiebreak.map { "\(unescaped: rule.ageColumn), \(unescaped: $0)" }
+            let order: SQLFragment =
+                rule.tiebreak.map { "\(unescaped: rule.ageColumn), \(unescaped: $0)" }
                 ?? "\(unescaped: rule.ageColumn)"
             let key: SQLFragment = rule.tiebreak.map { "\(unescaped: $0)" } ?? "null::uuid"
-            let last: SQLFragment = rule.ageIsDay
+            let last: SQLFragment =
+                rule.ageIsDay
                 ? "(age - date '1970-01-01')::int8"
                 : "(extract(epoch from age) * 1000000)::int8"
             let query: SQLFragment = """
@@ -144,9 +153,11 @@ public struct RetentionSource: WorkSource {
                  limit 1
                 """
             for try await (rows, age, key) in try await connection.query(try query.query(), logger: request.logger)
-                .decode((Int, Int64, UUID?).self) {
-                let chunk = RetentionChunk(rule: rule, ordinal: ordinal, after: after,
-                                           through: RetentionPosition(age: age, key: key), rows: rows, cutoff: cutoff)
+                .decode((Int, Int64, UUID?).self)
+            {
+                let chunk = RetentionChunk(
+                    rule: rule, ordinal: ordinal, after: after,
+                    through: RetentionPosition(age: age, key: key), rows: rows, cutoff: cutoff)
                 return [.item(chunk.id, chunk)]
             }
         }

@@ -42,8 +42,10 @@ public enum PushEligibility {
     }
 
     /// Nil when a push may go today. `messageTimes` are when the user wrote to the coach lately.
-    public static func refusal(frequency: CheckInFrequency, lastPushAt: Date?, conversations: [ConversationSummary],
-                               messageTimes: [Date] = [], now: Date, calendar: LocalCalendar) -> Refusal? {
+    public static func refusal(
+        frequency: CheckInFrequency, lastPushAt: Date?, conversations: [ConversationSummary],
+        messageTimes: [Date] = [], now: Date, calendar: LocalCalendar
+    ) -> Refusal? {
         let today = calendar.localDate(at: now)
         if let lastPushAt {
             let days = today.days(since: calendar.localDate(at: lastPushAt))
@@ -52,11 +54,12 @@ public enum PushEligibility {
         // A conversation that began or went on today, or a message written today, is a session
         // today. A run replayed at an earlier `now` cannot know a later `updated_at`: it goes by
         // the start of such a conversation, and by the messages written up to `now`.
-        let sessionToday = conversations.contains { conversation in
-            guard conversation.createdAt <= now else { return false }
-            let lastKnown = conversation.updatedAt <= now ? conversation.updatedAt : conversation.createdAt
-            return calendar.localDate(at: conversation.createdAt) <= today && calendar.localDate(at: lastKnown) >= today
-        } || messageTimes.contains { $0 <= now && calendar.localDate(at: $0) == today }
+        let sessionToday =
+            conversations.contains { conversation in
+                guard conversation.createdAt <= now else { return false }
+                let lastKnown = conversation.updatedAt <= now ? conversation.updatedAt : conversation.createdAt
+                return calendar.localDate(at: conversation.createdAt) <= today && calendar.localDate(at: lastKnown) >= today
+            } || messageTimes.contains { $0 <= now && calendar.localDate(at: $0) == today }
         return sessionToday ? .sessionToday : nil
     }
 }

@@ -91,8 +91,10 @@ public enum PushIntelligence {
         /// The latest sign of life: an app open, a conversation, a message.
         public let lastActivity: Date?
 
-        public init(messages: [UserMessage], lastConversation: ConversationSummary?, lastConversationMessages: [String],
-                    patterns: [RecognisedPattern], lastActivity: Date?) {
+        public init(
+            messages: [UserMessage], lastConversation: ConversationSummary?, lastConversationMessages: [String],
+            patterns: [RecognisedPattern], lastActivity: Date?
+        ) {
             self.messages = messages
             self.lastConversation = lastConversation
             self.lastConversationMessages = lastConversationMessages
@@ -140,7 +142,8 @@ public enum PushIntelligence {
                 guard interval.upperBound > now, interval.lowerBound <= horizon else { continue }
                 let start = max(interval.lowerBound, now)
                 if let current = best,
-                   current.start < start || (current.start == start && current.reference.sourceMessageCreatedAt >= message.createdAt) {
+                    current.start < start || (current.start == start && current.reference.sourceMessageCreatedAt >= message.createdAt)
+                {
                     continue
                 }
                 best = (reference, start, message.domain)
@@ -148,8 +151,9 @@ public enum PushIntelligence {
         }
         guard let best, let event = best.reference.eventDescription else { return nil }
         let when = describe(best.reference.when, from: calendar.localDate(at: now))
-        return PushDecision(pushType: .eventBased, context: "Mentioned an upcoming \(event), \(when).",
-                            eventDescription: event, patternTheme: nil, conversationDomain: best.domain, topicSummary: nil)
+        return PushDecision(
+            pushType: .eventBased, context: "Mentioned an upcoming \(event), \(when).",
+            eventDescription: event, patternTheme: nil, conversationDomain: best.domain, topicSummary: nil)
     }
 
     /// The most confident pattern, the most frequent among equals.

@@ -15,8 +15,11 @@ public struct StylePreference: Sendable, Equatable, Decodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case directVsExploratory = "direct_vs_exploratory", briefVsDetailed = "brief_vs_detailed",
-             actionVsReflective = "action_vs_reflective", challengingVsSupportive = "challenging_vs_supportive"
+        case directVsExploratory = "direct_vs_exploratory"
+        case briefVsDetailed = "brief_vs_detailed"
+        case
+            actionVsReflective = "action_vs_reflective"
+        case challengingVsSupportive = "challenging_vs_supportive"
     }
 
     /// The style's instructions: a pole where the preference leans clearly, balance otherwise.
@@ -25,8 +28,9 @@ public struct StylePreference: Sendable, Equatable, Decodable {
             value < 0.35 ? low : value > 0.65 ? high : balanced
         }
         return [
-            lean(directVsExploratory, "Be direct and get to the point.", "Be exploratory: open a question rather than state a view.",
-                 "Balance directness with exploration."),
+            lean(
+                directVsExploratory, "Be direct and get to the point.", "Be exploratory: open a question rather than state a view.",
+                "Balance directness with exploration."),
             lean(briefVsDetailed, "Keep it brief.", "A little detail is welcome.", "Keep it short but specific."),
             lean(actionVsReflective, "Lean towards a concrete next step.", "Invite reflection.", "Mix a small step with reflection."),
             lean(challengingVsSupportive, "A gentle challenge is welcome.", "Be warm and supportive.", "Be warm, with a light nudge."),
@@ -70,9 +74,10 @@ public enum PushPrompt {
         }
         if let style = context.preferredStyle { userContext.append("Coaching style they prefer: \(data(style)).") }
         if let time = context.preferredTime { userContext.append("They usually talk to the coach in the \(data(time)).") }
-        userContext.append(context.locale == "fr"
-            ? "They speak French: write the notification in French."
-            : "They speak English: write the notification in English.")
+        userContext.append(
+            context.locale == "fr"
+                ? "They speak French: write the notification in French."
+                : "They speak English: write the notification in English.")
 
         var lines = [
             "You are a warm, personal coach composing a brief push notification.",

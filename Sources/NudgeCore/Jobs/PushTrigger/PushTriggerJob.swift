@@ -127,7 +127,8 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         // read only for the others. "Has a token" is a subquery per user, not `exists`: an
         // `exists` over the push_tokens view (a union) becomes a semi-join, and for a batch of
         // thousands PostgreSQL builds it by reading every token and every user, each batch.
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select u.id, u.last_active_at, cp.notification_preferences->>'frequency',
                    (select max(sent_at) from push_log where user_id = u.id),
                    d.last_decided,
@@ -168,9 +169,12 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
                and (select true from push_tokens t where t.user_id = u.id limit 1)
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
-        for try await (id, lastActive, frequency, lastPush, lastDecided, conversations, messages, lastWords, patterns,
-                       sessions, coaching, styles)
-            in rows.decode((UUID, Date?, String?, Date?, LocalDate?, String, String, String, String?, Int?, String, String).self) {
+        for try await (
+            id, lastActive, frequency, lastPush, lastDecided, conversations, messages, lastWords, patterns,
+            sessions, coaching, styles
+        )
+            in rows.decode((UUID, Date?, String?, Date?, LocalDate?, String, String, String, String?, Int?, String, String).self)
+        {
             facts[id] = Facts(
                 frequency: frequency, lastPushAt: lastPush, lastDecidedDay: lastDecided, lastActiveAt: lastActive,
                 conversations: try JSONDecoder().decode([ConversationRow].self, from: Data(conversations.utf8)).map(\.summary),
@@ -188,8 +192,9 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         let updated_at: Double
 
         var summary: ConversationSummary {
-            ConversationSummary(domain: domain, title: title, createdAt: Date(timeIntervalSince1970: created_at),
-                                updatedAt: Date(timeIntervalSince1970: updated_at))
+            ConversationSummary(
+                domain: domain, title: title, createdAt: Date(timeIntervalSince1970: created_at),
+                updatedAt: Date(timeIntervalSince1970: updated_at))
         }
     }
 
@@ -230,7 +235,7 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
     func windowClosedDuringRun(_ user: UserInTime, run: RunContext) -> Bool {
         let today = user.calendar.localDate(at: run.now)
         guard run.window?.contains(today) ?? true,
-              let closed = dueUntil(user.calendar.instant(of: today, at: moment))
+            let closed = dueUntil(user.calendar.instant(of: today, at: moment))
         else { return false }
         return run.startedAt < closed && closed <= run.now
     }
@@ -243,14 +248,16 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         let next = run.window == nil ? nextDue(user, after: run.now) : due.dueAt
         /// Nothing to decide: the user waits for their next 10:00.
         func waiting(_ why: String) -> Decision<Change> {
-            .later(PlannedChange(itemID: user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
-                                 work: [], notifications: [], tally: [:]), why)
+            .later(
+                PlannedChange(
+                    itemID: user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
+                    work: [], notifications: [], tally: [:]), why)
         }
         if let why = notDue(user, at: run.now, run: run) {
             // A candidate the run missed (its window closed while the run was on its way) is
             // skipped with the reason; anyone else is simply not due.
             guard windowClosedDuringRun(user, run: run), let facts, !(facts.lastDecidedDay.map { $0 >= today } ?? false),
-                  try eligibilityRefusal(facts, run: run, calendar: calendar) == nil
+                try eligibilityRefusal(facts, run: run, calendar: calendar) == nil
             else { return waiting(why) }
             throw UserSkip("the run reached the user at \(calendar.localTime(at: run.now)) local time, after their window (\(why)); not pushed")
         }
@@ -266,32 +273,39 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
             messages: facts.messages, lastConversation: latest, lastConversationMessages: facts.lastConversationMessages,
             patterns: try freshPatterns(facts), lastActivity: lastActivity ?? user.user.createdAt)
         guard let decision = PushIntelligence.decide(intelligence, now: run.now, calendar: calendar, locale: user.user.locale) else {
-            return settle(due, today, outcome: "nothing_to_say",
-                          detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3",
-                          next: next)
+            return settle(
+                due, today, outcome: "nothing_to_say",
+                detail: "no event in the next 24 hours, no recognised pattern after 2 quiet days, no conversation to follow up after 3",
+                next: next)
         }
         let context = try coachingContext(facts, locale: user.user.locale, domain: decision.conversationDomain)
         let dueAt = calendar.instant(of: today, at: moment)
         let push = ProactivePush(
             pushLogID: UUID(), localDay: today, decision: decision, prompt: PushPrompt.build(decision, context: context),
             userWords: facts.messages.map(\.content) + facts.lastConversationMessages, dueUntil: dueUntil(dueAt), copy: nil)
-        return .act(PlannedChange(itemID: user.user.id, change: Change(push: push, dueAt: due.dueAt, nextDue: next),
-                                  work: [], notifications: [], tally: [:]))
+        return .act(
+            PlannedChange(
+                itemID: user.user.id, change: Change(push: push, dueAt: due.dueAt, nextDue: next),
+                work: [], notifications: [], tally: [:]))
     }
 
     /// Why the frequency or a session today rules the push out, or nil when neither does.
     private func eligibilityRefusal(_ facts: Facts, run: RunContext, calendar: LocalCalendar) throws -> PushEligibility.Refusal? {
         guard let frequencyName = facts.frequency, let frequency = CheckInFrequency(rawValue: frequencyName) else {
-            throw MalformedData("notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
+            throw MalformedData(
+                "notification_preferences.frequency is \(facts.frequency.map { "'\($0)'" } ?? "missing"), not daily, few_times_a_week or weekly")
         }
-        return PushEligibility.refusal(frequency: frequency, lastPushAt: facts.lastPushAt, conversations: facts.conversations,
-                                       messageTimes: facts.messages.map(\.createdAt), now: run.now, calendar: calendar)
+        return PushEligibility.refusal(
+            frequency: frequency, lastPushAt: facts.lastPushAt, conversations: facts.conversations,
+            messageTimes: facts.messages.map(\.createdAt), now: run.now, calendar: calendar)
     }
 
     private func settle(_ due: DueUser, _ day: LocalDate, outcome: String, detail: String, next: Date) -> Decision<Change> {
-        .act(PlannedChange(itemID: due.user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
-                           work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
-                           notifications: [], tally: ["skipped:\(outcome)": 1]))
+        .act(
+            PlannedChange(
+                itemID: due.user.user.id, change: Change(push: nil, dueAt: due.dueAt, nextDue: next),
+                work: [WorkMark(localDay: day, outcome: outcome, detail: detail)],
+                notifications: [], tally: ["skipped:\(outcome)": 1]))
     }
 
     /// The cached patterns while the cache is fresh: it goes stale after 3 sessions
@@ -326,9 +340,10 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         let topDomains = usage.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(3).map(\.key)
         // The style of the push's domain, or of the domain the user coaches in most.
         let style = domain.flatMap { styles[$0] } ?? topDomains.lazy.compactMap { styles[$0] }.first
-        return CoachingContext(locale: locale, preferredStyle: preferences.preferred_style,
-                               preferredTime: preferences.session_patterns?.preferred_time, topDomains: Array(topDomains),
-                               style: style)
+        return CoachingContext(
+            locale: locale, preferredStyle: preferences.preferred_style,
+            preferredTime: preferences.session_patterns?.preferred_time, topDomains: Array(topDomains),
+            style: style)
     }
 
     // MARK: Writing the copy
@@ -338,9 +353,11 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         var logger = run.logger
         logger[metadataKey: LogKey.userID] = "\(change.itemID.uuidString.lowercased())"
         // The prompt carries the user's own words: its size is logged, never its text.
-        logger.debug("push prompt built", metadata: [
-            "nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt_characters": "\(push.prompt.count)",
-        ])
+        logger.debug(
+            "push prompt built",
+            metadata: [
+                "nudge.push_type": "\(push.decision.pushType.rawValue)", "nudge.prompt_characters": "\(push.prompt.count)",
+            ])
         guard let llm else {
             push.copy = PushCopy(title: "(dry run: no LLM call)", body: "The prompt has \(push.prompt.count) characters.")
             return finished(change, push, run: run)
@@ -381,23 +398,27 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
             "push_type": push.decision.pushType.rawValue,
             "push_log_id": push.pushLogID.uuidString.lowercased(),
         ]
-        let message = OutboxMessage(type: Self.outboxType, localDay: push.localDay, deliverAfter: queuedAt, title: copy.title,
-                                    body: copy.body, payload: Self.json(payload))
+        let message = OutboxMessage(
+            type: Self.outboxType, localDay: push.localDay, deliverAfter: queuedAt, title: copy.title,
+            body: copy.body, payload: Self.json(payload))
         var decided = change.change
         decided.push = push
-        return PlannedChange(itemID: change.itemID, change: decided,
-                             work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
-                             notifications: [message], tally: ["pushed:\(push.decision.pushType.rawValue)": 1])
+        return PlannedChange(
+            itemID: change.itemID, change: decided,
+            work: [WorkMark(localDay: push.localDay, outcome: "pushed", detail: push.decision.pushType.rawValue)],
+            notifications: [message], tally: ["pushed:\(push.decision.pushType.rawValue)": 1])
     }
 
     // MARK: Writing the batch
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
-                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
+        var writes = DueSource.moveWrites(
+            job: definition.name, users: changes.map(\.itemID),
+            expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let marks = changes.flatMap { change in change.work.map { (change.itemID, $0.localDay) } }
         // A day already decided (by a run that raced this one's read) is never pushed twice.
-        writes.expect("""
+        writes.expect(
+            """
             not exists (select 1 from job_work w join unnest(\(marks.map(\.0)), \(marks.map(\.1))) as d(user_id, local_day)
                           on w.user_id = d.user_id and w.local_day = d.local_day
                          where w.job = \(definition.name))
@@ -406,7 +427,9 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
         guard !pushes.isEmpty else { return writes }
         // The unique (user_id, local_day) of push_log refuses a second push the same local day,
         // whatever two runs race: the batch then falls back user by user and that user fails.
-        writes.step("push_logs", """
+        writes.step(
+            "push_logs",
+            """
             insert into push_log (id, user_id, push_type, content, sent_at, metadata, local_day)
             select id, user_id, push_type, content, sent_at, metadata::jsonb, local_day
               from unnest(\(pushes.map(\.1.pushLogID)), \(pushes.map(\.0)), \(pushes.map(\.1.decision.pushType.rawValue)),
@@ -442,7 +465,8 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
             "llm_output_tokens": calls.reduce(0) { $0 + $1.usage.outputTokens },
         ]
         guard !run.dryRun, let llm else { return tally }
-        try await connection.query("""
+        try await connection.query(
+            """
             insert into llm_calls (run_id, job, user_id, provider, model, input_tokens, output_tokens, outcome)
             select \(run.runID), \(definition.name), user_id, \(llm.configuration.provider.rawValue), model, input_tokens,
                    output_tokens, outcome

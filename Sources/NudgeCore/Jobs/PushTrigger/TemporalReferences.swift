@@ -46,8 +46,10 @@ public struct TemporalReference: Sendable, Equatable {
 /// following week, "on Thursday" the next one after the message's day), explicit dates ("Feb 20",
 /// "2/20", "the 15th", the next occurrence when there is no year) and "next week".
 public enum TemporalReferences {
-    public static func extract(from text: String, sentAt: Date, calendar: LocalCalendar,
-                               locale: String) -> [TemporalReference] {
+    public static func extract(
+        from text: String, sentAt: Date, calendar: LocalCalendar,
+        locale: String
+    ) -> [TemporalReference] {
         let messageDay = calendar.localDate(at: sentAt)
         var references: [TemporalReference] = []
         for sentence in sentences(of: text) {
@@ -61,8 +63,10 @@ public enum TemporalReferences {
                     continue
                 }
                 let confidence: Double = event == nil ? min(certainty, 0.5) : certainty
-                references.append(TemporalReference(eventDescription: event, when: time, confidence: confidence,
-                                                    sourceMessageCreatedAt: sentAt))
+                references.append(
+                    TemporalReference(
+                        eventDescription: event, when: time, confidence: confidence,
+                        sourceMessageCreatedAt: sentAt))
                 index += length
             }
         }
@@ -73,8 +77,10 @@ public enum TemporalReferences {
 
     /// The date phrase starting at `index`: when it means, how many words it spans, and how sure
     /// the reading is.
-    private static func when(_ words: [String], at index: Int, messageDay: LocalDate,
-                             dayFirst: Bool) -> (EventTime, Int, Double)? {
+    private static func when(
+        _ words: [String], at index: Int, messageDay: LocalDate,
+        dayFirst: Bool
+    ) -> (EventTime, Int, Double)? {
         let word = words[index]
         let previous = index > 0 ? words[index - 1] : ""
         let next = index + 1 < words.count ? words[index + 1] : ""
@@ -173,7 +179,10 @@ public enum TemporalReferences {
         while true {
             if let date = LocalDate(year: year, month: month, day: day), date >= reference { return date }
             month += 1
-            if month > 12 { month = 1; year += 1 }
+            if month > 12 {
+                month = 1
+                year += 1
+            }
         }
     }
 
@@ -223,10 +232,14 @@ public enum TemporalReferences {
 
     private static let months: [String: Int] = {
         var months: [String: Int] = [:]
-        let english = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-                       "october", "november", "december"]
-        let french = ["janvier", "fevrier", "mars", "avril", "mai", "juin", "juillet", "aout", "septembre",
-                      "octobre", "novembre", "decembre"]
+        let english = [
+            "january", "february", "march", "april", "may", "june", "july", "august", "september",
+            "october", "november", "december",
+        ]
+        let french = [
+            "janvier", "fevrier", "mars", "avril", "mai", "juin", "juillet", "aout", "septembre",
+            "octobre", "novembre", "decembre",
+        ]
         for (index, name) in english.enumerated() {
             months[name] = index + 1
             // "may" is a verb as often as a month: only the full word counts, and only before a day.
@@ -246,10 +259,12 @@ public enum TemporalReferences {
     /// a French user's messages ("of course" is no race).
     private static let englishEventWords: [String: String] = {
         var words: [String: String] = [:]
-        for word in ["presentation", "interview", "meeting", "deadline", "appointment", "exam", "test", "race",
-                     "marathon", "game", "match", "date", "dinner", "party", "wedding", "trip", "flight", "surgery",
-                     "conversation", "review", "pitch", "call", "competition", "recital", "concert",
-                     "tournament", "audition", "speech"] {
+        for word in [
+            "presentation", "interview", "meeting", "deadline", "appointment", "exam", "test", "race",
+            "marathon", "game", "match", "date", "dinner", "party", "wedding", "trip", "flight", "surgery",
+            "conversation", "review", "pitch", "call", "competition", "recital", "concert",
+            "tournament", "audition", "speech",
+        ] {
             words[word] = word
         }
         return words
@@ -257,10 +272,12 @@ public enum TemporalReferences {
 
     private static let frenchEventWords: [String: String] = {
         var words = englishEventWords
-        for (french, category) in [("entretien", "interview"), ("reunion", "meeting"),
-                                   ("rdv", "appointment"), ("examen", "exam"), ("course", "race"), ("diner", "dinner"),
-                                   ("fete", "party"), ("mariage", "wedding"), ("voyage", "trip"), ("vol", "flight"),
-                                   ("soutenance", "presentation"), ("competition", "competition"), ("concours", "exam")] {
+        for (french, category) in [
+            ("entretien", "interview"), ("reunion", "meeting"),
+            ("rdv", "appointment"), ("examen", "exam"), ("course", "race"), ("diner", "dinner"),
+            ("fete", "party"), ("mariage", "wedding"), ("voyage", "trip"), ("vol", "flight"),
+            ("soutenance", "presentation"), ("competition", "competition"), ("concours", "exam"),
+        ] {
             words[french] = category
         }
         words["rendez"] = "appointment"

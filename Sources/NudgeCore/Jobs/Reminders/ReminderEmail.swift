@@ -30,15 +30,21 @@ public enum ReminderEmail {
         case required(Required)
     }
 
-    public static func render(_ text: ReminderCopy.EmailText, locale: String, name: String?, email: String, footer: Footer,
-                              dashboardURL: String?, postalAddress: String, templates: EmailTemplates) -> RenderedEmail {
-        templates.render(template, locale: locale, subject: text.subject,
-                         model: model(text, locale: locale, name: name, email: email, footer: footer, dashboardURL: dashboardURL,
-                                      postalAddress: postalAddress))
+    public static func render(
+        _ text: ReminderCopy.EmailText, locale: String, name: String?, email: String, footer: Footer,
+        dashboardURL: String?, postalAddress: String, templates: EmailTemplates
+    ) -> RenderedEmail {
+        templates.render(
+            template, locale: locale, subject: text.subject,
+            model: model(
+                text, locale: locale, name: name, email: email, footer: footer, dashboardURL: dashboardURL,
+                postalAddress: postalAddress))
     }
 
-    static func model(_ text: ReminderCopy.EmailText, locale: String, name: String?, email: String, footer: Footer,
-                      dashboardURL: String?, postalAddress: String) -> [String: Any] {
+    static func model(
+        _ text: ReminderCopy.EmailText, locale: String, name: String?, email: String, footer: Footer,
+        dashboardURL: String?, postalAddress: String
+    ) -> [String: Any] {
         let displayName = name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         var model: [String: Any] = [
             "heading": text.heading,

@@ -22,8 +22,10 @@ struct ReminderPlan {
     /// The earliest instant a part is due again (a day ahead at most without one).
     private(set) var nextDue: Date
 
-    init(job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, startedAt: Date, due: DueUser,
-         byEveryone: Bool = false) {
+    init(
+        job: RemindersJob, user: UserInTime, facts: RemindersJob.Facts, now: Date, startedAt: Date, due: DueUser,
+        byEveryone: Bool = false
+    ) {
         self.job = job
         self.user = user
         self.facts = facts
@@ -84,11 +86,14 @@ struct ReminderPlan {
     /// Today's moment of a part at `time`, when it has come (or is in the last quarter hour of
     /// the day and that close), is still caught up (`earliest`) and the part is not decided for
     /// today; and, either way, its next moment as the user's next instant.
-    private mutating func todaysMoment(_ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime,
-                                       caughtUpFrom: Date? = nil) -> Date? {
+    private mutating func todaysMoment(
+        _ part: ReminderPart, _ days: ReminderRules.Days, at time: LocalTime,
+        caughtUpFrom: Date? = nil
+    ) -> Date? {
         let decided = facts.isDecided(part, today)
         let moment = calendar.instant(of: today, at: time)
-        let reached = moment <= now
+        let reached =
+            moment <= now
             || (moment.timeIntervalSince(now) <= ReminderRules.lateMomentLead
                 && calendar.end(of: today).timeIntervalSince(moment) < ReminderRules.lateMomentLead)
         let due = days.contains(today) && reached && !decided && moment >= (caughtUpFrom ?? earliest)
@@ -99,10 +104,13 @@ struct ReminderPlan {
         return due ? moment : nil
     }
 
-    private func push(_ type: String, _ text: (title: String, body: String), day: LocalDate, at instant: Date, deepLink: String,
-                      extra: String = "", occasion: OutboxMessage.Occasion? = nil) -> OutboxMessage {
-        OutboxMessage(type: type, localDay: day, deliverAfter: instant, title: text.title, body: text.body,
-                      payload: #"{"type":"\#(type)","deep_link":"\#(deepLink)"\#(extra)}"#, occasion: occasion)
+    private func push(
+        _ type: String, _ text: (title: String, body: String), day: LocalDate, at instant: Date, deepLink: String,
+        extra: String = "", occasion: OutboxMessage.Occasion? = nil
+    ) -> OutboxMessage {
+        OutboxMessage(
+            type: type, localDay: day, deliverAfter: instant, title: text.title, body: text.body,
+            payload: #"{"type":"\#(type)","deep_link":"\#(deepLink)"\#(extra)}"#, occasion: occasion)
     }
 
     /// The check-in days of the 28 local days before today, each at the local time it was made in
@@ -115,7 +123,8 @@ struct ReminderPlan {
             .sorted { $0.key < $1.key }
             .compactMap { day, checkedInAt in
                 if let reminder = facts.reminded[day], checkedInAt >= reminder.reachedAt,
-                   checkedInAt.timeIntervalSince(reminder.reachedAt) <= ReminderRules.promptedWithin {
+                    checkedInAt.timeIntervalSince(reminder.reachedAt) <= ReminderRules.promptedWithin
+                {
                     // No earlier than the time the reminder aimed at: a later one is the user's own.
                     let held = max(checkedInAt, reminder.aimedAt.addingTimeInterval(TimeInterval(ReminderRules.learnedLead * 60)))
                     return zone(at: held).map { ReminderRules.LearningDay(time: $0.localTime(at: held), prompted: held > checkedInAt) }
@@ -134,8 +143,9 @@ struct ReminderPlan {
     /// Today's day of the streak (`StreakRules.dayNumber`).
     var dayNumber: Int {
         let checkIns = Set(facts.tracking.filter { $0.value.isCheckedIn && $0.key >= today.adding(days: -StreakRules.checkInsRead) }.keys)
-        return StreakRules.dayNumber(today: today, stored: facts.streak?.state, settledThrough: facts.streak?.settledThrough,
-                                     checkIns: checkIns)
+        return StreakRules.dayNumber(
+            today: today, stored: facts.streak?.state, settledThrough: facts.streak?.settledThrough,
+            checkIns: checkIns)
     }
 
     // MARK: The parts
@@ -161,9 +171,11 @@ struct ReminderPlan {
         let longest = facts.streak?.state.longestStreak ?? 0
         if canPush {
             // (The payload says where the time came from: quiet hours hold a learned one.)
-            notifications.append(push("daily_checkin", copy.checkin(dayNumber: day, longestStreak: longest), day: today, at: moment,
-                                      deepLink: "fitcircle://checkin",
-                                      extra: #","streak_day":\#(day),"reminder_time":"\#(reminder.source.rawValue)""#))
+            notifications.append(
+                push(
+                    "daily_checkin", copy.checkin(dayNumber: day, longestStreak: longest), day: today, at: moment,
+                    deepLink: "fitcircle://checkin",
+                    extra: #","streak_day":\#(day),"reminder_time":"\#(reminder.source.rawValue)""#))
             mark(.dailyCheckin, today, "push", reminder.why)
             return
         }
@@ -172,10 +184,13 @@ struct ReminderPlan {
             return
         }
         let text = copy.checkinEmail(dayNumber: day, longestStreak: longest)
-        notifications.append(job.emailMessage(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
-                                       footer: .unsubscribe(type: .dailyCheckinReminder,
-                                                            url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
-                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment))
+        notifications.append(
+            job.emailMessage(
+                text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
+                footer: .unsubscribe(
+                    type: .dailyCheckinReminder,
+                    url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
+                user: user, facts: facts, address: address, day: today, deliverAfter: moment))
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
     }
 
@@ -187,7 +202,8 @@ struct ReminderPlan {
     private mutating func checkinEmailAfterPush(at time: LocalTime, reminder: ReminderRules.ReminderTime) {
         // (Not after one given up while its dispatcher was sending: it may have reached a device.)
         guard case .ended(let why)? = facts.todaysPush, !why.hasPrefix("caps:"),
-              !why.hasPrefix(DispatchRules.answeredStep + ":"), !why.hasPrefix(DispatchRules.gaveUpPrefix) else { return }
+            !why.hasPrefix(DispatchRules.answeredStep + ":"), !why.hasPrefix(DispatchRules.gaveUpPrefix)
+        else { return }
         // Owed since the push ended, whenever that was today: caught up from the day's start.
         guard let moment = todaysMoment(.checkinEmailAfterPush, .every, at: time, caughtUpFrom: calendar.start(of: today))
         else { return }
@@ -200,10 +216,13 @@ struct ReminderPlan {
             return
         }
         let text = copy.checkinEmail(dayNumber: dayNumber, longestStreak: facts.streak?.state.longestStreak ?? 0)
-        notifications.append(job.emailMessage(text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
-                                       footer: .unsubscribe(type: .dailyCheckinReminder,
-                                                            url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
-                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment))
+        notifications.append(
+            job.emailMessage(
+                text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
+                footer: .unsubscribe(
+                    type: .dailyCheckinReminder,
+                    url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
+                user: user, facts: facts, address: address, day: today, deliverAfter: moment))
         mark(.checkinEmailAfterPush, today, "email", "\(time) after the push reached no device (\(why)); \(reminder.why)")
     }
 
@@ -220,10 +239,12 @@ struct ReminderPlan {
             return
         }
         let streak = facts.streak?.state.currentStreak ?? 0
-        notifications.append(job.emailMessage(copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
-                                       emailType: EmailType.streakAtRisk.rawValue,
-                                       footer: .unsubscribe(type: .streakAtRisk, url: job.email.links.url(user: userID, type: .streakAtRisk)),
-                                       user: user, facts: facts, address: address, day: today, deliverAfter: at))
+        notifications.append(
+            job.emailMessage(
+                copy.streakRiskEmail(streak: streak), type: "streak_at_risk",
+                emailType: EmailType.streakAtRisk.rawValue,
+                footer: .unsubscribe(type: .streakAtRisk, url: job.email.links.url(user: userID, type: .streakAtRisk)),
+                user: user, facts: facts, address: address, day: today, deliverAfter: at))
         mark(.streakRiskEmail, today, "email", "\(streak)-day streak at risk after a miss on \(yesterday)")
     }
 
@@ -255,9 +276,11 @@ struct ReminderPlan {
             mark(.weeklyGoal, today, "no_channel", pushRefusal)
             return
         }
-        notifications.append(push("weekly_goal_progress", copy.weeklyGoal(percent: percent, weekGone: pace), day: today, at: moment,
-                                  deepLink: "fitcircle://goals",
-                                  extra: #","percent":\#(percent),"pace":\#(pace),"steps":\#(steps),"goal":\#(goal)"#))
+        notifications.append(
+            push(
+                "weekly_goal_progress", copy.weeklyGoal(percent: percent, weekGone: pace), day: today, at: moment,
+                deepLink: "fitcircle://goals",
+                extra: #","percent":\#(percent),"pace":\#(pace),"steps":\#(steps),"goal":\#(goal)"#))
         mark(.weeklyGoal, today, "push", "behind: \(progress)")
     }
 
@@ -282,9 +305,11 @@ struct ReminderPlan {
         let row = facts.tracking[today]
         let steps = row?.impossibility == nil ? row?.steps : nil
         let weightOnly = running.allSatisfy { $0.membership.challenge == .weightLoss }
-        notifications.append(push("data_submission", weightOnly ? copy.weightSubmission : copy.dataSubmission(steps: steps), day: today,
-                                  at: moment, deepLink: "fitcircle://submit",
-                                  extra: weightOnly ? "" : steps.map { #","steps":\#($0)"# } ?? ""))
+        notifications.append(
+            push(
+                "data_submission", weightOnly ? copy.weightSubmission : copy.dataSubmission(steps: steps), day: today,
+                at: moment, deepLink: "fitcircle://submit",
+                extra: weightOnly ? "" : steps.map { #","steps":\#($0)"# } ?? ""))
         mark(.dataSubmission, today, "push", "\(running.count) running circle(s), nothing submitted today")
     }
 
@@ -298,8 +323,10 @@ struct ReminderPlan {
                 return
             }
             let at = max(calendar.instant(of: today, at: ReminderRules.morning), earnedAt)
-            notifications.append(push("streak_milestone", copy.streakMilestone(badge), day: today, at: at, deepLink: "fitcircle://streak",
-                                      extra: #","badge":"\#(badge.rawValue)","streak":\#(badge.days)"#, occasion: .alone(badge.rawValue)))
+            notifications.append(
+                push(
+                    "streak_milestone", copy.streakMilestone(badge), day: today, at: at, deepLink: "fitcircle://streak",
+                    extra: #","badge":"\#(badge.rawValue)","streak":\#(badge.days)"#, occasion: .alone(badge.rawValue)))
             mark(.streakMilestone, today, "push", "\(badge.rawValue) (\(badge.days)-day streak)")
         }
     }
@@ -320,11 +347,13 @@ struct ReminderPlan {
             return
         }
         let streak = facts.streak?.state.currentStreak ?? 0
-        notifications.append(job.emailMessage(copy.monthlyReport(summary, streak: streak), type: "monthly_report",
-                                       emailType: EmailType.monthlyReport.rawValue,
-                                       footer: .unsubscribe(type: .monthlyReport, url: job.email.links.url(user: userID, type: .monthlyReport)),
-                                       user: user, facts: facts, address: address, day: today, deliverAfter: moment,
-                                       tags: ["month": first.description]))
+        notifications.append(
+            job.emailMessage(
+                copy.monthlyReport(summary, streak: streak), type: "monthly_report",
+                emailType: EmailType.monthlyReport.rawValue,
+                footer: .unsubscribe(type: .monthlyReport, url: job.email.links.url(user: userID, type: .monthlyReport)),
+                user: user, facts: facts, address: address, day: today, deliverAfter: moment,
+                tags: ["month": first.description]))
         mark(.monthlyReport, today, "email", "\(summary.steps) steps, \(summary.activeDays) active days in the month of \(first)")
     }
 
@@ -344,8 +373,10 @@ struct ReminderPlan {
             if facts.emailOn { tally["welcome:waiting_for_address", default: 0] += 1 } else { mark(.welcome, day, "no_channel", refusal) }
             return
         }
-        notifications.append(job.emailMessage(copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
-                                       facts: facts, address: address, day: day, deliverAfter: now, occasion: .alone("welcome")))
+        notifications.append(
+            job.emailMessage(
+                copy.welcome, type: "welcome", emailType: "welcome", footer: .required(.welcome), user: user,
+                facts: facts, address: address, day: day, deliverAfter: now, occasion: .alone("welcome")))
         mark(.welcome, day, "email", "signed up at \(signedUp.formatted(.iso8601))")
     }
 
@@ -369,10 +400,12 @@ struct ReminderPlan {
             var channels: [Int: [String]] = [:]
             if let percent = decision.push {
                 if canPush {
-                    notifications.append(push("challenge_milestone", copy.milestone(percent, challenge: progress.challenge, circle: name),
-                                              day: today, at: now, deepLink: "fitcircle://circles/\(id.uuidString.lowercased())",
-                                              extra: #","fitcircle_id":"\#(id.uuidString.lowercased())","percent":\#(percent)"#,
-                                              occasion: .alone("\(id.uuidString.lowercased()):\(percent)")))
+                    notifications.append(
+                        push(
+                            "challenge_milestone", copy.milestone(percent, challenge: progress.challenge, circle: name),
+                            day: today, at: now, deepLink: "fitcircle://circles/\(id.uuidString.lowercased())",
+                            extra: #","fitcircle_id":"\#(id.uuidString.lowercased())","percent":\#(percent)"#,
+                            occasion: .alone("\(id.uuidString.lowercased()):\(percent)")))
                     channels[percent, default: []].append("push")
                 } else {
                     channels[percent, default: []].append("no push: \(pushRefusal ?? "-")")
@@ -381,10 +414,12 @@ struct ReminderPlan {
             if let percent = decision.email {
                 if emailRefusal(nil) == nil {
                     let text = copy.milestoneEmail(percent, challenge: progress.challenge, circle: name)
-                    notifications.append(job.emailMessage(text, type: "challenge_milestone", emailType: "challenge_milestone",
-                                                   footer: .required(.milestone), user: user, facts: facts, address: address,
-                                                   day: today, deliverAfter: now, occasion: .alone("\(id.uuidString.lowercased()):\(percent)"),
-                                                   tags: ["fitcircle_id": id.uuidString.lowercased(), "percent": String(percent)]))
+                    notifications.append(
+                        job.emailMessage(
+                            text, type: "challenge_milestone", emailType: "challenge_milestone",
+                            footer: .required(.milestone), user: user, facts: facts, address: address,
+                            day: today, deliverAfter: now, occasion: .alone("\(id.uuidString.lowercased()):\(percent)"),
+                            tags: ["fitcircle_id": id.uuidString.lowercased(), "percent": String(percent)]))
                     channels[percent, default: []].append("email")
                 } else {
                     channels[percent, default: []].append("no email: \(emailRefusal(nil)!)")

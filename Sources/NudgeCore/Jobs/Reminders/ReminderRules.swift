@@ -103,20 +103,23 @@ public enum ReminderRules {
         if let chosen { return ReminderTime(time: chosen, source: .chosen, why: "\(chosen): the user's own reminder time") }
         guard checkIns.count >= learnedFromDays else {
             let why = "\(checkIns.count) of the \(learnedFromDays) check-in days needed"
-            return ReminderTime(time: defaultReminderTime, source: .standard,
-                                why: "\(defaultReminderTime): the default (\(why) to learn the user's time)")
+            return ReminderTime(
+                time: defaultReminderTime, source: .standard,
+                why: "\(defaultReminderTime): the default (\(why) to learn the user's time)")
         }
         let median = circularMedian(checkIns.map(\.time.minutes))
         let learned = LocalTime(minutes: keptWithinDay(LocalTime(minutes: median - learnedLead).minutes))
         let prompted = checkIns.count { $0.prompted }
-        let basis = "\(learnedLead) min before the user's median check-in \(LocalTime(minutes: median)) over \(checkIns.count) days"
+        let basis =
+            "\(learnedLead) min before the user's median check-in \(LocalTime(minutes: median)) over \(checkIns.count) days"
             + (prompted > 0 ? " (\(prompted) prompted by the reminder, counted at the time it aimed at)" : "")
         guard quietHours.isQuiet(learned) else { return ReminderTime(time: learned, source: .learned, why: "\(learned): \(basis)") }
         let window = "\(quietHours.start)–\(quietHours.end)"
         // The end of the quiet hours, when it comes later the same day.
         if quietHours.end > learned {
-            return ReminderTime(time: quietHours.end, source: .learned,
-                                why: "\(quietHours.end): the end of the user's quiet hours (\(window)); \(basis) is \(learned), inside them")
+            return ReminderTime(
+                time: quietHours.end, source: .learned,
+                why: "\(quietHours.end): the end of the user's quiet hours (\(window)); \(basis) is \(learned), inside them")
         }
         let inside = "\(basis) is \(learned), inside the user's quiet hours (\(window)), which last until the day is over"
         guard quietHours.isQuiet(defaultReminderTime) else {
@@ -128,8 +131,9 @@ public enum ReminderRules {
         guard !quietHours.isQuiet(before) else {
             return ReminderTime(time: defaultReminderTime, source: .standard, why: "\(defaultReminderTime): the default; \(inside)")
         }
-        return ReminderTime(time: before, source: .learned,
-                            why: "\(before): before the user's quiet hours, the default \(defaultReminderTime) inside them too; \(inside)")
+        return ReminderTime(
+            time: before, source: .learned,
+            why: "\(before): before the user's quiet hours, the default \(defaultReminderTime) inside them too; \(inside)")
     }
 
     /// The median of times of day on the clock's circle, in minutes: the times are read from just
@@ -157,7 +161,8 @@ public enum ReminderRules {
     /// A learned time outside 06:00–22:00 moved to the nearer of the two on the clock (23:15 to
     /// 22:00, 04:00 to 06:00).
     static func keptWithinDay(_ minutes: Int) -> Int {
-        let earliest = learnedEarliest.minutes, latest = learnedLatest.minutes
+        let earliest = learnedEarliest.minutes
+        let latest = learnedLatest.minutes
         guard minutes < earliest || minutes > latest else { return minutes }
         let pastLatest = (minutes - latest + 1440) % 1440
         let beforeEarliest = (earliest - minutes + 1440) % 1440
@@ -184,8 +189,10 @@ public enum ReminderRules {
     }
 
     /// The first occurrence after `now` on a day after `day` (or any day, when nil), within 32 days.
-    public static func next(_ days: Days, at time: LocalTime, after now: Date, notOn decided: LocalDate? = nil,
-                            calendar: LocalCalendar) -> Date {
+    public static func next(
+        _ days: Days, at time: LocalTime, after now: Date, notOn decided: LocalDate? = nil,
+        calendar: LocalCalendar
+    ) -> Date {
         let today = calendar.localDate(at: now)
         for ahead in 0...32 {
             let day = today.adding(days: ahead)
@@ -261,7 +268,8 @@ public enum ReminderRules {
                 percent = 100 * Double(steps) / Double(goal)
             case .weightLoss:
                 guard let start = progress.startingWeight, let target = progress.targetWeight, start > target,
-                      let weight = submission.weight else { continue }
+                    let weight = submission.weight
+                else { continue }
                 percent = 100 * (start - weight) / (start - target)
             }
             for milestone in milestones where percent >= Double(milestone) && reached[milestone] == nil {
@@ -297,8 +305,10 @@ public enum ReminderRules {
             }
         }
 
-        public init(circleID: UUID, name: String, challenge: FitCircleMembership.Challenge, stepsGoal: Int?,
-                    startingWeight: Double?, targetWeight: Double?, submissions: [Submission]) {
+        public init(
+            circleID: UUID, name: String, challenge: FitCircleMembership.Challenge, stepsGoal: Int?,
+            startingWeight: Double?, targetWeight: Double?, submissions: [Submission]
+        ) {
             self.circleID = circleID
             self.name = name
             self.challenge = challenge

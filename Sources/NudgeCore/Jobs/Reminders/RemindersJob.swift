@@ -118,7 +118,8 @@ public struct RemindersJob: RegisteredJob {
         let ids = placed.map(\.user.user.id)
         let todays = placed.map { $0.user.calendar.localDate(at: run.now) }
         let parts = ReminderPart.allCases.map { "\(definition.name):\($0.rawValue)" }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select u.id, u.display_name, u.email, coalesce(np.push_enabled, true),
                    (\(unescaped: PushDevices.anyOf("u"))),
                    coalesce(np.email_enabled, true),
@@ -165,13 +166,19 @@ public struct RemindersJob: RegisteredJob {
                      on p.dedupe_key = \(definition.name) || ':' || u.id || ':' || to_char(r.today, 'YYYY-MM-DD') || ':daily_checkin'
             """, logger: run.logger)
         var facts: [UUID: Facts] = [:]
-        for try await (id, name, email, pushOn, hasDevice, emailOn, checkinEmail, streakEmail, monthlyEmail, chosen,
-                       hasStreak, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, yesterday,
-                       badgeNames, badgeTimes, decided, weeklyGoal, dndStart, dndEnd, zones, untils,
-                       remindedDays, aimedAts, reachedAts, pushStatus, pushError, pushReached)
-            in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, String?, Bool, Int, Int, LocalDate?,
-                            Bool, LocalDate?, LocalDate?, Int, String?, [String], [Date], [String], Int?, String, String,
-                            [String], [Date], [LocalDate], [Date], [Date], String?, String, Bool?).self) {
+        for try await (
+            id, name, email, pushOn, hasDevice, emailOn, checkinEmail, streakEmail, monthlyEmail, chosen,
+            hasStreak, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, yesterday,
+            badgeNames, badgeTimes, decided, weeklyGoal, dndStart, dndEnd, zones, untils,
+            remindedDays, aimedAts, reachedAts, pushStatus, pushError, pushReached
+        )
+            in rows.decode(
+                (
+                    UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, String?, Bool, Int, Int, LocalDate?,
+                    Bool, LocalDate?, LocalDate?, Int, String?, [String], [Date], [String], Int?, String, String,
+                    [String], [Date], [LocalDate], [Date], [Date], String?, String, Bool?
+                ).self)
+        {
             var fact = Facts()
             fact.name = name
             fact.email = email?.trimmingCharacters(in: .whitespaces)
@@ -184,8 +191,9 @@ public struct RemindersJob: RegisteredJob {
             fact.chosenTime = chosen.flatMap { LocalTime($0) }
             if hasStreak {
                 fact.streak = ValidateStreaksJob.StoredStreak(
-                    state: StreakState(currentStreak: current, longestStreak: longest, lastCheckinDate: lastCheckin,
-                                       freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: missed),
+                    state: StreakState(
+                        currentStreak: current, longestStreak: longest, lastCheckinDate: lastCheckin,
+                        freezeUsedThisWeek: freezeUsed, weekStartDate: weekStart, missedDays: missed),
                     settledThrough: settled)
             }
             fact.yesterdayOutcome = yesterday
@@ -206,27 +214,31 @@ public struct RemindersJob: RegisteredJob {
                 fact.reminded[remindedDays[index]] = (aimedAts[index], reachedAts[index])
             }
             if let pushStatus {
-                fact.todaysPush = if pushReached == true { .reached }
-                    else if ["failed", "suppressed", "cancelled"].contains(pushStatus) { .ended(pushError) }
-                    else { .pending }
+                fact.todaysPush =
+                    if pushReached == true { .reached } else if ["failed", "suppressed", "cancelled"].contains(pushStatus) { .ended(pushError) } else {
+                        .pending
+                    }
             }
             facts[id] = fact
         }
 
-        let tracking = try await connection.query("""
+        let tracking = try await connection.query(
+            """
             select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8, t.checked_in_at
               from unnest(\(ids), \(todays.map { $0.adding(days: -Self.trackingDays) }), \(todays)) as r(user_id, first_day, last_day)
               join daily_tracking t on t.user_id = r.user_id and t.date between r.first_day and r.last_day
             """, logger: run.logger)
         for try await (id, date, mood, energy, steps, weight, checkedInAt)
-            in tracking.decode((UUID, LocalDate, Int?, Int?, Int?, Double?, Date?).self) {
+            in tracking.decode((UUID, LocalDate, Int?, Int?, Int?, Double?, Date?).self)
+        {
             let day = TrackingDay(date: date, mood: mood, energy: energy, steps: steps, weight: weight)
             facts[id]?.tracking[date] = day
             if day.isCheckedIn, let checkedInAt { facts[id]?.checkedInAt[date] = checkedInAt }
         }
 
         let calendars = Dictionary(uniqueKeysWithValues: placed.map { ($0.user.user.id, $0.user.calendar) })
-        let circles = try await connection.query("""
+        let circles = try await connection.query(
+            """
             select m.user_id, c.id, c.name, c.challenge_type, c.starts_on, c.ends_on, c.challenge_step_goal, m.joined_at, m.left_at,
                    m.starting_weight::float8, m.target_weight::float8,
                    coalesce(s.days, '{}'), coalesce(s.steps, '{}'), coalesce(s.weights, '{}'), coalesce(s.ats, '{}'),
@@ -243,10 +255,16 @@ public struct RemindersJob: RegisteredJob {
                     from fitcircle_data_submissions d
                    where d.fitcircle_id = c.id and d.user_id = m.user_id and d.submission_date between c.starts_on and c.ends_on) s on true
             """, logger: run.logger)
-        for try await (userID, circleID, name, challenge, startsOn, endsOn, weeklyGoal, joinedAt, leftAt, starting, target,
-                       days, steps, weights, ats, milestones)
-            in circles.decode((UUID, UUID, String, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?,
-                               [LocalDate], [Int], [Double], [Date], [Int]).self) {
+        for try await (
+            userID, circleID, name, challenge, startsOn, endsOn, weeklyGoal, joinedAt, leftAt, starting, target,
+            days, steps, weights, ats, milestones
+        )
+            in circles.decode(
+                (
+                    UUID, UUID, String, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?,
+                    [LocalDate], [Int], [Double], [Date], [Int]
+                ).self)
+        {
             guard let calendar = calendars[userID], let kind = FitCircleMembership.Challenge(rawValue: challenge) else { continue }
             guard days.count == steps.count, steps.count == weights.count, weights.count == ats.count
             else { throw MalformedData("the user's submissions changed while they were read") }
@@ -255,8 +273,9 @@ public struct RemindersJob: RegisteredJob {
                 joinedOn: calendar.localDate(at: joinedAt), leftOn: leftAt.map { calendar.localDate(at: $0) },
                 startingWeight: starting, targetWeight: target)
             let submissions = days.indices.map {
-                ReminderRules.CircleProgress.Submission(day: days[$0], steps: steps[$0] < 0 ? nil : steps[$0],
-                                                        weight: weights[$0] < 0 ? nil : weights[$0], at: ats[$0])
+                ReminderRules.CircleProgress.Submission(
+                    day: days[$0], steps: steps[$0] < 0 ? nil : steps[$0],
+                    weight: weights[$0] < 0 ? nil : weights[$0], at: ats[$0])
             }
             let progress = ReminderRules.CircleProgress(
                 circleID: circleID, name: name, challenge: kind,
@@ -279,15 +298,18 @@ public struct RemindersJob: RegisteredJob {
         if let problem = due.problem {
             // Read by a sweep before its next look: it was skipped with the reason already.
             if !due.changed && due.dueAt > run.now && run.users.isEmpty {
-                return .later(PlannedChange(itemID: user.user.id, change: Change(expectedDue: due.dueAt, nextDue: due.dueAt, milestones: []),
-                                            work: [], notifications: [], tally: [:]),
-                              "\(problem); looked at again at \(JobRunner<Self>.timestamp(due.dueAt))")
+                return .later(
+                    PlannedChange(
+                        itemID: user.user.id, change: Change(expectedDue: due.dueAt, nextDue: due.dueAt, milestones: []),
+                        work: [], notifications: [], tally: [:]),
+                    "\(problem); looked at again at \(JobRunner<Self>.timestamp(due.dueAt))")
             }
-            return .act(PlannedChange(
-                itemID: user.user.id,
-                change: Change(expectedDue: due.dueAt, nextDue: run.now.addingTimeInterval(ReminderRules.zoneRetry), milestones: []),
-                work: [WorkMark(localDay: today, outcome: "skipped", detail: problem, part: ReminderPart.unplaced.rawValue)],
-                notifications: [], tally: ["unplaced:skipped": 1]))
+            return .act(
+                PlannedChange(
+                    itemID: user.user.id,
+                    change: Change(expectedDue: due.dueAt, nextDue: run.now.addingTimeInterval(ReminderRules.zoneRetry), milestones: []),
+                    work: [WorkMark(localDay: today, outcome: "skipped", detail: problem, part: ReminderPart.unplaced.rawValue)],
+                    notifications: [], tally: ["unplaced:skipped": 1]))
         }
         guard var facts else { throw NudgeError(.configuration, "the user's row is gone") }
         // A streak row that cannot be trusted does not stop the required reminder: its copy
@@ -297,8 +319,9 @@ public struct RemindersJob: RegisteredJob {
             facts.streak = nil
             tally["streak_ignored: user_streaks row is inconsistent: \(problem)"] = 1
         }
-        var plan = ReminderPlan(job: self, user: user, facts: facts, now: run.now, startedAt: run.startedAt, due: due,
-                                byEveryone: run.users.isEmpty)
+        var plan = ReminderPlan(
+            job: self, user: user, facts: facts, now: run.now, startedAt: run.startedAt, due: due,
+            byEveryone: run.users.isEmpty)
         plan.dailyCheckin()
         plan.streakRiskEmail()
         plan.weeklyGoal()
@@ -323,11 +346,14 @@ public struct RemindersJob: RegisteredJob {
     // MARK: Writing
 
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
-                                          expected: changes.map(\.change.expectedDue), next: changes.map(\.change.nextDue))
+        var writes = DueSource.moveWrites(
+            job: definition.name, users: changes.map(\.itemID),
+            expected: changes.map(\.change.expectedDue), next: changes.map(\.change.nextDue))
         let milestones = changes.flatMap { change in change.change.milestones.map { (change.itemID, $0.0, $0.1, $0.2) } }
         if !milestones.isEmpty {
-            writes.step("milestones", """
+            writes.step(
+                "milestones",
+                """
                 insert into reminder_milestones (user_id, fitcircle_id, percent, outcome, decided_at)
                 select user_id, fitcircle_id, percent, outcome, \(run.now)
                   from unnest(\(milestones.map(\.0)), \(milestones.map(\.1)), \(milestones.map(\.2)), \(milestones.map(\.3)))
@@ -341,16 +367,20 @@ public struct RemindersJob: RegisteredJob {
     // MARK: Emails
 
     /// An email's outbox row: rendered now (a dry run renders every one), sent by dispatch.
-    func emailMessage(_ text: ReminderCopy.EmailText, type: String, emailType: String, footer: ReminderEmail.Footer, user: UserInTime,
-               facts: Facts, address: String, day: LocalDate, deliverAfter: Date, occasion: OutboxMessage.Occasion? = nil,
-               tags: [String: String] = [:]) -> OutboxMessage {
-        let rendered = ReminderEmail.render(text, locale: user.user.locale, name: facts.name, email: address, footer: footer,
-                                            dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
-                                            templates: email.templates)
+    func emailMessage(
+        _ text: ReminderCopy.EmailText, type: String, emailType: String, footer: ReminderEmail.Footer, user: UserInTime,
+        facts: Facts, address: String, day: LocalDate, deliverAfter: Date, occasion: OutboxMessage.Occasion? = nil,
+        tags: [String: String] = [:]
+    ) -> OutboxMessage {
+        let rendered = ReminderEmail.render(
+            text, locale: user.user.locale, name: facts.name, email: address, footer: footer,
+            dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
+            templates: email.templates)
         var unsubscribe: String?
         if case .unsubscribe(_, let url) = footer { unsubscribe = url }
         let payload = EmailPayload(emailType: emailType, html: rendered.html, unsubscribeURL: unsubscribe, tags: tags)
-        return OutboxMessage(type: type, localDay: day, deliverAfter: deliverAfter, title: rendered.subject, body: rendered.text,
-                             payload: payload.json, channel: .email, occasion: occasion)
+        return OutboxMessage(
+            type: type, localDay: day, deliverAfter: deliverAfter, title: rendered.subject, body: rendered.text,
+            payload: payload.json, channel: .email, occasion: occasion)
     }
 }

@@ -22,8 +22,10 @@ public struct FitCircleMembership: Sendable, Equatable {
     public let startingWeight: Double?
     public let targetWeight: Double?
 
-    public init(circleID: UUID, challenge: Challenge, startsOn: LocalDate, endsOn: LocalDate, stepGoal: Int?,
-                joinedOn: LocalDate, leftOn: LocalDate?, startingWeight: Double?, targetWeight: Double?) {
+    public init(
+        circleID: UUID, challenge: Challenge, startsOn: LocalDate, endsOn: LocalDate, stepGoal: Int?,
+        joinedOn: LocalDate, leftOn: LocalDate?, startingWeight: Double?, targetWeight: Double?
+    ) {
         self.circleID = circleID
         self.challenge = challenge
         self.startsOn = startsOn
@@ -56,10 +58,13 @@ public struct FitCircleMembership: Sendable, Equatable {
 extension FitCircleMembership {
     /// The circles of each of `users` (with the calendar their join and leave days are told in),
     /// in one read: what generate-daily-goals and weekly-digest know of a user's circles.
-    static func load(for users: [UUID: LocalCalendar], on connection: PostgresConnection,
-                     logger: Logger) async throws -> [UUID: [FitCircleMembership]] {
+    static func load(
+        for users: [UUID: LocalCalendar], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [UUID: [FitCircleMembership]] {
         guard !users.isEmpty else { return [:] }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select m.user_id, c.id, c.challenge_type, c.starts_on, c.ends_on, c.challenge_step_goal, m.joined_at, m.left_at,
                    m.starting_weight::float8, m.target_weight::float8
               from fitcircle_members m join fitcircles c on c.id = m.fitcircle_id
@@ -67,12 +72,14 @@ extension FitCircleMembership {
             """, logger: logger)
         var memberships: [UUID: [FitCircleMembership]] = [:]
         for try await (userID, circleID, challenge, startsOn, endsOn, stepGoal, joinedAt, leftAt, startingWeight, targetWeight)
-            in rows.decode((UUID, UUID, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?).self) {
+            in rows.decode((UUID, UUID, String, LocalDate, LocalDate, Int?, Date, Date?, Double?, Double?).self)
+        {
             guard let calendar = users[userID], let challenge = Challenge(rawValue: challenge) else { continue }
-            memberships[userID, default: []].append(FitCircleMembership(
-                circleID: circleID, challenge: challenge, startsOn: startsOn, endsOn: endsOn, stepGoal: stepGoal,
-                joinedOn: calendar.localDate(at: joinedAt), leftOn: leftAt.map { calendar.localDate(at: $0) },
-                startingWeight: startingWeight, targetWeight: targetWeight))
+            memberships[userID, default: []].append(
+                FitCircleMembership(
+                    circleID: circleID, challenge: challenge, startsOn: startsOn, endsOn: endsOn, stepGoal: stepGoal,
+                    joinedOn: calendar.localDate(at: joinedAt), leftOn: leftAt.map { calendar.localDate(at: $0) },
+                    startingWeight: startingWeight, targetWeight: targetWeight))
         }
         return memberships
     }

@@ -33,10 +33,13 @@ public struct TrackingDay: Sendable, Equatable {
 
 extension TrackingDay {
     /// Each user's `daily_tracking` rows of the local days in their range, in one read.
-    static func load(_ ranges: [(user: UUID, days: ClosedRange<LocalDate>)], on connection: PostgresConnection,
-                     logger: Logger) async throws -> [UUID: [LocalDate: TrackingDay]] {
+    static func load(
+        _ ranges: [(user: UUID, days: ClosedRange<LocalDate>)], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [UUID: [LocalDate: TrackingDay]] {
         guard !ranges.isEmpty else { return [:] }
-        let rows = try await connection.prepared("""
+        let rows = try await connection.prepared(
+            """
             select t.user_id, t.date, t.mood, t.energy, t.steps, t.weight::float8
               from unnest(\(ranges.map(\.user)), \(ranges.map(\.days.lowerBound)), \(ranges.map(\.days.upperBound)))
                    as r(user_id, first_day, last_day)

@@ -11,11 +11,14 @@ public struct StreakState: Sendable, Equatable {
     /// Consecutive days missed without a freeze: 1 is "at risk", 2 resets ("never miss twice").
     public var missedDays: Int
 
-    public static let fresh = StreakState(currentStreak: 0, longestStreak: 0, lastCheckinDate: nil,
-                                          freezeUsedThisWeek: false, weekStartDate: nil, missedDays: 0)
+    public static let fresh = StreakState(
+        currentStreak: 0, longestStreak: 0, lastCheckinDate: nil,
+        freezeUsedThisWeek: false, weekStartDate: nil, missedDays: 0)
 
-    public init(currentStreak: Int, longestStreak: Int, lastCheckinDate: LocalDate?, freezeUsedThisWeek: Bool,
-                weekStartDate: LocalDate?, missedDays: Int) {
+    public init(
+        currentStreak: Int, longestStreak: Int, lastCheckinDate: LocalDate?, freezeUsedThisWeek: Bool,
+        weekStartDate: LocalDate?, missedDays: Int
+    ) {
         self.currentStreak = currentStreak
         self.longestStreak = longestStreak
         self.lastCheckinDate = lastCheckinDate
@@ -101,8 +104,10 @@ public enum StreakRules {
     /// `checkIns` (the user's check-in days of the last week), as it will settle them. A row
     /// validate-streaks never settled (the app's own) is taken as it stands, through yesterday;
     /// without a row, the check-ins in a row up to yesterday count.
-    public static func dayNumber(today: LocalDate, stored: StreakState?, settledThrough: LocalDate?,
-                                 checkIns: Set<LocalDate>) -> Int {
+    public static func dayNumber(
+        today: LocalDate, stored: StreakState?, settledThrough: LocalDate?,
+        checkIns: Set<LocalDate>
+    ) -> Int {
         if let stored, settledThrough == nil {
             // (The app may have counted today's check-in in it already.)
             guard stored.currentStreak > 0 else { return 0 }

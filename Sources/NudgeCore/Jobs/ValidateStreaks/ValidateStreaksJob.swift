@@ -78,19 +78,25 @@ public struct ValidateStreaksJob: PlainJob {
     }
 
     /// The first local day not settled yet, and the days to settle now (`daysToSettle`).
-    func pending(for user: UserInTime, streak: StoredStreak?,
-                 run: RunContext) throws(NudgeError) -> (first: LocalDate, days: ClosedRange<LocalDate>?) {
+    func pending(
+        for user: UserInTime, streak: StoredStreak?,
+        run: RunContext
+    ) throws(NudgeError) -> (first: LocalDate, days: ClosedRange<LocalDate>?) {
         let calendar = user.calendar
         let trigger = definition.localTime ?? LocalTime(hour: 0, minute: 0)!
         let lastEnded = calendar.latestDay(reaching: trigger, atOrBefore: run.now).adding(days: -1)
         var last = lastEnded
         if let window = run.window { last = min(last, window.to) }
-        let first = streak?.settledThrough.map { $0.adding(days: 1) }
-            ?? max(streak?.state.lastCheckinDate.map { $0.adding(days: 1) } ?? calendar.localDate(at: user.user.createdAt),
-                   run.window?.from ?? last.adding(days: 1 - catchUpDays))
+        let first =
+            streak?.settledThrough.map { $0.adding(days: 1) }
+            ?? max(
+                streak?.state.lastCheckinDate.map { $0.adding(days: 1) } ?? calendar.localDate(at: user.user.createdAt),
+                run.window?.from ?? last.adding(days: 1 - catchUpDays))
         if let window = run.window {
             if first < window.from && window.from <= last {
-                throw NudgeError(.configuration, """
+                throw NudgeError(
+                    .configuration,
+                    """
                     days \(first) to \(window.from.adding(days: -1)) are not settled yet; backfill from \(first)
                     """)
             }
@@ -111,7 +117,8 @@ public struct ValidateStreaksJob: PlainJob {
         let users = due.filter { $0.problem == nil }.map(\.user)
         guard !users.isEmpty else { return [:] }
         let ids = users.map(\.user.id)
-        let rows = try await connection.prepared("""
+        let rows = try await connection.prepared(
+            """
             select u.id, s.user_id is not null, s.current_streak, s.longest_streak, s.last_checkin_date,
                    s.freeze_used_this_week, s.week_start_date, s.settled_through, s.missed_days,
                    coalesce((select array_agg(b.badge) from user_badges b where b.user_id = u.id), '{}')
@@ -121,13 +128,15 @@ public struct ValidateStreaksJob: PlainJob {
         var streaks: [UUID: StoredStreak] = [:]
         var badges: [UUID: Set<String>] = [:]
         for try await (id, exists, current, longest, lastCheckin, freezeUsed, weekStart, settled, missed, earned)
-            in rows.decode((UUID, Bool, Int?, Int?, LocalDate?, Bool?, LocalDate?, LocalDate?, Int?, [String]).self) {
+            in rows.decode((UUID, Bool, Int?, Int?, LocalDate?, Bool?, LocalDate?, LocalDate?, Int?, [String]).self)
+        {
             badges[id] = Set(earned)
             guard exists else { continue }
             streaks[id] = StoredStreak(
-                state: StreakState(currentStreak: current ?? 0, longestStreak: longest ?? 0, lastCheckinDate: lastCheckin,
-                                   freezeUsedThisWeek: freezeUsed ?? false, weekStartDate: weekStart,
-                                   missedDays: missed ?? 0),
+                state: StreakState(
+                    currentStreak: current ?? 0, longestStreak: longest ?? 0, lastCheckinDate: lastCheckin,
+                    freezeUsedThisWeek: freezeUsed ?? false, weekStartDate: weekStart,
+                    missedDays: missed ?? 0),
                 settledThrough: settled)
         }
 
@@ -139,10 +148,11 @@ public struct ValidateStreaksJob: PlainJob {
             }
         }
         let tracking = try await TrackingDay.load(ranges.map { ($0.0, $0.1...$0.2) }, on: connection, logger: run.logger)
-        return Dictionary(uniqueKeysWithValues: users.map { user in
-            let id = user.user.id
-            return (id, Facts(streak: streaks[id], badges: badges[id] ?? [], tracking: tracking[id] ?? [:]))
-        })
+        return Dictionary(
+            uniqueKeysWithValues: users.map { user in
+                let id = user.user.id
+                return (id, Facts(streak: streaks[id], badges: badges[id] ?? [], tracking: tracking[id] ?? [:]))
+            })
     }
 
     public func decide(for due: DueUser, facts: Facts?, run: RunContext) throws -> Decision<Change> {
@@ -156,8 +166,10 @@ public struct ValidateStreaksJob: PlainJob {
             // Nothing to settle yet: the user is next due when their first day left has ended.
             let next = nextDue(user, firstUnsettled: pending.first)
             let why = stored?.settledThrough.map { "settled through \($0)" } ?? "no day has ended since sign-up"
-            return .later(PlannedChange(itemID: user.user.id, change: Change(settlement: nil, dueAt: due.dueAt, nextDue: next),
-                                        work: [], notifications: [], tally: [:]), why)
+            return .later(
+                PlannedChange(
+                    itemID: user.user.id, change: Change(settlement: nil, dueAt: due.dueAt, nextDue: next),
+                    work: [], notifications: [], tally: [:]), why)
         }
         let tracking = facts?.tracking ?? [:]
         var state = stored?.state ?? .fresh
@@ -192,29 +204,35 @@ public struct ValidateStreaksJob: PlainJob {
             // next day, the one it asks a check-in for (docs/jobs/validate-streaks.md).
             if let type = StreakMessages.type(outcome), run.now < calendar.end(of: nextDay) {
                 let payload = #"{"type":"\#(type)","deep_link":"fitcircle://checkin","streak":\#(state.currentStreak),"missed_day":"\#(day)"}"#
-                notifications.append(OutboxMessage(
-                    type: type, localDay: nextDay, deliverAfter: calendar.instant(of: nextDay, at: Self.notifyAt),
-                    title: StreakMessages.title(outcome, streak: state.currentStreak, locale: user.user.locale),
-                    body: StreakMessages.body(outcome, streak: state.currentStreak, locale: user.user.locale),
-                    payload: payload))
+                notifications.append(
+                    OutboxMessage(
+                        type: type, localDay: nextDay, deliverAfter: calendar.instant(of: nextDay, at: Self.notifyAt),
+                        title: StreakMessages.title(outcome, streak: state.currentStreak, locale: user.user.locale),
+                        body: StreakMessages.body(outcome, streak: state.currentStreak, locale: user.user.locale),
+                        payload: payload))
             }
         }
-        let settlement = Settlement(expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
-                                    streakDays: streakDays, badges: badges)
-        let change = Change(settlement: settlement, dueAt: due.dueAt,
-                            nextDue: nextDue(user, firstUnsettled: days.upperBound.adding(days: 1)))
+        let settlement = Settlement(
+            expectedSettledThrough: stored?.settledThrough, state: state, settledThrough: days.upperBound,
+            streakDays: streakDays, badges: badges)
+        let change = Change(
+            settlement: settlement, dueAt: due.dueAt,
+            nextDue: nextDue(user, firstUnsettled: days.upperBound.adding(days: 1)))
         return .act(PlannedChange(itemID: user.user.id, change: change, work: work, notifications: notifications, tally: tally))
     }
 
     public func writes(for decided: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = DueSource.moveWrites(job: definition.name, users: decided.map(\.itemID),
-                                          expected: decided.map(\.change.dueAt), next: decided.map(\.change.nextDue))
+        var writes = DueSource.moveWrites(
+            job: definition.name, users: decided.map(\.itemID),
+            expected: decided.map(\.change.dueAt), next: decided.map(\.change.nextDue))
         let changes = decided.compactMap { change in change.change.settlement.map { (itemID: change.itemID, change: $0) } }
         guard !changes.isEmpty else { return writes }
         let ids = changes.map(\.itemID)
         let states = changes.map(\.change.state)
         func text(_ date: LocalDate?) -> String { date?.description ?? "" }
-        writes.step("streaks", """
+        writes.step(
+            "streaks",
+            """
             select * from unnest(\(ids), \(states.map(\.currentStreak)), \(states.map(\.longestStreak)),
                                  \(states.map { text($0.lastCheckinDate) }), \(states.map(\.freezeUsedThisWeek)),
                                  \(states.map { text($0.weekStartDate) }), \(changes.map(\.change.settledThrough)),
@@ -223,7 +241,9 @@ public struct ValidateStreaksJob: PlainJob {
                         settled_through, missed_days, expected)
             """)
         // Compare-and-set on settled_through: a row that moved since it was read is not overwritten.
-        writes.step("updated_streaks", """
+        writes.step(
+            "updated_streaks",
+            """
             update user_streaks s
                set current_streak = c.current_streak, longest_streak = c.longest_streak,
                    last_checkin_date = nullif(c.last_checkin, '')::date, freeze_used_this_week = c.freeze_used,
@@ -236,7 +256,9 @@ public struct ValidateStreaksJob: PlainJob {
         // A user without a streak row (read as expecting no settled day) gets one.
         let new = changes.filter { $0.change.expectedSettledThrough == nil }
         if !new.isEmpty {
-            writes.step("inserted_streaks", """
+            writes.step(
+                "inserted_streaks",
+                """
                 insert into user_streaks (user_id, current_streak, longest_streak, last_checkin_date, freeze_used_this_week,
                                           week_start_date, settled_through, missed_days, created_at, updated_at)
                 select c.user_id, c.current_streak, c.longest_streak, nullif(c.last_checkin, '')::date, c.freeze_used,
@@ -247,15 +269,19 @@ public struct ValidateStreaksJob: PlainJob {
                 returning user_id
                 """)
         }
-        let written: SQLFragment = new.isEmpty
+        let written: SQLFragment =
+            new.isEmpty
             ? "(select count(*) from updated_streaks)"
             : "(select count(*) from updated_streaks) + (select count(*) from inserted_streaks)"
-        writes.expect("\(written) = \(changes.count)",
-                      else: "user_streaks changed while the batch was deciding; the user will be settled on the next run")
+        writes.expect(
+            "\(written) = \(changes.count)",
+            else: "user_streaks changed while the batch was deciding; the user will be settled on the next run")
 
         let streakDays = changes.flatMap { change in change.change.streakDays.map { (change.itemID, $0.key, $0.value) } }
         if !streakDays.isEmpty {
-            writes.step("streak_days", """
+            writes.step(
+                "streak_days",
+                """
                 update daily_tracking t set streak_day = v.streak_day
                   from unnest(\(streakDays.map(\.0)), \(streakDays.map(\.1)), \(streakDays.map(\.2))) as v(user_id, day, streak_day)
                  where t.user_id = v.user_id and t.date = v.day
@@ -263,7 +289,9 @@ public struct ValidateStreaksJob: PlainJob {
         }
         let badges = changes.flatMap { change in change.change.badges.map { (change.itemID, $0.key.rawValue, $0.value) } }
         if !badges.isEmpty {
-            writes.step("badges", """
+            writes.step(
+                "badges",
+                """
                 insert into user_badges (user_id, badge, earned_at)
                 select * from unnest(\(badges.map(\.0)), \(badges.map(\.1)), \(badges.map(\.2)))
                 on conflict (user_id, badge) do nothing

@@ -7,15 +7,21 @@ public enum DigestEmail {
     public static let template = "weekly_digest"
 
     /// `postalAddress`: the sender's (`NUDGE_POSTAL_ADDRESS`), in the footer as CAN-SPAM requires.
-    public static func render(_ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
-                              dashboardURL: String?, postalAddress: String, templates: EmailTemplates) -> RenderedEmail {
-        templates.render(template, locale: copy.locale, subject: copy.subject(week),
-                         model: model(week, copy: copy, name: name, email: email, unsubscribeURL: unsubscribeURL,
-                                      dashboardURL: dashboardURL, postalAddress: postalAddress))
+    public static func render(
+        _ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
+        dashboardURL: String?, postalAddress: String, templates: EmailTemplates
+    ) -> RenderedEmail {
+        templates.render(
+            template, locale: copy.locale, subject: copy.subject(week),
+            model: model(
+                week, copy: copy, name: name, email: email, unsubscribeURL: unsubscribeURL,
+                dashboardURL: dashboardURL, postalAddress: postalAddress))
     }
 
-    static func model(_ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
-                      dashboardURL: String?, postalAddress: String) -> [String: Any] {
+    static func model(
+        _ week: WeekInReview, copy: DigestCopy, name: String?, email: String, unsubscribeURL: String,
+        dashboardURL: String?, postalAddress: String
+    ) -> [String: Any] {
         let french = copy.locale == "fr"
         let displayName = name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         var model: [String: Any] = [
@@ -76,10 +82,14 @@ public enum DigestEmail {
 
     /// "Week of November 16, 2026", "Semaine du 16 novembre 2026".
     static func weekLabel(_ monday: LocalDate, french: Bool) -> String {
-        let english = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-                       "November", "December"]
-        let francais = ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
-                        "novembre", "décembre"]
+        let english = [
+            "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+            "November", "December",
+        ]
+        let francais = [
+            "janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
+            "novembre", "décembre",
+        ]
         let (year, month, day) = monday.components
         return french
             ? "Semaine du \(day == 1 ? "1er" : String(day)) \(francais[month - 1]) \(year)"

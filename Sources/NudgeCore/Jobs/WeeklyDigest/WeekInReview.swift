@@ -89,8 +89,10 @@ public enum WeeklyDigestRules {
 
     /// How many weeks in a row before the week starting `monday` were quiet, counting only weeks
     /// from `firstMonday` (the first the user had a digest for), at most `quietWeeksBeforeRest`.
-    public static func quietWeeks(before monday: LocalDate, since firstMonday: LocalDate,
-                                  tracking: [LocalDate: TrackingDay]) -> Int {
+    public static func quietWeeks(
+        before monday: LocalDate, since firstMonday: LocalDate,
+        tracking: [LocalDate: TrackingDay]
+    ) -> Int {
         var count = 0
         var week = monday.adding(days: -7)
         while count < quietWeeksBeforeRest, week >= firstMonday, !hadActivity(monday: week, tracking: tracking) {
@@ -105,10 +107,12 @@ public enum WeeklyDigestRules {
     /// days, the streak as validate-streaks last settled it, the weekly steps goal, the weekly
     /// ranks, and what next week's goal needs (sign-up, circles).
     /// `nextWeekSet` is next week's steps goal when one is already set (and the circle that set it).
-    public static func review(monday: LocalDate, signedUpOn signup: LocalDate, tracking: [LocalDate: TrackingDay],
-                              dailyStepsGoals: [LocalDate: Int], weeklyStepsGoal: Int?,
-                              settledStreak: (current: Int, through: LocalDate?)?, ranks: [WeekInReview.CircleRank],
-                              memberships: [FitCircleMembership], nextWeekSet: (target: Int, circleID: UUID?)? = nil) -> WeekInReview {
+    public static func review(
+        monday: LocalDate, signedUpOn signup: LocalDate, tracking: [LocalDate: TrackingDay],
+        dailyStepsGoals: [LocalDate: Int], weeklyStepsGoal: Int?,
+        settledStreak: (current: Int, through: LocalDate?)?, ranks: [WeekInReview.CircleRank],
+        memberships: [FitCircleMembership], nextWeekSet: (target: Int, circleID: UUID?)? = nil
+    ) -> WeekInReview {
         let days = (0..<7).map { monday.adding(days: $0) }
         let usable = days.compactMap { tracking[$0] }.filter { $0.impossibility == nil }
         let stepDays = usable.compactMap(\.steps)
@@ -133,25 +137,32 @@ public enum WeeklyDigestRules {
             achievement = .everyCheckIn
         }
         let nextMonday = monday.adding(days: 7)
-        let rules = GoalRules.weeklyTargets(monday: nextMonday, asOf: nextMonday, signedUpOn: signup, tracking: tracking,
-                                            memberships: memberships)[.steps]
-        let fromBaseline = GoalRules.dailyTargets(on: nextMonday, signedUpOn: signup, tracking: tracking,
-                                                  memberships: memberships).stepsFromBaseline
+        let rules = GoalRules.weeklyTargets(
+            monday: nextMonday, asOf: nextMonday, signedUpOn: signup, tracking: tracking,
+            memberships: memberships)[.steps]
+        let fromBaseline = GoalRules.dailyTargets(
+            on: nextMonday, signedUpOn: signup, tracking: tracking,
+            memberships: memberships
+        ).stepsFromBaseline
         let next = nextWeekSet?.target ?? Int(rules?.target ?? Double(GoalRules.weeklyStepsDefault))
         let circleID = nextWeekSet.map(\.circleID) ?? rules?.circleID
         let source: WeekInReview.NextGoalSource = circleID != nil ? .circle : (fromBaseline ? .progress : .standard)
-        return WeekInReview(monday: monday, steps: steps, stepsGoal: weeklyStepsGoal, daysGoalMet: met, daysWithGoal: withGoal,
-                            streak: streak, streakHeldAllWeek: held,
-                            weightChange: GoalRules.weightChange(to: monday, through: monday.adding(days: 6), tracking: tracking),
-                            ranks: ranks.sorted { ($0.rank, $0.circle) < ($1.rank, $1.circle) },
-                            topAchievement: achievement, nextWeekStepsGoal: next, nextGoalSource: source, nextGoalCircleID: circleID,
-                            hadActivity: hadActivity)
+        return WeekInReview(
+            monday: monday, steps: steps, stepsGoal: weeklyStepsGoal, daysGoalMet: met, daysWithGoal: withGoal,
+            streak: streak, streakHeldAllWeek: held,
+            weightChange: GoalRules.weightChange(to: monday, through: monday.adding(days: 6), tracking: tracking),
+            ranks: ranks.sorted { ($0.rank, $0.circle) < ($1.rank, $1.circle) },
+            topAchievement: achievement, nextWeekStepsGoal: next, nextGoalSource: source, nextGoalCircleID: circleID,
+            hadActivity: hadActivity)
     }
 
     /// Days of the week starting `monday` whose steps reached that day's goal, of the days that had one.
-    static func goalDays(monday: LocalDate, tracking: [LocalDate: TrackingDay],
-                         dailyStepsGoals: [LocalDate: Int]) -> (met: Int, withGoal: Int) {
-        var met = 0, withGoal = 0
+    static func goalDays(
+        monday: LocalDate, tracking: [LocalDate: TrackingDay],
+        dailyStepsGoals: [LocalDate: Int]
+    ) -> (met: Int, withGoal: Int) {
+        var met = 0
+        var withGoal = 0
         for offset in 0..<7 {
             let day = monday.adding(days: offset)
             guard let goal = dailyStepsGoals[day] else { continue }
@@ -164,9 +175,12 @@ public enum WeeklyDigestRules {
     /// The streak at the digest's moment (Sunday evening): as validate-streaks settled it through
     /// Saturday (counted from the tracking when it has not), plus Sunday when the user has checked
     /// in. It held all week when Monday to Saturday all kept it.
-    static func streakAtWeekEnd(monday: LocalDate, tracking: [LocalDate: TrackingDay],
-                                settled: (current: Int, through: LocalDate?)?) -> (streak: Int, held: Bool) {
-        let saturday = monday.adding(days: 5), sunday = monday.adding(days: 6)
+    static func streakAtWeekEnd(
+        monday: LocalDate, tracking: [LocalDate: TrackingDay],
+        settled: (current: Int, through: LocalDate?)?
+    ) -> (streak: Int, held: Bool) {
+        let saturday = monday.adding(days: 5)
+        let sunday = monday.adding(days: 6)
         let throughSaturday: Int
         if let settled, settled.through == saturday {
             throughSaturday = settled.current

@@ -127,10 +127,12 @@ public struct WeeklyDigestJob: RegisteredJob {
             return .failure(Reason("signed up less than 3 days before Sunday \(latest) \(moment): no digest for that week"))
         }
         if let minutes = definition.dueForMinutes, run.now >= dueAt.addingTimeInterval(Double(minutes) * 60) {
-            return .failure(Reason("""
-                the digest of the week ending \(latest) was due at \(moment) local time and is more than \(minutes / 60) hours \
-                late; backfill it with --date \(latest)
-                """))
+            return .failure(
+                Reason(
+                    """
+                    the digest of the week ending \(latest) was due at \(moment) local time and is more than \(minutes / 60) hours \
+                    late; backfill it with --date \(latest)
+                    """))
         }
         return .success([latest])
     }
@@ -153,7 +155,8 @@ public struct WeeklyDigestJob: RegisteredJob {
             dueWeeks[user.user.id] = sundays
         }
         guard !ranges.isEmpty else { return [:] }
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             select u.id, u.display_name, u.email,
                    coalesce(np.push_enabled, true), coalesce(np.push_weekly_digest, true),
                    coalesce(np.email_enabled, true), coalesce(np.email_weekly_digest, true), coalesce(ep.weekly_digest, true),
@@ -206,13 +209,19 @@ public struct WeeklyDigestJob: RegisteredJob {
             let ranks: [LocalDate: [WeekInReview.CircleRank]]
         }
         var read: [UUID: Row] = [:]
-        for try await (id, name, email, pushEnabled, pushDigest, emailEnabled, emailDigest, emailPreference, hasDevice,
-                       hasStreak, current, settled, digested, weekMondays, weekTargets, weekCircles, goalDays, goalTargets,
-                       rankMondays, rankCircles, ranks)
-            in rows.decode((UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Int, LocalDate?, [LocalDate],
-                            [LocalDate], [Int], [String], [LocalDate], [Int], [LocalDate], [String], [Int]).self) {
+        for try await (
+            id, name, email, pushEnabled, pushDigest, emailEnabled, emailDigest, emailPreference, hasDevice,
+            hasStreak, current, settled, digested, weekMondays, weekTargets, weekCircles, goalDays, goalTargets,
+            rankMondays, rankCircles, ranks
+        )
+            in rows.decode(
+                (
+                    UUID, String?, String?, Bool, Bool, Bool, Bool, Bool, Bool, Bool, Int, LocalDate?, [LocalDate],
+                    [LocalDate], [Int], [String], [LocalDate], [Int], [LocalDate], [String], [Int]
+                ).self)
+        {
             guard weekMondays.count == weekTargets.count, weekTargets.count == weekCircles.count, goalDays.count == goalTargets.count,
-                  rankMondays.count == rankCircles.count, rankCircles.count == ranks.count
+                rankMondays.count == rankCircles.count, rankCircles.count == ranks.count
             else { throw MalformedData("the user's goals or ranks changed while they were read") }
             var preferences = DigestPreferences()
             preferences.pushEnabled = pushEnabled
@@ -224,12 +233,14 @@ public struct WeeklyDigestJob: RegisteredJob {
             for index in rankMondays.indices {
                 byWeek[rankMondays[index], default: []].append(WeekInReview.CircleRank(circle: rankCircles[index], rank: ranks[index]))
             }
-            read[id] = Row(name: name, email: email?.trimmingCharacters(in: .whitespaces), preferences: preferences,
-                           hasDevice: hasDevice, streak: hasStreak ? (current, settled) : nil, digested: Set(digested),
-                           weekly: Dictionary(weekMondays.indices.map { (weekMondays[$0], (weekTargets[$0], UUID(uuidString: weekCircles[$0]))) },
-                                              uniquingKeysWith: { first, _ in first }),
-                           daily: Dictionary(zip(goalDays, goalTargets), uniquingKeysWith: { first, _ in first }),
-                           ranks: byWeek)
+            read[id] = Row(
+                name: name, email: email?.trimmingCharacters(in: .whitespaces), preferences: preferences,
+                hasDevice: hasDevice, streak: hasStreak ? (current, settled) : nil, digested: Set(digested),
+                weekly: Dictionary(
+                    weekMondays.indices.map { (weekMondays[$0], (weekTargets[$0], UUID(uuidString: weekCircles[$0]))) },
+                    uniquingKeysWith: { first, _ in first }),
+                daily: Dictionary(zip(goalDays, goalTargets), uniquingKeysWith: { first, _ in first }),
+                ranks: byWeek)
         }
         // The weeks' facts only for the users with a week left to digest: a user read again the
         // same week (a changed time zone) costs the first read alone.
@@ -240,9 +251,10 @@ public struct WeeklyDigestJob: RegisteredJob {
         let memberships = try await FitCircleMembership.load(for: calendars, on: connection, logger: run.logger)
         var facts: [UUID: Facts] = [:]
         for (id, row) in read {
-            facts[id] = Facts(digested: row.digested, name: row.name, email: row.email, preferences: row.preferences,
-                              hasDevice: row.hasDevice, streak: row.streak, weeklyStepsGoals: row.weekly, dailyStepsGoals: row.daily,
-                              ranks: row.ranks, tracking: tracking[id] ?? [:], memberships: memberships[id] ?? [])
+            facts[id] = Facts(
+                digested: row.digested, name: row.name, email: row.email, preferences: row.preferences,
+                hasDevice: row.hasDevice, streak: row.streak, weeklyStepsGoals: row.weekly, dailyStepsGoals: row.daily,
+                ranks: row.ranks, tracking: tracking[id] ?? [:], memberships: memberships[id] ?? [])
         }
         return facts
     }
@@ -254,8 +266,10 @@ public struct WeeklyDigestJob: RegisteredJob {
         let next = nextDue(for: due, run: run)
         /// Nothing to digest: the user waits for their next Sunday.
         func waiting(_ why: String) -> Decision<Change> {
-            .later(PlannedChange(itemID: user.user.id, change: Change(digests: [], dueAt: due.dueAt, nextDue: next),
-                                 work: [], notifications: [], tally: [:]), why)
+            .later(
+                PlannedChange(
+                    itemID: user.user.id, change: Change(digests: [], dueAt: due.dueAt, nextDue: next),
+                    work: [], notifications: [], tally: [:]), why)
         }
         let sundays: [LocalDate]
         switch dueSundays(for: user, run: run) {
@@ -291,9 +305,12 @@ public struct WeeklyDigestJob: RegisteredJob {
             if !week.hadActivity {
                 let quiet = WeeklyDigestRules.quietWeeks(before: monday, since: firstMonday(for: user), tracking: facts.tracking)
                 if quiet >= WeeklyDigestRules.quietWeeksBeforeRest {
-                    work.append(WorkMark(localDay: sunday, outcome: "resting", detail: """
-                        \(quiet) quiet weeks in a row before this one: no digest until the user is active again
-                        """))
+                    work.append(
+                        WorkMark(
+                            localDay: sunday, outcome: "resting",
+                            detail: """
+                                \(quiet) quiet weeks in a row before this one: no digest until the user is active again
+                                """))
                     tally["resting", default: 0] += 1
                     continue
                 }
@@ -301,37 +318,48 @@ public struct WeeklyDigestJob: RegisteredJob {
             let dueAt = calendar.instant(of: sunday, at: moment)
             var channels: [String] = []
             if pushRefusal == nil {
-                notifications.append(OutboxMessage(
-                    type: Self.type, localDay: sunday, deliverAfter: dueAt, title: copy.pushTitle, body: copy.pushBody(week),
-                    payload: #"{"type":"\#(Self.type)","deep_link":"\#(Self.deepLink)","week_start":"\#(monday)"}"#))
+                notifications.append(
+                    OutboxMessage(
+                        type: Self.type, localDay: sunday, deliverAfter: dueAt, title: copy.pushTitle, body: copy.pushBody(week),
+                        payload: #"{"type":"\#(Self.type)","deep_link":"\#(Self.deepLink)","week_start":"\#(monday)"}"#))
                 channels.append("push")
             }
             var renderedEmail: RenderedEmail?
             if emailRefusal == nil, let address = facts.email {
                 let unsubscribe = email.links.url(user: user.user.id, type: .weeklyDigest)
-                let rendered = DigestEmail.render(week, copy: copy, name: facts.name, email: address, unsubscribeURL: unsubscribe,
-                                                  dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
-                                                  templates: email.templates)
-                let payload = EmailPayload(emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
-                                           unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
-                notifications.append(OutboxMessage(type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
-                                                   body: rendered.text, payload: payload.json, channel: .email))
+                let rendered = DigestEmail.render(
+                    week, copy: copy, name: facts.name, email: address, unsubscribeURL: unsubscribe,
+                    dashboardURL: email.dashboardURL, postalAddress: email.postalAddress,
+                    templates: email.templates)
+                let payload = EmailPayload(
+                    emailType: EmailType.weeklyDigest.rawValue, html: rendered.html,
+                    unsubscribeURL: unsubscribe, tags: ["week_start": monday.description])
+                notifications.append(
+                    OutboxMessage(
+                        type: Self.type, localDay: sunday, deliverAfter: dueAt, title: rendered.subject,
+                        body: rendered.text, payload: payload.json, channel: .email))
                 renderedEmail = rendered
                 channels.append("email")
             }
             let withheld = [pushRefusal.map { "push: \($0)" }, emailRefusal.map { "email: \($0)" }].compactMap { $0 }
-            work.append(WorkMark(localDay: sunday, outcome: channels.isEmpty ? "no_channel" : (week.hadActivity ? "digested" : "quiet_week"),
-                                 detail: (channels + withheld + implausible).joined(separator: ", ")))
+            work.append(
+                WorkMark(
+                    localDay: sunday, outcome: channels.isEmpty ? "no_channel" : (week.hadActivity ? "digested" : "quiet_week"),
+                    detail: (channels + withheld + implausible).joined(separator: ", ")))
             for channel in channels { tally["queued:\(channel)", default: 0] += 1 }
             for reason in [pushRefusal, emailRefusal].compactMap({ $0 }) { tally["withheld:\(reason)", default: 0] += 1 }
             if !week.hadActivity { tally["quiet_weeks", default: 0] += 1 }
             // (A backfill of a past week sets no goal for a week already over.)
             let told = !channels.isEmpty && nextSet == nil && sunday.adding(days: 7) >= calendar.localDate(at: run.now)
-            digests.append(Digest(sunday: sunday, week: week, email: renderedEmail,
-                                  setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
+            digests.append(
+                Digest(
+                    sunday: sunday, week: week, email: renderedEmail,
+                    setsNextGoal: told ? (week.nextWeekStepsGoal, week.nextGoalCircleID) : nil))
         }
-        return .act(PlannedChange(itemID: user.user.id, change: Change(digests: digests, dueAt: due.dueAt, nextDue: next),
-                                  work: work, notifications: notifications, tally: tally))
+        return .act(
+            PlannedChange(
+                itemID: user.user.id, change: Change(digests: digests, dueAt: due.dueAt, nextDue: next),
+                work: work, notifications: notifications, tally: tally))
     }
 
     /// The Monday of the first week the user had a digest for: the first whose Sunday digest came
@@ -350,15 +378,18 @@ public struct WeeklyDigestJob: RegisteredJob {
     /// Next week's steps goal as told (the work marks and the outbox rows are the runner's). The
     /// circle a circle's goal comes from is the one generate-daily-goals finds on Monday.
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
-        var writes = DueSource.moveWrites(job: definition.name, users: changes.map(\.itemID),
-                                          expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
+        var writes = DueSource.moveWrites(
+            job: definition.name, users: changes.map(\.itemID),
+            expected: changes.map(\.change.dueAt), next: changes.map(\.change.nextDue))
         let goals = changes.flatMap { change in
             change.change.digests.compactMap { digest in
                 digest.setsNextGoal.map { (change.itemID, digest.sunday.adding(days: 1), $0.target, $0.circleID?.uuidString ?? "") }
             }
         }
         guard !goals.isEmpty else { return writes }
-        writes.step("next_weekly_goals", """
+        writes.step(
+            "next_weekly_goals",
+            """
             insert into weekly_goals (user_id, week_start, goal_type, target_value, fitcircle_id, created_at)
             select user_id, week_start, 'steps', target, nullif(circle, '')::uuid, \(run.now)
               from unnest(\(goals.map(\.0)), \(goals.map(\.1)), \(goals.map(\.2)), \(goals.map(\.3)))
