@@ -23,14 +23,29 @@ final class Child: Sendable {
     }
 
     let pid: pid_t
-    private let pipes: (out: Int32, err: Int32)?
+    /// The read ends of its output's pipes, until `output()` takes them.
+    private let pipes: Mutex<(out: Int32, err: Int32)?>
     /// The status `waitpid` returned, once it has.
     private let status = Mutex<Int32?>(nil)
     private let ended = DispatchSemaphore(value: 0)   // blocks: waited on only in threads of their own (`waitForEnd`)
 
     private init(pid: pid_t, pipes: (out: Int32, err: Int32)?) {
         self.pid = pid
-        self.pipes = pipes
+        self.pipes = Mutex(pipes)
+    }
+
+    deinit {
+        if let pipes = takePipes() {
+            close(pipes.out)
+            close(pipes.err)
+        }
+    }
+
+    private func takePipes() -> (out: Int32, err: Int32)? {
+        pipes.withLock { pipes in
+            defer { pipes = nil }
+            return pipes
+        }
     }
 
     /// Starts `executable` (a path: no search) with `arguments` in `environment`.
@@ -44,9 +59,22 @@ final class Child: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // A process group of its own, as Foundation's: a signal meant for the tests is not its.
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        // A process group of its own: a signal meant for the tests is not its. And the signals as
+        // a new program expects them, not as the thread that starts it has them (Swift's and
+        // Dispatch's threads block most; the test program ignores some): none blocked, each
+        // handled as by default.
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         posix_spawnattr_setpgroup(&attributes, 0)
+        var none = sigset_t()
+        var all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        sigdelset(&all, SIGKILL)
+        sigdelset(&all, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        // Every descriptor above the three is closed in it (below), whoever opened it and when.
+        guard let closeFrom = closeFrom else { throw TestFailure("posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later)") }
 
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         var readEnds: [Int32] = []
@@ -71,11 +99,16 @@ final class Child: Sendable {
             posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         }
-        // Every descriptor above the three, whoever opened it and when.
-        guard let closeFrom = closeFrom else { throw TestFailure("posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later)") }
         _ = closeFrom(&actions, 3)
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        // Without what `stdbuf` (scripts/test) gave the test program to make its own output a line
+        // at a time.
+        var environment = environment
+        if environment["LD_PRELOAD"]?.contains("libstdbuf") == true {
+            environment["LD_PRELOAD"] = nil
+            for key in environment.keys where key.hasPrefix("_STDBUF_") { environment[key] = nil }
+        }
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
@@ -90,8 +123,11 @@ final class Child: Sendable {
         let child = Child(pid: pid, pipes: readEnds.isEmpty ? nil : (readEnds[0], readEnds[1]))
         onThreadOfItsOwn { [pid] in
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}   // blocks: a thread of its own
-            child.status.withLock { $0 = status }
+            var waited: Int32
+            repeat {
+                waited = waitpid(pid, &status, 0)   // blocks: a thread of its own
+            } while waited == -1 && errno == EINTR
+            child.status.withLock { $0 = waited == pid ? status : Child.notWaited }
             child.ended.signal()
         }
         return child
@@ -106,12 +142,24 @@ final class Child: Sendable {
     /// Whether the process has ended (without waiting for it).
     var hasEnded: Bool { status.withLock { $0 != nil } }
 
+    /// The status noted when `waitpid` failed (the process was not this program's to wait for):
+    /// not a status a process can end with.
+    private static let notWaited = Int32.min
+
+    /// Sends `signal` to the process, unless it has ended (its number may be another's by now).
+    func signal(_ signal: Int32) {
+        status.withLock { status in
+            if status == nil { kill(pid, signal) }
+        }
+    }
+
     /// Its exit status, or the signal that ended it (as Foundation's `terminationStatus`), once it
     /// has ended: blocks until then, so only ever on a thread of its own.
     func waitForEnd() -> Int32 {
         ended.wait()   // blocks: only from a thread of its own
         ended.signal()   // for a later wait
         let status = self.status.withLock { $0! }
+        guard status != Self.notWaited else { return -1 }
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : signal
     }
@@ -119,7 +167,7 @@ final class Child: Sendable {
     /// What the process wrote to its pipes, to their end (`Output.pipes`): blocks until the
     /// process and any it left behind have closed them, so only ever on a thread of its own.
     func output() -> (out: Data, err: Data) {
-        guard let pipes else { return (Data(), Data()) }
+        guard let pipes = takePipes() else { return (Data(), Data()) }
         let group = DispatchGroup()   // blocks: only from a thread of its own
         nonisolated(unsafe) var out = Data()
         nonisolated(unsafe) var err = Data()

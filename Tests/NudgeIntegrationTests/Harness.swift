@@ -133,7 +133,7 @@ struct TestDatabase: Sendable {
     /// is as before.
     func pinned<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
         var copy = self
-        let session = try await TestSQL.Pinned(url: url)
+        let session = try await TestSQL.Pinned(url: url, mode: .pinned)
         copy.session = session
         do {
             let value = try await body(copy)
@@ -433,7 +433,7 @@ final class RunningProcess: Sendable {
         child = try Child.start(executable, arguments, environment: environment, output: .files(out: outURL, err: errURL))
     }
 
-    func signal(_ signal: Int32) { kill(child.pid, signal) }
+    func signal(_ signal: Int32) { child.signal(signal) }
 
     /// Whether the process has ended (without waiting for it).
     var hasExited: Bool { child.hasEnded }

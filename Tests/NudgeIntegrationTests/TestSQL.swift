@@ -48,7 +48,7 @@ enum TestSQL {
             }
         }
         do {
-            return try await run(sql, on: try await Pinned(url: url, kept: true), url: url)
+            return try await run(sql, on: try await Pinned(url: url, mode: .kept), url: url)
         } catch let ended as SessionEnded {
             throw TestFailure("SQL failed: \(ended)\n\(sql)")
         }
@@ -139,7 +139,7 @@ enum TestSQL {
     /// A session that has run `sql` and holds on to what it took (an advisory lock, a row lock of
     /// an open transaction) until `end()`: another program, as a test sees it.
     static func hold(_ sql: String, url: String) async throws -> Pinned {
-        let session = try await Pinned(url: url, keepsTransactions: true)
+        let session = try await Pinned(url: url, mode: .held)
         do {
             _ = try await session.run(sql)
         } catch {
@@ -149,16 +149,28 @@ enum TestSQL {
         return session
     }
 
-    /// One session kept for a scenario's thousands of calls (`TestDatabase.pinned`): its scripts
-    /// run one at a time, in the order they came, each as `run` would, but without a session
-    /// started and ended for each. What a script sets stays for the next (a scenario does not
-    /// rely on either). A script that leaves a transaction open is refused, and ends the session
-    /// (unless the session is one `hold` keeps); so is every script after the session ended.
+    /// One session of the server's, whose scripts run one at a time in the order they came; every
+    /// script sent after it ended is refused. What it is for is its `Mode`.
     final class Pinned: Sendable {
+        enum Mode {
+            /// One of the sessions `run` keeps between calls: each script bounded (`bound`, and
+            /// `statementBound` on the server's side), the session named `test-sql`, and reset
+            /// (`discard all`) or ended by `run` after each script.
+            case kept
+            /// One kept for a scenario's thousands of calls (`TestDatabase.pinned`), each run as
+            /// `run` would but without a session started and ended for each; what a script sets
+            /// stays for the next (a scenario does not rely on either). A script that leaves a
+            /// transaction open is refused, and ends the session. Bounded by `heldBound` alone.
+            case pinned
+            /// One `hold` keeps: what its scripts took (an advisory lock, an open transaction's
+            /// row locks) stays until `end()`. Bounded by `heldBound` alone.
+            case held
+        }
+
         private typealias Request = (sql: String, answer: CheckedContinuation<(rows: String, idle: Bool), any Error>)
         private let requests: AsyncStream<Request>.Continuation
         private let task: Task<Void, Never>
-        private let keepsTransactions: Bool
+        private let mode: Mode
         private let state = State()
         /// Which database, for `Waits`.
         private let database: String
@@ -170,16 +182,15 @@ enum TestSQL {
             let idle = Mutex(true)
         }
 
-        /// `kept`: a session `run` keeps between calls, with their bounds (`statementBound`) and
-        /// its name; otherwise one a test pins or holds, bounded by `heldBound` alone.
-        init(url: String, keepsTransactions: Bool = false, kept: Bool = false) async throws {
+        init(url: String, mode: Mode) async throws {
             let (stream, requests) = AsyncStream<Request>.makeStream()
             let (ready, isReady) = AsyncThrowingStream<Void, any Error>.makeStream()
             let database = (try? Address(url).database) ?? url
             self.database = database
             self.requests = requests
-            self.keepsTransactions = keepsTransactions
+            self.mode = mode
             let state = self.state
+            let kept = mode == .kept
             task = Task {
                 var pending: Request?
                 do {
@@ -221,7 +232,7 @@ enum TestSQL {
 
         func run(_ sql: String) async throws -> String {
             let answer = try await send(sql)
-            guard answer.idle || keepsTransactions else {
+            guard answer.idle || mode == .held else {
                 await end()
                 throw TestFailure("a pinned session's script left a transaction open: \(sql)")
             }

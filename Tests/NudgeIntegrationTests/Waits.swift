@@ -30,7 +30,7 @@ enum Waits {
         let thread = Thread {
             var reported = 0
             while true {
-                Thread.sleep(forTimeInterval: min(reportAfter / 4, 30))   // blocks: the watch's own thread
+                Thread.sleep(forTimeInterval: min(max(reportAfter / 4, 1), 30))   // blocks: the watch's own thread
                 let oldest = table.withLock { $0.entries.min { $0.value.since < $1.value.since } }
                 guard let (id, entry) = oldest, id != reported,
                     entry.since.duration(to: .now) > .seconds(reportAfter)
@@ -82,7 +82,7 @@ enum Waits {
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")")
             else { continue }
-            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            let fields = stat[close...].dropFirst(2).split(separator: " ")
             guard fields.count > 2, Int32(fields[1]) == me else { continue }
             let command =
                 (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?
