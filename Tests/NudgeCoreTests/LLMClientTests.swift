@@ -102,12 +102,27 @@ private let logger = Logger(label: "test")
         }
     }
 
+    /// A 429's `retry-after` is waited out on the client's clock, which the test moves as each
+    /// wait begins: the retry leaves once exactly that second has passed on it (the backoff, at
+    /// most 20 ms here, is shorter; the pace's next turn is held to the same second), whatever
+    /// the machine's load.
     @Test func retriesA429AfterItsRetryAfter() async throws {
         try await withStandIn(scripted([.status(429, retryAfter: "1")])) { server in
-            let reply = try await LLMClient.with(configuration(server), concurrency: 1) { try await $0.complete(prompt: "p", logger: logger) }
+            let clock = ManualWaitClock()
+            let advancing = Task {
+                for await deadline in clock.sleepers {
+                    let now = clock.now()
+                    if deadline > now { clock.advance(by: deadline - now) }
+                }
+            }
+            defer { advancing.cancel() }
+            let reply = try await LLMClient.with(configuration(server), concurrency: 1, waitClock: clock) {
+                try await $0.complete(prompt: "p", logger: logger)
+            }
             #expect(reply.text.contains("title"))
             #expect(server.requests.count == 2)
-            #expect(server.requests[1].receivedAt - server.requests[0].receivedAt >= .milliseconds(950))
+            #expect(clock.deadlines == [.seconds(1)])
+            #expect(clock.now() == .seconds(1))
         }
     }
 

@@ -39,6 +39,8 @@ public final class LLMClient: Sendable {
     private let httpClient: HTTPClient
     /// This process's own pace, for a client used without a database.
     private let localPace: LocalPace
+    /// What a call's waits (its turn, the time before a retry) are measured on.
+    private let waitClock: any WaitClock
 
     /// The longest a call waits for its turn under the pace.
     static let longestWaitForTurn: Duration = .seconds(120)
@@ -47,11 +49,12 @@ public final class LLMClient: Sendable {
     /// A `retry-after` longer than this fails the call instead of stalling the run.
     static let longestRetryAfter: Duration = .seconds(60)
 
-    private init(configuration: LLMConfiguration, concurrency: Int) throws(NudgeError) {
+    private init(configuration: LLMConfiguration, concurrency: Int, waitClock: any WaitClock) throws(NudgeError) {
         self.configuration = configuration
+        self.waitClock = waitClock
         httpClient = try ProviderHTTP(extraTrustedRoots: configuration.extraTrustedRoots, timeout: configuration.timeout)
             .makeClient(http2: false, connectionsPerHost: max(8, concurrency))
-        localPace = LocalPace(interval: Self.paceInterval(requestsPerMinute: configuration.requestsPerMinute))
+        localPace = LocalPace(interval: Self.paceInterval(requestsPerMinute: configuration.requestsPerMinute), clock: waitClock)
     }
 
     /// How much more unevenly late than their slots two requests may reach the provider: the
@@ -70,12 +73,13 @@ public final class LLMClient: Sendable {
         SharedPace(provider: configuration.provider.rawValue, interval: localPace.interval, database: database, logger: logger)
     }
 
-    /// A client for the length of `body`, shut down on every path out of it.
+    /// A client for the length of `body`, shut down on every path out of it, whose waits are
+    /// measured on `waitClock` (a run's: `RunOptions.waitClock`).
     public static func with<Result: Sendable>(
-        _ configuration: LLMConfiguration, concurrency: Int,
+        _ configuration: LLMConfiguration, concurrency: Int, waitClock: any WaitClock = SystemWaitClock(),
         _ body: (LLMClient) async throws -> Result
     ) async throws -> Result {
-        let client = try LLMClient(configuration: configuration, concurrency: concurrency)
+        let client = try LLMClient(configuration: configuration, concurrency: concurrency, waitClock: waitClock)
         let result: Result
         do {
             result = try await body(client)
@@ -108,7 +112,7 @@ public final class LLMClient: Sendable {
                     429, detail: "no turn under the shared pace (NUDGE_LLM_REQUESTS_PER_MINUTE) within \(Self.longestWaitForTurn)",
                     attempts: attempt - 1)
             }
-            if wait > .zero { try await Task.sleep(for: wait) }
+            if wait > .zero { try await waitClock.sleep(for: wait) }
             let failure: LLMError
             var retryAfter: Duration?
             switch try await send(request, attempt: attempt) {
@@ -138,7 +142,7 @@ public final class LLMClient: Sendable {
                 metadata: [
                     LogKey.reason: "\(failure)", "nudge.llm_attempt": "\(attempt)", "nudge.llm_retry_in": "\(delay)",
                 ])
-            try await Task.sleep(for: delay)
+            try await waitClock.sleep(for: delay)
         }
     }
 

@@ -196,6 +196,9 @@ public struct RunContext: Sendable {
     public let startedAt: Date
     /// The run's clock, for a job's outside step to ask the time again when it reaches a user.
     public let clock: any RunClock
+    /// What the run's waits are measured on (`RunOptions.waitClock`), for a job's outside step
+    /// that bounds a wait of its own.
+    public internal(set) var waitClock: any WaitClock = SystemWaitClock()
     /// The local days a backfill is limited to (`--date`, `--from/--to`); nil for a normal run.
     public let window: DayWindow?
     public let dryRun: Bool

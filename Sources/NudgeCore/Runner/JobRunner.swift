@@ -110,6 +110,7 @@ public struct JobRunner<J: Job>: Sendable {
             clock: options.clock, window: options.window, dryRun: options.dryRun, logger: logger,
             concurrency: options.concurrency, database: database)
         context.users = options.users
+        context.waitClock = options.waitClock
         logger.info(
             "run started",
             metadata: [

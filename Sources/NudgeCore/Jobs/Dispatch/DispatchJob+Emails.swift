@@ -121,7 +121,7 @@ extension DispatchJob {
         let limit = outsideTimeLimit ?? .seconds(60)
         return await withTaskGroup(of: [(EmailSlot, SendResult, String)]?.self) { group in
             group.addTask {
-                try? await Task.sleep(for: limit)
+                try? await run.waitClock.sleep(for: limit)
                 return nil
             }
             for request in requests {

@@ -41,7 +41,7 @@ public struct PushTriggerJob: RegisteredJob, OutsideCalls, Bookkeeping {
             return try await body(PushTriggerJob(definition: setup.definition, llm: nil, budget: setup.options.llmBudget))
         }
         let configuration = try LLMConfiguration(environment: setup.environment)
-        return try await LLMClient.with(configuration, concurrency: setup.options.concurrency) { client in
+        return try await LLMClient.with(configuration, concurrency: setup.options.concurrency, waitClock: setup.options.waitClock) { client in
             try await body(PushTriggerJob(definition: setup.definition, llm: client, budget: setup.options.llmBudget))
         }
     }
