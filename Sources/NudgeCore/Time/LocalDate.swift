@@ -160,3 +160,19 @@ public struct LocalTime: Hashable, Comparable, Sendable, TextCodable {
         self.init(text)
     }
 }
+
+extension LocalDate {
+    private static let englishMonths = [
+        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+        "November", "December",
+    ]
+    private static let frenchMonths = [
+        "janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
+        "novembre", "décembre",
+    ]
+
+    /// The date's month by its name, for copy: "November", or "novembre" in French.
+    public func monthName(french: Bool) -> String {
+        (french ? Self.frenchMonths : Self.englishMonths)[components.month - 1]
+    }
+}

@@ -39,13 +39,19 @@ extension DispatchRules {
             plan.outcomes[row.id] = wait
             return
         }
+        queue(row, to: phone, expiry: expiry, into: &plan)
+    }
+
+    /// `row`'s text planned to go to `phone`. Twilio keeps it no longer than it is worth: until the
+    /// call begins, or its shelf life ends. `leftAt` and `shownBy`: a request that left before
+    /// (`planLeftSMS`).
+    private static func queue(
+        _ row: QueuedNotification, to phone: PhoneNumber, expiry: Date, leftAt: Date? = nil, shownBy: Date? = nil,
+        into plan: inout Plan
+    ) {
         plan.outcomes[row.id] = .sms(plan.texts.count)
-        // Twilio keeps it no longer than it is worth: until the call begins, or its shelf life ends.
-        plan.texts.append(
-            PlannedSMS(
-                row: row.id, expiresAt: expiry,
-                request: SMSRequest(
-                    to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))))
+        let request = SMSRequest(to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry))
+        plan.texts.append(PlannedSMS(row: row.id, expiresAt: expiry, request: request, leftAt: leftAt, shownBy: shownBy))
     }
 
     /// An SMS whose request left without a clear answer (a time-out, a 5xx, a dispatcher that
@@ -72,13 +78,9 @@ extension DispatchRules {
                         "its request left at \(leftAt.formatted(.iso8601)) with no answer recorded, and Twilio could not be asked before its shelf life ended"))
             return
         }
-        plan.outcomes[row.id] = .sms(plan.texts.count)
-        plan.texts.append(
-            PlannedSMS(
-                row: row.id, expiresAt: expiry,
-                request: SMSRequest(
-                    to: phone, body: row.body, outboxID: row.id, validUntil: keepUntil(row, expiry: expiry)), leftAt: leftAt,
-                shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter)))
+        queue(
+            row, to: phone, expiry: expiry, leftAt: leftAt,
+            shownBy: row.requestShownBy ?? leftAt.addingTimeInterval(TwilioClient.listShowsAfter), into: &plan)
     }
 
     /// Whether a fallback SMS waits or is not needed, by its push

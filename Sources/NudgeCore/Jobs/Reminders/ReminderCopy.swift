@@ -285,15 +285,6 @@ public struct ReminderCopy: Sendable {
 
     /// "November 2026", "novembre 2026".
     func monthName(_ first: LocalDate) -> String {
-        let english = [
-            "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-            "November", "December",
-        ]
-        let francais = [
-            "janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
-            "novembre", "décembre",
-        ]
-        let (year, month, _) = first.components
-        return "\(french ? francais[month - 1] : english[month - 1]) \(year)"
+        "\(first.monthName(french: french)) \(first.components.year)"
     }
 }

@@ -183,14 +183,7 @@ struct ReminderPlan {
             mark(.dailyCheckin, today, "no_channel", "push: \(pushRefusal ?? "-"); email: \(refusal)")
             return
         }
-        let text = copy.checkinEmail(dayNumber: day, longestStreak: longest)
-        notifications.append(
-            job.emailMessage(
-                text, type: "daily_checkin", emailType: EmailType.dailyCheckinReminder.rawValue,
-                footer: .unsubscribe(
-                    type: .dailyCheckinReminder,
-                    url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
-                user: user, facts: facts, address: address, day: today, deliverAfter: moment))
+        queueCheckinEmail(at: moment)
         mark(.dailyCheckin, today, "email", "\(time) instead of the push: \(pushRefusal ?? "-"); \(reminder.why)")
     }
 
@@ -215,6 +208,12 @@ struct ReminderPlan {
             mark(.checkinEmailAfterPush, today, "no_channel", "the push reached no device (\(why)); email: \(refusal)")
             return
         }
+        queueCheckinEmail(at: moment)
+        mark(.checkinEmailAfterPush, today, "email", "\(time) after the push reached no device (\(why)); \(reminder.why)")
+    }
+
+    /// Today's check-in reminder by email, to go at `moment`, with its one-click unsubscribe.
+    private mutating func queueCheckinEmail(at moment: Date) {
         let text = copy.checkinEmail(dayNumber: dayNumber, longestStreak: facts.streak?.state.longestStreak ?? 0)
         notifications.append(
             job.emailMessage(
@@ -223,7 +222,6 @@ struct ReminderPlan {
                     type: .dailyCheckinReminder,
                     url: job.email.links.url(user: userID, type: .dailyCheckinReminder)),
                 user: user, facts: facts, address: address, day: today, deliverAfter: moment))
-        mark(.checkinEmailAfterPush, today, "email", "\(time) after the push reached no device (\(why)); \(reminder.why)")
     }
 
     /// When validate-streaks found yesterday a miss without a freeze (its push goes at 09:00):

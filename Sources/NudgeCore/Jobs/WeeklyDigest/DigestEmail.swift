@@ -82,17 +82,10 @@ public enum DigestEmail {
 
     /// "Week of November 16, 2026", "Semaine du 16 novembre 2026".
     static func weekLabel(_ monday: LocalDate, french: Bool) -> String {
-        let english = [
-            "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-            "November", "December",
-        ]
-        let francais = [
-            "janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
-            "novembre", "décembre",
-        ]
-        let (year, month, day) = monday.components
+        let (year, _, day) = monday.components
+        let month = monday.monthName(french: french)
         return french
-            ? "Semaine du \(day == 1 ? "1er" : String(day)) \(francais[month - 1]) \(year)"
-            : "Week of \(english[month - 1]) \(day), \(year)"
+            ? "Semaine du \(day == 1 ? "1er" : String(day)) \(month) \(year)"
+            : "Week of \(month) \(day), \(year)"
     }
 }
