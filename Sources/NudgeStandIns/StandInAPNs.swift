@@ -253,11 +253,11 @@ private final class APNsStreamHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let state: StandInAPNs.State
-    private let scripts: ScriptQueue?
+    private let scripts: ScriptQueue
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
 
-    init(state: StandInAPNs.State, scripts: ScriptQueue?) {
+    init(state: StandInAPNs.State, scripts: ScriptQueue) {
         self.state = state
         self.scripts = scripts
     }
@@ -274,10 +274,6 @@ private final class APNsStreamHandler: ChannelInboundHandler {
             for (name, value) in head.headers { lowered[name.lowercased()] = value }
             let payload = Data(body.readableBytesView)
             let (state, path, headers) = (self.state, head.uri, lowered)
-            guard let scripts else {
-                respond(Self.answer(path: path, headers: headers, payload: payload, state: state), apnsID: headers["apns-id"], context: context)
-                return
-            }
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             scripts.run(
                 { Self.answer(path: path, headers: headers, payload: payload, state: state) },

@@ -24,25 +24,30 @@ public enum StandInLoops {
     /// Whether the caller is a stand-in's script, running on its stand-in's queue.
     public static var isScript: Bool { ScriptQueue.isCurrent }
 
-    /// A new stand-in's queue for its scripts (none: on the loops).
-    static func scriptQueue(_ name: String) -> ScriptQueue? {
-        onTheLoops.load(ordering: .relaxed) ? nil : ScriptQueue(name)
+    /// Where a new stand-in runs its scripts: a queue of its own, or its event loop.
+    static func scriptQueue(_ name: String) -> ScriptQueue {
+        ScriptQueue(onTheLoops.load(ordering: .relaxed) ? nil : name)
     }
 }
 
-/// Where one stand-in's scripts run, one at a time, in the order they came.
+/// Where one stand-in's scripts run, one at a time, in the order they came: a queue of its own,
+/// or (no name) the event loop the request came on.
 struct ScriptQueue: Sendable {
-    private let queue: DispatchQueue
+    private let queue: DispatchQueue?
     /// Marks the queues' threads, for `isCurrent`.
     private static let key = DispatchSpecificKey<Bool>()
 
-    init(_ name: String) {
-        queue = DispatchQueue(label: "stand-in scripts: \(name)")
-        queue.setSpecific(key: Self.key, value: true)
+    init(_ name: String?) {
+        queue = name.map { DispatchQueue(label: "stand-in scripts: \($0)") }
+        queue?.setSpecific(key: Self.key, value: true)
     }
 
-    /// `script`'s answer, handed to `answer` on `eventLoop`.
+    /// `script`'s answer, handed to `answer` on `eventLoop`, the loop the caller is on.
     func run<T: Sendable>(_ script: @escaping @Sendable () -> T, answer: @escaping @Sendable (T) -> Void, on eventLoop: any EventLoop) {
+        guard let queue else {
+            answer(script())
+            return
+        }
         queue.async {
             let value = script()
             eventLoop.execute { answer(value) }
@@ -107,11 +112,11 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let handler: StandInHTTPServer.Handler
-    private let scripts: ScriptQueue?
+    private let scripts: ScriptQueue
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
 
-    init(handler: @escaping StandInHTTPServer.Handler, scripts: ScriptQueue?) {
+    init(handler: @escaping StandInHTTPServer.Handler, scripts: ScriptQueue) {
         self.handler = handler
         self.scripts = scripts
     }
@@ -131,11 +136,6 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
                 method: requestHead.method, path: requestHead.uri, headers: headers,
                 body: Data(body.readableBytesView), receivedAt: .now)
             let version = requestHead.version
-            guard let scripts else {
-                let (reply, latency) = handler(request)
-                answer(reply, after: latency, version: version, context: context)
-                return
-            }
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let handler = self.handler
             scripts.run(

@@ -168,19 +168,16 @@ final class Child: Sendable {
     /// process and any it left behind have closed them, so only ever on a thread of its own.
     func output() -> (out: Data, err: Data) {
         guard let pipes = takePipes() else { return (Data(), Data()) }
+        // Both at once, so that a full pipe never blocks the process: the error output on a
+        // thread started for it, the output on the caller's own.
         let group = DispatchGroup()   // blocks: only from a thread of its own
-        nonisolated(unsafe) var out = Data()
         nonisolated(unsafe) var err = Data()
-        group.enter()
-        onThreadOfItsOwn {
-            out = FileHandle(fileDescriptor: pipes.out, closeOnDealloc: true).readDataToEndOfFile()   // blocks: a thread of its own
-            group.leave()
-        }
         group.enter()
         onThreadOfItsOwn {
             err = FileHandle(fileDescriptor: pipes.err, closeOnDealloc: true).readDataToEndOfFile()   // blocks: a thread of its own
             group.leave()
         }
+        let out = FileHandle(fileDescriptor: pipes.out, closeOnDealloc: true).readDataToEndOfFile()   // blocks: the caller's own thread
         group.wait()   // blocks: only from a thread of its own
         return (out, err)
     }

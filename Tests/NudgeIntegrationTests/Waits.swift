@@ -60,13 +60,6 @@ enum Waits {
         _ = table.withLock { $0.entries.removeValue(forKey: id) }
     }
 
-    /// `body`, noted as waiting for `what` while it runs.
-    static func during<T>(_ what: @autoclosure () -> String, _ body: () async throws -> T) async rethrows -> T {
-        let id = begin(what())
-        defer { end(id) }
-        return try await body()
-    }
-
     /// The waits in progress, oldest first, and this process's children.
     static func report() -> String {
         let now = ContinuousClock.now
