@@ -71,6 +71,8 @@ public final class StandInAPNs: Sendable {
     public var requests: [Request] { state.log.withLock { $0.requests } }
     /// How many requests arrived, recorded or not.
     public var requestCount: Int { state.log.withLock { $0.count } }
+    /// One more each time a request has been recorded and answered: what a test waits on.
+    public var changes: Changes { state.changes }
     /// The distinct provider tokens (JWTs) requests carried.
     public var providerTokens: [String] { state.log.withLock { $0.tokensInOrder } }
 
@@ -86,6 +88,8 @@ public final class StandInAPNs: Sendable {
         let log = Mutex(Log())
         let script: Script
         let record: Bool
+        /// One more for every request answered.
+        let changes = Changes()
         let publicKey: P256.Signing.PublicKey
         let keyID: String
         let teamID: String
@@ -278,6 +282,7 @@ private final class APNsStreamHandler: ChannelInboundHandler {
             scripts.run(
                 { Self.answer(path: path, headers: headers, payload: payload, state: state) },
                 answer: { answer in
+                    state.changes.changed()
                     let (this, context) = bound.value
                     this.respond(answer, apnsID: headers["apns-id"], context: context)
                 }, on: context.eventLoop)

@@ -85,21 +85,25 @@ struct StandInHTTPServer: Sendable {
     typealias Handler = @Sendable (Request) -> (reply: Reply, latency: Duration)
 
     let port: Int
+    /// One more each time a request has been handled (its handler ran, so what it records is
+    /// there): what a test waits on.
+    let changes: Changes
     private let channel: any Channel
 
     static func start(port: Int, handler: @escaping Handler) async throws -> StandInHTTPServer {
         let scripts = StandInLoops.scriptQueue("HTTP \(port)")
+        let changes = Changes()
         let channel = try await ServerBootstrap(group: StandInLoops.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(StandInHTTPHandler(handler: handler, scripts: scripts))
+                    try channel.pipeline.syncOperations.addHandler(StandInHTTPHandler(handler: handler, scripts: scripts, changes: changes))
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
-        return StandInHTTPServer(port: channel.localAddress?.port ?? port, channel: channel)
+        return StandInHTTPServer(port: channel.localAddress?.port ?? port, changes: changes, channel: channel)
     }
 
     func shutdown() async {
@@ -113,12 +117,14 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
 
     private let handler: StandInHTTPServer.Handler
     private let scripts: ScriptQueue
+    private let changes: Changes
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
 
-    init(handler: @escaping StandInHTTPServer.Handler, scripts: ScriptQueue) {
+    init(handler: @escaping StandInHTTPServer.Handler, scripts: ScriptQueue, changes: Changes) {
         self.handler = handler
         self.scripts = scripts
+        self.changes = changes
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -137,9 +143,12 @@ private final class StandInHTTPHandler: ChannelInboundHandler {
                 body: Data(body.readableBytesView), receivedAt: .now)
             let version = requestHead.version
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let handler = self.handler
+            let (handler, changes) = (self.handler, self.changes)
             scripts.run(
-                { handler(request) },
+                {
+                    defer { changes.changed() }
+                    return handler(request)
+                },
                 answer: { reply, latency in
                     let (this, context) = bound.value
                     this.answer(reply, after: latency, version: version, context: context)

@@ -40,6 +40,8 @@ public final class StandInLLM: Sendable {
     public typealias Script = @Sendable (Request) -> (answer: Answer, latency: Duration)
 
     private let server: StandInHTTPServer
+    /// One more each time a request has been recorded and answered: what a test waits on.
+    public var changes: Changes { server.changes }
     private let log: RequestLog
 
     public var port: Int { server.port }

@@ -62,6 +62,8 @@ public final class StandInTwilio: Sendable {
     public let apiKeySID: String
     public let apiKeySecret: String
     private let server: StandInHTTPServer
+    /// One more each time a request has been recorded and answered: what a test waits on.
+    public var changes: Changes { server.changes }
     private let state: State
 
     public var baseURL: String { "http://127.0.0.1:\(server.port)" }

@@ -1,4 +1,5 @@
 import Foundation
+import NudgeStandIns
 import Synchronization
 
 #if canImport(Glibc)
@@ -28,6 +29,8 @@ final class Child: Sendable {
     /// The status `waitpid` returned, once it has.
     private let status = Mutex<Int32?>(nil)
     private let ended = DispatchSemaphore(value: 0)   // blocks: waited on only in threads of their own (`waitForEnd`)
+    /// One change, when the process has ended: what a test awaits.
+    let ends = Changes()
 
     private init(pid: pid_t, pipes: (out: Int32, err: Int32)?) {
         self.pid = pid
@@ -129,6 +132,7 @@ final class Child: Sendable {
             } while waited == -1 && errno == EINTR
             child.status.withLock { $0 = waited == pid ? status : Child.notWaited }
             child.ended.signal()
+            child.ends.changed()
         }
         return child
     }

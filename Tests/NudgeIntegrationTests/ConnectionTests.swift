@@ -153,7 +153,7 @@ struct TLSServer {
     /// An operation that does not answer on an open connection: the time-out comes with the
     /// connection closed, never before (a caller's `isClosed` decides whether it tries another).
     @Test func aTimeOutComesWithItsConnectionClosed() async throws {
-        let message = try await boundedWait { _, _ in try await Task.sleep(for: .seconds(120)) }
+        let message = try await boundedWait { _, _ in try await Task.sleep(for: .seconds(120)) }   // sleeps: a call that outlasts its bound
         #expect(message == "the database did not answer within 11.0 seconds (lost connection or network); closed", "\(message)")
     }
 

@@ -22,10 +22,8 @@ private let fakePostgres = #"""
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind((host, 0))
     server.listen(8)
-    with open(portfile + ".tmp", "w") as f:
+    with open(portfile, "w") as f:
         f.write(str(server.getsockname()[1]))
-    import os
-    os.rename(portfile + ".tmp", portfile)
     while True:
         conn, _ = server.accept()
         conn.settimeout(10)
@@ -88,13 +86,12 @@ private struct FakePostgres {
         #expect(made.status == 0, "\(made.stderr)")
         let script = folder.appendingPathComponent("fake.py")
         try Data(fakePostgres.utf8).write(to: script)
-        let portFile = folder.appendingPathComponent("port")
+        let portFile = try ReadyPipe(in: folder)
         let events = folder.appendingPathComponent("events")
         let process = try RunningProcess(
             "/usr/bin/env", ["python3", script.path, host, mode, portFile.path, events.path, cert, key],
             environment: ProcessInfo.processInfo.environment)
-        #expect(try await eventuallyHere(seconds: 20) { FileManager.default.fileExists(atPath: portFile.path) })
-        let port = try #require(Int(try String(contentsOf: portFile, encoding: .utf8)))
+        let port = try #require(Int(try await portFile.message("the fake server's port")))
         return FakePostgres(host: host, port: port, events: events, process: process)
     }
 

@@ -199,7 +199,10 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         var environment = stand.environment
         environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
         let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        #expect(try await eventuallyHere { stand.resend.sent.count == count })
+        try await until("\(count) emails at Resend", on: stand.resend.changes, dispatcher.end) {
+            if dispatcher.hasExited { throw TestFailure("the dispatcher ended first: \(await dispatcher.finished().stderr)") }
+            return stand.resend.sent.count == count
+        }
         dispatcher.signal(SIGKILL)
         _ = await dispatcher.finished()
     }
@@ -278,18 +281,17 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         try await DigestFixture.user(database, 2, zone: "Europe/London")
         for n in 1...2 { try await DigestFixture.activity(database, n, from: "2026-03-01", to: "2026-03-29") }
 
-        let port = Mutex(0)
+        let port = Latch<Int>()
         let server = Task {
             try await database.withDatabase { db in
                 try await NudgeServer.run(
                     database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"), twilioAuthToken: nil,
                     host: "127.0.0.1", port: 0, logger: db.logger
-                ) { bound in port.withLock { $0 = bound } }
+                ) { bound in port.set(bound) }
             }
         }
         defer { server.cancel() }
-        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
-        let base = "http://127.0.0.1:\(port.withLock { $0 })"
+        let base = "http://127.0.0.1:\(try await port.value("nudge serve's port"))"
 
         _ = try await weeklyDigest(database, at: at(Self.londonSunday), publicURL: base)
         let sent = try await database.nudge(["run", "dispatch", "--now", "2026-03-22T20:01:00Z"], environment: stand.environment)
@@ -349,18 +351,17 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         let free = try await runProcessOffThePool(
             "/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
         let chosen = try #require(Int(free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let port = Mutex(0)
+        let port = Latch<Int>()
         let server = Task {
             try await database.withDatabase { db in
                 let links = try UnsubscribeLinks(secret: digestSecret, publicURL: "http://127.0.0.1:\(chosen)")
                 try await NudgeServer.run(database: db, links: links, twilioAuthToken: nil, host: "127.0.0.1", port: chosen, logger: db.logger) { bound in
-                    port.withLock { $0 = bound }
+                    port.set(bound)
                 }
             }
         }
         defer { server.cancel() }
-        #expect(try await eventuallyHere { port.withLock { $0 } > 0 })
-        let base = "http://127.0.0.1:\(port.withLock { $0 })"
+        let base = "http://127.0.0.1:\(try await port.value("nudge serve's port"))"
         let link = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: UUID(uuidString: Fixture.userID(1))!, type: .weeklyDigest)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-browser-\(UUID())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -73,7 +73,10 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let first = try database.startNudge(
             ["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
             environment: environment)
-        #expect(try await eventuallyHere(seconds: 60) { push.apns.requestCount >= 300 })
+        try await until("300 pushes at APNs", on: push.apns.changes, first.end) {
+            if first.hasExited { throw TestFailure("the run ended first: \(await first.finished().stderr)") }
+            return push.apns.requestCount >= 300
+        }
         first.signal(SIGKILL)
         _ = await first.finished()
         let claimed = try await database.count("select count(*) from notification_outbox where status = 'sending'")
@@ -95,10 +98,13 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
                 select count(*) from notification_outbox o join held_leases h using (id)
                  where h.lease_until > (select at from early_ended) and (o.status <> 'sending' or o.lease_until <> h.lease_until)
                 """) == 0)
-        #expect(
-            try await eventuallyHere(seconds: 60) {
-                try await database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0
-            })
+        // The last lease ends: a wait for that moment, on the database's clock.
+        try await database.psql(
+            """
+            select pg_sleep(greatest(0, extract(epoch from max(lease_until) - clock_timestamp()) + 0.01))
+              from notification_outbox where status = 'sending'
+            """)
+        #expect(try await database.count("select count(*) from notification_outbox where status = 'sending' and lease_until > now()") == 0)
         let late = try await database.nudge(["run", "dispatch", "--now", "2026-03-10T12:01:30Z"] + gentle, environment: environment)
         #expect(late.status == 0, "\(late.stderr)")
         #expect(try await database.psql("select status, count(*) from notification_outbox group by 1") == "sent|1500")

@@ -18,27 +18,21 @@ private struct WebhookServer {
     let server: Task<Void, any Error>
 
     static func start(_ database: TestDatabase) async throws -> WebhookServer {
-        let port = Mutex(0)
-        let healthPort = Mutex(0)
+        let port = Latch<Int>()
+        let healthPort = Latch<Int>()
         let secret = try ResendWebhookSecret(webhookSecretText)
         let server = Task {
             try await database.withDatabase { db in
                 try await NudgeServer.run(
                     database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
                     twilioAuthToken: nil, resendWebhookSecret: secret, host: "127.0.0.1", port: 0, healthPort: 0,
-                    logger: db.logger, onRunning: { bound in port.withLock { $0 = bound } },
-                    onHealthRunning: { bound in healthPort.withLock { $0 = bound } })
+                    logger: db.logger, onRunning: { bound in port.set(bound) },
+                    onHealthRunning: { bound in healthPort.set(bound) })
             }
         }
-        let started = try await eventuallyHere(seconds: 120) { port.withLock { $0 } > 0 && healthPort.withLock { $0 } > 0 }
-        #expect(started)
-        let base = "http://127.0.0.1:\(port.withLock { $0 })"
-        // Its database answers: the first event is not the one that waits for the connection.
-        let healthy = try await eventuallyHere(seconds: 120) {
-            (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", "--max-time", "10", base + "/health"]))?.status == 0
-        }
-        #expect(healthy)
-        return WebhookServer(base: base, health: "http://127.0.0.1:\(healthPort.withLock { $0 })", server: server)
+        let base = "http://127.0.0.1:\(try await port.value("nudge serve's port"))"
+        let health = "http://127.0.0.1:\(try await healthPort.value("nudge serve's health port"))"
+        return WebhookServer(base: base, health: health, server: server)
     }
 
     /// Posts `body` as Resend's webhook delivery `id` would come, signed `timestamp` seconds from
@@ -53,7 +47,7 @@ private struct WebhookServer {
         let result = try await runProcessOffThePool(
             "/usr/bin/curl",
             [
-                "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-X", "POST",
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "\(Int(TestBudget.seconds))", "-X", "POST",
                 "-H", "Content-Type: application/json", "-H", "svix-id: \(id)", "-H", "svix-timestamp: \(timestamp)",
                 "-H", "svix-signature: \(signed)", "--data-binary", "@\(file.path)", base + ResendWebhook.path,
             ])

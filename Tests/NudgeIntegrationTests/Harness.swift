@@ -215,15 +215,14 @@ struct TestDatabase: Sendable {
     /// test's own idle sessions (TestSQL's) are ended first, for their counters.
     func othersEnded() async throws {
         await TestSQL.closeIdle(url)
-        let ended = try await eventuallyHere(seconds: 120) {
-            try await count(
-                """
-                select count(*) from pg_stat_activity
-                 where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
-                   and application_name <> 'test-sql'
-                """) == 0
-        }
-        guard ended else { throw TestFailure("sessions on \(name) still there after 120 s") }
+        let others = try await psql(
+            """
+            select pid from pg_stat_activity
+             where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'
+               and application_name <> 'test-sql'
+            """
+        ).split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
+        try await processesEnded(others, "the sessions \(others) on \(name) to end")
     }
 
     /// Every row of every table but the ones named, as text, in a stable order: for "nothing changed".
@@ -322,6 +321,9 @@ actor ProcessSlots {
     /// How many wait for a slot.
     var waiters: Int { waiting.count }
 
+    /// One more each time a waiter joins the queue.
+    nonisolated let changes = Changes()
+
     /// A slot for `what` (a command line, say), once one is free.
     func acquire(_ what: String) async -> Slot {
         let slot = Slot()
@@ -331,11 +333,14 @@ actor ProcessSlots {
             return slot
         }
         Task { [reportAfter] in
-            try? await Task.sleep(for: reportAfter)
+            try? await Task.sleep(for: reportAfter)   // sleeps: the report's own timer, no test's verdict
             self.reportIfWaiting(slot)
         }
         let wait = Waits.begin("a process slot for \(what)")
-        await withCheckedContinuation { waiting.append((slot, what, $0)) }
+        await withCheckedContinuation {
+            waiting.append((slot, what, $0))
+            changes.changed()
+        }
         Waits.end(wait)
         return slot
     }
@@ -438,6 +443,15 @@ final class RunningProcess: Sendable {
     /// Whether the process has ended (without waiting for it).
     var hasExited: Bool { child.hasEnded }
 
+    /// One change when it ends: for a wait on something it should do first, which its end
+    /// settles (`until(…, on: …, process.end)`, with `process.hasExited` in the condition).
+    var end: Changes { child.ends }
+
+    /// Whether it ends within `seconds`, told by its end.
+    func ends(within seconds: Double) async -> Bool {
+        await happens(before: .now + .seconds(seconds), on: [child.ends]) { child.hasEnded }
+    }
+
     var pid: Int32 { child.pid }
 
     /// Its status and output once it has ended, awaited off Swift's cooperative threads: a
@@ -461,36 +475,6 @@ final class RunningProcess: Sendable {
             stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
     }
-}
-
-/// Polls `condition` every 20 ms for up to `seconds`, sleeping without holding one of the pool's
-/// few threads: a stand-in or server of this process may be what makes it true.
-func eventuallyHere(seconds: Double = 30, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    return false
-}
-
-/// `body`'s value, or nil when it has not ended within `seconds`: for a test whose failure is a
-/// wait that never ends. `body` runs in a task of its own, which cannot hold the test with it.
-func ending<T: Sendable>(within seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
-    let outcome = Mutex<Result<T, any Error>?>(nil)
-    let task = Task {
-        do {
-            let value = try await body()
-            outcome.withLock { $0 = .success(value) }
-        } catch {
-            outcome.withLock { $0 = .failure(error) }
-        }
-    }
-    guard try await eventuallyHere(seconds: seconds, { outcome.withLock { $0 != nil } }) else {
-        task.cancel()
-        return nil
-    }
-    return try outcome.withLock { $0 }?.get()
 }
 
 /// An IPv4 address of this machine's that is not loopback: where a test listens or connects as

@@ -1,12 +1,18 @@
 import Foundation
+import NudgeStandIns
 import Synchronization
 import Testing
 
 /// Lines written from several tasks, read by the test.
 private final class Lines: Sendable {
     private let lines = Mutex<[String]>([])
+    /// One more for each line.
+    let changes = Changes()
 
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    func append(_ line: String) {
+        lines.withLock { $0.append(line) }
+        changes.changed()
+    }
 
     var all: [String] { lines.withLock { $0 } }
 }
@@ -25,13 +31,13 @@ private final class Lines: Sendable {
             order.append("dispatch")
             await slots.release(slot)
         }
-        while await slots.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await until("a waiter for the slot", on: slots.changes) { await slots.waiters == 1 }
         let second = Task {
             let slot = await slots.acquire("nudge run reminders")
             order.append("reminders")
             await slots.release(slot)
         }
-        #expect(try await eventuallyHere(seconds: 10) { reports.all.count == 2 })
+        try await until("two reports", on: reports.changes) { reports.all.count == 2 }
         let waited = reports.all.joined()
         #expect(waited.contains("'nudge run dispatch' has waited"), "\(waited)")
         // The second waiter's report comes while the first still waits.
@@ -48,7 +54,7 @@ private final class Lines: Sendable {
         // The slot is free once, not twice: a holder keeps the next one waiting.
         let held = await slots.acquire("one")
         let third = Task { _ = await slots.acquire("two") }
-        #expect(try await eventuallyHere(seconds: 10) { reports.all.last?.contains("'two' has waited") == true })
+        try await until("the report of 'two'", on: reports.changes) { reports.all.last?.contains("'two' has waited") == true }
         await slots.release(held)
         await third.value
     }

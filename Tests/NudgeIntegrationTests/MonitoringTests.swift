@@ -7,7 +7,7 @@ import Testing
     /// A loopback HTTP server that answers 200 and writes each request line to a file.
     private func healthcheckServer() async throws -> (RunningProcess, port: Int, log: URL) {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("pings-\(UUID()).log")
-        let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("port-\(UUID())")
+        let portFile = try ReadyPipe(in: FileManager.default.temporaryDirectory)
         let script = """
             import http.server, sys
             class Handler(http.server.BaseHTTPRequestHandler):
@@ -26,10 +26,7 @@ import Testing
         let server = try RunningProcess(
             "/usr/bin/env", ["python3", "-c", script, log.path, portFile.path],
             environment: ProcessInfo.processInfo.environment)
-        _ = try await eventuallyHere(seconds: 10) {
-            FileManager.default.fileExists(atPath: portFile.path) && ((try? String(contentsOf: portFile, encoding: .utf8)) ?? "") != ""
-        }
-        let port = Int(try String(contentsOf: portFile, encoding: .utf8))!
+        let port = try #require(Int(try await portFile.message("the health-check server's port")))
         return (server, port, log)
     }
 

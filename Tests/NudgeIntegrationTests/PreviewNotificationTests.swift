@@ -190,7 +190,7 @@ struct PreviewWorld: Sendable {
             let token = twilio.authToken
             let database = self.database
             // The port it listens on, or why it stopped.
-            let state = Mutex<(port: Int, failure: String?)>((0, nil))
+            let state = Latch<Result<Int, TestFailure>>()
             let server = Task {
                 do {
                     try await database.withDatabase { db in
@@ -198,19 +198,20 @@ struct PreviewWorld: Sendable {
                             database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: base),
                             twilioAuthToken: token, host: "127.0.0.1", port: chosen, logger: db.logger
                         ) { bound in
-                            state.withLock { $0.port = bound }
+                            state.set(.success(bound))
                         }
                     }
                 } catch {
-                    state.withLock { $0.failure = "\(error)" }
+                    state.set(.failure(TestFailure("\(error)")))
                     throw error
                 }
             }
-            _ = try await eventuallyHere(seconds: 90) { state.withLock { $0.port > 0 || $0.failure != nil } }
-            let (port, failure) = state.withLock { ($0.port, $0.failure) }
-            if port > 0 { return (base, server) }
-            server.cancel()
-            failures.append(failure ?? "not listening after 90 seconds")
+            switch try await state.value("nudge serve to listen on \(chosen), or to stop") {
+            case .success: return (base, server)
+            case .failure(let failure):
+                server.cancel()
+                failures.append(failure.description)
+            }
         }
         throw TestFailure("nudge serve did not start listening: \(failures.joined(separator: "; "))")
     }
@@ -895,7 +896,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 
     /// Twilio answers 503 to everything for four minutes while 300 SMS previews fall due, about
     /// one a second: none is failed for good, while Twilio is known down only probes that send
-    /// nothing go to it (a read of the account), none is sent twice, and once it is back every preview goes, before
+    /// nothing go to it (a read of its newest message), none is sent twice, and once it is back every preview goes, before
     /// its call, with its log naming the message Twilio took.
     @Test func aFourMinuteTwilioOutageOverThreeHundredPreviewsLosesNoneAndDoublesNone() async throws {
         let down = Mutex(true)

@@ -14,11 +14,11 @@ final class ServeProcess: Sendable {
     let port: Int
     /// The health listener's port (`NUDGE_HEALTH_PORT`, on 127.0.0.1), 0 when none.
     let healthPort: Int
-    private let stderr: URL
+    private let stderr: StreamedOutput
     private let slot: ProcessSlots.Slot
     private let stopped = Mutex(false)
 
-    private init(process: RunningProcess, port: Int, healthPort: Int = 0, stderr: URL, slot: ProcessSlots.Slot) {
+    private init(process: RunningProcess, port: Int, healthPort: Int = 0, stderr: StreamedOutput, slot: ProcessSlots.Slot) {
         self.process = process
         self.port = port
         self.healthPort = healthPort
@@ -28,46 +28,52 @@ final class ServeProcess: Sendable {
 
     static func start(_ database: TestDatabase, environment extra: [String: String] = [:]) async throws -> ServeProcess {
         let slot = await ProcessSlots.shared.acquire("nudge serve")
-        let stderr = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-serve-\(UUID()).err")
+        let stderr: StreamedOutput
+        do {
+            stderr = try StreamedOutput(in: FileManager.default.temporaryDirectory)
+        } catch {
+            await ProcessSlots.shared.release(slot)
+            throw error
+        }
         let environment = database.nudgeEnvironment(
             [
                 "NUDGE_HTTP_PORT": "0", "NUDGE_HEALTH_PORT": "0", "NUDGE_PUBLIC_URL": "http://127.0.0.1:1", "NUDGE_UNSUBSCRIBE_SECRET": digestSecret,
                 "NUDGE_LOG_FORMAT": "text", "NUDGE_LOG_LEVEL": "warning",
             ].merging(extra) { $1 })
-        // Its standard error to a file of ours, to read the port it listens on.
+        // Its standard error to a pipe of ours, to read the port it listens on as it says it.
         let process: RunningProcess
         do {
             process = try RunningProcess(
                 "/bin/sh", ["-c", "exec \"$0\" serve 2>\"$1\"", NudgeBinary.path, stderr.path],
                 environment: environment)
         } catch {
+            stderr.abandon()
             await ProcessSlots.shared.release(slot)
             throw error
         }
         var port = 0
         var healthPort = 0
-        let listening: Bool
         func portAfter(_ marker: String, in text: String) -> Int {
             guard let range = text.range(of: marker) else { return 0 }
             return Int(text[range.upperBound...].prefix { $0.isNumber }) ?? 0
         }
         do {
-            listening = try await eventuallyHere(seconds: 60) {
-                let text = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
-                guard let range = text.range(of: "listening on http://") else { return false }
+            try await until("nudge serve to say where it listens", on: stderr.changes) {
+                let text = stderr.text
+                guard let range = text.range(of: "listening on http://") else {
+                    if stderr.ended { throw TestFailure("nudge serve ended before it listened: \(text)") }
+                    return false
+                }
                 let address = text[range.upperBound...].prefix { !$0.isWhitespace }
                 port = address.split(separator: ":").last.flatMap { Int($0) } ?? 0
                 healthPort = portAfter("health check on http://127.0.0.1:", in: text)
                 return port > 0 && (environment["NUDGE_HEALTH_PORT"] == nil || healthPort > 0)
             }
         } catch {
-            _ = await ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
-            throw error
+            let said = await ServeProcess(process: process, port: 0, stderr: stderr, slot: slot).stop()
+            throw TestFailure("\(error); it said: \(said)")
         }
         let serve = ServeProcess(process: process, port: port, healthPort: healthPort, stderr: stderr, slot: slot)
-        guard listening else {
-            throw TestFailure("nudge serve did not start listening within 60 s: \(await serve.stop())")
-        }
         return serve
     }
 
@@ -83,8 +89,19 @@ final class ServeProcess: Sendable {
         process.signal(SIGKILL)
         _ = await process.finished()
         Task { [slot] in await ProcessSlots.shared.release(slot) }
-        defer { try? FileManager.default.removeItem(at: stderr) }
-        return (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
+        // Its end of the pipe closed with it: everything it wrote is read once the end is seen.
+        let stderr = self.stderr
+        try? await until("the end of nudge serve's output", on: stderr.changes) { stderr.ended }
+        return stderr.text
+    }
+
+    /// Whether its database answers it, asked now on the health listener (`/health?db=1`), which
+    /// also makes the main listener's `/health` fresh.
+    func databaseAnswers() async throws -> Bool {
+        let asked = try await runProcessOffThePool(
+            "/usr/bin/curl",
+            ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "\(Int(TestBudget.seconds))", "http://127.0.0.1:\(healthPort)/health?db=1"])
+        return asked.stdout == "200"
     }
 
     func pressure(_ arguments: [String]) async throws -> [String: Any] {
@@ -118,10 +135,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         let serve = try await ServeProcess.start(database)
         defer { Task { await serve.stop() } }
         let base = "http://127.0.0.1:\(serve.port)"
-        #expect(
-            try await eventuallyHere(seconds: 30) {
-                (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
-            })
+        #expect(try await serve.databaseAnswers())
         // A page that asks the database, besides /health and a refused token, which do not.
         let page = try UnsubscribeLinks(secret: digestSecret, publicURL: base).url(user: user, type: .weeklyDigest)
         let report = try await serve.pressure(["connections", "1500", "120", String(page.dropFirst(base.count))])
@@ -175,10 +189,7 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         #expect(headers.contains("x-content-type-options: nosniff"))
         #expect(headers.contains("referrer-policy: no-referrer"))
         #expect(headers.contains("x-frame-options: deny"))
-        #expect(
-            try await eventuallyHere(seconds: 30) {
-                (try? await runProcessOffThePool("/usr/bin/curl", ["--max-time", "10", "-sf", "-o", "/dev/null", base + "/health"]))?.status == 0
-            })
+        #expect(try await serve.databaseAnswers())
         // The database is asked now only on the health listener (127.0.0.1, NUDGE_HEALTH_PORT), never
         // on the one the internet reaches, whoever seems to ask: a proxy on this machine makes
         // every request local.

@@ -180,17 +180,25 @@ private func makeSeededMonth() async throws -> TestDatabase {
         #expect(written.status == 0, "\(written.stderr)")
         try Data(#"<!DOCTYPE html><html><body><img src="/pixel.png" alt=""></body></html>"#.utf8)
             .write(to: folder.appendingPathComponent("control.html"))
-        let free = try await runProcessOffThePool(
-            "/usr/bin/python3", ["-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"])
-        let port = free.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // A file server on a port of its choosing, which it tells once it listens.
+        let ready = try ReadyPipe(in: folder)
         let server = try RunningProcess(
-            "/usr/bin/python3", ["-m", "http.server", port, "--bind", "127.0.0.1", "--directory", folder.path],
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import functools, http.server, sys
+                files = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+                server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), files)
+                with open(sys.argv[2], 'w') as ready: ready.write(str(server.server_address[1]))
+                server.serve_forever()
+                """,
+                folder.path, ready.path,
+            ],
             environment: ProcessInfo.processInfo.environment)
         // SIGKILL: the test process ignores SIGTERM, and a child inherits that.
         defer { server.signal(SIGKILL) }
-        let origin = "http://127.0.0.1:\(port)"
-        #expect(
-            try await eventuallyHere { (try? await runProcessOffThePool("/usr/bin/curl", ["-sf", "-o", "/dev/null", origin + "/control.html"]))?.status == 0 })
+        let origin = "http://127.0.0.1:\(try await ready.message("the page server's port"))"
 
         /// The page's DOM, and the requests the page itself started (URL, as Chromium logged them).
         func open(_ page: String) async throws -> (dom: String, fromPage: [String]) {

@@ -1,6 +1,8 @@
 import Foundation
 import NudgeCore
+import NudgeStandIns
 import PostgresNIO
+import ServiceLifecycleTestKit
 import Synchronization
 import Testing
 
@@ -27,10 +29,13 @@ import Testing
         return (database, ManualWaitClock())
     }
 
-    private static func run<J: Job>(_ job: J, clock: ManualWaitClock, on database: TestDatabase) async throws -> RunSummary {
+    private static func run<J: Job>(
+        _ job: J, clock: ManualWaitClock, on database: TestDatabase, concurrency: Int = 1, grace: Duration? = nil
+    ) async throws -> RunSummary {
         try await database.withDatabase { db in
-            var options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5)
+            var options = RunOptions(now: ISO8601DateFormatter().date(from: now)!, nowIsExplicit: true, batchSize: 5, concurrency: concurrency)
             options.waitClock = clock
+            if let grace { options.shutdownGrace = grace }
             return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
         }
     }
@@ -91,6 +96,37 @@ import Testing
         #expect(summary.counts.succeeded == 1 && summary.counts.skipped == 4 && summary.counts.failed == 0, "\(summary.counts)")
         #expect(try await database.count("select count(*) from user_streaks") == 1)
     }
+
+    /// SIGTERM (a graceful shutdown) while calls hang: no new call starts, the calls in flight
+    /// get the grace on the run's clock, no less (the run is still waiting a moment before it
+    /// ends), and when it has passed they are cancelled and their users left to the next run;
+    /// the run is interrupted.
+    @Test func aSignalGivesTheCallsInFlightTheGraceOnTheRunsClock() async throws {
+        let (database, clock) = try await Self.users(5)
+        let job = CallingOut(
+            inner: ValidateStreaksJob(definition: streaksDefinition()), clock: clock, pause: .zero, hangs: true)
+        try await testGracefulShutdown { trigger in
+            let run = Task { try await Self.run(job, clock: clock, on: database, concurrency: 3, grace: .seconds(20)) }
+            try await until("three calls in flight", on: job.calls.changes) { job.calls.started == 3 }
+            var sleepers = clock.sleepers.makeAsyncIterator()
+            trigger.triggerGracefulShutdown()
+            // The grace is the only wait: it starts when the signal comes, on the run's clock.
+            let graceEnds = await sleepers.next()
+            #expect(graceEnds == clock.now() + .seconds(20))
+            clock.advance(by: .seconds(19))
+            let early = try await ending(within: 1) { try await run.value }
+            #expect(early == nil, "the run ended before its grace had passed")
+            clock.advance(by: .seconds(1))
+            let summary = try await run.value
+            #expect(summary.status == "interrupted", "\(summary)")
+            #expect(job.calls.started == 3, "a call started after the signal")
+            #expect(summary.counts.succeeded == 0 && summary.counts.skipped == 5, "\(summary.counts)")
+        }
+        #expect(try await database.count("select count(*) from user_streaks") == 0)
+        #expect(
+            try await database.count(
+                "select count(*) from job_run_failures where reason like 'not done: the run was stopped by a signal%'") == 5)
+    }
 }
 
 /// validate-streaks with an outside step: each batch's calls record when they began on the run's
@@ -112,10 +148,14 @@ private struct CallingOut: OutsideCalls {
 
         private let count = Mutex(0)
 
+        /// One more for each call begun.
+        let changes = Changes()
+
         /// Records `now` unless the batch's calls already did.
         func began(at now: Duration) {
             count.withLock { $0 += 1 }
             state.withLock { calls in if calls.last != now { calls.append(now) } }
+            changes.changed()
         }
 
         var all: [Duration] { state.withLock { $0 } }
@@ -147,9 +187,9 @@ private struct CallingOut: OutsideCalls {
             // Never answers: ends only when the runner cancels it (a real sleep, which the test's
             // clock does not end).
             if answersWhenCancelled {
-                try? await Task.sleep(for: .seconds(3600))
+                try? await Task.sleep(for: .seconds(3600))   // sleeps: a call that hangs
             } else {
-                try await Task.sleep(for: .seconds(3600))
+                try await Task.sleep(for: .seconds(3600))   // sleeps: a call that hangs
             }
         }
         return change

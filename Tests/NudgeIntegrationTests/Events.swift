@@ -1,0 +1,252 @@
+import Foundation
+import NudgeStandIns
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one bound on every wait of these tests for an event: a stand-in's request, a server's
+/// port, a process's end, a session's end. It is far above what any event takes on a loaded
+/// machine, so that it decides nothing but "this is never going to happen" (then the wait fails
+/// and says what it waited for). `NUDGE_TEST_BUDGET_SECONDS` to see a hang sooner.
+enum TestBudget {
+    static let seconds = Double(ProcessInfo.processInfo.environment["NUDGE_TEST_BUDGET_SECONDS"] ?? "") ?? 300
+
+    static var deadline: ContinuousClock.Instant { .now + .seconds(seconds) }
+
+    static func exceeded(_ what: String) -> TestFailure {
+        TestFailure("waited \(Int(seconds)) s, the tests' budget, for \(what)")
+    }
+}
+
+/// Returns once `condition` holds, looking again each time one of `changes` changes (never on a
+/// timer); fails when the budget ends first.
+func until(
+    _ what: @autoclosure () -> String, on changes: Changes..., condition: () async throws -> Bool
+) async throws {
+    let description = what()
+    let wait = Waits.begin(description)
+    defer { Waits.end(wait) }
+    guard try await happens(before: TestBudget.deadline, on: changes, condition) else { throw TestBudget.exceeded(description) }
+}
+
+/// Whether `condition` holds by `deadline`, looked at again each time one of `changes` changes.
+func happens(
+    before deadline: ContinuousClock.Instant, on changes: [Changes], _ condition: () async throws -> Bool
+) async rethrows -> Bool {
+    while true {
+        let counts = changes.map(\.count)
+        if try await condition() { return true }
+        guard await firstChange(of: changes, after: counts, before: deadline) else { return try await condition() }
+    }
+}
+
+/// True once one of `changes` has changed past its count, false when `deadline` comes first.
+private func firstChange(of changes: [Changes], after counts: [Int], before deadline: ContinuousClock.Instant) async -> Bool {
+    await withTaskGroup(of: Bool.self) { group in
+        for (changes, count) in zip(changes, counts) {
+            group.addTask {
+                await changes.change(after: count)
+                return true
+            }
+        }
+        group.addTask {
+            try? await Task.sleep(until: deadline, clock: .continuous)   // sleeps: the budget's end
+            return false
+        }
+        let first = await group.next() ?? false
+        group.cancelAll()
+        return first
+    }
+}
+
+/// A value that comes once, from a callback (a server's bound port, a task's result), and the
+/// tasks awaiting it.
+final class Latch<Value: Sendable>: Sendable {
+    private let value = Mutex<Value?>(nil)
+    let changes = Changes()
+
+    init() {}
+
+    /// Sets the value; the first one set stays.
+    func set(_ new: Value) {
+        let first = value.withLock { value in
+            guard value == nil else { return false }
+            value = new
+            return true
+        }
+        if first { changes.changed() }
+    }
+
+    /// The value, once it is set; nil when `deadline` comes first.
+    func value(before deadline: ContinuousClock.Instant) async -> Value? {
+        while true {
+            let count = changes.count
+            if let set = value.withLock({ $0 }) { return set }
+            guard await firstChange(of: [changes], after: [count], before: deadline) else { return value.withLock { $0 } }
+        }
+    }
+
+    /// The value, once it is set; fails when the budget ends first.
+    func value(_ what: @autoclosure () -> String) async throws -> Value {
+        let description = what()
+        let wait = Waits.begin(description)
+        defer { Waits.end(wait) }
+        guard let set = await value(before: TestBudget.deadline) else { throw TestBudget.exceeded(description) }
+        return set
+    }
+}
+
+/// `body`'s value, or nil when it has not ended within `seconds` (the budget unless a test's
+/// promise is shorter): for a test whose failure is a wait that never ends. `body` runs in a task
+/// of its own, which cannot hold the test with it.
+func ending<T: Sendable>(within seconds: Double = TestBudget.seconds, _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+    let outcome = Latch<Result<T, any Error>>()
+    let task = Task {
+        do {
+            outcome.set(.success(try await body()))
+        } catch {
+            outcome.set(.failure(error))
+        }
+    }
+    guard let ended = await outcome.value(before: .now + .seconds(seconds)) else {
+        task.cancel()
+        return nil
+    }
+    return try ended.get()
+}
+
+/// Returns once the processes `pids` of this machine (a database's sessions, say) have ended,
+/// each told by its process file descriptor, awaited on a thread of its own; fails when the
+/// budget ends first. A process already gone counts as ended.
+func processesEnded(_ pids: [Int32], _ what: @autoclosure () -> String) async throws {
+    let description = what()
+    guard ProcessEnd.available else { throw TestFailure("pidfd_open is missing from the C library (glibc 2.36 or later has it)") }
+    let wait = Waits.begin(description)
+    defer { Waits.end(wait) }
+    let milliseconds = Int32(min(TestBudget.seconds * 1000, Double(Int32.max)))
+    let ended: Bool = await withCheckedContinuation { continuation in
+        onThreadOfItsOwn {
+            let ended = pids.allSatisfy { ProcessEnd.wait(for: $0, milliseconds: milliseconds) }   // blocks: a thread of its own
+            continuation.resume(returning: ended)
+        }
+    }
+    guard ended else { throw TestBudget.exceeded(description) }
+}
+
+/// The end of a process that is not this one's child, told by the kernel through a process file
+/// descriptor (`pidfd_open`, found at run time: the C library's header is not in Swift's view).
+private enum ProcessEnd {
+    private typealias Open = @convention(c) (pid_t, UInt32) -> Int32
+
+    private static let open: Open? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pidfd_open").map { unsafeBitCast($0, to: Open.self) }
+
+    static var available: Bool { open != nil }
+
+    /// Whether `pid` ended (or was gone already) within `milliseconds`. Blocks its thread.
+    static func wait(for pid: Int32, milliseconds: Int32) -> Bool {
+        guard let open else { return false }
+        let descriptor = open(pid, 0)
+        guard descriptor >= 0 else { return errno == ESRCH }
+        defer { close(descriptor) }
+        var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        var left = milliseconds
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        while true {
+            let ready = poll(&watched, 1, left)   // blocks: processesEnded's own thread
+            if ready > 0 { return true }
+            if ready == 0 { return false }
+            guard errno == EINTR else { return false }
+            left = Int32(max(0, ContinuousClock.now.duration(to: deadline).components.seconds * 1000))
+        }
+    }
+}
+
+/// A named pipe a child process writes one message to when it is ready (a server: its port),
+/// and that message, read on a thread of its own: the test learns of the moment, never polls for it.
+struct ReadyPipe {
+    let path: String
+
+    init(in folder: URL) throws {
+        path = folder.appendingPathComponent("ready-\(UUID().uuidString)").path
+        guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    /// What the child wrote, once it has closed its end; fails when the budget ends first.
+    func message(_ what: @autoclosure () -> String) async throws -> String {
+        let message = Latch<String>()
+        let path = self.path
+        onThreadOfItsOwn {
+            let descriptor = open(path, O_RDONLY)   // blocks: a thread of its own, until a writer opens the pipe
+            unlink(path)
+            var read: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while descriptor >= 0 {
+                let count = Glibc.read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own, until the writer closes
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                read += buffer[0..<count]
+            }
+            if descriptor >= 0 { close(descriptor) }
+            message.set(String(decoding: read, as: UTF8.self))
+        }
+        return try await message.value(what()).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// What a child process writes to a named pipe (its standard error, say), gathered as it comes
+/// by a thread of its own, with a change for each piece and one at its end: a test waits for a
+/// line, never polls a file for it.
+final class StreamedOutput: Sendable {
+    let path: String
+    let changes = Changes()
+    private let state = Mutex<(text: String, ended: Bool)>(("", false))
+
+    init(in folder: URL) throws {
+        let path = folder.appendingPathComponent("output-\(UUID().uuidString)").path
+        guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
+        self.path = path
+        onThreadOfItsOwn { [self] in
+            let descriptor = open(path, O_RDONLY)   // blocks: a thread of its own, until the writer opens the pipe
+            unlink(path)
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var pending: [UInt8] = []
+            while descriptor >= 0 {
+                let count = read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                pending += buffer[0..<count]
+                // Whole characters only: a piece may end inside one.
+                var whole = pending.count
+                if String(validating: pending, as: UTF8.self) == nil {
+                    whole = (pending.lastIndex { $0 < 0x80 }).map { $0 + 1 } ?? 0
+                }
+                let text = String(decoding: pending[0..<whole], as: UTF8.self)
+                pending.removeFirst(whole)
+                state.withLock { $0.text += text }
+                changes.changed()
+            }
+            if descriptor >= 0 { close(descriptor) }
+            state.withLock {
+                $0.text += String(decoding: pending, as: UTF8.self)
+                $0.ended = true
+            }
+            changes.changed()
+        }
+    }
+
+    /// Everything written so far.
+    var text: String { state.withLock { $0.text } }
+
+    /// Whether the writer has closed its end (the process ended).
+    var ended: Bool { state.withLock { $0.ended } }
+
+    /// Ends the reading thread when no process will ever open the pipe (it failed to start): a
+    /// writer that opens and closes it at once is an end.
+    func abandon() {
+        let descriptor = open(path, O_WRONLY | O_NONBLOCK)
+        if descriptor >= 0 { close(descriptor) }
+    }
+}
