@@ -160,6 +160,28 @@ private final class Outage: Sendable {
         #expect(push.apns.requests.filter { $0.deviceToken == poisoned }.count <= 12)
     }
 
+    /// Thirty pushes wait for FCM's one connection slot while FCM answers 503: once the first
+    /// few answers (from three devices) have found it down, the pushes still waiting for the slot
+    /// are asked about FCM again as they get it, and are parked instead of being sent into the
+    /// outage; none spends an attempt.
+    @Test func pushesWaitingForASlotAreParkedOnceTheirProviderIsFoundDown() async throws {
+        let database = try await TestDatabase.fresh()
+        let push = try await PushStandIns.start(fcm: { _ in .reject(status: 503, code: "UNAVAILABLE", message: "The service is currently unavailable.") })
+        defer { Task { await push.shutdown() } }
+        for n in 1...30 {
+            try await Outbox.user(database, n, ios: 0, android: 1)
+            try await Outbox.queue(database, n, type: "challenge_milestone", at: "2026-03-10T12:00:00Z")
+        }
+        let environment = push.environment.merging(["FCM_CONCURRENCY": "1"]) { $1 }
+        let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:10Z"))
+        #expect(summary.exitCode == 0, "\(summary.message ?? "")")
+        let asked = push.fcm.requests.filter { !$0.validateOnly }.count
+        // The three that found it down, and at most one that had its slot as the third answer came.
+        #expect(asked <= ProviderHealth.outageMinimum + 1, "FCM was asked \(asked) notifications")
+        #expect(try await database.value("select state from provider_health where provider = 'fcm'") == "down")
+        #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
+    }
+
     /// While APNs is down, each probe wakes rows of distinct users, the next ones after the last
     /// probe's, starting over at the first: never a row of the probe just before, and never the
     /// same few lowest ids again and again.

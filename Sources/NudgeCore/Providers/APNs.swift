@@ -132,7 +132,7 @@ public final class APNsClient: PushService {
             case .refused(let why): return .configuration(why)
             case .unavailable(let why): return .unavailable(why, after: nil)
             }
-            let result = await post(push, token: token, runClock: context.clock)
+            let result = await post(push, token: token, context: context)
             // An expired provider token is renewed once, unless it is too young to be replaced.
             if case .expiredProviderToken = result, attempt == 1 {
                 if await tokens.refuse(token) { continue }
@@ -174,20 +174,23 @@ public final class APNsClient: PushService {
 
     /// `runClock`: the run's clock, which what is left of the push's shelf life is read from as
     /// it leaves (an explicit `--now` stands still).
-    private func post(_ push: PushRequest, token: String, runClock: any RunClock) async -> Answer {
+    private func post(_ push: PushRequest, token: String, context: SendContext) async -> Answer {
         let client = clients[next.increment() % clients.count]
         let clock = self.clock
-        let exchanged = await http.exchangeUntilHead(on: client, in: slots) {
+        let runClock = context.clock
+        let exchanged = await http.exchangeUntilHead(on: client, in: slots, unless: context.leaving) {
             self.request(for: push, token: token, now: clock.now(), keepFor: push.keepFor(at: runClock.now()))
         }
         let head: HTTPResponseHead
         let body: Data
         switch exchanged {
-        case .success(let answer)?:
-            (head, body) = answer
-        case .failure(let failure)?:
+        case .answered(let answerHead, let answerBody):
+            (head, body) = (answerHead, answerBody)
+        case .failed(let failure):
             return .result(.unavailable(failure.description, after: nil))
-        case nil:
+        case .kept(let result):
+            return .result(result)
+        case .neverLeft:
             return .result(.notSent("APNs: no stream was free for it before the batch's bound (it never left)", after: 1))
         }
         let status = Int(head.status.code)

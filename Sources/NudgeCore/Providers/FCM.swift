@@ -169,7 +169,7 @@ public final class FCMClient: PushService {
             case .refused(let why): return .configuration(why)
             case .unavailable(let why): return .unavailable(why, after: nil)
             }
-            let result = await post(push, token: token, runClock: context.clock)
+            let result = await post(push, token: token, context: context)
             // An access token the server no longer takes is replaced once.
             if case .configuration(let why) = result, why.hasPrefix("FCM 401 UNAUTHENTICATED"), attempt == 1,
                 await tokens.refuse(token)
@@ -228,18 +228,21 @@ public final class FCMClient: PushService {
 
     /// `runClock`: the run's clock, which what is left of the push's shelf life is read from as
     /// it leaves.
-    private func post(_ push: PushRequest, token: String, runClock: any RunClock) async -> SendResult {
-        let exchanged = await http.exchangeUntilHead(on: client, in: slots) {
+    private func post(_ push: PushRequest, token: String, context: SendContext) async -> SendResult {
+        let runClock = context.clock
+        let exchanged = await http.exchangeUntilHead(on: client, in: slots, unless: context.leaving) {
             self.request(for: push, token: token, keepFor: push.keepFor(at: runClock.now()))
         }
         let head: HTTPResponseHead
         let body: Data
         switch exchanged {
-        case .success(let answer)?:
-            (head, body) = answer
-        case .failure(let failure)?:
+        case .answered(let answerHead, let answerBody):
+            (head, body) = (answerHead, answerBody)
+        case .failed(let failure):
             return .unavailable(failure.description, after: nil)
-        case nil:
+        case .kept(let result):
+            return result
+        case .neverLeft:
             return .notSent("FCM: no stream was free for it before the batch's bound (it never left)", after: 1)
         }
         if head.status.code == 200 {

@@ -97,20 +97,36 @@ public struct ProviderHTTP: Sendable {
         )
     }
 
-    /// `exchangeUntilHead` once `slots` has a place for it, the request made (`building`) only
-    /// then, so that what it says about time is true when it leaves: the answer, why there was
-    /// none, or nil when the task was cancelled while it waited (the request never left).
+    /// How an exchange made in a provider's slot ended.
+    public enum Exchanged: Sendable {
+        /// The provider's answer.
+        case answered(HTTPResponseHead, Data)
+        /// No answer, and why.
+        case failed(ExchangeFailure)
+        /// Kept from leaving once it had its slot: what `unless` said.
+        case kept(SendResult)
+        /// The task was cancelled while it waited for a slot: the request never left.
+        case neverLeft
+    }
+
+    /// `exchangeUntilHead` once `slots` has a place for it, unless `unless`, asked then, says
+    /// otherwise; the request made (`building`) only then, so that what it says about time is
+    /// true when it leaves.
     public func exchangeUntilHead(
         on client: HTTPClient, in slots: ProviderSlots,
+        unless: @Sendable () -> SendResult? = { nil },
         building: @Sendable () -> HTTPClientRequest
-    ) async -> Result<(HTTPResponseHead, Data), ExchangeFailure>? {
-        await slots.run {
+    ) async -> Exchanged {
+        let exchanged = await slots.run { () async -> Exchanged in
+            if let kept = unless() { return .kept(kept) }
             do {
-                return .success(try await exchangeUntilHead(building(), on: client))
+                let (head, body) = try await exchangeUntilHead(building(), on: client)
+                return .answered(head, body)
             } catch {
-                return .failure(ExchangeFailure(description: Self.describe(error)))
+                return .failed(ExchangeFailure(description: Self.describe(error)))
             }
         }
+        return exchanged ?? .neverLeft
     }
 
     /// A harmless request (one that sends nobody anything) that tells whether `provider` answers

@@ -60,11 +60,23 @@ public struct SendContext: Sendable {
     public let logger: Logger
     /// The run's clock: what is left of a push's shelf life is read from it as the push leaves.
     public let clock: any RunClock
+    /// Asked once the push has a connection, just before it leaves: a result keeps it from
+    /// leaving (its provider was found down while it waited, say), nil lets it go.
+    public let leaving: @Sendable () -> SendResult?
 
-    public init(database: Database?, logger: Logger, clock: any RunClock = SystemClock()) {
+    public init(
+        database: Database?, logger: Logger, clock: any RunClock = SystemClock(),
+        leaving: @escaping @Sendable () -> SendResult? = { nil }
+    ) {
         self.database = database
         self.logger = logger
         self.clock = clock
+        self.leaving = leaving
+    }
+
+    /// The same, with `leaving` asked before the push leaves.
+    public func leaving(_ check: @escaping @Sendable () -> SendResult?) -> SendContext {
+        SendContext(database: database, logger: logger, clock: clock, leaving: check)
     }
 }
 

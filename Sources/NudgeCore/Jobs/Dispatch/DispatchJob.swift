@@ -288,14 +288,21 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
         }
     }
 
-    /// One push through its provider, unless the provider is paused or not configured.
+    /// One push through its provider, unless the provider is paused or not configured, or is
+    /// found down (or paused) while the push waits for a connection: it is asked again just
+    /// before the push leaves, and a push held then is parked, not sent into the outage.
     private func send(_ push: PushRequest, rows: [Int64], context: SendContext) async -> SendResult {
         let provider = push.device.provider
         if let hold = health.hold(provider, rows: rows) { return .notSent(hold.reason, after: hold.after) }
         guard let service = self.push.services[provider] else {
             return .notSent("\(provider.displayName) is not configured", after: nil)
         }
-        let result = await service.send(push, context: context)
+        let health = self.health
+        let result = await service.send(
+            push,
+            context: context.leaving {
+                health.hold(provider, rows: rows).map { .notSent($0.reason, after: $0.after) }
+            })
         health.record(result, from: provider, device: push.device.key)
         return result
     }
@@ -308,8 +315,8 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     }
 
     /// The same for every email of one batch request (its key) and attempt.
-    static func jitter(request key: String, attempt: Int) -> Double {
-        let digest = Digest.sha256Hex("\(key):\(attempt)")
+    static func jitter(request key: String) -> Double {
+        let digest = Digest.sha256Hex(key)
         return Double(UInt64(digest.prefix(8), radix: 16)! % 1000) / 1000
     }
 }
