@@ -189,4 +189,42 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
                 == "email|1\npush|1")
         #expect(try await database.value("select provider_id from email_logs") == resend.sent[0].id)
     }
+
+    /// The same with a claim long enough that the write needs no renewal (its bound, two
+    /// 5-second statements and ten seconds, is well within what is left): the rows taken while
+    /// their pushes were on the wire reach the write, and its compare-and-set on the claim leaves
+    /// their devices alone too. The token APNs called unregistered stays active, the one that took
+    /// its push keeps its last use, until the run that holds them writes.
+    @Test func aLapsedClaimsDevicesAreLeftToTheRunThatHoldsThem() async throws {
+        let database = try await TestDatabase.fresh()
+        let taken = Mutex(Set<String>())
+        let push = try await PushStandIns.start(apns: { request in
+            let first = taken.withLock { $0.insert(request.deviceToken).inserted }
+            if first {
+                _ = try? database.psqlFromAStandIn(
+                    """
+                    update notification_outbox set claimed_by = -7, lease_until = now() + interval '1 hour';
+                    update dispatch_leases set run_id = -7, leased_until = now() + interval '1 hour';
+                    """)
+            }
+            return request.deviceToken == Outbox.iosToken(1) ? .reject(status: 410, reason: "Unregistered") : .accept
+        })
+        defer { Task { await push.shutdown() } }
+        for n in 1...2 {
+            try await Outbox.user(database, n)
+            try await Outbox.queue(database, n, type: "streak_at_risk", at: "2026-03-10T12:00:00Z")
+        }
+        let summary = try await database.withDatabase(limits: DatabaseLimits(statementTimeout: .seconds(5))) { db in
+            try await DeliveryServices.with(Environment(push.environment), dryRun: false) { services in
+                let options = RunOptions(now: at("2026-03-10T12:00:30Z"), nowIsExplicit: true, batchSize: 50, concurrency: 1)
+                let job = DispatchJob(definition: jobDefinition("dispatch"), push: services, lease: 120, dryRun: false, clock: options.clock)
+                return try await JobRunner(job: job, options: options, database: db, observer: SilentObserver()).run()
+            }
+        }
+        #expect(summary.exitCode == 0, "\(summary)")
+        #expect(push.apns.requests.count == 2)
+        #expect(try await database.count("select count(*) from notification_logs") == 0)
+        #expect(try await database.psql("select status, claimed_by from notification_outbox group by 1, 2") == "sending|-7")
+        #expect(try await database.psql("select active, last_used is null from user_push_tokens order by device_token") == "t|t\nt|t")
+    }
 }

@@ -12,7 +12,7 @@ extension DispatchJob {
     public func writes(for changes: [PlannedChange<Change>], run: RunContext) -> BatchWrites {
         var updates = RowUpdates()
         var logs = LogRows()
-        var invalid: [(userID: UUID, device: Device)] = []
+        var invalid: [(userID: UUID, device: Device, row: Int64)] = []
         var emailsSent: [(userID: UUID, type: String, providerID: String, row: Int64)] = []
         // Preview pushes that could not be delivered: their fallback SMS goes at once
         // (docs/jobs/preview-notifications.md).
@@ -25,6 +25,16 @@ extension DispatchJob {
         var optedOut: [(number: String, row: Int64)] = []
         // Fallbacks claimed with their push, ahead of their time, and put back: by call, their update.
         var releasedFallbacks: [String: Int] = [:]
+        // Each batch request's highest attempt among its rows, across the batch's users.
+        var requestAttempts: [String: Int] = [:]
+        for planned in changes {
+            for row in planned.change.rows {
+                guard case .email(let index)? = planned.change.plan.outcomes[row.id],
+                    let key = planned.change.emailKeys[index] ?? planned.change.plan.emails[index].batchKey
+                else { continue }
+                requestAttempts[key] = max(requestAttempts[key] ?? 0, row.attempts)
+            }
+        }
         /// An email's or an SMS's row after its one request: settled, and the attempt logged. For an
         /// SMS, an answer that says Twilio took nothing (its rate limit, its configuration) is no
         /// attempt. Returns the provider's id when it was sent.
@@ -34,15 +44,17 @@ extension DispatchJob {
             expiresAt: Date, forgetRequest: Bool = false, keepRequest: Bool = false, shownAfter: TimeInterval? = nil,
             request: String? = nil
         ) -> String? {
-            // An email that left in a batch request retries on that request's jitter: the batch
-            // comes due, and is claimed and sent again, together.
-            let jitter = request.map { Self.jitter(request: $0, attempt: row.attempts) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
+            // An email that left in a batch request retries on that request's jitter and its
+            // highest attempt, whatever each row's own: the batch comes due, and is claimed and
+            // sent again, together.
+            let jitter = request.map { Self.jitter(request: $0) } ?? Self.jitter(delivery: row.id, attempt: row.attempts)
             let settled =
                 row.channel == .sms
                 ? DispatchRules.settleSMS(row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter)
                 : DispatchRules.settleEmail(
                     row, result: result, now: run.now, expiresAt: expiresAt, jitter: jitter,
-                    waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now)
+                    waitingSince: request == nil ? nil : row.requestLeftAt ?? run.now,
+                    attemptsOfRequest: request.flatMap { requestAttempts[$0] })
             updates.add(
                 row, status: settled.status.outbox, next: settled.nextAttemptAt, deliveredTo: settled.deliveredTo,
                 deliveryID: row.id, sentAt: settled.sentAt, error: settled.lastError, attemptUndone: !settled.countsAsAttempt,
@@ -111,7 +123,7 @@ extension DispatchJob {
                             logs.add(
                                 userID, row, status: .failed, provider: device.provider.rawValue, providerID: nil,
                                 error: result.reason, sentAt: nil, device: device, content: delivery.content, runID: run.runID)
-                            if case .invalidToken = result { invalid.append((userID, device)) }
+                            if case .invalidToken = result { invalid.append((userID, device, row.id)) }
                         }
                     }
                 case .email(let index):
@@ -416,44 +428,51 @@ extension DispatchJob {
                    and coalesce(o.next_attempt_at, o.deliver_after) > \(run.now)
                 """)
         }
-        // A device is named once, however many of the user's rows it failed for.
-        var seen = Set<String>()
-        invalid = invalid.filter { seen.insert("\($0.userID):\($0.device.key)").inserted }
-        let registered = invalid.compactMap { $0.device.tokenID }
+        // A token's end, like everything else the batch learnt, is written only for the rows the
+        // claim still settled (a device is named by each of its user's rows it failed for).
+        let registered = invalid.filter { $0.device.tokenID != nil }
         if !registered.isEmpty {
             writes.step(
                 "deactivated_tokens",
                 """
-                update user_push_tokens set active = false where id = any(\(registered)) and active
+                update user_push_tokens set active = false
+                 where id in (select t.id from unnest(\(registered.map { $0.device.tokenID! }), \(registered.map(\.row))) as t(id, row_id)
+                               where t.row_id in (select id from outbox_rows))
+                   and active
                 """)
         }
         // users.fcm_token belongs to the apps: its token is recorded, inactive, in the one token
         // store (which push_tokens and dispatch then skip), and kept for audit; and, the token
         // having expired, users.push_enabled is turned off until the app registers a new one
         // (docs/jobs/preview-notifications.md).
+        var seen = Set<String>()
         let legacy = invalid.filter { $0.device.tokenID == nil }
         if !legacy.isEmpty {
             writes.step(
                 "deactivated_fcm_tokens",
                 """
                 insert into user_push_tokens (user_id, device_token, platform, active, last_used)
-                select user_id, token, 'android', false, \(run.now)
-                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
+                select distinct user_id, token, 'android', false, \(run.now)
+                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token)), \(legacy.map(\.row))) as t(user_id, token, row_id)
+                 where t.row_id in (select id from outbox_rows)
                 on conflict (user_id, device_token) do update set active = false
                 """)
             writes.step(
                 "push_disabled_users",
                 """
                 update users u set push_enabled = false
-                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token))) as t(user_id, token)
-                 where u.id = t.user_id and u.fcm_token = t.token and u.push_enabled
+                  from unnest(\(legacy.map(\.userID)), \(legacy.map(\.device.token)), \(legacy.map(\.row))) as t(user_id, token, row_id)
+                 where t.row_id in (select id from outbox_rows)
+                   and u.id = t.user_id and u.fcm_token = t.token and u.push_enabled
                 """)
         }
         let used = changes.flatMap { planned in
             planned.change.plan.deliveries.enumerated().flatMap { index, delivery in
-                delivery.targets.compactMap { device -> UUID? in
-                    guard case .delivered? = planned.change.results[index][device.key] else { return nil }
-                    return device.tokenID
+                delivery.targets.compactMap { device -> (token: UUID, row: Int64)? in
+                    guard case .delivered? = planned.change.results[index][device.key], let token = device.tokenID,
+                        let row = delivery.rows.first, seen.insert("\(token)").inserted
+                    else { return nil }
+                    return (token, row)
                 }
             }
         }
@@ -463,7 +482,9 @@ extension DispatchJob {
                 "used_tokens",
                 """
                 update user_push_tokens set last_used = \(run.now)
-                 where id = any(\(used)) and not (id = any(\(registered)))
+                 where id in (select t.id from unnest(\(used.map(\.token)), \(used.map(\.row))) as t(id, row_id)
+                               where t.row_id in (select id from outbox_rows))
+                   and not (id = any(\(registered.map { $0.device.tokenID! })))
                    and (last_used is null or last_used < \(run.now.addingTimeInterval(-3600)))
                 """)
         }
