@@ -309,6 +309,31 @@ import Testing
         #expect(parked.status == .pending && !parked.countsAsAttempt && parked.parkedFor == .resend && parked.nextAttemptAt == expiry)
     }
 
+    /// The rows of one batch request, whatever attempts each had before it joined the batch, come
+    /// due again at the same instant, after a lost answer or a retry: the batch is claimed and
+    /// sent again whole, once, not once per row.
+    @Test func theRowsOfOneRequestComeDueTogether() {
+        let now = Date(timeIntervalSince1970: 10_000)
+        let expiry = now.addingTimeInterval(48 * 3600)
+        let key = "nudge-batch-test"
+        let rows = (0..<3).map { attempts in
+            QueuedNotification(
+                id: Int64(20 + attempts), type: "weekly_digest", channel: .email, localDay: LocalDate(year: 2026, month: 3, day: 22)!,
+                deliverAfter: Date(timeIntervalSince1970: Double(attempts) * 100), title: "s", body: "t", attempts: attempts)
+        }
+        let highest = rows.map(\.attempts).max()
+        for result: SendResult in [.unavailable("no answer", after: nil), .retry("500, while Resend answered others", after: nil)] {
+            let next = Set(
+                rows.map {
+                    DispatchRules.settleEmail(
+                        $0, result: result, now: now, expiresAt: expiry, jitter: DispatchJob.jitter(request: key),
+                        waitingSince: now.addingTimeInterval(-600), attemptsOfRequest: highest
+                    ).nextAttemptAt
+                })
+            #expect(next.count == 1, "\(result): \(next)")
+        }
+    }
+
     /// An email row goes to the user's address unless a switch (either table's), a missing or
     /// suppressed address or Resend's state holds it; quiet hours do not.
     @Test func anEmailRowIsPlannedByTheUsersEmailSwitchesAndAddress() throws {

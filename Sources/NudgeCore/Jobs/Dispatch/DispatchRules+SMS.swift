@@ -3,9 +3,8 @@ import Foundation
 /// dispatch's rules for an SMS row, the call preview's fallback (`DispatchRules.plan`).
 extension DispatchRules {
     /// An SMS row (one whose earlier request may have reached Twilio never comes here: `plan`
-    /// fails it first): a fallback only when
-    /// its push did not reach the user (`fallbackHold`); a phone number Twilio takes; one
-    /// segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
+    /// sends it to `planLeftSMS`, which asks Twilio first): a fallback only when its push did not
+    /// reach the user (`fallbackHold`); a phone number Twilio takes; one segment; Twilio ready. Quiet hours and caps do not hold an SMS: its only use is the call
     /// preview, which the user asked for.
     static func planSMS(
         _ row: QueuedNotification, facts: UserFacts, provider: ProviderState?, now: Date, expiry: Date,

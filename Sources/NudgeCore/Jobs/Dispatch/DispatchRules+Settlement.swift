@@ -5,10 +5,11 @@ import Foundation
 /// `DispatchRules`.
 extension DispatchRules {
     /// How an SMS row stands after its attempt: sent once Twilio took it; failed, never repeated,
-    /// when Twilio refused it or its outcome is unknown (a failed preview SMS is logged, not
-    /// retried: docs/jobs/preview-notifications.md); a request that never left tries again soon;
-    /// Twilio's rate limit (20429), Twilio down, paused or not configured, leave it waiting without
-    /// spending an attempt.
+    /// when Twilio refused it (a failed preview SMS is logged, not retried:
+    /// docs/jobs/preview-notifications.md); a request that left without a clear answer keeps its
+    /// mark and waits, spending no attempt, for Twilio to be asked whether it has the message
+    /// (`planLeftSMS`); a request that never left tries again soon; Twilio's rate limit (20429),
+    /// Twilio down, paused or not configured, leave it waiting without spending an attempt.
     public static func settleSMS(
         _ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
         jitter: Double
@@ -22,21 +23,23 @@ extension DispatchRules {
     /// a rate limit, a quota, Resend down or paused leaves it waiting without spending an
     /// attempt.
     /// `waitingSince`: when an outage's wait counts from (`outageWait`); for the emails of one
-    /// batch request, the same instant, so that they come due together.
+    /// batch request, the same instant, so that they come due together. `attemptsOfRequest`: the
+    /// highest attempt among the request's rows, which a retry's backoff counts from for all of
+    /// them, for the same reason (each row still fails after its own last attempt).
     public static func settleEmail(
         _ row: QueuedNotification, result: SendResult?, now: Date, expiresAt: Date,
-        jitter: Double, waitingSince: Date? = nil
+        jitter: Double, waitingSince: Date? = nil, attemptsOfRequest: Int? = nil
     ) -> Settlement {
         settleSingle(
             row, result: result, marker: "email", provider: .resend, now: now, expiresAt: expiresAt, jitter: jitter,
-            waitingSince: waitingSince)
+            waitingSince: waitingSince, attemptsOfRequest: attemptsOfRequest)
     }
 
     /// A row sent as one request to one provider (an email, an SMS); `marker` is what
     /// `delivered_to` records once it went.
     static func settleSingle(
         _ row: QueuedNotification, result: SendResult?, marker: String, provider: DeliveryProvider,
-        now: Date, expiresAt: Date, jitter: Double, waitingSince: Date? = nil
+        now: Date, expiresAt: Date, jitter: Double, waitingSince: Date? = nil, attemptsOfRequest: Int? = nil
     ) -> Settlement {
         switch result {
         case .delivered?:
@@ -54,7 +57,7 @@ extension DispatchRules {
             guard row.attempts < maxAttempts else {
                 return Settlement(status: .failed, nextAttemptAt: nil, deliveredTo: [], sentAt: nil, lastError: why, countsAsAttempt: true)
             }
-            var delay = retryDelay(afterAttempt: row.attempts, retryAfter: after, jitter: jitter)
+            var delay = retryDelay(afterAttempt: attemptsOfRequest ?? row.attempts, retryAfter: after, jitter: jitter)
             if row.kind.isTimeCritical { delay = min(delay, max(timeCriticalRetry, after ?? 0)) }
             return Settlement(
                 status: .pending, nextAttemptAt: min(now.addingTimeInterval(delay), expiresAt), deliveredTo: [],
