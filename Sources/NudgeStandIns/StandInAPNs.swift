@@ -71,7 +71,8 @@ public final class StandInAPNs: Sendable {
     public var requests: [Request] { state.log.withLock { $0.requests } }
     /// How many requests arrived, recorded or not.
     public var requestCount: Int { state.log.withLock { $0.count } }
-    /// One more each time a request has been recorded and answered: what a test waits on.
+    /// One more each time a request has been recorded (its answer is then on its way): what a
+    /// test waits on.
     public var changes: Changes { state.changes }
     /// The distinct provider tokens (JWTs) requests carried.
     public var providerTokens: [String] { state.log.withLock { $0.tokensInOrder } }

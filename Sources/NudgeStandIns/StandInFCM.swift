@@ -59,7 +59,8 @@ public final class StandInFCM: Sendable {
     public let projectID: String
     public let clientEmail: String
     private let server: StandInHTTPServer
-    /// One more each time a request has been recorded and answered: what a test waits on.
+    /// One more each time a request has been recorded (its answer is then on its way): what a
+    /// test waits on.
     public var changes: Changes { server.changes }
     private let state: State
     private let privateKeyPEM: String

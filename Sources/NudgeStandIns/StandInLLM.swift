@@ -40,7 +40,8 @@ public final class StandInLLM: Sendable {
     public typealias Script = @Sendable (Request) -> (answer: Answer, latency: Duration)
 
     private let server: StandInHTTPServer
-    /// One more each time a request has been recorded and answered: what a test waits on.
+    /// One more each time a request has been recorded (its answer is then on its way): what a
+    /// test waits on.
     public var changes: Changes { server.changes }
     private let log: RequestLog
 

@@ -55,7 +55,8 @@ public final class StandInResend: Sendable {
 
     public let apiKey: String
     private let server: StandInHTTPServer
-    /// One more each time a request has been recorded and answered: what a test waits on.
+    /// One more each time a request has been recorded (its answer is then on its way): what a
+    /// test waits on.
     public var changes: Changes { server.changes }
     private let state: State
 

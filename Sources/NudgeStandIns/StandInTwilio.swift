@@ -62,7 +62,8 @@ public final class StandInTwilio: Sendable {
     public let apiKeySID: String
     public let apiKeySecret: String
     private let server: StandInHTTPServer
-    /// One more each time a request has been recorded and answered: what a test waits on.
+    /// One more each time a request has been recorded (its answer is then on its way): what a
+    /// test waits on.
     public var changes: Changes { server.changes }
     private let state: State
 

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct CommandLineTests {
+@Suite(.dropsItsDatabases) struct CommandLineTests {
     @Test func helpListAndRunsAreClear() async throws {
         let database = try await TestDatabase.fresh()
         let help = try await database.nudge(["--help"])
@@ -73,7 +73,7 @@ import Testing
     }
 }
 
-@Suite struct OutputTests {
+@Suite(.dropsItsDatabases) struct OutputTests {
     /// `nudge run … --json | head` closes the pipe early: the output stops, the run does not.
     @Test func aReaderThatClosesThePipeEndsTheOutputNotTheRun() async throws {
         let database = try await TestDatabase.fresh()

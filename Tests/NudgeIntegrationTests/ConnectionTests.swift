@@ -30,7 +30,7 @@ struct TLSServer {
     }
 }
 
-@Suite struct ConnectionTests {
+@Suite(.dropsItsDatabases) struct ConnectionTests {
     @Test(arguments: ["sslmode=require", "sslmode=prefer", "sslmode=allow", "sslmode=disable"])
     func aSelfSignedServerIsReachedWithoutVerificationAsLibpqDoes(_ query: String) async throws {
         let tls = try TLSServer()
@@ -118,7 +118,7 @@ struct TLSServer {
     }
 }
 
-@Suite struct ConnectionPoolTests {
+@Suite(.dropsItsDatabases) struct ConnectionPoolTests {
     /// A wait for a connection that ends while every one of the process's connections is held
     /// by its own work says so, rather than blaming the network.
     @Test func aPoolWaitSaysWhetherTheProcessHeldEveryConnection() async throws {

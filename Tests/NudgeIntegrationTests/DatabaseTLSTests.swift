@@ -23,7 +23,7 @@ private let fakePostgres = #"""
     server.bind((host, 0))
     server.listen(8)
     with open(portfile, "w") as f:
-        f.write(str(server.getsockname()[1]))
+        f.write(str(server.getsockname()[1]) + "\n")
     while True:
         conn, _ = server.accept()
         conn.settimeout(10)
@@ -91,7 +91,7 @@ private struct FakePostgres {
         let process = try RunningProcess(
             "/usr/bin/env", ["python3", script.path, host, mode, portFile.path, events.path, cert, key],
             environment: ProcessInfo.processInfo.environment)
-        let port = try #require(Int(try await portFile.message("the fake server's port")))
+        let port = try #require(Int(try await portFile.message("the fake server's port", from: process)))
         return FakePostgres(host: host, port: port, events: events, process: process)
     }
 
@@ -108,7 +108,7 @@ private struct FakePostgres {
 /// The database password stays secret: PostgresNIO gives it to any server that asks for it in
 /// clear text, so Nudge never lets a server it has not verified ask (docs/operations.md,
 /// "Configuration").
-@Suite struct DatabasePasswordTests {
+@Suite(.dropsItsDatabases) struct DatabasePasswordTests {
     private static let password = "pw-\(UUID().uuidString.prefix(8))"
 
     @Test(arguments: [("decline", ""), ("decline", "?sslmode=prefer"), ("tls", "?sslmode=require"), ("decline", "?sslmode=allow")])

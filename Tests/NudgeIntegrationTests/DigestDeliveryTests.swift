@@ -7,7 +7,7 @@ import Testing
 
 private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
 
-@Suite(.serialized) struct DigestDeliveryTests {
+@Suite(.serialized, .dropsItsDatabases) struct DigestDeliveryTests {
     /// The week of 16–22 March 2026, digested at Sunday 20:00 in London (20:00 UTC) and in Paris
     /// (19:00 UTC), then sent by dispatch to a loopback Resend.
     static let londonSunday = "2026-03-22T20:00:00Z"
@@ -200,8 +200,9 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
         let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
         try await until("\(count) emails at Resend", on: stand.resend.changes, dispatcher.end) {
+            if stand.resend.sent.count == count { return true }
             if dispatcher.hasExited { throw TestFailure("the dispatcher ended first: \(await dispatcher.finished().stderr)") }
-            return stand.resend.sent.count == count
+            return false
         }
         dispatcher.signal(SIGKILL)
         _ = await dispatcher.finished()

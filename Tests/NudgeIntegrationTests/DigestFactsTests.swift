@@ -8,7 +8,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
 /// What the weekly digest tells is true: next week's goal is Monday's goal, a week the user was
 /// barely signed up for and a long run of quiet weeks get none, and a place held by nobody's
 /// effort is never told.
-@Suite(.serialized) struct DigestFactsTests {
+@Suite(.serialized, .dropsItsDatabases) struct DigestFactsTests {
     /// Sunday 22 March 2026, 20:00 in London (UTC).
     static let sunday = "2026-03-22T20:00:00Z"
 

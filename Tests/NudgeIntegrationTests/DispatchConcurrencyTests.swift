@@ -23,7 +23,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         """)
 }
 
-@Suite(.serialized) struct DispatchConcurrencyTests {
+@Suite(.serialized, .dropsItsDatabases) struct DispatchConcurrencyTests {
     /// Two dispatchers started together over 10,000 notifications, on different shards and then
     /// on the same one: every device gets each notification it is owed exactly once, and each
     /// user's daily cap holds (their notifications are decided by one dispatcher at a time).
@@ -74,8 +74,9 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
             ["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
             environment: environment)
         try await until("300 pushes at APNs", on: push.apns.changes, first.end) {
+            if push.apns.requestCount >= 300 { return true }
             if first.hasExited { throw TestFailure("the run ended first: \(await first.finished().stderr)") }
-            return push.apns.requestCount >= 300
+            return false
         }
         first.signal(SIGKILL)
         _ = await first.finished()
@@ -260,7 +261,7 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
     }
 }
 
-@Suite struct DispatchLeaseTests {
+@Suite(.dropsItsDatabases) struct DispatchLeaseTests {
     /// Facts read past the claims' lease (the users' and their rows'): before anything is sent,
     /// the claims are renewed for the batch's sends, and the user another dispatcher took
     /// meanwhile is left to it (skipped, nothing sent to them); the others' notifications go out
@@ -300,7 +301,7 @@ private struct SlowFactsDispatch: OutsideCalls, Bookkeeping {
 }
 
 /// The database cut off under a dispatcher's lanes while their pushes are on the wire.
-@Suite(.serialized) struct DispatchLaneFailureTests {
+@Suite(.serialized, .dropsItsDatabases) struct DispatchLaneFailureTests {
     /// Every connection of the database is cut as the first push reaches APNs, with four lanes
     /// at work: each lane's batch already sent is written once more on a connection opened for
     /// it, each lane ends on its own error without cutting the others' sends, and once the claims

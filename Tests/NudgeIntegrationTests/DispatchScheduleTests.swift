@@ -26,7 +26,7 @@ func dispatch(_ database: TestDatabase, environment: [String: String], at now: D
 /// Quiet hours, the weekend pause and the daily cap over a weekend whose Sunday night the clocks
 /// change, in three zones: runs every 30 minutes, as cron's every minute would, from Saturday
 /// 20:00 to Monday 09:00 local.
-@Suite(.serialized) struct DispatchScheduleTests {
+@Suite(.serialized, .dropsItsDatabases) struct DispatchScheduleTests {
     struct Zone: Sendable, CustomTestStringConvertible {
         let name: String
         /// Local instants as UTC: Saturday 20:00 (the simulation starts), Saturday 20:30, 23:00,

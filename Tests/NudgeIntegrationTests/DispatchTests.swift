@@ -5,7 +5,7 @@ import Testing
 
 @testable import NudgeCore
 
-@Suite(.serialized) struct DispatchDeliveryTests {
+@Suite(.serialized, .dropsItsDatabases) struct DispatchDeliveryTests {
     /// One user with an iPhone and an Android phone, one with users.fcm_token only: each device
     /// gets the notification once, in its platform's shape, and every attempt is logged.
     @Test func everyDeviceGetsItOnceInItsPlatformsShape() async throws {
@@ -100,7 +100,7 @@ extension DispatchDeliveryTests {
     }
 }
 
-@Suite(.serialized) struct DispatchProviderAnswerTests {
+@Suite(.serialized, .dropsItsDatabases) struct DispatchProviderAnswerTests {
     /// Each provider answer ends as it should: an invalid token is deactivated (kept for
     /// audit), a 429, a 5xx and a time-out are retried and delivered on a later attempt.
     @Test func eachAnswerEndsAsItShould() async throws {
@@ -389,7 +389,7 @@ extension DispatchDeliveryTests {
 
 /// The retry policy is one: the delay the queue gives a batch's failed rows in SQL is the
 /// ceiling of the one dispatch gives a row it settles (`DispatchRules.retryDelay`).
-@Suite struct RetryPolicyTests {
+@Suite(.dropsItsDatabases) struct RetryPolicyTests {
     @Test func theQueuesBackoffInSQLIsTheSettlementsCeiling() async throws {
         let database = try await TestDatabase.fresh()
         for attempts in 0...5 {

@@ -64,7 +64,7 @@ private func run(
     }
 }
 
-@Suite struct DueIndexTests {
+@Suite(.dropsItsDatabases) struct DueIndexTests {
     /// The pair: each job that acts at a user's local moment runs at 12:00 UTC (every
     /// user is due once after the seed), then at 12:15, when no user's moment falls between the
     /// two: the second run reads nobody, and fewer rows, across all tables, than 1 % of the users.

@@ -16,7 +16,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
 
 /// Resend batch requests whose answer is lost, or that proved nothing was sent: each goes again
 /// only as it left, and nothing is sent twice.
-@Suite(.serialized) struct EmailBatchTests {
+@Suite(.serialized, .dropsItsDatabases) struct EmailBatchTests {
     /// One batch of twelve emails: users in Auckland and Los Angeles, streak emails that end
     /// with the user's day and digests that keep 48 hours, so that the order of their shelf
     /// lives (Los Angeles's streaks, Auckland's, then the digests) is not the order of their
@@ -115,7 +115,7 @@ private func resendEnvironment(_ resend: StandInResend) -> [String: String] {
 
 /// A claim whose lease lapsed while its batch was sending: another dispatcher took its rows, so
 /// the first one's write leaves them, their logs and their effects alone.
-@Suite(.serialized) struct LapsedClaimTests {
+@Suite(.serialized, .dropsItsDatabases) struct LapsedClaimTests {
     /// The rows of a push and an email are taken by another claim while their requests are on
     /// the wire: the first run's renewal of its claims before the write comes back without their
     /// users, whom it reports skipped; it writes no log, no email log, and leaves the rows to the

@@ -66,7 +66,7 @@ private func event(
         #"{"type": "\#(type)", "created_at": "\#(time)", "data": {"created_at": "2026-03-22T20:01:00.000000+00:00", "email_id": "\#(email)", "from": "FitCircle <coach@fitcircle.example>", "to": ["\#(address)"], "subject": "Your week"\#(bounced), "tags": {"email_type": "weekly_digest"}}}"#
 }
 
-@Suite(.serialized) struct EmailEventsTests {
+@Suite(.serialized, .dropsItsDatabases) struct EmailEventsTests {
     /// A correctly signed event is recorded on its email's log; a wrong signature, a stale
     /// timestamp, a missing header, a replayed delivery are refused (401) and write nothing;
     /// Resend's retry of an event (the same svix-id, a newer timestamp) is answered 200 and

@@ -70,6 +70,9 @@ final class Latch<Value: Sendable>: Sendable {
 
     init() {}
 
+    /// Whether the value has been set.
+    var isSet: Bool { value.withLock { $0 != nil } }
+
     /// Sets the value; the first one set stays.
     func set(_ new: Value) {
         let first = value.withLock { value in
@@ -126,10 +129,11 @@ func processesEnded(_ pids: [Int32], _ what: @autoclosure () -> String) async th
     guard ProcessEnd.available else { throw TestFailure("pidfd_open is missing from the C library (glibc 2.36 or later has it)") }
     let wait = Waits.begin(description)
     defer { Waits.end(wait) }
-    let milliseconds = Int32(min(TestBudget.seconds * 1000, Double(Int32.max)))
+    // One deadline for them all, not a budget each.
+    let deadline = TestBudget.deadline
     let ended: Bool = await withCheckedContinuation { continuation in
         onThreadOfItsOwn {
-            let ended = pids.allSatisfy { ProcessEnd.wait(for: $0, milliseconds: milliseconds) }   // blocks: a thread of its own
+            let ended = pids.allSatisfy { ProcessEnd.wait(for: $0, until: deadline) }   // blocks: a thread of its own
             continuation.resume(returning: ended)
         }
     }
@@ -138,6 +142,8 @@ func processesEnded(_ pids: [Int32], _ what: @autoclosure () -> String) async th
 
 /// The end of a process that is not this one's child, told by the kernel through a process file
 /// descriptor (`pidfd_open`, found at run time: the C library's header is not in Swift's view).
+/// The pid is read from a list just before (a database's sessions), so it could in principle be
+/// another process's by then: one that outlives the budget fails the wait, never passes it.
 private enum ProcessEnd {
     private typealias Open = @convention(c) (pid_t, UInt32) -> Int32
 
@@ -145,54 +151,68 @@ private enum ProcessEnd {
 
     static var available: Bool { open != nil }
 
-    /// Whether `pid` ended (or was gone already) within `milliseconds`. Blocks its thread.
-    static func wait(for pid: Int32, milliseconds: Int32) -> Bool {
+    /// Whether `pid` ended (or was gone already) by `deadline`. Blocks its thread.
+    static func wait(for pid: Int32, until deadline: ContinuousClock.Instant) -> Bool {
         guard let open else { return false }
         let descriptor = open(pid, 0)
         guard descriptor >= 0 else { return errno == ESRCH }
         defer { close(descriptor) }
         var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        var left = milliseconds
-        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
         while true {
-            let ready = poll(&watched, 1, left)   // blocks: processesEnded's own thread
+            let left = ContinuousClock.now.duration(to: deadline)
+            let milliseconds = left <= .zero ? 0 : Int32(min(Double(Int32.max), left / .milliseconds(1) + 1))
+            let ready = poll(&watched, 1, milliseconds)   // blocks: processesEnded's own thread
             if ready > 0 { return true }
             if ready == 0 { return false }
             guard errno == EINTR else { return false }
-            left = Int32(max(0, ContinuousClock.now.duration(to: deadline).components.seconds * 1000))
         }
     }
 }
 
-/// A named pipe a child process writes one message to when it is ready (a server: its port),
-/// and that message, read on a thread of its own: the test learns of the moment, never polls for it.
-struct ReadyPipe {
+/// A named pipe a child process writes one line to when it is ready (a server: its port), and
+/// that line, read on a thread of its own: the test learns of the moment, never polls for it.
+/// The pipe is open at both ends from the start (Linux opens a pipe for reading and writing at
+/// once without waiting), so its reader never waits for a writer that may never come: when the
+/// process ends without a word, the test ends the reading itself.
+final class ReadyPipe: Sendable {
     let path: String
+    private let descriptor: Int32
+    private let line = Latch<String>()
 
     init(in folder: URL) throws {
         path = folder.appendingPathComponent("ready-\(UUID().uuidString)").path
         guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
-    }
-
-    /// What the child wrote, once it has closed its end; fails when the budget ends first.
-    func message(_ what: @autoclosure () -> String) async throws -> String {
-        let message = Latch<String>()
-        let path = self.path
+        descriptor = open(path, O_RDWR)
+        guard descriptor >= 0 else { throw TestFailure("open \(path): \(String(cString: strerror(errno)))") }
+        let (descriptor, line, path) = (self.descriptor, self.line, self.path)
         onThreadOfItsOwn {
-            let descriptor = open(path, O_RDONLY)   // blocks: a thread of its own, until a writer opens the pipe
-            unlink(path)
             var read: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
-            while descriptor >= 0 {
-                let count = Glibc.read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own, until the writer closes
+            while !read.contains(UInt8(ascii: "\n")) {
+                let count = Glibc.read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own, until a line comes
                 if count < 0, errno == EINTR { continue }
                 guard count > 0 else { break }
                 read += buffer[0..<count]
             }
-            if descriptor >= 0 { close(descriptor) }
-            message.set(String(decoding: read, as: UTF8.self))
+            close(descriptor)
+            unlink(path)
+            line.set(String(decoding: read.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
         }
-        return try await message.value(what()).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The line `process` wrote, once it has; fails when the process ends first or the budget does.
+    func message(_ what: @autoclosure () -> String, from process: RunningProcess) async throws -> String {
+        let description = what()
+        try await until(description, on: line.changes, process.end) {
+            line.isSet || process.hasExited
+        }
+        if !line.isSet {
+            // Ends the reading thread: an empty line of the test's own.
+            _ = "\n".utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, 1) }
+            let result = await process.finished()
+            throw TestFailure("the process ended before \(description) (status \(result.status)): \(result.stderr)")
+        }
+        return try await line.value(description)
     }
 }
 
@@ -244,9 +264,11 @@ final class StreamedOutput: Sendable {
     var ended: Bool { state.withLock { $0.ended } }
 
     /// Ends the reading thread when no process will ever open the pipe (it failed to start): a
-    /// writer that opens and closes it at once is an end.
+    /// writer that opens and closes it at once is an end. (Opened for reading and writing, which
+    /// never waits; a reader that had not yet begun to wait would wait on, for a process that
+    /// failed to start, holding only its own thread.)
     func abandon() {
-        let descriptor = open(path, O_WRONLY | O_NONBLOCK)
+        let descriptor = open(path, O_RDWR | O_NONBLOCK)
         if descriptor >= 0 { close(descriptor) }
     }
 }

@@ -21,7 +21,7 @@ func validateStreaks(_ database: TestDatabase, at now: Date) async throws -> Run
 /// Each user gets what is right for them at the edges (docs/jobs/reminders.md, dispatch.md):
 /// nothing after the check-in it asks for, the email when the push reached no device, a weekly
 /// pace that is true, a reminder time that is theirs when they wrote it.
-@Suite struct ForEachUserTests {
+@Suite(.dropsItsDatabases) struct ForEachUserTests {
     /// A reminder decided at 20:00 and a check-in made before dispatch sent it; a streak-at-risk
     /// push and email queued at 00:05 for 09:00 and a check-in at 07:30; a submission reminder and
     /// the submission seconds later: none of them is sent, each ends `answered` with why.

@@ -11,7 +11,7 @@ private func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: d
 /// in Europe on 25 October and in the United States on 1 November), for the users the rules are
 /// hardest on, with what the app writes written as its time comes. Independent SQL then checks
 /// what reached each of them.
-@Suite(.serialized) struct FourWeeksForEachUserTests {
+@Suite(.serialized, .dropsItsDatabases) struct FourWeeksForEachUserTests {
     /// The users, by number.
     enum Who {
         /// Paris, checks in at about 07:12 but on Sundays: learned 06:25 is in quiet hours, so 08:00.

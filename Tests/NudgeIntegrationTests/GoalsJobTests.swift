@@ -27,7 +27,7 @@ private func floor(_ database: TestDatabase, now: String, from: String = "", to:
     guard result.status == 0 else { throw TestFailure("goals-floor.sql failed: \(result.stderr)") }
 }
 
-@Suite struct GoalsJobTests {
+@Suite(.dropsItsDatabases) struct GoalsJobTests {
     private let seedArguments = ["seed", "--users", "300", "--seed", "5", "--now", "2026-03-18T12:00:00Z"]
 
     @Test func afterOneRunExactlyTheUsersWhoseDayHasBegunHaveGoalsForItAndARerunChangesNothing() async throws {

@@ -69,17 +69,17 @@ struct TestDatabase: Sendable {
         self.url = server.replacingCharacters(in: range, with: "/\(name)?")
     }
 
-    /// A new database with the schema in place (or empty, for migration tests).
+    /// A new database with the schema in place (one made ahead, `TestServer.warm`), or empty,
+    /// for migration tests; dropped when the test ends (`DropsItsDatabases`).
     static func fresh(migrated: Bool = true) async throws -> TestDatabase {
+        if migrated {
+            let name = try await TestServer.warm.take()
+            MadeDatabases.note(name)
+            return try TestDatabase(named: name)
+        }
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        let admin = try TestDatabase(named: "postgres")
-        // A few at a time: at the start of a run, forty suites copy the template at once, each
-        // copy taking up to a second, and all at once they would load the machine as much.
-        let template = migrated ? try await TestServer.template.ensure() : nil
-        let slot = await ProcessSlots.shared.acquire("create database \(name)")
-        defer { Task { await ProcessSlots.shared.release(slot) } }
-        if let template { await TestSQL.closeIdle(try TestDatabase(named: template).url) }
-        try await admin.psql("create database \(name)" + (template.map { " template \($0)" } ?? ""))
+        try await TestDatabase(named: "postgres").psql("create database \(name)")
+        MadeDatabases.note(name)
         return try TestDatabase(named: name)
     }
 
@@ -91,6 +91,7 @@ struct TestDatabase: Sendable {
         defer { Task { await ProcessSlots.shared.release(slot) } }
         await TestSQL.closeIdle(url)
         try await TestDatabase(named: "postgres").psql("create database \(name) template \(self.name)")
+        MadeDatabases.note(name)
         return try TestDatabase(named: name)
     }
 
@@ -125,6 +126,28 @@ struct TestDatabase: Sendable {
     func psql(_ sql: String) async throws -> String {
         if let session { return try await session.run(sql).trimmingCharacters(in: .newlines) }
         return try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines)
+    }
+
+    /// `body` with the one migrated database the whole test run shares, its SQL (`psql`, `value`,
+    /// `count`) inside a transaction of its own that is rolled back after it: the tier for a test
+    /// of the schema or of a query's shape, which needs no database of its own (none is copied,
+    /// none dropped). What `body` writes no other test sees, and is gone after it; it must not
+    /// run `nudge` or a job on it (they would not see its transaction).
+    static func rolledBack<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
+        var copy = try await TestServer.shared.database()
+        let session = try await TestSQL.Pinned(url: copy.url, mode: .held)
+        copy.session = session
+        do {
+            _ = try await session.run("begin")
+            let value = try await body(copy)
+            _ = try? await session.run("rollback")
+            await session.end()
+            return value
+        } catch {
+            _ = try? await session.run("rollback")
+            await session.end()
+            throw error
+        }
     }
 
     /// `body` with a copy of this database whose SQL (`psql`, `value`, `count`) goes through one

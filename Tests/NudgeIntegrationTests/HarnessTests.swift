@@ -18,7 +18,7 @@ private final class Lines: Sendable {
 }
 
 /// The harness's own promises: a run that stalls on its process slots says what holds them.
-@Suite struct ProcessSlotsTests {
+@Suite(.dropsItsDatabases) struct ProcessSlotsTests {
     /// Slots go to waiters in turn; a waiter kept waiting past the report time names what holds
     /// the slots; a slot given back twice is reported, not counted twice.
     @Test func aLongWaitNamesTheHoldersAndADoubleReleaseIsCaught() async throws {
@@ -61,7 +61,7 @@ private final class Lines: Sendable {
 }
 
 /// The tests' SQL (TestSQL) reads as psql did: the checks of every suite compare its text.
-@Suite struct TestSQLTests {
+@Suite(.dropsItsDatabases) struct TestSQLTests {
     /// Values as the server's text (NULL as nothing, booleans `t`/`f`), columns joined by `|` and
     /// rows by new lines, every statement's rows of a script in order.
     @Test func rowsReadAsPsqlPrintsThem() async throws {
@@ -122,5 +122,61 @@ private final class Lines: Sendable {
         #expect(try await database.psql("insert into t values (2) returning x") == "2")
         #expect(try await database.count("select count(*) from t") == 1)
         #expect(try await database.value("select pg_backend_pid()") != ending)
+    }
+}
+
+/// The databases a test makes are dropped when it ends, passed or failed, and only those.
+@Suite(.dropsItsDatabases) struct TestDatabasesTests {
+    private func exists(_ name: String) async throws -> Bool {
+        try await TestDatabase(named: "postgres").count("select count(*) from pg_database where datname = '\(name)'") == 1
+    }
+
+    @Test func aTestsDatabasesAreDroppedWhenItEndsAndTheOthersStay() async throws {
+        let own = try await TestDatabase.fresh()
+        let made = Mutex<[String]>([])
+        let scope = DropsItsDatabases()
+        let test = try #require(Test.current)
+        try await scope.provideScope(for: test, testCase: nil) {
+            let copy = try await TestDatabase.fresh()
+            let empty = try await TestDatabase.fresh(migrated: false)
+            let clone = try await copy.clone()
+            made.withLock { $0 = [copy.name, empty.name, clone.name] }
+            for name in made.withLock({ $0 }) { #expect(try await exists(name)) }
+        }
+        for name in made.withLock({ $0 }) { #expect(try await !exists(name), "\(name) is still there") }
+        // A test that fails (throws) has its databases dropped too.
+        let failed = Mutex<String?>(nil)
+        await #expect(throws: TestFailure.self) {
+            try await scope.provideScope(for: test, testCase: nil) {
+                let name = try await TestDatabase.fresh().name
+                failed.withLock { $0 = name }
+                throw TestFailure("a failing test")
+            }
+        }
+        #expect(try await !exists(try #require(failed.withLock { $0 })))
+        // The enclosing test's own is its until it ends.
+        #expect(try await exists(own.name))
+    }
+
+    /// The rolled-back tier: what a test writes there, it reads; no one else does, and after it
+    /// nothing of it is left, whether it passed or threw; two such tests at once share the one
+    /// database without seeing each other.
+    @Test func whatARolledBackTestWritesIsGoneAfterIt() async throws {
+        let id = UUID().uuidString.lowercased()
+        let seen = try await TestDatabase.rolledBack { database in
+            try await database.psql("insert into users (id, timezone) values ('\(id)', 'UTC')")
+            let other = try await TestDatabase.rolledBack { other in try await other.count("select count(*) from users where id = '\(id)'") }
+            #expect(other == 0, "another test saw the row")
+            return try await database.count("select count(*) from users where id = '\(id)'")
+        }
+        #expect(seen == 1)
+        await #expect(throws: TestFailure.self) {
+            try await TestDatabase.rolledBack { database in
+                try await database.psql("insert into users (id, timezone) values ('\(id)', 'UTC')")
+                throw TestFailure("a failing test")
+            }
+        }
+        let after = try await TestDatabase.rolledBack { database in try await database.count("select count(*) from users where id = '\(id)'") }
+        #expect(after == 0)
     }
 }

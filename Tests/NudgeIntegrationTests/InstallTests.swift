@@ -22,7 +22,7 @@ private struct Installation {
     func remove() { try? FileManager.default.removeItem(at: prefix) }
 }
 
-@Suite struct InstallTests {
+@Suite(.dropsItsDatabases) struct InstallTests {
     /// One line of the installed crontab, run as cron runs it: `/bin/sh -c` with cron's bare
     /// environment and the crontab's own variables. Nothing but the env file tells nudge where
     /// the database is.

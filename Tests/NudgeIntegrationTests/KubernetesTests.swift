@@ -5,7 +5,7 @@ import Testing
 
 /// The manifests `nudge kubernetes` writes, checked by the field's reference validator and by
 /// running the container's own command line as Kubernetes would.
-@Suite struct KubernetesTests {
+@Suite(.dropsItsDatabases) struct KubernetesTests {
     /// A folder of what `nudge kubernetes --output` writes for the standard image (generated from
     /// jobs/*.json, never kept in the repository).
     private func manifests() async throws -> URL {

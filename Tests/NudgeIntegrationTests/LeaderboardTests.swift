@@ -71,7 +71,7 @@ extension TestDatabase {
     }
 }
 
-@Suite struct LeaderboardFloorTests {
+@Suite(.dropsItsDatabases) struct LeaderboardFloorTests {
     /// Over the seeded circles (24 zones, steps and weight-loss, members who joined late or left),
     /// at three instants, a first refresh writes exactly what the SQL floor computes: every
     /// entry's metric, rank and rank_change, on all four periods.
@@ -98,7 +98,7 @@ extension TestDatabase {
     }
 }
 
-@Suite struct LeaderboardRefreshTests {
+@Suite(.dropsItsDatabases) struct LeaderboardRefreshTests {
     static let steps = "00000000-0000-0000-0000-00000000a001"
     static let weight = "00000000-0000-0000-0000-00000000b001"
 

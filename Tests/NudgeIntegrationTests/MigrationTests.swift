@@ -9,7 +9,7 @@ let migrationFiles = try! FileManager.default
     .contentsOfDirectory(atPath: packageRoot.appendingPathComponent("db/migrations").path)
     .filter { $0.hasSuffix(".sql") }.sorted()
 
-@Suite struct MigrationTests {
+@Suite(.dropsItsDatabases) struct MigrationTests {
     @Test func migrateTwiceInARowChangesNothingTheSecondTime() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
         let first = try await database.nudge(["migrate"])
@@ -129,53 +129,57 @@ let migrationFiles = try! FileManager.default
         ("notification_outbox", ["dedupe_key", "job", "user_id", "local_day", "notification_type", "deliver_after"]),
     ])
     func everyTableHasTheSeedsColumns(_ table: String, _ columns: [String]) async throws {
-        let database = try await TestDatabase.fresh()
-        let present = Set(
-            try await database.psql(
-                "select column_name from information_schema.columns where table_schema = 'public' and table_name = '\(table)'"
-            ).split(separator: "\n").map(String.init))
-        #expect(!present.isEmpty, "table \(table) is missing")
-        #expect(Set(columns).subtracting(present).isEmpty, "\(table) lacks \(Set(columns).subtracting(present).sorted())")
+        try await TestDatabase.rolledBack { database in
+            let present = Set(
+                try await database.psql(
+                    "select column_name from information_schema.columns where table_schema = 'public' and table_name = '\(table)'"
+                ).split(separator: "\n").map(String.init))
+            #expect(!present.isEmpty, "table \(table) is missing")
+            #expect(Set(columns).subtracting(present).isEmpty, "\(table) lacks \(Set(columns).subtracting(present).sorted())")
+        }
     }
 
     @Test func theSeedsIndexesExist() async throws {
-        let database = try await TestDatabase.fresh()
-        let indexes = try await database.psql("select indexname from pg_indexes where schemaname = 'public'")
-        for name in ["idx_push_log_user_sent", "idx_notif_user", "idx_notif_call", "idx_leaderboard_circle_period_rank"] {
-            #expect(indexes.contains(name), "\(name)")
-        }
-        await #expect {
-            try await database.psql(
-                "insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users")
-        } throws: { error in
-            (error as? TestSQL.Refused)?.message.contains("push_log_push_type_check") == true
+        try await TestDatabase.rolledBack { database in
+            let indexes = try await database.psql("select indexname from pg_indexes where schemaname = 'public'")
+            for name in ["idx_push_log_user_sent", "idx_notif_user", "idx_notif_call", "idx_leaderboard_circle_period_rank"] {
+                #expect(indexes.contains(name), "\(name)")
+            }
+            await #expect {
+                try await database.psql(
+                    "insert into users (id) values (gen_random_uuid()); insert into push_log (user_id, push_type, content) select id, 'generic', 'x' from users"
+                )
+            } throws: { error in
+                (error as? TestSQL.Refused)?.message.contains("push_log_push_type_check") == true
+            }
         }
     }
 }
 
-@Suite struct IndexTests {
+@Suite(.dropsItsDatabases) struct IndexTests {
     /// Deleting a user cascades through every table that references users; a foreign key without
     /// an index led by its columns makes each such delete scan the referencing table.
     @Test func everyForeignKeyHasAnIndexLedByItsColumns() async throws {
-        let database = try await TestDatabase.fresh()
-        let uncovered = try await database.psql(
-            """
-            select c.conrelid::regclass || '(' || (select string_agg(a.attname, ', ' order by k.ord)
-                                                     from unnest(c.conkey) with ordinality k(attnum, ord)
-                                                     join pg_attribute a on a.attrelid = c.conrelid and a.attnum = k.attnum) || ')'
-              from pg_constraint c
-             where c.contype = 'f' and c.connamespace = 'public'::regnamespace
-               and not exists (select 1 from pg_index i
-                                where i.indrelid = c.conrelid and i.indpred is null
-                                  and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] @> c.conkey
-                                  and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] <@ c.conkey)
-             order by 1
-            """)
-        #expect(uncovered == "", "foreign keys without an index led by their columns:\n\(uncovered)")
+        try await TestDatabase.rolledBack { database in
+            let uncovered = try await database.psql(
+                """
+                select c.conrelid::regclass || '(' || (select string_agg(a.attname, ', ' order by k.ord)
+                                                         from unnest(c.conkey) with ordinality k(attnum, ord)
+                                                         join pg_attribute a on a.attrelid = c.conrelid and a.attnum = k.attnum) || ')'
+                  from pg_constraint c
+                 where c.contype = 'f' and c.connamespace = 'public'::regnamespace
+                   and not exists (select 1 from pg_index i
+                                    where i.indrelid = c.conrelid and i.indpred is null
+                                      and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] @> c.conkey
+                                      and (i.indkey::int2[])[0:cardinality(c.conkey) - 1] <@ c.conkey)
+                 order by 1
+                """)
+            #expect(uncovered == "", "foreign keys without an index led by their columns:\n\(uncovered)")
+        }
     }
 }
 
-@Suite struct LedgerIndexTests {
+@Suite(.dropsItsDatabases) struct LedgerIndexTests {
     /// Every run asks the ledger which runs are marked running and which was the last real one:
     /// after a year of runs those questions must be answered from an index, not a scan.
     @Test func theLedgersQuestionsAreAnsweredFromAnIndex() async throws {
@@ -206,7 +210,7 @@ let migrationFiles = try! FileManager.default
     }
 }
 
-@Suite struct SchemaGuardTests {
+@Suite(.dropsItsDatabases) struct SchemaGuardTests {
     @Test func aJobRefusesAnUnmigratedDatabase() async throws {
         let database = try await TestDatabase.fresh(migrated: false)
         let result = try await database.nudge(["run", "validate-streaks"])
@@ -226,7 +230,7 @@ let migrationFiles = try! FileManager.default
 }
 
 /// A migration's backfill of a big table: in batches, each its own transaction, after its schema.
-@Suite struct MigrationBackfillTests {
+@Suite(.dropsItsDatabases) struct MigrationBackfillTests {
     /// The project's migrations and one more, whose backfill fills 25 rows 10 at a time.
     func folder(backfill: String) throws -> URL {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("nudge-migrations-\(UUID().uuidString)")

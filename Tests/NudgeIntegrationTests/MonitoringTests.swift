@@ -3,7 +3,7 @@ import NudgeCore
 import NudgeStandIns
 import Testing
 
-@Suite struct MonitoringTests {
+@Suite(.dropsItsDatabases) struct MonitoringTests {
     /// A loopback HTTP server that answers 200 and writes each request line to a file.
     private func healthcheckServer() async throws -> (RunningProcess, port: Int, log: URL) {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("pings-\(UUID()).log")
@@ -20,13 +20,13 @@ import Testing
                         self.send_response(200); self.end_headers()
                 def log_message(self, *args): pass
             server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
-            open(sys.argv[2], 'w').write(str(server.server_port))
+            open(sys.argv[2], 'w').write(str(server.server_port) + '\\n')
             server.serve_forever()
             """
         let server = try RunningProcess(
             "/usr/bin/env", ["python3", "-c", script, log.path, portFile.path],
             environment: ProcessInfo.processInfo.environment)
-        let port = try #require(Int(try await portFile.message("the health-check server's port")))
+        let port = try #require(Int(try await portFile.message("the health-check server's port", from: server)))
         return (server, port, log)
     }
 

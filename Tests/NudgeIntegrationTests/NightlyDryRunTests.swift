@@ -5,7 +5,7 @@ import Testing
 /// CI's nightly dry run (docs/operations.md, "The nightly dry run"): every enabled job against a
 /// copy of the data, one report, nothing written or sent, a status that fails the build when a job
 /// is broken.
-@Suite struct NightlyDryRunTests {
+@Suite(.dropsItsDatabases) struct NightlyDryRunTests {
     private let arguments = ["run", "--all", "--dry-run", "--json", "--now", "2026-03-20T10:30:00Z"]
     private let environment = ["PUSH_TRIGGER_ENABLED": "true"].merging(digestEnvironment()) { _, new in new }
 

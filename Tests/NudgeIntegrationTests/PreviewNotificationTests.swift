@@ -219,7 +219,7 @@ struct PreviewWorld: Sendable {
 
 private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 
-@Suite(.serialized) struct PreviewNotificationTests {
+@Suite(.serialized, .dropsItsDatabases) struct PreviewNotificationTests {
     /// Calls over the next hour, on every path, in both languages, with the job and dispatch
     /// every simulated minute: each preview queued once, sent within 30 s of scheduled_at − lead,
     /// on its path, with the coach's name, the streak day and the topic in the user's language.
@@ -747,7 +747,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
     }
 }
 
-@Suite(.serialized) struct TwilioDeliveryTests {
+@Suite(.serialized, .dropsItsDatabases) struct TwilioDeliveryTests {
     /// A batch's bound that comes while an SMS is on the wire no longer cuts it: the request that
     /// left ends with Twilio's answer (its own time-out bounds it), not as "outcome unknown".
     @Test func aBatchsBoundNeverCutsAnSMSOnTheWire() async throws {
@@ -1015,7 +1015,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 
 /// What a preview says and when it is marked: the streak day it falls on, a free-text topic,
 /// a call written without its due time, `preview_sent` from dispatch, path C's SMS from the push.
-@Suite(.serialized) struct PreviewFactsTests {
+@Suite(.serialized, .dropsItsDatabases) struct PreviewFactsTests {
     /// Six check-ins in a row (Monday 23 to Saturday 28 March), calls on Sunday 29 at 00:15 and
     /// 08:10 Paris time (UTC+1 until 02:00, then +2): day 7 both times, whether validate-streaks
     /// has settled Saturday yet (at 00:05 it has not) or has (by 08:00).
@@ -1126,7 +1126,7 @@ private func at(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
 /// A user whose zone Nudge does not know: the call preview and a FitCircle invitation, which
 /// need no local clock, are delivered; what would need their day (a leaderboard move, capped
 /// by their local day and held by quiet hours) is suppressed with why.
-@Suite(.serialized) struct UnknownZonePreviewTests {
+@Suite(.serialized, .dropsItsDatabases) struct UnknownZonePreviewTests {
     @Test func aMarsOlympusUsersPreviewReachesThem() async throws {
         let world = try await PreviewWorld.start()
         defer { Task { await world.shutdown() } }

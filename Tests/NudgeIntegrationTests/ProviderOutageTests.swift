@@ -31,7 +31,7 @@ private final class Outage: Sendable {
     }
 }
 
-@Suite(.serialized) struct ProviderOutageTests {
+@Suite(.serialized, .dropsItsDatabases) struct ProviderOutageTests {
     /// APNs, FCM and Resend answer 503 to everything for 8 minutes while dispatch runs every
     /// minute and notifications keep falling due, then recover: every notification reaches every
     /// device (and every address) exactly once, none ends failed, and while they were down each
@@ -176,8 +176,10 @@ private final class Outage: Sendable {
         let summary = try await dispatch(database, environment: environment, at: at("2026-03-10T12:00:10Z"))
         #expect(summary.exitCode == 0, "\(summary.message ?? "")")
         let asked = push.fcm.requests.filter { !$0.validateOnly }.count
-        // The three that found it down, and at most one that had its slot as the third answer came.
-        #expect(asked <= ProviderHealth.outageMinimum + 1, "FCM was asked \(asked) notifications")
+        // The three that found it down, and the few that had the slot before the third answer was
+        // counted (it is counted once its exchange has given the slot up): never the thirty that
+        // went when health was asked only before the wait.
+        #expect(asked < 10, "FCM was asked \(asked) notifications")
         #expect(try await database.value("select state from provider_health where provider = 'fcm'") == "down")
         #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
     }

@@ -76,7 +76,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
     arrivals.count <= slots.count && zip(arrivals, slots).allSatisfy { $0 >= $1 - 0.001 }
 }
 
-@Suite(.serialized) struct ProviderPaceTests {
+@Suite(.serialized, .dropsItsDatabases) struct ProviderPaceTests {
     /// Two processes (two pools, so two connections) take their turns from one row: one sequence
     /// of slots, an interval apart, none given twice, the first taken by whichever inserted the
     /// row. A caller whose turn is further away than it may wait takes nothing, and the next

@@ -44,7 +44,7 @@ private func cronTick(_ database: TestDatabase, on db: Database, at now: Date) a
     try await run(LeaderboardRefreshJob(definition: jobDefinition("leaderboard-refresh")))
 }
 
-@Suite struct PruneTests {
+@Suite(.dropsItsDatabases) struct PruneTests {
     /// A week of cron, prune (every table at the shortest age its readers allow), another week:
     /// the second week decides exactly as in a copy that was never pruned.
     @Test func aWeekOfCronThenPruneThenAnotherWeekDecidesAsIfNothingHadBeenPruned() async throws {

@@ -33,7 +33,7 @@ enum ReminderFixture {
     }
 }
 
-@Suite(.serialized) struct RemindersScheduleTests {
+@Suite(.serialized, .dropsItsDatabases) struct RemindersScheduleTests {
     /// Two weeks of cron every 15 minutes over the end of daylight saving time in Europe (25
     /// October) and the United States (1 November), for users in Paris, New York, Kolkata and
     /// Auckland. Check-ins are written as the app writes them, when they are made: user 1 checks in
@@ -327,7 +327,7 @@ enum ReminderFixture {
 
 }
 
-@Suite(.serialized) struct RemindersContentTests {
+@Suite(.serialized, .dropsItsDatabases) struct RemindersContentTests {
     /// The copy's numbers are the user's, as an independent query reads them, in their language.
     @Test func theCopyCarriesTheUsersNumbersInTheirLanguage() async throws {
         let database = try await TestDatabase.fresh()

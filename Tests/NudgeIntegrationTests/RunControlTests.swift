@@ -7,7 +7,7 @@ import Testing
 
 private let now = "2026-03-20T12:00:00Z"
 
-@Suite struct KillSwitchTests {
+@Suite(.dropsItsDatabases) struct KillSwitchTests {
     @Test(arguments: [["NUDGE_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "false"], ["VALIDATE_STREAKS_ENABLED": "0"]])
     func anEnvironmentKillSwitchChangesNoRowAtAll(_ environment: [String: String]) async throws {
         let database = try await TestDatabase.fresh()
@@ -96,7 +96,7 @@ struct PausingAfterFirstBatch: Job {
     }
 }
 
-@Suite struct LockTests {
+@Suite(.dropsItsDatabases) struct LockTests {
     /// Holds the run lock of a job and shard from another session, as a running job would.
     private func holdingLock(of shard: Shard, in database: TestDatabase, _ body: @escaping @Sendable () async throws -> Void) async throws {
         let key = RunLocks.jobKey("validate-streaks")
@@ -178,7 +178,7 @@ struct PausingAfterFirstBatch: Job {
     }
 }
 
-@Suite struct InterruptionTests {
+@Suite(.dropsItsDatabases) struct InterruptionTests {
     private func populated() async throws -> TestDatabase {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 600, signup: "2026-02-01T00:00:00Z", from: "2026-01-31", to: "2026-03-20")
@@ -222,7 +222,7 @@ struct PausingAfterFirstBatch: Job {
     }
 }
 
-@Suite struct DatabaseLossTests {
+@Suite(.dropsItsDatabases) struct DatabaseLossTests {
     /// The server stops answering mid-run (its processes frozen: the sockets stay open, nothing
     /// comes back, as on a network partition). The run ends with exit 1 within its bound, never
     /// a hang; the next run resumes after the checkpoint and ends as one uninterrupted run would.
@@ -263,8 +263,13 @@ struct PausingAfterFirstBatch: Job {
         #expect(try await database.value("select status from job_runs") == "aborted")
         #expect(try await database.count("select processed from job_runs") < users)
 
-        // The frozen sessions end (their client is gone), and with them the run's lock.
+        // The frozen sessions end (their client is gone), and with them the run's lock; so does
+        // any other the run had opened.
         try await processesEnded(backends, "the frozen sessions of the run to end")
+        let others = try await database.psql(
+            "select pid from pg_stat_activity where datname = current_database() and application_name like 'nudge%'"
+        ).split(whereSeparator: \.isWhitespace).compactMap { Int32($0) }
+        try await processesEnded(others, "the run's other sessions to end")
         #expect(
             try await database.count(
                 """

@@ -6,7 +6,7 @@ import Testing
 /// The database's own defences (docs/security.md): functions that run with the owner's rights
 /// cannot be borrowed through a session's temporary schema nor through `public`, and the jobs'
 /// and serve's roles refuse to start where they could plant either.
-@Suite(.serialized) struct DefinerFunctionTests {
+@Suite(.serialized, .dropsItsDatabases) struct DefinerFunctionTests {
     /// `deploy/sql/roles.sql` on `database`, as the owner of Nudge's tables.
     private func grantRoles(_ database: TestDatabase) async throws {
         let roles = try await database.applyRoles()
@@ -23,22 +23,23 @@ import Testing
     /// and the session's temporary schema last: none is left to the search path of whoever
     /// migrated, nor to the caller's.
     @Test func everyDefinerFunctionSearchesPgCatalogFirstAndPgTempLast() async throws {
-        let database = try await TestDatabase.fresh()
-        let definers = try await database.count(
-            """
-            select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-             where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
-            """)
-        #expect(definers >= 9)
-        let unpinned = try await database.psql(
-            """
-            select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-             where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
-               and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
-                                where c = 'search_path=pg_catalog, public, pg_temp')
-             order by 1
-            """)
-        #expect(unpinned == "", "definer functions without a pinned search path: \(unpinned)")
+        try await TestDatabase.rolledBack { database in
+            let definers = try await database.count(
+                """
+                select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+                 where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
+                """)
+            #expect(definers >= 9)
+            let unpinned = try await database.psql(
+                """
+                select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+                 where p.prosecdef and n.nspname not in ('pg_catalog', 'information_schema')
+                   and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c
+                                    where c = 'search_path=pg_catalog, public, pg_temp')
+                 order by 1
+                """)
+            #expect(unpinned == "", "definer functions without a pinned search path: \(unpinned)")
+        }
     }
 
     /// The app's role, which writes the submissions, plants a temporary
@@ -350,7 +351,7 @@ import Testing
 }
 
 /// SMS replies (docs/serve.md): each is applied once, by its MessageSid.
-@Suite struct SMSReplyTests {
+@Suite(.dropsItsDatabases) struct SMSReplyTests {
     /// A user replies START, later STOP; the START, captured and replayed (Twilio's signature holds
     /// no time), changes nothing: SMS to the number stay stopped. REVOKE and OPTOUT stop them too.
     @Test func aReplayedStartAfterAStopChangesNothing() async throws {
@@ -391,7 +392,7 @@ import Testing
 }
 
 /// Twilio's auth token is serve's alone, and rotates without losing a callback (docs/serve.md).
-@Suite struct TwilioTokenRotationTests {
+@Suite(.dropsItsDatabases) struct TwilioTokenRotationTests {
     /// Through a rotation, a reply signed with the token being replaced
     /// (`TWILIO_AUTH_TOKEN_PREVIOUS`) is accepted like one signed with the new token; one signed
     /// with any other is refused.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct SeedTests {
+@Suite(.dropsItsDatabases) struct SeedTests {
     private let seedArguments = ["seed", "--users", "300", "--seed", "11", "--now", "2026-03-18T12:00:00Z"]
 
     @Test func theSameArgumentsGiveTheSameRowsIdsIncluded() async throws {

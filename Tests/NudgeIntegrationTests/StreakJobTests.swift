@@ -4,7 +4,7 @@ import Testing
 
 @testable import NudgeCore
 
-@Suite struct DryRunTests {
+@Suite(.dropsItsDatabases) struct DryRunTests {
     @Test func aDryRunLeavesEveryTableButTheLedgerUnchanged() async throws {
         let database = try await TestDatabase.fresh()
         try await Fixture.population(database, count: 120, signup: "2026-03-01T00:00:00Z", from: "2026-02-28", to: "2026-03-20")
@@ -32,7 +32,7 @@ import Testing
     }
 }
 
-@Suite struct ScheduleTests {
+@Suite(.dropsItsDatabases) struct ScheduleTests {
     /// Cron may run the job every hour, every 20 minutes or twice in the same minute, across the
     /// daylight-saving changes of both hemispheres (the US on 8 March, Europe on 29 March,
     /// Australia and Lord Howe on 5 April): every schedule ends in the same state.
@@ -75,7 +75,7 @@ import Testing
     }
 }
 
-@Suite struct BadDataTests {
+@Suite(.dropsItsDatabases) struct BadDataTests {
     @Test func badUsersAreSkippedWithTheirReasonAndTheOthersEndAsIfTheyWereNotThere() async throws {
         let now = "2026-03-20T12:00:00Z"
         let clean = try await TestDatabase.fresh()
@@ -230,7 +230,7 @@ import Testing
     }
 }
 
-@Suite struct FirstRunTests {
+@Suite(.dropsItsDatabases) struct FirstRunTests {
     /// Nudge's first run on a database the app has filled for a year: each user's streak starts
     /// from at most 7 days back (catchUpDays), never from sign-up, and the history before is taken
     /// as it stands, with no badges or notifications about it.
@@ -280,7 +280,7 @@ extension FirstRunTests {
     }
 }
 
-@Suite struct ScopeTests {
+@Suite(.dropsItsDatabases) struct ScopeTests {
     private let now = "2026-03-20T12:00:00Z"
 
     private func populated() async throws -> TestDatabase {

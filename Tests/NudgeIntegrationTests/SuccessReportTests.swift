@@ -10,13 +10,14 @@ private func seededMonth() async throws -> TestDatabase {
     try await SeededMonth.shared.copy()
 }
 
-/// The seeded month is made once per test process; each test works on a copy.
+/// The seeded month is made once per test process; each test works on a copy (the copy is the
+/// test's, dropped after it; the month is no test's, and stays).
 private actor SeededMonth {
     static let shared = SeededMonth()
     private var creation: Task<TestDatabase, any Error>?
 
     func copy() async throws -> TestDatabase {
-        let creation = self.creation ?? Task { try await makeSeededMonth() }
+        let creation = self.creation ?? Task { try await MadeDatabases.$current.withValue(nil) { try await makeSeededMonth() } }
         self.creation = creation
         return try await creation.value.clone()
     }
@@ -56,7 +57,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
     return database
 }
 
-@Suite(.serialized) struct SuccessReportTests {
+@Suite(.serialized, .dropsItsDatabases) struct SuccessReportTests {
     static let period = ["--from", "2026-03-04", "--to", "2026-03-17"]
 
     /// The contract for the apps: a push's delivery and open recorded on its rows by the
@@ -190,7 +191,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
                 import functools, http.server, sys
                 files = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
                 server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), files)
-                with open(sys.argv[2], 'w') as ready: ready.write(str(server.server_address[1]))
+                with open(sys.argv[2], 'w') as ready: ready.write(str(server.server_address[1]) + '\\n')
                 server.serve_forever()
                 """,
                 folder.path, ready.path,
@@ -198,7 +199,7 @@ private func makeSeededMonth() async throws -> TestDatabase {
             environment: ProcessInfo.processInfo.environment)
         // SIGKILL: the test process ignores SIGTERM, and a child inherits that.
         defer { server.signal(SIGKILL) }
-        let origin = "http://127.0.0.1:\(try await ready.message("the page server's port"))"
+        let origin = "http://127.0.0.1:\(try await ready.message("the page server's port", from: server))"
 
         /// The page's DOM, and the requests the page itself started (URL, as Chromium logged them).
         func open(_ page: String) async throws -> (dom: String, fromPage: [String]) {

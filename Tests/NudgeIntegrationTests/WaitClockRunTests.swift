@@ -8,7 +8,7 @@ import Testing
 
 /// The runner's waits on a clock the test moves (`RunOptions.waitClock`): what it does at each
 /// moment is checked without waiting for it, whatever the machine's load.
-@Suite struct WaitClockRunTests {
+@Suite(.dropsItsDatabases) struct WaitClockRunTests {
     private static let now = "2026-03-20T12:00:00Z"
 
     /// Moves `clock` to each deadline a sleeper waits for, as soon as it waits: the run goes on
@@ -108,16 +108,18 @@ import Testing
         try await testGracefulShutdown { trigger in
             let run = Task { try await Self.run(job, clock: clock, on: database, concurrency: 3, grace: .seconds(20)) }
             try await until("three calls in flight", on: job.calls.changes) { job.calls.started == 3 }
-            var sleepers = clock.sleepers.makeAsyncIterator()
             trigger.triggerGracefulShutdown()
             // The grace is the only wait: it starts when the signal comes, on the run's clock.
-            let graceEnds = await sleepers.next()
+            let graceEnds = try await ending { () async -> Duration? in
+                for await deadline in clock.sleepers { return deadline }
+                return nil
+            }
             #expect(graceEnds == clock.now() + .seconds(20))
             clock.advance(by: .seconds(19))
             let early = try await ending(within: 1) { try await run.value }
             #expect(early == nil, "the run ended before its grace had passed")
             clock.advance(by: .seconds(1))
-            let summary = try await run.value
+            let summary = try #require(try await ending { try await run.value }, "the run did not end once its grace had passed")
             #expect(summary.status == "interrupted", "\(summary)")
             #expect(job.calls.started == 3, "a call started after the signal")
             #expect(summary.counts.succeeded == 0 && summary.counts.skipped == 5, "\(summary.counts)")

@@ -82,7 +82,7 @@ enum DigestFixture {
     }
 }
 
-@Suite(.serialized) struct WeeklyDigestScheduleTests {
+@Suite(.serialized, .dropsItsDatabases) struct WeeklyDigestScheduleTests {
     /// Each zone's Sunday 20:00 as UTC, for six weeks in which the United States (8 March), the
     /// United Kingdom (29 March) and New Zealand (5 April) change their clocks; Kathmandu, at
     /// +05:45, never does. Worked out with Python's zoneinfo, not with Nudge's calendar.
