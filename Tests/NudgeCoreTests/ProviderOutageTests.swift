@@ -341,6 +341,20 @@ private func plan(
         #expect(why == "FCM 500 INTERNAL, while FCM answered other requests")
     }
 
+    /// A provider over its quota (FCM's 429 for the whole project) is not asked for what it
+    /// said, measured on the run's wait clock: held a second before, asked again at the end.
+    @Test func aQuotasPauseIsMeasuredOnTheRunsWaitClock() {
+        let waits = ManualWaitClock()
+        let health = ChannelHealth(configured: [.fcm: .ready], identities: [.fcm: "f"], clock: FixedClock(now), waitClock: waits)
+        health.record(.throttled("FCM QUOTA_EXCEEDED", after: 75), from: .fcm, device: "pixel")
+        #expect(health.hold(.fcm)?.after == 75)
+        waits.advance(by: .seconds(74))
+        #expect(health.hold(.fcm)?.after == 1)
+        #expect(health.hold(.fcm)?.reason == "FCM is over its quota: FCM QUOTA_EXCEEDED")
+        waits.advance(by: .seconds(1))
+        #expect(health.hold(.fcm) == nil)
+    }
+
     @Test func aTokenIsBelievedUnknownOnlyOnceTheProviderTookOthers() {
         var health = ProviderHealth().applying(answers(4, unknown: 1), now: now, config: "c")
         #expect(!health.confirmsTokens(config: "c"))

@@ -232,3 +232,40 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         #expect(noneBeforeItsSlot(arrived, taken), "\(arrived)\n\(taken)")
     }
 }
+
+/// Resend's turn under the pace is waited for on the run's wait clock: the second of two batches
+/// at one request a second leaves when the test moves the clock by the interval, not before,
+/// and never waits the real second.
+@Suite(.dropsItsDatabases) struct ResendTurnTests {
+    @Test func aBatchWaitsForItsTurnOnTheRunsWaitClock() async throws {
+        let resend = try await StandInResend.start()
+        defer { Task { await resend.shutdown() } }
+        let configuration = try #require(
+            try ResendConfiguration(
+                environment: Environment([
+                    "RESEND_API_KEY": resend.apiKey, "RESEND_FROM": "FitCircle <coach@fitcircle.example>",
+                    "RESEND_BASE_URL": resend.baseURL, "RESEND_REQUESTS_PER_SECOND": "1",
+                ])))
+        let client = try ResendClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(30)))
+        let clock = ManualWaitClock()
+        let pace = LocalPace(interval: .seconds(1), clock: clock)
+        func email(_ n: Int) -> EmailRequest {
+            EmailRequest(to: "user\(n)@example.test", subject: "Your week", html: "<p>\(n)</p>", text: "\(n)", unsubscribeURL: nil, tags: [:])
+        }
+        let first = await client.sendBatch([email(1)], key: "nudge-batch-turn-1", pace: pace, waitClock: clock)
+        #expect(first.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(first)")
+        let second = Task { await client.sendBatch([email(2)], key: "nudge-batch-turn-2", pace: pace, waitClock: clock) }
+        // Its turn is a second away on the run's clock: it sleeps until then, and has not left.
+        let deadline = try await ending { () async -> Duration? in
+            for await deadline in clock.sleepers { return deadline }
+            return nil
+        }
+        #expect(deadline == .seconds(1))
+        #expect(resend.requestCount == 1)
+        clock.advance(by: .seconds(1))
+        try await until("the second batch at Resend", on: resend.changes) { resend.requestCount == 2 }
+        let answered = await second.value
+        #expect(answered.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(answered)")
+        await client.shutdown()
+    }
+}

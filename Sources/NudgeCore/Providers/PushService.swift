@@ -60,23 +60,26 @@ public struct SendContext: Sendable {
     public let logger: Logger
     /// The run's clock: what is left of a push's shelf life is read from it as the push leaves.
     public let clock: any RunClock
+    /// What a wait for a turn is slept on: the run's wait clock.
+    public let waitClock: any WaitClock
     /// Asked once the push has a connection, just before it leaves: a result keeps it from
     /// leaving (its provider was found down while it waited, say), nil lets it go.
     public let leaving: @Sendable () -> SendResult?
 
     public init(
-        database: Database?, logger: Logger, clock: any RunClock = SystemClock(),
+        database: Database?, logger: Logger, clock: any RunClock = SystemClock(), waitClock: any WaitClock = SystemWaitClock(),
         leaving: @escaping @Sendable () -> SendResult? = { nil }
     ) {
         self.database = database
         self.logger = logger
         self.clock = clock
+        self.waitClock = waitClock
         self.leaving = leaving
     }
 
     /// The same, with `leaving` asked before the push leaves.
     public func leaving(_ check: @escaping @Sendable () -> SendResult?) -> SendContext {
-        SendContext(database: database, logger: logger, clock: clock, leaving: check)
+        SendContext(database: database, logger: logger, clock: clock, waitClock: waitClock, leaving: check)
     }
 }
 
@@ -125,7 +128,7 @@ public struct DeliveryServices: Sendable {
             return await services[provider]?.probe(context: context)
         case .resend:
             guard let email else { return nil }
-            return await email.probe(pace: context.database.map { email.sharedPace($0, logger: context.logger) })
+            return await email.probe(pace: context.database.map { email.sharedPace($0, logger: context.logger) }, waitClock: context.waitClock)
         case .twilio:
             return await sms?.probe()
         }

@@ -178,9 +178,10 @@ public final class ResendClient: Sendable {
     /// does not leave when its turn is more than `longestWaitForTurn` away. `leaving` runs once the
     /// request has its turn and a connection, just before it is written: it records the batch's
     /// rows as having left, or answers why it must not go (Resend found down meanwhile, the claim
-    /// on the rows ended); nothing leaves then.
+    /// on the rows ended); nothing leaves then. The wait for its turn is slept on `waitClock`
+    /// (the run's).
     public func sendBatch(
-        _ emails: [EmailRequest], key: String, pace: (any ProviderPace)? = nil,
+        _ emails: [EmailRequest], key: String, pace: (any ProviderPace)? = nil, waitClock: any WaitClock = SystemWaitClock(),
         leaving: @Sendable () async -> SendResult? = { nil }
     ) async -> [SendResult] {
         guard !emails.isEmpty else { return [] }
@@ -195,7 +196,7 @@ public final class ResendClient: Sendable {
             let held = SendResult.notSent("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now", after: 1)
             return emails.map { _ in held }
         }
-        if turn > .zero { try? await Task.sleep(for: turn) }
+        if turn > .zero { try? await waitClock.sleep(for: turn) }
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/emails/batch")
         request.method = .POST
         request.headers.add(name: "authorization", value: "Bearer \(configuration.apiKey)")
@@ -226,13 +227,13 @@ public final class ResendClient: Sendable {
     }
 
     /// A read that sends nothing (`GET /domains?limit=1`): whether Resend answers again. It takes
-    /// its turn under `pace` like any of the team's requests.
-    public func probe(pace: (any ProviderPace)? = nil) async -> ProbeAnswer {
+    /// its turn under `pace` like any of the team's requests, waiting for it on `waitClock`.
+    public func probe(pace: (any ProviderPace)? = nil, waitClock: any WaitClock = SystemWaitClock()) async -> ProbeAnswer {
         do {
             guard let turn = try await (pace ?? localPace).reserve(within: Self.longestWaitForTurn) else {
                 return .notAsked("Resend's rate limit (\(configuration.requestsPerSecond) a second) is used up for now")
             }
-            if turn > .zero { try? await Task.sleep(for: turn) }
+            if turn > .zero { try? await waitClock.sleep(for: turn) }
         } catch {
             return .notAsked("Resend: \(describe(error))")
         }

@@ -18,7 +18,8 @@ public final class ChannelHealth: Sendable {
         /// counted until the rows it reads back replace `shared`.
         var writing: [Int: [DeliveryProvider: ProviderHealth.Delta]] = [:]
         var nextSync = 0
-        var throttledUntil: [DeliveryProvider: (until: ContinuousClock.Instant, reason: String)] = [:]
+        /// Until when, on the wait clock, a provider over its quota is not asked.
+        var throttledUntil: [DeliveryProvider: (until: Duration, reason: String)] = [:]
         /// The version of each shared row as last read: a lane that read before another replaces
         /// nothing newer.
         var versions: [DeliveryProvider: Int64] = [:]
@@ -31,17 +32,20 @@ public final class ChannelHealth: Sendable {
     /// Each configured provider's identity (`DeliveryServices.identities`): who it is configured as.
     private let identities: [DeliveryProvider: String]
     private let clock: any RunClock
+    /// What a quota's pause is measured on: the run's wait clock.
+    private let waitClock: any WaitClock
 
     /// How many parked rows a dispatcher wakes at a time for a provider that is up.
     static let wakeBatch = 2_000
 
     public init(
         configured: [DeliveryProvider: ProviderState], identities: [DeliveryProvider: String] = [:],
-        clock: any RunClock = SystemClock()
+        clock: any RunClock = SystemClock(), waitClock: any WaitClock = SystemWaitClock()
     ) {
         self.configured = configured
         self.identities = identities
         self.clock = clock
+        self.waitClock = waitClock
     }
 
     /// Each provider's health as this dispatcher sees it now: the shared row with its own news.
@@ -77,7 +81,7 @@ public final class ChannelHealth: Sendable {
                 return (health.summary(of: provider) ?? "\(provider.displayName) is not available", nil)
             }
             if let throttled = state.throttledUntil[provider] {
-                let left = ContinuousClock.now.duration(to: throttled.until)
+                let left = throttled.until - waitClock.now()
                 if left > .zero {
                     return ("\(provider.displayName) is over its quota: \(throttled.reason)", left.seconds)
                 }
@@ -111,7 +115,7 @@ public final class ChannelHealth: Sendable {
         state.withLock { state in
             if case .throttled(let why, let after) = result {
                 let seconds = after.isFinite ? min(max(after, 0), 24 * 3600) : 60
-                let until = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+                let until = waitClock.now() + .milliseconds(Int64(seconds * 1000))
                 if (state.throttledUntil[provider]?.until).map({ $0 < until }) ?? true {
                     state.throttledUntil[provider] = (until, why)
                 }

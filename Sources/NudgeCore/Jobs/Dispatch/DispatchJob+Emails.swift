@@ -159,7 +159,7 @@ extension DispatchJob {
         // Resend's rate is the team's: every dispatcher (overlapping cron minutes, every shard)
         // takes its turns from the database's one pace.
         let pace = run.database.map { client.sharedPace($0, logger: run.logger) }
-        let answers = await client.sendBatch(request.emails, key: request.key, pace: pace, leaving: leaving)
+        let answers = await client.sendBatch(request.emails, key: request.key, pace: pace, waitClock: run.waitClock, leaving: leaving)
         // One request, one answer for health: a batch of a hundred unanswered is one outage.
         if let answer = answers.first(where: { if case .delivered = $0 { false } else { true } }) ?? answers.first {
             health.record(answer, from: .resend, device: request.key)

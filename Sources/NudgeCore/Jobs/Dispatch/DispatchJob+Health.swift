@@ -19,7 +19,7 @@ extension DispatchJob {
     public func tendOutside(run: RunContext) async -> Bool {
         let owed = health.takeOwedProbes()
         guard !owed.isEmpty, !dryRun else { return false }
-        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock)
+        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock, waitClock: run.waitClock)
         let push = self.push
         return await withTaskGroup(of: (DeliveryProvider, ProbeAnswer?).self) { group in
             for provider in owed {

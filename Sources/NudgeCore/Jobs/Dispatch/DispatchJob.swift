@@ -21,14 +21,16 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     /// How far back the caps look (a week, and a day for the local day's edges).
     static let capsLookBack: TimeInterval = 8 * 24 * 3600
 
+    /// `clock`: the run's instant; `waitClock`: what the run's waits are measured on (a
+    /// provider's quota pause among them).
     public init(
         definition: JobDefinition, push: DeliveryServices, lease: TimeInterval, dryRun: Bool,
-        clock: any RunClock = SystemClock()
+        clock: any RunClock = SystemClock(), waitClock: any WaitClock = SystemWaitClock()
     ) {
         self.definition = definition
         self.source = OutboxQueue(lease: lease)
         self.push = push
-        self.health = ChannelHealth(configured: push.states, identities: push.identities, clock: clock)
+        self.health = ChannelHealth(configured: push.states, identities: push.identities, clock: clock, waitClock: waitClock)
         self.shelfLife = definition.shelfLife ?? .fallback
         self.dryRun = dryRun
     }
@@ -44,7 +46,7 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
             return try await body(
                 DispatchJob(
                     definition: setup.definition, push: push, lease: TimeInterval(lease),
-                    dryRun: setup.options.dryRun, clock: setup.options.clock))
+                    dryRun: setup.options.dryRun, clock: setup.options.clock, waitClock: setup.options.waitClock))
         }
     }
 
@@ -171,7 +173,7 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     /// Sends the user's deliveries to their devices, all at once; a provider paused meanwhile is
     /// not asked.
     public func complete(_ change: PlannedChange<Change>, run: RunContext) async throws -> PlannedChange<Change> {
-        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock)
+        let context = SendContext(database: run.database, logger: run.logger, clock: run.clock, waitClock: run.waitClock)
         let deliveries = change.change.plan.deliveries
         let kindOf = Dictionary(uniqueKeysWithValues: change.change.rows.map { ($0.id, $0.kind) })
         var sends: [(index: Int, device: Device, push: PushRequest, rows: [Int64])] = []
