@@ -31,3 +31,22 @@ import Testing
         #expect(clock.deadlines == [.seconds(10), .seconds(30), .seconds(20), .seconds(5)])
     }
 }
+
+/// `nudge serve`'s memory of the database's last answer, on the clock it is given.
+@Suite struct HealthCheckTests {
+    /// Unhealthy until the database has answered once; healthy for 15 seconds after an answer,
+    /// then not, whatever the real time did meanwhile.
+    @Test func anAnswerIsFreshForFifteenSecondsOnTheChecksClock() {
+        let clock = ManualWaitClock()
+        let health = HealthCheck(clock: clock)
+        #expect(!health.isHealthy)
+        health.answered()
+        #expect(health.isHealthy)
+        clock.advance(by: .seconds(15))
+        #expect(health.isHealthy)
+        clock.advance(by: .milliseconds(1))
+        #expect(!health.isHealthy)
+        health.answered()
+        #expect(health.isHealthy)
+    }
+}

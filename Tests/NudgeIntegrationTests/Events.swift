@@ -176,15 +176,14 @@ private enum ProcessEnd {
 /// process ends without a word, the test ends the reading itself.
 final class ReadyPipe: Sendable {
     let path: String
-    private let descriptor: Int32
     private let line = Latch<String>()
 
     init(in folder: URL) throws {
         path = folder.appendingPathComponent("ready-\(UUID().uuidString)").path
         guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
-        descriptor = open(path, O_RDWR)
+        let descriptor = open(path, O_RDWR)
         guard descriptor >= 0 else { throw TestFailure("open \(path): \(String(cString: strerror(errno)))") }
-        let (descriptor, line, path) = (self.descriptor, self.line, self.path)
+        let (line, path) = (self.line, self.path)
         onThreadOfItsOwn {
             var read: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -203,16 +202,33 @@ final class ReadyPipe: Sendable {
     /// The line `process` wrote, once it has; fails when the process ends first or the budget does.
     func message(_ what: @autoclosure () -> String, from process: RunningProcess) async throws -> String {
         let description = what()
-        try await until(description, on: line.changes, process.end) {
-            line.isSet || process.hasExited
+        do {
+            try await until(description, on: line.changes, process.end) { line.isSet || process.hasExited }
+        } catch {
+            wake()
+            throw error
         }
         if !line.isSet {
-            // Ends the reading thread: an empty line of the test's own.
-            _ = "\n".utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, 1) }
+            // The process ended: whatever it wrote before is in the pipe, read before the test's
+            // own empty line, which ends the reading.
+            wake()
+        }
+        let said = try await line.value(description)
+        guard !said.isEmpty else {
             let result = await process.finished()
             throw TestFailure("the process ended before \(description) (status \(result.status)): \(result.stderr)")
         }
-        return try await line.value(description)
+        return said
+    }
+
+    /// Ends the reading with an empty line of the test's own, through a descriptor of its own (the
+    /// reader's may be closed, and its number another's, by now): the pipe always has its reader,
+    /// so the open never waits; once the reader is done the path is gone, and nothing is written.
+    private func wake() {
+        let writer = open(path, O_WRONLY | O_NONBLOCK)
+        guard writer >= 0 else { return }
+        _ = "\n".utf8CString.withUnsafeBufferPointer { write(writer, $0.baseAddress, 1) }
+        close(writer)
     }
 }
 

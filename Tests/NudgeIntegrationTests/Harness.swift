@@ -59,8 +59,11 @@ struct TestFailure: Error, CustomStringConvertible {
 struct TestDatabase: Sendable {
     let name: String
     let url: String
-    /// The one session this copy's SQL goes through, inside `pinned`.
+    /// The one session this copy's SQL goes through, inside `pinned` or `rolledBack`.
     private var session: TestSQL.Pinned?
+    /// Inside `rolledBack`: each call in a savepoint of the test's transaction, and nothing that
+    /// would leave it (another session, a process) allowed.
+    private var inTransaction = false
 
     init(named name: String) throws {
         let server = try TestServer.serverURL()
@@ -86,6 +89,7 @@ struct TestDatabase: Sendable {
     /// A copy of this database as it stands (no session may be connected to it meanwhile), made
     /// a few at a time.
     func clone() async throws -> TestDatabase {
+        try outsideTheTransaction("clone")
         let name = "nudge_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let slot = await ProcessSlots.shared.acquire("create database \(name) template \(self.name)")
         defer { Task { await ProcessSlots.shared.release(slot) } }
@@ -112,6 +116,7 @@ struct TestDatabase: Sendable {
     /// psql off Swift's cooperative threads: its status and output. The tests' own SQL goes
     /// through `psql(_:)` instead: this is the one place a test starts psql.
     func runScript(_ path: String, variables: [String: String] = [:], as role: String = "nudge") async throws -> ProcessResult {
+        try outsideTheTransaction("runScript")
         let settings = variables.sorted { $0.key < $1.key }.flatMap { ["-v", "\($0.key)=\($0.value)"] }
         return try await runProcessOffThePool(
             "/usr/bin/psql",
@@ -124,8 +129,25 @@ struct TestDatabase: Sendable {
     /// no thread while it waits.
     @discardableResult
     func psql(_ sql: String) async throws -> String {
-        if let session { return try await session.run(sql).trimmingCharacters(in: .newlines) }
-        return try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines)
+        guard let session else { return try await TestSQL.run(sql, url: url).trimmingCharacters(in: .newlines) }
+        guard inTransaction else { return try await session.run(sql).trimmingCharacters(in: .newlines) }
+        // A call is as a session of its own would be: what it did stays for the test, but a
+        // refused statement leaves the transaction usable for the next call.
+        _ = try await session.run("savepoint call")
+        do {
+            let rows = try await session.run(sql)
+            _ = try await session.run("release savepoint call")
+            return rows.trimmingCharacters(in: .newlines)
+        } catch {
+            _ = try? await session.run("rollback to savepoint call; release savepoint call")
+            throw error
+        }
+    }
+
+    /// Refuses what would leave a rolled-back test's transaction (another session, a process):
+    /// on the shared database it would commit, and every later test would see it.
+    private func outsideTheTransaction(_ what: String) throws {
+        if inTransaction { throw TestFailure("\(what) is not for a rolled-back test (TestDatabase.rolledBack): it would commit on the shared database") }
     }
 
     /// `body` with the one migrated database the whole test run shares, its SQL (`psql`, `value`,
@@ -133,12 +155,16 @@ struct TestDatabase: Sendable {
     /// of the schema or of a query's shape, which needs no database of its own (none is copied,
     /// none dropped). What `body` writes no other test sees, and is gone after it; it must not
     /// run `nudge` or a job on it (they would not see its transaction).
+    /// A few at a time, each on a session of its own, bounded like any of TestSQL's scripts.
     static func rolledBack<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
         var copy = try await TestServer.shared.database()
+        let slot = await TestServer.rolledBackSlots.acquire("a rolled-back test on \(copy.name)")
+        defer { Task { await TestServer.rolledBackSlots.release(slot) } }
         let session = try await TestSQL.Pinned(url: copy.url, mode: .held)
         copy.session = session
+        copy.inTransaction = true
         do {
-            _ = try await session.run("begin")
+            _ = try await session.run("begin; set local statement_timeout = '\(TestSQL.statementBound)'; set local lock_timeout = '\(TestSQL.statementBound)'")
             let value = try await body(copy)
             _ = try? await session.run("rollback")
             await session.end()
@@ -173,6 +199,9 @@ struct TestDatabase: Sendable {
     /// `sql` run as `role` (the owner of Nudge's tables unless told), for a test that expects it
     /// may be refused: status 0 and the rows, or 1 and the server's error as psql prints it.
     func attempt(_ sql: String, as role: String = "nudge") async -> ProcessResult {
+        if inTransaction {
+            return ProcessResult(status: 2, stdout: "", stderr: "attempt(_:as:) is not for a rolled-back test: it runs on a session of its own")
+        }
         do {
             return ProcessResult(status: 0, stdout: try await TestSQL.run(sql, url: url(as: role)), stderr: "")
         } catch let refused as TestSQL.Refused {
@@ -278,6 +307,7 @@ struct TestDatabase: Sendable {
     /// The wait happens off Swift's cooperative threads: a test in this process may be serving the
     /// binary's requests (the LLM stand-in), and a blocked pool would leave them unanswered.
     func nudge(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+        try outsideTheTransaction("nudge")
         let environment = nudgeEnvironment(environment)
         let slot = await ProcessSlots.shared.acquire("nudge " + arguments.joined(separator: " "))
         defer { Task { await ProcessSlots.shared.release(slot) } }
@@ -286,7 +316,8 @@ struct TestDatabase: Sendable {
 
     /// Starts `nudge` and returns at once, for the tests that stop it on purpose.
     func startNudge(_ arguments: [String], environment: [String: String] = [:]) throws -> RunningProcess {
-        try RunningProcess(NudgeBinary.path, arguments, environment: nudgeEnvironment(environment))
+        try outsideTheTransaction("startNudge")
+        return try RunningProcess(NudgeBinary.path, arguments, environment: nudgeEnvironment(environment))
     }
 
     func nudgeEnvironment(_ extra: [String: String]) -> [String: String] {
@@ -305,6 +336,7 @@ struct TestDatabase: Sendable {
         limits: DatabaseLimits = .forOperators, connections: Int = 4,
         _ body: @escaping @Sendable (Database) async throws -> T
     ) async throws -> T {
+        try outsideTheTransaction("withDatabase")
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let wait = Waits.begin("a job's database pool in this process, on \(name)")

@@ -178,5 +178,14 @@ private final class Lines: Sendable {
         }
         let after = try await TestDatabase.rolledBack { database in try await database.count("select count(*) from users where id = '\(id)'") }
         #expect(after == 0)
+        // A refused statement leaves the test's transaction usable, and what came before it;
+        // what would leave the transaction is refused.
+        try await TestDatabase.rolledBack { database in
+            try await database.psql("insert into users (id, timezone) values ('\(id)', 'UTC')")
+            await #expect(throws: TestSQL.Refused.self) { try await database.psql("insert into users (id, timezone) values ('\(id)', 'UTC')") }
+            #expect(try await database.count("select count(*) from users where id = '\(id)'") == 1)
+            await #expect(throws: TestFailure.self) { try await database.nudge(["migrate"]) }
+            #expect(await database.attempt("select 1").status != 0)
+        }
     }
 }

@@ -247,6 +247,16 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
                     "RESEND_BASE_URL": resend.baseURL, "RESEND_REQUESTS_PER_SECOND": "1",
                 ])))
         let client = try ResendClient(configuration: configuration, http: ProviderHTTP(extraTrustedRoots: nil, timeout: .seconds(30)))
+        do {
+            try await Self.secondWaitsForItsTurn(client, resend)
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+        await client.shutdown()
+    }
+
+    private static func secondWaitsForItsTurn(_ client: ResendClient, _ resend: StandInResend) async throws {
         let clock = ManualWaitClock()
         let pace = LocalPace(interval: .seconds(1), clock: clock)
         func email(_ n: Int) -> EmailRequest {
@@ -266,6 +276,5 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         try await until("the second batch at Resend", on: resend.changes) { resend.requestCount == 2 }
         let answered = await second.value
         #expect(answered.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(answered)")
-        await client.shutdown()
     }
 }

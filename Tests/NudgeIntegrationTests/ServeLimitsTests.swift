@@ -98,10 +98,9 @@ final class ServeProcess: Sendable {
     /// Whether its database answers it, asked now on the health listener (`/health?db=1`), which
     /// also makes the main listener's `/health` fresh. A 503 (the server's own bound on the
     /// database's answer, which a busy machine can outlast) is asked again as soon as it comes,
-    /// within the tests' budget.
+    /// up to ten times.
     func databaseAnswers() async throws -> Bool {
-        let deadline = TestBudget.deadline
-        while ContinuousClock.now < deadline {
+        for _ in 1...10 {
             let asked = try await runProcessOffThePool(
                 "/usr/bin/curl",
                 ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "\(Int(TestBudget.seconds))", "http://127.0.0.1:\(healthPort)/health?db=1"])
@@ -408,5 +407,34 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
         await #expect(
             try asServe("select subscribed from nudge_unsubscribe_state('\(user)', 'weekly_digest')").stdout
                 .trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+    }
+}
+
+/// `nudge serve` asks its database every few seconds on the clock it is given: the checks'
+/// interval is seen on a clock the test moves, without waiting for it.
+@Suite(.dropsItsDatabases) struct ServeHealthClockTests {
+    @Test func theDatabaseIsAskedAgainAtEachIntervalOfTheServersClock() async throws {
+        let database = try await TestDatabase.fresh()
+        let clock = ManualWaitClock()
+        let server = Task {
+            try await database.withDatabase { db in
+                try await NudgeServer.run(
+                    database: db, links: try UnsubscribeLinks(secret: digestSecret, publicURL: "https://unused.test"),
+                    twilioAuthToken: nil, waitClock: clock, host: "127.0.0.1", port: 0, logger: db.logger)
+            }
+        }
+        defer { server.cancel() }
+        // Each check, once answered, sleeps for the interval: at 5 s, then (the clock moved there)
+        // at 10 s.
+        let deadlines = try await ending { () async -> [Duration] in
+            var seen: [Duration] = []
+            for await deadline in clock.sleepers {
+                seen.append(deadline)
+                if seen.count == 2 { break }
+                clock.advance(by: deadline - clock.now())
+            }
+            return seen
+        }
+        #expect(deadlines == [NudgeServer.healthEvery, NudgeServer.healthEvery * 2])
     }
 }

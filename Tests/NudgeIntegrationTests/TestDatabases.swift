@@ -73,6 +73,10 @@ extension TestServer {
     /// made once, by the first to ask, and no test's to drop.
     static let shared = Shared()
 
+    /// How many rolled-back tests hold a session at once: a parameterized one starts all its
+    /// cases together.
+    static let rolledBackSlots = ProcessSlots(count: 4)
+
     actor Shared {
         private var creation: Task<TestDatabase, any Error>?
 

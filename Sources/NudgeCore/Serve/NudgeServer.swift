@@ -139,7 +139,7 @@ public enum NudgeServer {
                 // Never here, whoever seems to ask: a proxy on this machine makes everyone local.
                 return page(.notFound, text: "the database check is answered on NUDGE_HEALTH_PORT, at 127.0.0.1\n")
             }
-            return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
+            return health.isHealthy ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
         }
         router.get("/unsubscribe") { request, _ -> Response in
             guard let (user, type) = request.uri.queryParameters.get("token").flatMap(links.verify) else {
@@ -216,7 +216,7 @@ public enum NudgeServer {
         router.add(middleware: ServeMiddleware(logger: database.logger))
         router.get("/health") { request, _ -> Response in
             guard request.uri.queryParameters.get("db") == "1" else {
-                return health.isHealthy(now: .now) ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
+                return health.isHealthy ? page(.ok, text: "ok\n") : page(.serviceUnavailable, text: "the database does not answer\n")
             }
             guard slots.take() else { return page(.serviceUnavailable, text: "busy: every slot for the database is taken\n") }
             defer { slots.give() }
@@ -228,15 +228,16 @@ public enum NudgeServer {
     /// Serves until a graceful shutdown (SIGTERM, SIGINT) and lets the requests in flight finish.
     /// `onRunning` gets the port it listens on (useful with port 0); with `healthPort`, the
     /// health listener is opened on 127.0.0.1 too, and `onHealthRunning` gets its port.
+    /// `waitClock`: what the database check's interval and its answer's age are measured on.
     public static func run(
         database: Database, links: UnsubscribeLinks, twilioAuthToken: String?,
         twilioPreviousAuthToken: String? = nil,
         resendWebhookSecret: ResendWebhookSecret? = nil, limits: ServerLimits = ServerLimits(),
-        clock: any RunClock = SystemClock(), host: String, port: Int, healthPort: Int? = nil,
-        logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+        clock: any RunClock = SystemClock(), waitClock: any WaitClock = SystemWaitClock(), host: String, port: Int,
+        healthPort: Int? = nil, logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void = { _ in },
         onHealthRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) async throws {
-        let health = HealthCheck()
+        let health = HealthCheck(clock: waitClock)
         let connections = OpenConnections(limit: limits.maxConnections)
         let slots = DatabaseSlots(limit: limits.maxInFlight)
         let app = Application(
@@ -405,15 +406,26 @@ struct ServeMiddleware: RouterMiddleware {
     }
 }
 
-/// The database's health as `/health` reports it: checked in the background, read from memory.
+/// The database's health as `/health` reports it: checked in the background, read from memory,
+/// its age and the checks' interval measured on `clock` (the real time, unless a test moves it).
 public final class HealthCheck: Sendable {
-    private let lastAnswer = Mutex<ContinuousClock.Instant?>(nil)
+    private let clock: any WaitClock
+    private let lastAnswer = Mutex<Duration?>(nil)
 
-    public init() {}
+    public init(clock: any WaitClock = SystemWaitClock()) {
+        self.clock = clock
+    }
 
-    func isHealthy(now: ContinuousClock.Instant) -> Bool {
+    /// Whether the database answered within `healthFreshFor`.
+    var isHealthy: Bool {
         guard let last = lastAnswer.withLock({ $0 }) else { return false }
-        return now - last <= NudgeServer.healthFreshFor
+        return clock.now() - last <= NudgeServer.healthFreshFor
+    }
+
+    /// Notes an answer from the database, now.
+    func answered() {
+        let now = clock.now()
+        lastAnswer.withLock { $0 = now }
     }
 
     /// Asks the database now; remembers when it answered.
@@ -425,7 +437,7 @@ public final class HealthCheck: Sendable {
                     _ = try await connection.query("select 1", logger: database.logger)
                 }
             }
-            lastAnswer.withLock { $0 = .now }
+            answered()
             return true
         } catch {
             return false
@@ -435,7 +447,7 @@ public final class HealthCheck: Sendable {
     func keepChecking(_ database: Database, every interval: Duration) async {
         while !Task.isCancelled {
             await check(database)
-            try? await Task.sleep(for: interval)
+            try? await clock.sleep(for: interval)
         }
     }
 }
