@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import NudgeStandIns
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -182,6 +184,45 @@ private final class Outage: Sendable {
         #expect(asked < 10, "FCM was asked \(asked) notifications")
         #expect(try await database.value("select state from provider_health where provider = 'fcm'") == "down")
         #expect(try await database.psql("select distinct status || ' ' || attempts || ' ' || waiting_for from notification_outbox") == "pending 0 fcm")
+    }
+
+    /// Two lanes of one dispatcher write what they learnt at the same time: while both writes
+    /// wait (the shared rows locked by another session), what each took is still counted, so
+    /// outages from three devices, two learnt by one lane and one by the other, keep APNs down
+    /// for both. (With one slot for a write under way, the second lane's took the first's
+    /// place, and its two outages were forgotten until the write ended.)
+    @Test func twoLanesWritingAtOnceEachKeepWhatTheyLearnt() async throws {
+        let database = try await TestDatabase.fresh()
+        let health = ChannelHealth(configured: [.apns: .ready], identities: [.apns: "c"], clock: FixedClock(at("2026-03-10T12:00:00Z")))
+        let outage = SendResult.unavailable("APNs 503 ServiceUnavailable", after: nil)
+        let locker = try await TestSQL.hold("begin; lock table provider_health in access exclusive mode", url: database.url)
+        let lanes = Task {
+            try await database.withDatabase(connections: 4) { db in
+                health.record(outage, from: .apns, device: "a")
+                health.record(outage, from: .apns, device: "b")
+                async let first: Void = db.withConnection { connection in
+                    try await health.sync(now: at("2026-03-10T12:00:01Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
+                }
+                // The second lane's write begins once the first one waits for the lock.
+                try await db.withConnection { connection in
+                    try await waitForLockWaiters(1, on: connection, logger: db.logger)
+                }
+                health.record(outage, from: .apns, device: "c")
+                async let second: Void = db.withConnection { connection in
+                    try await health.sync(now: at("2026-03-10T12:00:02Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
+                }
+                try await db.withConnection { connection in
+                    try await waitForLockWaiters(2, on: connection, logger: db.logger)
+                }
+                let during = health.health(.apns)
+                await locker.end()
+                _ = try await (first, second)
+                return during
+            }
+        }
+        let during = try #require(try await ending { try await lanes.value }, "the lanes' writes did not end")
+        #expect(during.state == .down, "\(during)")
+        #expect(try await database.value("select state from provider_health where provider = 'apns'") == "down")
     }
 
     /// While APNs is down, each probe wakes rows of distinct users, the next ones after the last
@@ -476,4 +517,22 @@ private final class Outage: Sendable {
         // Twilio keeps none of them past its call.
         #expect(world.twilio.sent.allSatisfy { ($0.validityPeriod ?? 0) > 0 && ($0.validityPeriod ?? .max) <= 300 })
     }
+}
+
+/// Returns once `count` sessions wait for a lock on `provider_health`: watched by the server
+/// itself, in one statement bounded by the tests' budget (PostgreSQL tells no one of a lock
+/// wait beginning, so the server looks every 10 ms; the test process waits on the statement).
+private func waitForLockWaiters(_ count: Int, on connection: PostgresConnection, logger: Logger) async throws {
+    let seconds = Int(TestBudget.seconds)
+    try await connection.query(
+        """
+        do $$
+        declare deadline timestamptz := clock_timestamp() + make_interval(secs => \(unescaped: String(seconds)));
+        begin
+          while (select count(*) from pg_locks where relation = 'provider_health'::regclass and not granted) < \(unescaped: String(count)) loop
+            if clock_timestamp() > deadline then raise exception 'no % sessions waited for provider_health', \(unescaped: String(count)); end if;
+            perform pg_sleep(0.01);
+          end loop;
+        end $$
+        """, logger: logger)
 }
