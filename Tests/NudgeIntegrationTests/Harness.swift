@@ -155,7 +155,9 @@ struct TestDatabase: Sendable {
     /// of the schema or of a query's shape, which needs no database of its own (none is copied,
     /// none dropped). What `body` writes no other test sees, and is gone after it; it must not
     /// run `nudge` or a job on it (they would not see its transaction).
-    /// A few at a time, each on a session of its own, bounded like any of TestSQL's scripts.
+    /// A few at a time, each on a session of its own, bounded like any of TestSQL's scripts. Never
+    /// one inside another (four waiting for a fifth would wait for ever), and a script that ends
+    /// the transaction itself (`commit`) is not for it.
     static func rolledBack<T: Sendable>(_ body: (TestDatabase) async throws -> T) async throws -> T {
         var copy = try await TestServer.shared.database()
         let slot = await TestServer.rolledBackSlots.acquire("a rolled-back test on \(copy.name)")
@@ -200,7 +202,8 @@ struct TestDatabase: Sendable {
     /// may be refused: status 0 and the rows, or 1 and the server's error as psql prints it.
     func attempt(_ sql: String, as role: String = "nudge") async -> ProcessResult {
         if inTransaction {
-            return ProcessResult(status: 2, stdout: "", stderr: "attempt(_:as:) is not for a rolled-back test: it runs on a session of its own")
+            Issue.record("attempt(_:as:) is not for a rolled-back test (TestDatabase.rolledBack): it runs on a session of its own")
+            return ProcessResult(status: 2, stdout: "", stderr: "attempt(_:as:) is not for a rolled-back test")
         }
         do {
             return ProcessResult(status: 0, stdout: try await TestSQL.run(sql, url: url(as: role)), stderr: "")

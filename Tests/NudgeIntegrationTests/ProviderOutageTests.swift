@@ -198,26 +198,32 @@ private final class Outage: Sendable {
         let locker = try await TestSQL.hold("begin; lock table provider_health in access exclusive mode", url: database.url)
         let lanes = Task {
             try await database.withDatabase(connections: 4) { db in
-                health.record(outage, from: .apns, device: "a")
-                health.record(outage, from: .apns, device: "b")
-                async let first: Void = db.withConnection { connection in
-                    try await health.sync(now: at("2026-03-10T12:00:01Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
+                do {
+                    health.record(outage, from: .apns, device: "a")
+                    health.record(outage, from: .apns, device: "b")
+                    async let first: Void = db.withConnection { connection in
+                        try await health.sync(now: at("2026-03-10T12:00:01Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
+                    }
+                    // The second lane's write begins once the first one waits for the lock.
+                    try await db.withConnection { connection in
+                        try await waitForLockWaiters(1, on: connection, logger: db.logger)
+                    }
+                    health.record(outage, from: .apns, device: "c")
+                    async let second: Void = db.withConnection { connection in
+                        try await health.sync(now: at("2026-03-10T12:00:02Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
+                    }
+                    try await db.withConnection { connection in
+                        try await waitForLockWaiters(2, on: connection, logger: db.logger)
+                    }
+                    let during = health.health(.apns)
+                    await locker.end()
+                    _ = try await (first, second)
+                    return during
+                } catch {
+                    // The lanes' writes wait for the lock: released, they end, and the error is seen.
+                    await locker.end()
+                    throw error
                 }
-                // The second lane's write begins once the first one waits for the lock.
-                try await db.withConnection { connection in
-                    try await waitForLockWaiters(1, on: connection, logger: db.logger)
-                }
-                health.record(outage, from: .apns, device: "c")
-                async let second: Void = db.withConnection { connection in
-                    try await health.sync(now: at("2026-03-10T12:00:02Z"), dryRun: false, probing: false, on: connection, logger: db.logger)
-                }
-                try await db.withConnection { connection in
-                    try await waitForLockWaiters(2, on: connection, logger: db.logger)
-                }
-                let during = health.health(.apns)
-                await locker.end()
-                _ = try await (first, second)
-                return during
             }
         }
         let during = try #require(try await ending { try await lanes.value }, "the lanes' writes did not end")
@@ -529,7 +535,11 @@ private func waitForLockWaiters(_ count: Int, on connection: PostgresConnection,
         do $$
         declare deadline timestamptz := clock_timestamp() + make_interval(secs => \(unescaped: String(seconds)));
         begin
-          while (select count(*) from pg_locks where relation = 'provider_health'::regclass and not granted) < \(unescaped: String(count)) loop
+          -- pg_locks is the whole server's, and every test database copied from the template
+          -- gives provider_health the same oid: only this database's waits count.
+          while (select count(*) from pg_locks
+                  where locktype = 'relation' and database = (select oid from pg_database where datname = current_database())
+                    and relation = 'provider_health'::regclass and not granted) < \(unescaped: String(count)) loop
             if clock_timestamp() > deadline then raise exception 'no % sessions waited for provider_health', \(unescaped: String(count)); end if;
             perform pg_sleep(0.01);
           end loop;

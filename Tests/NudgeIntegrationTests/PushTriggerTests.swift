@@ -407,7 +407,9 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         running.signal(SIGTERM)
         // The hanging calls last an hour: a run that ends within the budget ended them itself,
         // after the grace (its length is checked on a clock the test moves, in process).
-        #expect(await running.ends(within: TestBudget.seconds), "the run did not end after its grace")
+        let ended = await running.ends(within: TestBudget.seconds)
+        if !ended { running.signal(SIGKILL) }
+        #expect(ended, "the run did not end after its grace")
         let stopped = await running.finished()
         #expect(stopped.status == 1, "\(stopped.stderr)")
         #expect(try await database.value("select status from job_runs") == "interrupted")

@@ -411,9 +411,10 @@ private func curl(_ arguments: [String]) async throws -> ProcessResult {
 }
 
 /// `nudge serve` asks its database every few seconds on the clock it is given: the checks'
-/// interval is seen on a clock the test moves, without waiting for it.
+/// interval is seen on a clock the test moves, without waiting for it. (Whether a check's answer
+/// keeps `/health` fresh is `HealthCheckTests`'.)
 @Suite(.dropsItsDatabases) struct ServeHealthClockTests {
-    @Test func theDatabaseIsAskedAgainAtEachIntervalOfTheServersClock() async throws {
+    @Test func theChecksComeAtEachIntervalOfTheServersClock() async throws {
         let database = try await TestDatabase.fresh()
         let clock = ManualWaitClock()
         let server = Task {
