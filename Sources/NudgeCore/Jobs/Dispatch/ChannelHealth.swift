@@ -91,6 +91,12 @@ public final class ChannelHealth: Sendable {
         }
     }
 
+    /// What a send to `provider` for `rows` ends as when the provider may not be asked now
+    /// (`hold`): not sent, waiting as long as the hold says; nil when it may be asked.
+    public func held(_ provider: DeliveryProvider, rows: [Int64] = []) -> SendResult? {
+        hold(provider, rows: rows).map { .notSent($0.reason, after: $0.after) }
+    }
+
     /// Why the run must report a configuration error: the providers paused under this
     /// dispatcher's own configuration, each with its reason.
     public var problems: [String] {

@@ -20,8 +20,8 @@ extension DispatchJob {
         var again: [String: [EmailSlot]] = [:]
         for (change, planned) in changes.enumerated() {
             for (index, email) in planned.change.plan.emails.enumerated() {
-                if let hold = health.hold(.resend, rows: [email.row]) {
-                    results[change][index] = .notSent(hold.reason, after: hold.after)
+                if let held = health.held(.resend, rows: [email.row]) {
+                    results[change][index] = held
                 } else if push.email == nil {
                     results[change][index] = .notSent("Resend is not configured", after: nil)
                 } else if let key = email.batchKey {
@@ -151,7 +151,7 @@ extension DispatchJob {
         let rows = request.rows
         let isNew = request.isNew
         let leaving: @Sendable () async -> SendResult? = {
-            if let hold = health.hold(.resend, rows: rows) { return .notSent(hold.reason, after: hold.after) }
+            if let held = health.held(.resend, rows: rows) { return held }
             guard isNew else { return nil }
             return await self.markLeaving(request, run: run)
                 ? nil : .notSent("the claim on its rows ended before their batch left", after: 1)

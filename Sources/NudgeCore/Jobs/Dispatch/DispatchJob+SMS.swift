@@ -25,7 +25,7 @@ extension DispatchJob {
     /// sending it. A request that waited for a connection and never got one did not leave: no
     /// mark, and it is tried again like any other. Also returns what becomes of its mark.
     func send(_ text: PlannedSMS, run: RunContext) async -> (SendResult, SMSMark) {
-        if let hold = health.hold(.twilio, rows: [text.row]) { return (.notSent(hold.reason, after: hold.after), .asAnswered) }
+        if let held = health.held(.twilio, rows: [text.row]) { return (held, .asAnswered) }
         guard let client = push.sms else { return (.notSent("Twilio is not configured", after: nil), .asAnswered) }
         if let left = text.leftAt { return await resolve(text, leftAt: left, through: client, run: run) }
         guard let database = run.database else {
@@ -55,7 +55,7 @@ extension DispatchJob {
         let result = await client.send(text.request, clock: run.clock) { () async -> SendResult? in
             // Asked again once a connection is free for it: an SMS that waited while Twilio was
             // found down stays, parked, rather than going into the outage.
-            if let hold = health.hold(.twilio, rows: [row]) { return .notSent(hold.reason, after: hold.after) }
+            if let held = health.held(.twilio, rows: [row]) { return held }
             do {
                 let marked = try await database.withConnection(mark)
                 return marked ? nil : .notSent("the claim on the row ended before its SMS left", after: DispatchRules.timeCriticalRetry)

@@ -295,7 +295,7 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
     /// before the push leaves, and a push held then is parked, not sent into the outage.
     private func send(_ push: PushRequest, rows: [Int64], context: SendContext) async -> SendResult {
         let provider = push.device.provider
-        if let hold = health.hold(provider, rows: rows) { return .notSent(hold.reason, after: hold.after) }
+        if let held = health.held(provider, rows: rows) { return held }
         guard let service = self.push.services[provider] else {
             return .notSent("\(provider.displayName) is not configured", after: nil)
         }
@@ -303,7 +303,7 @@ public struct DispatchJob: RegisteredJob, OutsideCalls, Bookkeeping, RunReports 
         let result = await service.send(
             push,
             context: context.leaving {
-                health.hold(provider, rows: rows).map { .notSent($0.reason, after: $0.after) }
+                health.held(provider, rows: rows)
             })
         health.record(result, from: provider, device: push.device.key)
         return result
