@@ -199,11 +199,7 @@ private func at(_ text: String) -> Date { ISO8601DateFormatter().date(from: text
         var environment = stand.environment
         environment["NUDGE_PUSH_TIMEOUT_SECONDS"] = "60"
         let dispatcher = try database.startNudge(["run", "dispatch", "--now", "2026-03-22T20:00:30Z"], environment: environment)
-        try await until("\(count) emails at Resend", on: stand.resend.changes, dispatcher.end) {
-            if stand.resend.sent.count == count { return true }
-            if dispatcher.hasExited { throw TestFailure("the dispatcher ended first: \(await dispatcher.finished().stderr)") }
-            return false
-        }
+        try await dispatcher.reaches("\(count) emails at Resend", on: stand.resend.changes) { stand.resend.sent.count == count }
         dispatcher.signal(SIGKILL)
         _ = await dispatcher.finished()
     }

@@ -73,11 +73,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         let first = try database.startNudge(
             ["run", "dispatch", "--now", "2026-03-10T12:00:30Z", "--lanes", "2"],
             environment: environment)
-        try await until("300 pushes at APNs", on: push.apns.changes, first.end) {
-            if push.apns.requestCount >= 300 { return true }
-            if first.hasExited { throw TestFailure("the run ended first: \(await first.finished().stderr)") }
-            return false
-        }
+        try await first.reaches("300 pushes at APNs", on: push.apns.changes) { push.apns.requestCount >= 300 }
         first.signal(SIGKILL)
         _ = await first.finished()
         let claimed = try await database.count("select count(*) from notification_outbox where status = 'sending'")
@@ -166,8 +162,7 @@ private func queueForMany(_ database: TestDatabase, users count: Int, perUser: I
         // are the run's own. Its drain is an hour: a run that waited it out would outlast the
         // tests' budget, so ending at all says it ended once nothing was due.
         let running = try database.startNudge(["run", "dispatch", "--drain-seconds", "3600"], environment: push.environment)
-        let ended = await running.ends(within: TestBudget.seconds)
-        if !ended { running.signal(SIGKILL) }
+        let ended = await running.endsWithinTheBudget()
         #expect(ended, "the run was still draining after the tests' budget")
         let result = await running.finished()
         #expect(result.status == 0, "\(result.stderr)")

@@ -1,4 +1,5 @@
 import Foundation
+import NudgeCore
 import NudgeStandIns
 import Synchronization
 import Testing
@@ -25,6 +26,13 @@ enum TestBudget {
 /// timer); fails when the budget ends first.
 func until(
     _ what: @autoclosure () -> String, on changes: Changes..., condition: () async throws -> Bool
+) async throws {
+    try await until(what(), on: changes, condition: condition)
+}
+
+/// `until`, with the changes to look at as an array.
+func until(
+    _ what: @autoclosure () -> String, on changes: [Changes], condition: () async throws -> Bool
 ) async throws {
     let description = what()
     let wait = Waits.begin(description)
@@ -85,20 +93,14 @@ final class Latch<Value: Sendable>: Sendable {
 
     /// The value, once it is set; nil when `deadline` comes first.
     func value(before deadline: ContinuousClock.Instant) async -> Value? {
-        while true {
-            let count = changes.count
-            if let set = value.withLock({ $0 }) { return set }
-            guard await firstChange(of: [changes], after: [count], before: deadline) else { return value.withLock { $0 } }
-        }
+        _ = await happens(before: deadline, on: [changes]) { isSet }
+        return value.withLock { $0 }
     }
 
     /// The value, once it is set; fails when the budget ends first.
     func value(_ what: @autoclosure () -> String) async throws -> Value {
-        let description = what()
-        let wait = Waits.begin(description)
-        defer { Waits.end(wait) }
-        guard let set = await value(before: TestBudget.deadline) else { throw TestBudget.exceeded(description) }
-        return set
+        try await until(what(), on: changes) { isSet }
+        return value.withLock { $0 }!
     }
 }
 
@@ -119,6 +121,15 @@ func ending<T: Sendable>(within seconds: Double = TestBudget.seconds, _ body: @e
         return nil
     }
     return try ended.get()
+}
+
+/// The deadline of the next sleeper of `clock` (the one a waiting task set), once one waits;
+/// nil when none does within the budget.
+func nextSleeper(of clock: ManualWaitClock) async throws -> Duration? {
+    try await ending { () async -> Duration? in
+        for await deadline in clock.sleepers { return deadline }
+        return nil
+    } ?? nil
 }
 
 /// Returns once the processes `pids` of this machine (a database's sessions, say) have ended,
@@ -179,19 +190,15 @@ final class ReadyPipe: Sendable {
     private let line = Latch<String>()
 
     init(in folder: URL) throws {
-        path = folder.appendingPathComponent("ready-\(UUID().uuidString)").path
-        guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
+        path = try namedPipe(in: folder, "ready")
         let descriptor = open(path, O_RDWR)
         guard descriptor >= 0 else { throw TestFailure("open \(path): \(String(cString: strerror(errno)))") }
         let (line, path) = (self.line, self.path)
         onThreadOfItsOwn {
             var read: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while !read.contains(UInt8(ascii: "\n")) {
-                let count = Glibc.read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own, until a line comes
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { break }
-                read += buffer[0..<count]
+            readPieces(of: descriptor) { piece in
+                read += piece
+                return !read.contains(UInt8(ascii: "\n"))
             }
             close(descriptor)
             unlink(path)
@@ -241,30 +248,28 @@ final class StreamedOutput: Sendable {
     private let state = Mutex<(text: String, ended: Bool)>(("", false))
 
     init(in folder: URL) throws {
-        let path = folder.appendingPathComponent("output-\(UUID().uuidString)").path
-        guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
+        let path = try namedPipe(in: folder, "output")
         self.path = path
         onThreadOfItsOwn { [self] in
             let descriptor = open(path, O_RDONLY)   // blocks: a thread of its own, until the writer opens the pipe
             unlink(path)
-            var buffer = [UInt8](repeating: 0, count: 65536)
             var pending: [UInt8] = []
-            while descriptor >= 0 {
-                let count = read(descriptor, &buffer, buffer.count)   // blocks: a thread of its own
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { break }
-                pending += buffer[0..<count]
-                // Whole characters only: a piece may end inside one.
-                var whole = pending.count
-                if String(validating: pending, as: UTF8.self) == nil {
-                    whole = (pending.lastIndex { $0 < 0x80 }).map { $0 + 1 } ?? 0
+            if descriptor >= 0 {
+                readPieces(of: descriptor) { piece in
+                    pending += piece
+                    // Whole characters only: a piece may end inside one.
+                    var whole = pending.count
+                    if String(validating: pending, as: UTF8.self) == nil {
+                        whole = (pending.lastIndex { $0 < 0x80 }).map { $0 + 1 } ?? 0
+                    }
+                    let text = String(decoding: pending[0..<whole], as: UTF8.self)
+                    pending.removeFirst(whole)
+                    state.withLock { $0.text += text }
+                    changes.changed()
+                    return true
                 }
-                let text = String(decoding: pending[0..<whole], as: UTF8.self)
-                pending.removeFirst(whole)
-                state.withLock { $0.text += text }
-                changes.changed()
+                close(descriptor)
             }
-            if descriptor >= 0 { close(descriptor) }
             state.withLock {
                 $0.text += String(decoding: pending, as: UTF8.self)
                 $0.ended = true
@@ -286,5 +291,23 @@ final class StreamedOutput: Sendable {
     func abandon() {
         let descriptor = open(path, O_RDWR | O_NONBLOCK)
         if descriptor >= 0 { close(descriptor) }
+    }
+}
+
+/// A named pipe made in `folder`, its name beginning with `prefix`: its path.
+private func namedPipe(in folder: URL, _ prefix: String) throws -> String {
+    let path = folder.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
+    guard mkfifo(path, 0o600) == 0 else { throw TestFailure("mkfifo \(path): \(String(cString: strerror(errno)))") }
+    return path
+}
+
+/// Reads `descriptor` a piece at a time (a read cut by a signal is tried again) until its end,
+/// or until `piece` answers false. Blocks its thread.
+private func readPieces(of descriptor: Int32, _ piece: ([UInt8]) -> Bool) {
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = read(descriptor, &buffer, buffer.count)   // blocks: the caller's own thread
+        if count < 0, errno == EINTR { continue }
+        guard count > 0, piece(Array(buffer[0..<count])) else { return }
     }
 }

@@ -510,6 +510,24 @@ final class RunningProcess: Sendable {
         await happens(before: .now + .seconds(seconds), on: [child.ends]) { child.hasEnded }
     }
 
+    /// Whether it ends within the tests' budget; killed when it does not, so that no test awaits
+    /// a run that would outlast the whole test run (an hour's drain, calls that hang).
+    func endsWithinTheBudget() async -> Bool {
+        let ended = await ends(within: TestBudget.seconds)
+        if !ended { signal(SIGKILL) }
+        return ended
+    }
+
+    /// Returns once `goal` holds, looked at again each time one of `changes` changes, while the
+    /// process runs; fails, with what it said, when it ends first, or when the budget does.
+    func reaches(_ what: @autoclosure () -> String, on changes: Changes..., goal: () -> Bool) async throws {
+        try await until(what(), on: changes + [child.ends]) {
+            if goal() { return true }
+            if hasExited { throw TestFailure("process \(pid) ended first: \(await finished().stderr)") }
+            return false
+        }
+    }
+
     var pid: Int32 { child.pid }
 
     /// Its status and output once it has ended, awaited off Swift's cooperative threads: a

@@ -266,10 +266,7 @@ private func noneBeforeItsSlot(_ arrivals: [Double], _ slots: [Double]) -> Bool 
         #expect(first.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(first)")
         let second = Task { await client.sendBatch([email(2)], key: "nudge-batch-turn-2", pace: pace, waitClock: clock) }
         // Its turn is a second away on the run's clock: it sleeps until then, and has not left.
-        let deadline = try await ending { () async -> Duration? in
-            for await deadline in clock.sleepers { return deadline }
-            return nil
-        }
+        let deadline = try await nextSleeper(of: clock)
         #expect(deadline == .seconds(1))
         #expect(resend.requestCount == 1)
         clock.advance(by: .seconds(1))

@@ -399,16 +399,11 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "30"
         let arguments = ["run", "push-trigger", "--now", now, "--concurrency", "4"]
         let running = try database.startNudge(arguments, environment: environment)
-        try await until("the six LLM calls", on: server.changes, running.end) {
-            if server.requests.count == 6 { return true }
-            if running.hasExited { throw TestFailure("the run ended first: \(await running.finished().stderr)") }
-            return false
-        }
+        try await running.reaches("the six LLM calls", on: server.changes) { server.requests.count == 6 }
         running.signal(SIGTERM)
         // The hanging calls last an hour: a run that ends within the budget ended them itself,
         // after the grace (its length is checked on a clock the test moves, in process).
-        let ended = await running.ends(within: TestBudget.seconds)
-        if !ended { running.signal(SIGKILL) }
+        let ended = await running.endsWithinTheBudget()
         #expect(ended, "the run did not end after its grace")
         let stopped = await running.finished()
         #expect(stopped.status == 1, "\(stopped.stderr)")
@@ -433,11 +428,7 @@ private func pushEnvironment(_ server: StandInLLM, provider: String) -> [String:
         var environment = pushEnvironment(server, provider: "anthropic")
         environment["NUDGE_SHUTDOWN_GRACE_SECONDS"] = "30"
         let running = try database.startNudge(["run", "push-trigger", "--now", now, "--concurrency", "2"], environment: environment)
-        try await until("the two LLM calls", on: server.changes, running.end) {
-            if server.requests.count == 2 { return true }
-            if running.hasExited { throw TestFailure("the run ended first: \(await running.finished().stderr)") }
-            return false
-        }
+        try await running.reaches("the two LLM calls", on: server.changes) { server.requests.count == 2 }
         running.signal(SIGINT)
         // The first interrupt waits for the calls in flight: a run that ended on it would be
         // seen here (a second is enough for a process to end, never needed for it to go on).

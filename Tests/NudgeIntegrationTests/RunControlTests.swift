@@ -252,8 +252,7 @@ struct PausingAfterFirstBatch: Job {
         #expect(!backends.isEmpty, "the run ended before it was frozen: \(frozenBy.stderr)")
         // A run that has not ended within the tests' budget hangs: killed, so that the test fails
         // rather than waits with it. That it ended by its own bound, not by chance, its message says.
-        let ended = await running.ends(within: TestBudget.seconds)
-        if !ended { running.signal(SIGKILL) }
+        let ended = await running.endsWithinTheBudget()
         let stopped = await running.finished()
         for pid in backends { kill(pid, SIGCONT) }
         #expect(ended, "the run had not ended \(Int(TestBudget.seconds)) s after its database stopped answering: \(stopped.stderr)")

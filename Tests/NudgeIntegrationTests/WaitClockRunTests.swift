@@ -110,10 +110,7 @@ import Testing
             try await until("three calls in flight", on: job.calls.changes) { job.calls.started == 3 }
             trigger.triggerGracefulShutdown()
             // The grace is the only wait: it starts when the signal comes, on the run's clock.
-            let graceEnds = try await ending { () async -> Duration? in
-                for await deadline in clock.sleepers { return deadline }
-                return nil
-            }
+            let graceEnds = try await nextSleeper(of: clock)
             #expect(graceEnds == clock.now() + .seconds(20))
             clock.advance(by: .seconds(19))
             let early = try await ending(within: 1) { try await run.value }
